@@ -1,0 +1,109 @@
+//! The `flycode` command line: argument definitions and one module per command. This is the only
+//! code that prints; it reads its input and hands the work to the library.
+
+pub mod check;
+pub mod prompt;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// How a command ended, as the process exit status (CONTRACT §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: a valid call, an ok result, a clean transcript.
+    Success = 0,
+    /// 1: a protocol violation, a failed result, findings.
+    Failure = 1,
+    /// 2: a usage or configuration error.
+    Usage = 2,
+    /// 3: the input holds no call.
+    NoCall = 3,
+}
+
+/// flycode: let a chat model work on this machine through flycode-call blocks, safely.
+#[derive(Debug, Parser)]
+#[command(name = "flycode", version, about, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Give the verdict on one model reply: print the normalized call, or the flycode-result
+    /// block a violation earns. Exit 0 call, 1 invalid, 3 no call.
+    Check(CheckArgs),
+    /// Print the system prompt to paste into a browser chat.
+    Prompt(PromptArgs),
+}
+
+/// `flycode check` arguments.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The reply to check: a file, or - (the default) for standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Accept text around the call block, reporting it as a warning.
+    #[arg(long)]
+    pub lenient: bool,
+}
+
+/// `flycode prompt` arguments.
+#[derive(Debug, clap::Args)]
+pub struct PromptArgs {
+    /// The prompt's language.
+    #[arg(long, value_enum, default_value_t = Language::Zh)]
+    pub lang: Language,
+    /// An allowed root to name in the prompt (repeatable; default: the current directory).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+}
+
+/// A prompt language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Language {
+    /// Chinese.
+    Zh,
+    /// English.
+    En,
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Prompt(args) => prompt::run(&args),
+    }
+}
+
+/// Reads a whole input as UTF-8 text: a file, or standard input for `-` or nothing.
+pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
+    let (bytes, name) = match input {
+        Some(path) if path.as_os_str() != "-" => (
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read standard input")?;
+            (bytes, "standard input".to_owned())
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(error) => bail!(
+            "{name} is not UTF-8 text (invalid byte at offset {}); save the reply as UTF-8",
+            error.utf8_error().valid_up_to()
+        ),
+    }
+}

@@ -1,0 +1,14 @@
+//! flycode lets a language model in a chat window work on a real machine through a small
+//! tagged-block protocol: the model writes one fenced `flycode-call` JSON block, flycode judges
+//! it against the protocol and the user's policy, runs the tool, and answers with a well-formed
+//! `flycode-result` block.
+//!
+//! Modules, with dependencies pointing one way (`cli → sandbox`; everyone may use `protocol`):
+//!
+//! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
+//! - [`sandbox`]: allowed roots;
+//! - [`cli`]: the `flycode` commands, the only code that prints.
+
+pub mod cli;
+pub mod protocol;
+pub mod sandbox;

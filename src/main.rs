@@ -1,0 +1,27 @@
+//! The `flycode` binary: parse the command line, run it, turn the outcome into an exit status.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use flycode::cli::{self, Cli, Outcome};
+
+fn main() -> ExitCode {
+    let outcome = match cli::run(Cli::parse()) {
+        Ok(outcome) => outcome,
+        Err(error) if is_broken_pipe(&error) => Outcome::Success,
+        Err(error) => {
+            eprintln!("flycode: {error:#}");
+            Outcome::Usage
+        }
+    };
+    ExitCode::from(outcome as u8)
+}
+
+/// A reader that went away (`flycode prompt | head`) is not an error.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,60 @@
+//! Making untrusted text safe to show on one line: control, bidirectional and zero-width
+//! characters become visible escapes, so what a person reads is what will run.
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal or a header line as it is.
+pub fn is_hidden_or_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+                | '\u{061C}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// Escapes every control, bidirectional and zero-width character: `\n`, `\t`, `\r` as such,
+/// the rest as `\u{XXXX}`. Text without such characters is returned as it is.
+pub fn escape_for_display(text: &str) -> Cow<'_, str> {
+    if !text.contains(is_hidden_or_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if is_hidden_or_control(c) => out.push_str(&format!("\\u{{{:04X}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_untouched() {
+        assert!(matches!(
+            escape_for_display("fs.read 中文"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn escapes_terminal_sequences_and_invisible_characters() {
+        assert_eq!(
+            escape_for_display("a\u{1b}]52;c;x\u{7}\nb\u{202E}c\u{200B}"),
+            "a\\u{001B}]52;c;x\\u{0007}\\nb\\u{202E}c\\u{200B}"
+        );
+    }
+}

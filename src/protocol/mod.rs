@@ -1,0 +1,31 @@
+//! The flycode protocol: reading a model's reply, judging the call in it, and writing the result
+//! block that answers it. Pure functions over text: this module does no I/O.
+//!
+//! - [`parse`]: reply text → fenced blocks with byte spans (normalization, fences, reasoning);
+//! - [`verdict`]: one reply → `none` / `call` / `invalid` with the contract's error ladder;
+//! - [`call`] and [`args`]: a block's JSON → a validated [`Call`];
+//! - [`schema`]: the embedded tool schemas, the single source of the tools' arguments;
+//! - [`result`]: render and read `flycode-result` blocks;
+//! - [`slash`]: slash commands and the `[command]` line;
+//! - [`prompt`]: the chat-UI system prompt generated from the schemas.
+
+pub mod args;
+pub mod call;
+pub mod display;
+pub mod error_code;
+pub mod json;
+pub mod parse;
+pub mod paths;
+pub mod prompt;
+pub mod result;
+pub mod schema;
+pub mod slash;
+pub mod tool_name;
+pub mod verdict;
+
+pub use call::{Attempt, Call, CallError};
+pub use error_code::{ErrorCode, WarningCode};
+pub use result::{DEFAULT_BODY_CAP, ResultBlock, ResultParseError};
+pub use slash::{parse_slash, render_command};
+pub use tool_name::ToolName;
+pub use verdict::{Classification, ClassifyOptions, Verdict, Warning, classify_reply};

@@ -1,0 +1,71 @@
+//! The syntactic form of a path argument: which platform's absolute form it has, if any.
+//!
+//! This is only the protocol's check (CONTRACT §1 `relative_path`); whether the path lies inside
+//! an allowed root is the sandbox's business.
+
+/// The form of a path string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathForm {
+    /// `/…`
+    Posix,
+    /// `C:\…` or `C:/…`
+    WindowsDrive,
+    /// `\\server\share\…`, including the verbatim `\\?\` and device `\\.\` prefixes.
+    WindowsUnc,
+    /// Anything else: `a/b`, `./a`, `~/a`, `C:a`, `\a`, the empty string.
+    Relative,
+}
+
+impl PathForm {
+    /// Whether the path is absolute on some platform.
+    pub fn is_absolute(self) -> bool {
+        self != PathForm::Relative
+    }
+
+    /// Whether the path is a Windows form.
+    pub fn is_windows(self) -> bool {
+        matches!(self, PathForm::WindowsDrive | PathForm::WindowsUnc)
+    }
+}
+
+/// Classifies `path` by its leading characters.
+pub fn path_form(path: &str) -> PathForm {
+    let bytes = path.as_bytes();
+    if bytes.first() == Some(&b'/') {
+        PathForm::Posix
+    } else if bytes.len() >= 3
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && matches!(bytes[2], b'\\' | b'/')
+    {
+        PathForm::WindowsDrive
+    } else if bytes.len() > 2 && bytes.starts_with(br"\\") {
+        PathForm::WindowsUnc
+    } else {
+        PathForm::Relative
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_forms_are_recognized() {
+        assert_eq!(path_form("/root/work"), PathForm::Posix);
+        assert_eq!(path_form("//server/share"), PathForm::Posix);
+        assert_eq!(path_form(r"C:\work\app"), PathForm::WindowsDrive);
+        assert_eq!(path_form("d:/work"), PathForm::WindowsDrive);
+        assert_eq!(path_form(r"\\server\share\x"), PathForm::WindowsUnc);
+        assert_eq!(path_form(r"\\?\C:\x"), PathForm::WindowsUnc);
+    }
+
+    #[test]
+    fn relative_forms_are_rejected() {
+        for path in [
+            "", "a/b", "./a", "../a", "~/a", "C:foo", r"\foo", "C:", "%2e%2e/x", r"\\",
+        ] {
+            assert_eq!(path_form(path), PathForm::Relative, "{path:?}");
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The chat-UI system prompt: a template from `protocol/prompts/` whose tool list and argument
+//! reference are generated from the schemas, and whose roots and examples use the user's roots.
+//!
+//! Placeholders: `{{roots}}` (a bullet list), `{{root}}` (the first root, for prose),
+//! `{{root_json}}` (the first root escaped for use inside a JSON string), `{{tool_names}}` and
+//! `{{tool_reference}}`.
+
+use serde_json::Value;
+
+use super::schema::{ArgKind, ToolSchema, tool_schema};
+use super::tool_name::ToolName;
+
+/// The language of the prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PromptLanguage {
+    /// Chinese, the default (the protocol's original language).
+    #[default]
+    Zh,
+    /// English.
+    En,
+}
+
+impl PromptLanguage {
+    fn template(self) -> &'static str {
+        match self {
+            PromptLanguage::Zh => include_str!("../../protocol/prompts/chat.zh.md"),
+            PromptLanguage::En => include_str!("../../protocol/prompts/chat.en.md"),
+        }
+    }
+}
+
+/// Builds the chat prompt for `roots` (already absolute, in display form).
+pub fn chat_prompt(language: PromptLanguage, roots: &[String]) -> String {
+    let first_root = roots
+        .first()
+        .map(|r| trim_trailing_separator(r))
+        .unwrap_or("/");
+    let root_json = Value::String(first_root.to_owned()).to_string();
+    let root_json = &root_json[1..root_json.len() - 1];
+    let root_list: Vec<String> = roots.iter().map(|r| format!("- `{r}`")).collect();
+    let tool_names: Vec<String> = ToolName::ALL
+        .iter()
+        .map(|t| format!("- `{}`", t.as_str()))
+        .collect();
+    language
+        .template()
+        .replace("{{roots}}", &root_list.join("\n"))
+        .replace("{{tool_names}}", &tool_names.join("\n"))
+        .replace("{{tool_reference}}", &tool_reference(language))
+        .replace("{{root_json}}", root_json)
+        .replace("{{root}}", first_root)
+}
+
+fn trim_trailing_separator(root: &str) -> &str {
+    let trimmed = root.trim_end_matches(['/', '\\']);
+    if trimmed.is_empty() || trimmed.ends_with(':') {
+        root
+    } else {
+        trimmed
+    }
+}
+
+/// The numbered per-tool argument reference.
+pub fn tool_reference(language: PromptLanguage) -> String {
+    let mut out = String::new();
+    for (number, tool) in ToolName::ALL.into_iter().enumerate() {
+        let schema = tool_schema(tool);
+        out.push_str(&format!(
+            "\n{}. `{}` — {}\n- `{}`\n",
+            number + 1,
+            tool,
+            schema.description,
+            compact_signature(&schema.document)
+        ));
+        describe_properties(&mut out, &schema.document, "", language);
+        for rule in rules(schema, language) {
+            out.push_str(&format!("- {rule}\n"));
+        }
+    }
+    out
+}
+
+/// `{"path": string, "depth"?: integer}`, the seed's compact notation.
+fn compact_signature(schema: &Value) -> String {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let parts: Vec<String> = schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, property)| {
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            format!("\"{name}\"{optional}: {}", type_notation(property))
+        })
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn type_notation(property: &Value) -> String {
+    if let Some(options) = property["enum"].as_array() {
+        return options
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("|");
+    }
+    match property["type"].as_str() {
+        Some("array") if property["items"]["type"] == "object" => {
+            format!("[{}]", compact_signature(&property["items"]))
+        }
+        Some("array") => format!("{}[]", property["items"]["type"].as_str().unwrap_or("any")),
+        Some("object") => "{NAME: string}".to_owned(),
+        Some(other) => other.to_owned(),
+        None => "any".to_owned(),
+    }
+}
+
+/// One bullet per argument: name, constraints, description. Nested objects use `files[].path`.
+fn describe_properties(out: &mut String, schema: &Value, prefix: &str, language: PromptLanguage) {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        let mut facts = Vec::new();
+        facts.push(match (required.contains(&name.as_str()), language) {
+            (true, PromptLanguage::Zh) => "必填".to_owned(),
+            (true, PromptLanguage::En) => "required".to_owned(),
+            (false, PromptLanguage::Zh) => "可选".to_owned(),
+            (false, PromptLanguage::En) => "optional".to_owned(),
+        });
+        if property["x-flycode-path"] == true {
+            facts.push(match language {
+                PromptLanguage::Zh => "绝对路径".to_owned(),
+                PromptLanguage::En => "absolute path".to_owned(),
+            });
+        }
+        match (property["minimum"].as_i64(), property["maximum"].as_i64()) {
+            (Some(min), Some(max)) => facts.push(format!("{min}..{max}")),
+            (Some(min), None) => facts.push(format!(">= {min}")),
+            (None, Some(max)) => facts.push(format!("<= {max}")),
+            (None, None) => {}
+        }
+        if let (Some(min), Some(max)) =
+            (property["minItems"].as_i64(), property["maxItems"].as_i64())
+        {
+            facts.push(match language {
+                PromptLanguage::Zh => format!("{min}..{max} 项"),
+                PromptLanguage::En => format!("{min}..{max} items"),
+            });
+        }
+        if let Some(default) = property.get("default") {
+            facts.push(match language {
+                PromptLanguage::Zh => format!("默认 {default}"),
+                PromptLanguage::En => format!("default {default}"),
+            });
+        }
+        let description = property["description"].as_str().unwrap_or_default();
+        out.push_str(&format!(
+            "- `{prefix}{name}` ({}): {description}\n",
+            facts.join(", ")
+        ));
+        if property["type"] == "array" && property["items"]["type"] == "object" {
+            describe_properties(
+                out,
+                &property["items"],
+                &format!("{prefix}{name}[]."),
+                language,
+            );
+        }
+    }
+}
+
+/// Exclusive groups and the slash-form note, in the prompt's language.
+fn rules(schema: &ToolSchema, language: PromptLanguage) -> Vec<String> {
+    let mut rules = Vec::new();
+    for group in &schema.exclusive {
+        let names: Vec<String> = group.fields.iter().map(|f| format!("`{f}`")).collect();
+        rules.push(match (group.is_required, language) {
+            (false, PromptLanguage::Zh) => format!("{} 互斥，最多给一个。", names.join("/")),
+            (false, PromptLanguage::En) => format!("At most one of {}.", names.join(", ")),
+            (true, PromptLanguage::Zh) => {
+                format!("{} 二选一，必须且只能给一个。", names.join(" 与 "))
+            }
+            (true, PromptLanguage::En) => format!("Exactly one of {}.", names.join(", ")),
+        });
+    }
+    if schema.args.iter().any(|a| a.kind == ArgKind::ObjectList) {
+        rules.push(match language {
+            PromptLanguage::Zh => "同一路径不得出现两次；全部成功或全部不变。".to_owned(),
+            PromptLanguage::En => "No path twice; all files are written or none is.".to_owned(),
+        });
+    }
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_matches_the_seed_notation() {
+        assert_eq!(
+            compact_signature(&tool_schema(ToolName::FsLs).document),
+            r#"{"path": string, "depth"?: integer, "glob"?: string}"#
+        );
+        assert_eq!(
+            compact_signature(&tool_schema(ToolName::FsWrite).document),
+            r#"{"path": string, "mode": "overwrite"|"append", "content": string, "expectedSha256"?: string}"#
+        );
+    }
+
+    #[test]
+    fn windows_roots_are_escaped_inside_json_examples() {
+        let prompt = chat_prompt(PromptLanguage::En, &[r"C:\work\app".to_owned()]);
+        assert!(prompt.contains(r#""path":"C:\\work\\app","depth":2"#));
+        assert!(prompt.contains(r"List C:\work\app two levels deep."));
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        for language in [PromptLanguage::Zh, PromptLanguage::En] {
+            let prompt = chat_prompt(language, &["/srv/app/".to_owned()]);
+            assert!(!prompt.contains("{{"), "{language:?}");
+            assert!(prompt.contains("\"/srv/app/README.md\""));
+        }
+    }
+}

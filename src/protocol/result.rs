@@ -1,0 +1,390 @@
+//! Result blocks: render them for the model, and read them back (for transcripts and tests).
+//!
+//! # The grammar of a result block
+//!
+//! ````text
+//! ```flycode-result          ← backticks, one more than the longest run inside (at least 3)
+//! [id] call-001              ← the call's id, or (none)
+//! [command] /fs.read /a/b    ← the call in slash form, one line
+//! [ok] true                  ← true or false
+//! [code] not_found           ← failures only
+//! [error] ...                ← failures only
+//! [hint] ...                 ← optional
+//! [truncated] true           ← other `[key] value` headers, in order
+//! [data]                     ← the body, if any, follows to the closing fence
+//! ...body...
+//! ```
+//! ````
+//!
+//! Header values are one line: control, bidirectional and zero-width characters in them are
+//! escaped when rendering. The body is written as it is, followed by one newline before the
+//! closing fence; reading removes exactly that newline, so a body's own final newline survives.
+
+use thiserror::Error;
+
+use super::display::escape_for_display;
+use super::parse::RESULT_TAG;
+
+/// The default cap on a result's body: 64 KiB.
+pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
+
+/// A result block, rendered or read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResultBlock {
+    /// The call's id; `None` renders as `(none)`.
+    pub id: Option<String>,
+    /// The call in slash form.
+    pub command: String,
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// The error code of a failure.
+    pub code: Option<String>,
+    /// The error message of a failure.
+    pub error: Option<String>,
+    /// What to do instead.
+    pub hint: Option<String>,
+    /// Other headers (`exitCode`, `truncated`, ...), in order.
+    pub fields: Vec<(String, String)>,
+    /// The body after `[data]`, if any.
+    pub body: Option<String>,
+}
+
+/// Header keys with a fixed place; they may not appear among [`ResultBlock::fields`].
+pub const RESERVED_KEYS: [&str; 7] = ["id", "command", "ok", "code", "error", "hint", "data"];
+
+/// Why a block's content is not a well-formed result.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ResultParseError {
+    /// No `[id]` line.
+    #[error("the result has no [id] line")]
+    MissingId,
+    /// `[id]` with nothing after it.
+    #[error("the result's [id] is empty")]
+    EmptyId,
+    /// No `[ok]` line.
+    #[error("the result has no [ok] line")]
+    MissingOk,
+    /// `[ok]` with something other than `true` or `false`.
+    #[error("the result's [ok] is {0:?}, not true or false")]
+    BadOk(String),
+    /// A line before `[data]` that is not `[key] value`.
+    #[error("line {line} of the result is not a [key] value header: {text:?}")]
+    BadHeaderLine {
+        /// 1-based line within the block.
+        line: usize,
+        /// The line, shortened.
+        text: String,
+    },
+}
+
+impl ResultBlock {
+    /// A successful result.
+    pub fn success(id: Option<String>, command: String, body: Option<String>) -> ResultBlock {
+        ResultBlock {
+            id,
+            command,
+            ok: true,
+            code: None,
+            error: None,
+            hint: None,
+            fields: Vec::new(),
+            body,
+        }
+    }
+
+    /// A failed result.
+    pub fn failure(
+        id: Option<String>,
+        command: String,
+        code: &str,
+        error: String,
+        hint: Option<String>,
+    ) -> ResultBlock {
+        ResultBlock {
+            id,
+            command,
+            ok: false,
+            code: Some(code.to_owned()),
+            error: Some(error),
+            hint,
+            fields: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// Caps the body at `cap` bytes (cut at a line end when one is near, never inside a
+    /// character), marks the block `[truncated] true` and ends the body with a note telling how
+    /// much was shown and how to see the rest (`how_to_continue`, or a generic advice).
+    pub fn capped(mut self, cap: usize, how_to_continue: Option<&str>) -> ResultBlock {
+        let Some(body) = self.body.as_mut() else {
+            return self;
+        };
+        if body.len() <= cap {
+            return self;
+        }
+        let total = body.len();
+        let mut cut = cap;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if let Some(newline) = body[..cut].rfind('\n') {
+            if cut - newline <= 4096 {
+                cut = newline + 1;
+            }
+        }
+        body.truncate(cut);
+        if !body.ends_with('\n') {
+            body.push('\n');
+        }
+        let advice = how_to_continue.unwrap_or(
+            "narrow the request (fs.read with range or lines, a smaller depth or limit)",
+        );
+        body.push_str(&format!(
+            "[flycode: output truncated: showed {cut} of {total} bytes; {advice}]"
+        ));
+        self.fields.retain(|(key, _)| key != "truncated");
+        self.fields.push(("truncated".into(), "true".into()));
+        self
+    }
+
+    /// Renders the block, fence included, ending with a newline.
+    pub fn render(&self) -> String {
+        let mut inner = String::new();
+        let mut header = |key: &str, value: &str| {
+            inner.push('[');
+            inner.push_str(key);
+            inner.push_str("] ");
+            inner.push_str(&escape_for_display(value));
+            inner.push('\n');
+        };
+        header("id", self.id.as_deref().unwrap_or("(none)"));
+        header("command", &self.command);
+        header("ok", if self.ok { "true" } else { "false" });
+        for (key, value) in [
+            ("code", &self.code),
+            ("error", &self.error),
+            ("hint", &self.hint),
+        ] {
+            if let Some(value) = value {
+                header(key, value);
+            }
+        }
+        for (key, value) in &self.fields {
+            header(key, value);
+        }
+        if let Some(body) = &self.body {
+            inner.push_str("[data]\n");
+            inner.push_str(body);
+            inner.push('\n');
+        }
+        let fence = "`".repeat(longest_backtick_run(&inner).max(2) + 1);
+        format!("{fence}{RESULT_TAG}\n{inner}{fence}\n")
+    }
+
+    /// Reads the content of a `flycode-result` block (the text between its fences).
+    pub fn parse_content(content: &str) -> Result<ResultBlock, ResultParseError> {
+        let mut id = None;
+        let mut command = None;
+        let mut ok = None;
+        let (mut code, mut error, mut hint) = (None, None, None);
+        let mut fields = Vec::new();
+        let mut body = None;
+        let mut rest = content;
+        let mut line_number = 0;
+        while !rest.is_empty() {
+            line_number += 1;
+            let (line, after) = rest.split_once('\n').unwrap_or((rest, ""));
+            rest = after;
+            let Some((key, value)) = split_header(line) else {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                return Err(ResultParseError::BadHeaderLine {
+                    line: line_number,
+                    text: line.chars().take(60).collect(),
+                });
+            };
+            let value = value.to_owned();
+            match key {
+                "data" => {
+                    body = Some(rest.strip_suffix('\n').unwrap_or(rest).to_owned());
+                    break;
+                }
+                "id" => id = Some(value),
+                "command" => command = Some(value),
+                "ok" => ok = Some(value),
+                "code" => code = Some(value),
+                "error" => error = Some(value),
+                "hint" => hint = Some(value),
+                other => fields.push((other.to_owned(), value)),
+            }
+        }
+        let id = match id {
+            None => return Err(ResultParseError::MissingId),
+            Some(id) if id.trim().is_empty() => return Err(ResultParseError::EmptyId),
+            Some(id) if id == "(none)" => None,
+            Some(id) => Some(id),
+        };
+        let ok = match ok.as_deref() {
+            None => return Err(ResultParseError::MissingOk),
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => return Err(ResultParseError::BadOk(other.to_owned())),
+        };
+        Ok(ResultBlock {
+            id,
+            command: command.unwrap_or_default(),
+            ok,
+            code,
+            error,
+            hint,
+            fields,
+            body,
+        })
+    }
+
+    /// Reads a rendered block (opening fence, content, closing fence).
+    pub fn parse_rendered(text: &str) -> Result<ResultBlock, ResultParseError> {
+        let inner = text.split_once('\n').map_or("", |(_, rest)| rest);
+        let inner = inner.strip_suffix('\n').unwrap_or(inner);
+        let content = inner
+            .rsplit_once('\n')
+            .map_or("", |(content, _fence)| content);
+        ResultBlock::parse_content(&format!("{content}\n"))
+    }
+
+    /// The value of header `key` among the other fields.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `[key] value` → (key, value); `[key]` alone → (key, "").
+fn split_header(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix('[')?;
+    let (key, value) = rest.split_once(']')?;
+    let is_key = key.starts_with(|c: char| c.is_ascii_alphabetic())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !is_key {
+        return None;
+    }
+    if value.is_empty() {
+        return Some((key, ""));
+    }
+    value.strip_prefix(' ').map(|value| (key, value))
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ResultBlock {
+        let mut block = ResultBlock::success(
+            Some("call-001".into()),
+            "/fs.read /root/work/app/README.md --head 1200".into(),
+            Some("# App\n".into()),
+        );
+        block.fields.push(("durationMs".into(), "3".into()));
+        block
+    }
+
+    #[test]
+    fn renders_headers_in_contract_order() {
+        assert_eq!(
+            sample().render(),
+            "```flycode-result\n[id] call-001\n[command] /fs.read /root/work/app/README.md --head 1200\n[ok] true\n[durationMs] 3\n[data]\n# App\n\n```\n"
+        );
+    }
+
+    #[test]
+    fn fence_grows_past_backticks_in_the_body() {
+        let mut block = sample();
+        block.body = Some("````` five".into());
+        let text = block.render();
+        assert!(text.starts_with("``````flycode-result\n"), "{text}");
+        assert!(text.ends_with("\n``````\n"));
+        assert_eq!(ResultBlock::parse_rendered(&text).unwrap(), block);
+    }
+
+    #[test]
+    fn round_trips_failures_and_missing_ids() {
+        let block = ResultBlock::failure(
+            None,
+            "/fs.ls /x".into(),
+            "outside_roots",
+            "no".into(),
+            Some("use a root".into()),
+        );
+        let text = block.render();
+        assert!(text.contains("[id] (none)\n"));
+        assert_eq!(ResultBlock::parse_rendered(&text).unwrap(), block);
+    }
+
+    #[test]
+    fn header_values_never_span_lines() {
+        let block =
+            ResultBlock::failure(None, "/x".into(), "io_error", "a\nb\u{1b}[31m".into(), None);
+        assert!(block.render().contains("[error] a\\nb\\u{001B}[31m\n"));
+    }
+
+    #[test]
+    fn capping_marks_truncation_and_says_how_to_continue() {
+        let mut block = sample();
+        block.body = Some("line\n".repeat(30_000));
+        let capped = block.capped(DEFAULT_BODY_CAP, Some("read on with range 65535-"));
+        let body = capped.body.as_deref().unwrap();
+        assert_eq!(capped.field("truncated"), Some("true"));
+        assert!(body.len() < DEFAULT_BODY_CAP + 200);
+        assert!(
+            body.ends_with("showed 65535 of 150000 bytes; read on with range 65535-]"),
+            "{}",
+            &body[body.len() - 100..]
+        );
+    }
+
+    #[test]
+    fn capping_never_splits_a_character() {
+        let mut block = sample();
+        block.body = Some("é".repeat(100));
+        let capped = block.capped(11, None);
+        assert!(
+            capped
+                .body
+                .unwrap()
+                .starts_with("ééééé\n[flycode: output truncated: showed 10 of 200")
+        );
+    }
+
+    #[test]
+    fn malformed_results_are_named() {
+        assert_eq!(
+            ResultBlock::parse_content("[ok] true\n"),
+            Err(ResultParseError::MissingId)
+        );
+        assert_eq!(
+            ResultBlock::parse_content("[id] \n[ok] true\n"),
+            Err(ResultParseError::EmptyId)
+        );
+        assert_eq!(
+            ResultBlock::parse_content("[id] a\n[ok] yes\n"),
+            Err(ResultParseError::BadOk("yes".into()))
+        );
+        assert_eq!(
+            ResultBlock::parse_content("[id] a\n[command] x\n"),
+            Err(ResultParseError::MissingOk)
+        );
+        assert!(matches!(
+            ResultBlock::parse_content("[id] a\nstray\n[ok] true\n"),
+            Err(ResultParseError::BadHeaderLine { line: 2, .. })
+        ));
+    }
+}

@@ -1,0 +1,430 @@
+//! Slash commands (CONTRACT §3): `/fs.read /abs/path --head 200` for people to type, and the
+//! one-line `[command]` form of any call.
+//!
+//! Grammar: `/TOOL WORD...`, words split as a POSIX shell splits them. Positional words fill the
+//! tool's positional arguments in schema order (`x-flycode-positional`); a final array-typed
+//! positional (process.run's `args`) takes every remaining word, flags included. Before that,
+//! `--name value` or `--name=value` sets an argument, `--name` alone sets a boolean to true,
+//! `--name=false` to false; an array flag repeats (`--extensions ts --extensions rs`), and
+//! `--env NAME=VALUE` repeats. `--` ends the flags.
+
+use serde_json::{Map, Value};
+
+use super::call::{Call, CallError};
+use super::display::escape_for_display;
+use super::schema::{ArgKind, ArgSpec, ToolSchema, tool_schema};
+use super::tool_name::ToolName;
+
+/// Parses a slash command into a validated call with no id.
+pub fn parse_slash(line: &str) -> Result<Call, CallError> {
+    let line = line.trim();
+    let Some(rest) = line.strip_prefix('/') else {
+        return Err(CallError::UnknownTool {
+            shown: format!("{:?}", first_word(line)),
+            nearest: ToolName::nearest(first_word(line)),
+        });
+    };
+    let name = first_word(rest);
+    let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
+        shown: Value::String(name.to_owned()).to_string(),
+        nearest: ToolName::nearest(name),
+    })?;
+    let invalid = |message: String| CallError::InvalidArgs { tool, message };
+    let schema = tool_schema(tool);
+    let Some(positional) = &schema.positional else {
+        return Err(invalid(
+            "has no slash form; send it as a JSON flycode-call block".into(),
+        ));
+    };
+    let words = shlex::split(&rest[name.len()..])
+        .ok_or_else(|| invalid("unbalanced quotes in the slash command".into()))?;
+    let args = assign_words(schema, positional, words).map_err(invalid)?;
+    let args = super::args::validate_args(tool, Value::Object(args))?;
+    Ok(Call {
+        id: None,
+        tool,
+        args,
+    })
+}
+
+fn first_word(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or_default()
+}
+
+fn assign_words(
+    schema: &ToolSchema,
+    positional: &[String],
+    words: Vec<String>,
+) -> Result<Map<String, Value>, String> {
+    let mut args = Map::new();
+    let mut next_positional: usize = 0;
+    let mut flags_ended = false;
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let variadic_started = positional
+            .get(next_positional.saturating_sub(1))
+            .and_then(|name| schema.arg(name))
+            .is_some_and(|arg| arg.kind == ArgKind::StringList && args.contains_key(&arg.name));
+        if !flags_ended && !variadic_started && word == "--" {
+            flags_ended = true;
+            continue;
+        }
+        if !flags_ended && !variadic_started && word.starts_with("--") && word.len() > 2 {
+            let (name, inline) = match word[2..].split_once('=') {
+                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+                None => (word[2..].to_owned(), None),
+            };
+            let arg = schema.arg(&name).ok_or_else(|| {
+                format!(
+                    "unknown flag --{name} (flags: {})",
+                    schema
+                        .arg_names()
+                        .map(|n| format!("--{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+            let value = match (arg.kind, inline) {
+                (ArgKind::Boolean, None) => "true".to_owned(),
+                (_, Some(value)) => value,
+                (_, None) => words
+                    .next()
+                    .ok_or_else(|| format!("flag --{name} needs a value"))?,
+            };
+            set_argument(&mut args, arg, value)?;
+            continue;
+        }
+        let arg = match positional.get(next_positional) {
+            Some(name) => schema.arg(name),
+            None => positional
+                .last()
+                .and_then(|name| schema.arg(name))
+                .filter(|a| a.kind == ArgKind::StringList),
+        };
+        let Some(arg) = arg else {
+            return Err(format!(
+                "unexpected extra word {:?} (positional arguments: {}); quote a value that contains spaces",
+                escape_for_display(&word),
+                positional.join(" ")
+            ));
+        };
+        if arg.kind != ArgKind::StringList || !args.contains_key(&arg.name) {
+            next_positional += 1;
+        }
+        set_argument(&mut args, arg, word)?;
+    }
+    Ok(args)
+}
+
+/// Converts one word to the argument's JSON type and stores it (arrays and maps accumulate).
+fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> Result<(), String> {
+    let name = &arg.name;
+    let value = match arg.kind {
+        ArgKind::String => Value::String(word),
+        ArgKind::Integer => word
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("--{name} needs an integer, got {word:?}"))?,
+        ArgKind::Boolean => match word.as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => return Err(format!("--{name} is true or false, got {word:?}")),
+        },
+        ArgKind::StringList => {
+            let list = args
+                .entry(name.clone())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(items) = list {
+                items.push(Value::String(word));
+            }
+            return Ok(());
+        }
+        ArgKind::StringMap => {
+            let (key, value) = word
+                .split_once('=')
+                .ok_or_else(|| format!("--{name} takes NAME=VALUE, got {word:?}"))?;
+            let map = args
+                .entry(name.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(map) = map {
+                map.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+            return Ok(());
+        }
+        ArgKind::ObjectList => return Err(format!("--{name} cannot be given in a slash command")),
+    };
+    if args.insert(name.clone(), value).is_some() {
+        return Err(format!("{name} is given twice"));
+    }
+    Ok(())
+}
+
+/// The one-line slash form of a call, as shown in `[command]`: positionals first, then flags in
+/// schema order; content arguments as `<N bytes>`; control characters escaped.
+pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
+    let schema = tool_schema(tool);
+    let mut positional_words = Vec::new();
+    let mut shown = Vec::new();
+    // A word read before the variadic list has begun could be taken for a flag.
+    let mut looks_like_flag = false;
+    let mut is_variadic = false;
+    for name in schema.positional.iter().flatten() {
+        let Some(value) = args.get(name) else { break };
+        match value {
+            Value::Array(items) => {
+                is_variadic = true;
+                if let Some(first) = items.first().and_then(Value::as_str) {
+                    looks_like_flag |= first.starts_with("--");
+                }
+                positional_words.extend(items.iter().map(quote_value));
+            }
+            other => {
+                looks_like_flag |= other.as_str().is_some_and(|s| s.starts_with("--"));
+                positional_words.push(quote_value(other));
+            }
+        }
+        shown.push(name.as_str());
+    }
+    let mut flag_words = Vec::new();
+    for arg in &schema.args {
+        if !shown.contains(&arg.name.as_str()) {
+            if let Some(value) = args.get(&arg.name) {
+                push_flag(&mut flag_words, arg, value);
+            }
+        }
+    }
+    let mut words = vec![format!("/{tool}")];
+    if is_variadic || looks_like_flag {
+        // Flags first: after a variadic list has begun every word belongs to it.
+        words.extend(flag_words);
+        if looks_like_flag {
+            words.push("--".into());
+        }
+        words.extend(positional_words);
+    } else {
+        words.extend(positional_words);
+        words.extend(flag_words);
+    }
+    escape_for_display(&words.join(" ")).into_owned()
+}
+
+/// The slash-like form of a call to a tool that does not exist, for the `[command]` of its error.
+pub fn render_unknown_command(tool: &str, args: Option<&Map<String, Value>>) -> String {
+    let mut words = vec![format!("/{}", quote(tool))];
+    for (name, value) in args.into_iter().flatten() {
+        words.push(format!("--{}", quote(name)));
+        words.push(quote_value(value));
+    }
+    escape_for_display(&words.join(" ")).into_owned()
+}
+
+fn push_flag(words: &mut Vec<String>, arg: &ArgSpec, value: &Value) {
+    let flag = format!("--{}", arg.name);
+    match (arg.kind, value) {
+        (_, Value::String(text)) if arg.is_content => {
+            words.push(flag);
+            words.push(format!("<{} bytes>", text.len()));
+        }
+        (ArgKind::Boolean, Value::Bool(true)) => words.push(flag),
+        (ArgKind::Boolean, Value::Bool(false)) => words.push(format!("{flag}=false")),
+        (ArgKind::ObjectList, Value::Array(items)) => {
+            let bytes: usize = items
+                .iter()
+                .filter_map(|item| item["content"].as_str())
+                .map(str::len)
+                .sum();
+            let paths: Vec<String> = items
+                .iter()
+                .filter_map(|item| item["path"].as_str())
+                .map(quote)
+                .collect();
+            words.push(flag);
+            words.push(format!(
+                "<{} files, {bytes} bytes: {}>",
+                items.len(),
+                paths.join(" ")
+            ));
+        }
+        (_, Value::Array(items)) => {
+            for item in items {
+                words.push(flag.clone());
+                words.push(quote_value(item));
+            }
+        }
+        (_, Value::Object(map)) => {
+            for (key, item) in map {
+                words.push(flag.clone());
+                let text = item
+                    .as_str()
+                    .map_or_else(|| item.to_string(), str::to_owned);
+                words.push(quote(&format!("{key}={text}")));
+            }
+        }
+        (_, other) => {
+            words.push(flag);
+            words.push(quote_value(other));
+        }
+    }
+}
+
+fn quote_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => quote(text),
+        other => quote(&other.to_string()),
+    }
+}
+
+/// Quotes a word the way a POSIX shell would read it back; never fails.
+fn quote(word: &str) -> String {
+    if word.is_empty() {
+        return "''".to_owned();
+    }
+    shlex::try_quote(word).map_or_else(
+        |_| format!("'{}'", word.replace('\0', "\\0")),
+        |q| q.into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorCode;
+    use serde_json::json;
+
+    fn args_of(line: &str) -> Value {
+        Value::Object(parse_slash(line).unwrap().args)
+    }
+
+    #[test]
+    fn parses_the_contract_examples() {
+        assert_eq!(
+            args_of("/fs.read /abs/path --head 200"),
+            json!({"path": "/abs/path", "head": 200})
+        );
+        assert_eq!(
+            args_of("/fs.mv /a /b --overwrite"),
+            json!({"fromPath": "/a", "toPath": "/b", "overwrite": true})
+        );
+        assert_eq!(
+            args_of(r#"/shell.exec "git status --short""#),
+            json!({"command": "git status --short"})
+        );
+    }
+
+    #[test]
+    fn variadic_arguments_take_the_rest_flags_included() {
+        assert_eq!(
+            args_of("/process.run --cwd /w git log --oneline -n 3"),
+            json!({"cwd": "/w", "command": "git", "args": ["log", "--oneline", "-n", "3"]})
+        );
+    }
+
+    #[test]
+    fn repeated_flags_build_lists_and_maps() {
+        assert_eq!(
+            args_of("/fs.search /w TODO --extensions ts --extensions rs --contextLines=2"),
+            json!({"path": "/w", "query": "TODO", "extensions": ["ts", "rs"], "contextLines": 2})
+        );
+        assert_eq!(
+            args_of("/shell.exec 'echo $A' --env A=1 --env B=x=y"),
+            json!({"command": "echo $A", "env": {"A": "1", "B": "x=y"}})
+        );
+    }
+
+    #[test]
+    fn errors_name_what_to_fix() {
+        let cases = [
+            ("/fs.raed /a", ErrorCode::UnknownTool, "not a flycode tool"),
+            (
+                "/fs.read /a --heads 3",
+                ErrorCode::InvalidArgs,
+                "unknown flag --heads",
+            ),
+            (
+                "/fs.read /a --head x",
+                ErrorCode::InvalidArgs,
+                "needs an integer",
+            ),
+            (
+                "/fs.read /a --head",
+                ErrorCode::InvalidArgs,
+                "needs a value",
+            ),
+            (
+                "/fs.read /a /b",
+                ErrorCode::InvalidArgs,
+                "unexpected extra word",
+            ),
+            ("/fs.read '/a", ErrorCode::InvalidArgs, "unbalanced quotes"),
+            ("/fs.writeBatch", ErrorCode::InvalidArgs, "no slash form"),
+            ("/fs.read a.txt", ErrorCode::RelativePath, "absolute path"),
+            (
+                "/fs.read /a --head 1 --tail 1",
+                ErrorCode::MutuallyExclusive,
+                "head and tail",
+            ),
+            ("fs.read /a", ErrorCode::UnknownTool, "not a flycode tool"),
+        ];
+        for (line, code, text) in cases {
+            let error = parse_slash(line).unwrap_err();
+            assert_eq!(error.code(), code, "{line}");
+            assert!(error.to_string().contains(text), "{line}: {error}");
+        }
+    }
+
+    #[test]
+    fn renders_calls_for_the_command_header() {
+        let render = |tool, args: Value| render_command(tool, args.as_object().unwrap());
+        assert_eq!(
+            render(
+                ToolName::FsRead,
+                json!({"path": "/root/work/app/README.md", "head": 1200})
+            ),
+            "/fs.read /root/work/app/README.md --head 1200"
+        );
+        assert_eq!(
+            render(
+                ToolName::FsWrite,
+                json!({"path": "/a b", "mode": "append", "content": "测试成功"})
+            ),
+            "/fs.write '/a b' --mode append --content <12 bytes>"
+        );
+        assert_eq!(
+            render(
+                ToolName::ProcessRun,
+                json!({"command": "npm", "args": ["run", "test"], "cwd": "/w", "timeoutMs": 60000})
+            ),
+            "/process.run --cwd /w --timeoutMs 60000 npm run test"
+        );
+        assert_eq!(
+            render(
+                ToolName::FsMkdir,
+                json!({"path": "/a\n/b", "parents": false})
+            ),
+            "/fs.mkdir '/a\\n/b' --parents=false"
+        );
+    }
+
+    #[test]
+    fn dashes_in_positionals_survive_a_round_trip() {
+        for args in [
+            json!({"command": "--help"}),
+            json!({"command": "cargo", "args": ["--", "--nocapture"]}),
+        ] {
+            let tool = if args.get("args").is_some() {
+                ToolName::ProcessRun
+            } else {
+                ToolName::ShellExec
+            };
+            let line = render_command(tool, args.as_object().unwrap());
+            assert_eq!(args_of(&line), args, "{line}");
+        }
+    }
+
+    #[test]
+    fn rendered_commands_parse_back_to_the_same_call() {
+        let args = json!({"path": "/w x", "query": "a'b", "regex": true, "extensions": ["ts"], "limit": 5});
+        let line = render_command(ToolName::FsSearch, args.as_object().unwrap());
+        assert_eq!(args_of(&line), args);
+    }
+}

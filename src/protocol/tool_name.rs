@@ -1,0 +1,147 @@
+//! The whitelist of tool names: a tool's name string is spelled here and nowhere else.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// One tool of the whitelist (CONTRACT §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolName {
+    /// `fs.ls`
+    FsLs,
+    /// `fs.mkdir`
+    FsMkdir,
+    /// `fs.read`
+    FsRead,
+    /// `fs.search`
+    FsSearch,
+    /// `fs.write`
+    FsWrite,
+    /// `fs.rm`
+    FsRm,
+    /// `fs.mv`
+    FsMv,
+    /// `fs.chmod`
+    FsChmod,
+    /// `fs.writeBatch`
+    FsWriteBatch,
+    /// `fs.diff`
+    FsDiff,
+    /// `process.run`
+    ProcessRun,
+    /// `shell.exec`
+    ShellExec,
+}
+
+impl ToolName {
+    /// Every tool, in the order the contract and the prompt list them.
+    pub const ALL: [ToolName; 12] = [
+        ToolName::FsLs,
+        ToolName::FsMkdir,
+        ToolName::FsRead,
+        ToolName::FsSearch,
+        ToolName::FsWrite,
+        ToolName::FsRm,
+        ToolName::FsMv,
+        ToolName::FsChmod,
+        ToolName::FsWriteBatch,
+        ToolName::FsDiff,
+        ToolName::ProcessRun,
+        ToolName::ShellExec,
+    ];
+
+    /// The name as the model writes it, e.g. `fs.read`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::FsLs => "fs.ls",
+            ToolName::FsMkdir => "fs.mkdir",
+            ToolName::FsRead => "fs.read",
+            ToolName::FsSearch => "fs.search",
+            ToolName::FsWrite => "fs.write",
+            ToolName::FsRm => "fs.rm",
+            ToolName::FsMv => "fs.mv",
+            ToolName::FsChmod => "fs.chmod",
+            ToolName::FsWriteBatch => "fs.writeBatch",
+            ToolName::FsDiff => "fs.diff",
+            ToolName::ProcessRun => "process.run",
+            ToolName::ShellExec => "shell.exec",
+        }
+    }
+
+    /// The tool with exactly this name (case-sensitive, no look-alikes).
+    pub fn from_name(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|tool| tool.as_str() == name)
+    }
+
+    /// The whitelisted name closest to `name`, for a "did you mean" hint; `None` when nothing is
+    /// reasonably close.
+    pub fn nearest(name: &str) -> Option<ToolName> {
+        let folded = name
+            .trim()
+            .to_lowercase()
+            .replace(['_', '-', '/', ':'], ".");
+        ToolName::ALL
+            .into_iter()
+            .map(|tool| {
+                let candidate = tool.as_str().to_lowercase();
+                let mut score = strsim::normalized_damerau_levenshtein(&folded, &candidate);
+                // "read.file" or "read" should still find fs.read: reward a shared verb.
+                let verb = candidate.rsplit('.').next().unwrap_or_default();
+                if folded.split('.').any(|part| part == verb) {
+                    score = score.max(0.6);
+                }
+                (tool, score)
+            })
+            .filter(|(_, score)| *score >= 0.5)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(tool, _)| tool)
+    }
+
+    /// Whether the tool changes files or runs programs (everything but reading and listing).
+    pub fn is_mutating(self) -> bool {
+        !matches!(
+            self,
+            ToolName::FsLs | ToolName::FsRead | ToolName::FsSearch | ToolName::FsDiff
+        )
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for tool in ToolName::ALL {
+            assert_eq!(ToolName::from_name(tool.as_str()), Some(tool));
+        }
+    }
+
+    #[test]
+    fn look_alike_names_are_not_tools() {
+        assert_eq!(ToolName::from_name("fs.Read"), None);
+        assert_eq!(ToolName::from_name("fs.r\u{0435}ad"), None); // Cyrillic e
+        assert_eq!(ToolName::from_name(" fs.read"), None);
+    }
+
+    #[test]
+    fn nearest_name_is_suggested_for_typos_and_synonyms() {
+        assert_eq!(ToolName::nearest("fs.raed"), Some(ToolName::FsRead));
+        assert_eq!(ToolName::nearest("read.file"), Some(ToolName::FsRead));
+        assert_eq!(ToolName::nearest("fs_write"), Some(ToolName::FsWrite));
+        assert_eq!(ToolName::nearest("shell.run"), Some(ToolName::ShellExec));
+        assert_eq!(ToolName::nearest("zzzzzzzzzzzzzzzz"), None);
+    }
+}
