@@ -1,1 +1,5 @@
+//! flycode's integration tests, one binary: fixtures, the real `flycode` executable, properties.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod suite;

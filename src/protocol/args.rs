@@ -124,9 +124,9 @@ fn describe(schema: &ToolSchema, error: &ValidationError<'_>) -> String {
         }
         ValidationErrorKind::Pattern { .. } => {
             let expected = property_description(schema, &at)
-                .map(|d| format!(" ({d})"))
+                .map(|d| format!("; expected: {d}"))
                 .unwrap_or_default();
-            format!("{subject} has the wrong form{expected}, got {got}")
+            format!("{subject} has the wrong form, got {got}{expected}")
         }
         _ => format!("{subject}: {error}"),
     }

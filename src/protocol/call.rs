@@ -43,9 +43,7 @@ pub enum CallError {
         excerpt: String,
     },
     /// The block is not JSON.
-    #[error(
-        "the flycode-call block is not valid JSON: {message} at line {line}, column {column} of the block"
-    )]
+    #[error("{}", describe_invalid_json(message, *line, *column))]
     InvalidJson {
         /// What the JSON reader found wrong.
         message: String,
@@ -127,6 +125,18 @@ pub enum CallError {
         path: String,
     },
 }
+
+fn describe_invalid_json(message: &str, line: usize, column: usize) -> String {
+    if message == EMPTY_BLOCK {
+        "the flycode-call block is empty".to_owned()
+    } else {
+        format!(
+            "the flycode-call block is not valid JSON: {message} at line {line}, column {column} of the block"
+        )
+    }
+}
+
+const EMPTY_BLOCK: &str = "the block is empty";
 
 fn describe_location(location: &str) -> String {
     if location.is_empty() {
@@ -239,6 +249,14 @@ impl Attempt {
 
 /// Validates a call block's content (already free of paste artefacts outside strings).
 pub fn parse_call(content: &str) -> Result<Call, CallError> {
+    if content.trim().is_empty() {
+        return Err(CallError::InvalidJson {
+            message: EMPTY_BLOCK.into(),
+            line: 1,
+            column: 1,
+            as_json: None,
+        });
+    }
     let value = parse_strict(content).map_err(|problem| match problem {
         JsonProblem::Syntax {
             message,
@@ -279,7 +297,7 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
     }?;
     let tool = match &object["tool"] {
         Value::String(name) => ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
-            shown: Value::String(name.clone()).to_string(),
+            shown: show_tool_name(name),
             nearest: ToolName::nearest(name),
         }),
         other => Err(CallError::UnknownTool {
@@ -294,6 +312,22 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
         tool,
         args,
     })
+}
+
+/// A tool name as JSON, with look-alike characters (Cyrillic `е` for `e`...) pointed out.
+pub(crate) fn show_tool_name(name: &str) -> String {
+    let shown = Value::String(name.to_owned()).to_string();
+    let foreign: Vec<String> = name
+        .chars()
+        .filter(|c| !c.is_ascii())
+        .take(3)
+        .map(|c| format!("U+{:04X}", u32::from(c)))
+        .collect();
+    if foreign.is_empty() {
+        shown
+    } else {
+        format!("{shown} (with non-ASCII {})", foreign.join(", "))
+    }
 }
 
 /// An id must be a non-blank string and not one of the "no id" spellings.

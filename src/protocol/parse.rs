@@ -5,9 +5,9 @@
 //! A reply is UTF-8 text read as CommonMark. Before parsing:
 //!
 //! 1. a leading byte-order mark is dropped and CRLF / CR line ends become LF;
-//! 2. browser copy-paste artefacts ([`is_paste_artefact`]: U+00A0, U+3000, U+200B, U+FEFF) at the
-//!    start or end of a line become one ASCII space each, so an indented or trailing-space fence
-//!    still reads as a fence (JSON strings cannot span lines, so no string content is touched);
+//! 2. on fence lines, browser copy-paste artefacts ([`is_paste_artefact`]: U+00A0, U+3000,
+//!    U+200B, U+FEFF) at the start or end become one ASCII space each, so an indented fence or
+//!    one with trailing no-break spaces still reads as a fence (other lines stay byte for byte);
 //! 3. a `<think>…</think>` or `<thinking>…</thinking>` element at the start (after whitespace) is
 //!    set aside: blocks are looked for only after it. An unclosed one means the reply is all
 //!    reasoning.
@@ -63,7 +63,7 @@ pub struct ParsedReply {
     pub is_reasoning_only: bool,
     /// Call and result blocks, in order of appearance.
     pub blocks: Vec<FencedBlock>,
-    /// Byte offsets in `text` where a paste artefact at a line edge was replaced by a space.
+    /// Byte offsets in `text` where a paste artefact on a fence line was replaced by a space.
     pub artefact_offsets: Vec<usize>,
 }
 
@@ -78,9 +78,18 @@ impl ParsedReply {
         self.blocks.iter().any(|b| b.kind == BlockKind::Result)
     }
 
-    /// Whether a line-edge artefact was replaced inside `span`.
+    /// Whether a fence-line artefact was replaced inside `span`.
     pub fn has_artefact_in(&self, span: &Range<usize>) -> bool {
         self.artefact_offsets.iter().any(|o| span.contains(o))
+    }
+
+    /// `span` widened to whole lines: from the start of its first line to the end of its last.
+    pub fn whole_lines(&self, span: &Range<usize>) -> Range<usize> {
+        let start = self.text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+        let end = self.text[span.end..]
+            .find('\n')
+            .map_or(self.text.len(), |i| span.end + i);
+        start..end
     }
 }
 
@@ -141,12 +150,15 @@ fn split_line(s: &str) -> (&str, bool, &str) {
 }
 
 fn push_line_with_edges_cleaned(text: &mut String, line: &str, artefacts: &mut Vec<usize>) {
-    if !line.contains(is_paste_artefact) {
+    let is_edge = |c: char| c == ' ' || c == '\t' || is_paste_artefact(c);
+    let lead_end = line.find(|c| !is_edge(c)).unwrap_or(line.len());
+    // Only fence lines need cleaning: elsewhere artefacts are handled where they matter (JSON
+    // structure, text around the block), and other content must stay byte for byte.
+    let is_fence_like = line[lead_end..].starts_with("```") || line[lead_end..].starts_with("~~~");
+    if !is_fence_like || !line.contains(is_paste_artefact) {
         text.push_str(line);
         return;
     }
-    let is_edge = |c: char| c == ' ' || c == '\t' || is_paste_artefact(c);
-    let lead_end = line.find(|c| !is_edge(c)).unwrap_or(line.len());
     let trail_start = line[lead_end..]
         .rfind(|c| !is_edge(c))
         .map_or(line.len(), |i| {
@@ -180,7 +192,10 @@ fn skip_reasoning(text: &str) -> Reasoning {
     let head = &text[start..];
     for name in ["think", "thinking"] {
         let open = format!("<{name}>");
-        if head.len() >= open.len() && head[..open.len()].eq_ignore_ascii_case(&open) {
+        if head
+            .get(..open.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(&open))
+        {
             let close = format!("</{name}>");
             let after_open = start + open.len();
             return match find_ignore_ascii_case(&text[after_open..], &close) {

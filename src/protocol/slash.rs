@@ -26,7 +26,7 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
     };
     let name = first_word(rest);
     let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
-        shown: Value::String(name.to_owned()).to_string(),
+        shown: super::call::show_tool_name(name),
         nearest: ToolName::nearest(name),
     })?;
     let invalid = |message: String| CallError::InvalidArgs { tool, message };

@@ -136,7 +136,10 @@ fn judge(
         && (before.contains(is_paste_artefact)
             || after.contains(is_paste_artefact)
             || parsed.has_artefact_in(&(parsed.body_start..parsed.text.len())));
-    if artefacts_in_json || artefacts_around || parsed.has_artefact_in(&block.span) {
+    if artefacts_in_json
+        || artefacts_around
+        || parsed.has_artefact_in(&parsed.whole_lines(&block.span))
+    {
         warnings.push(Warning {
             code: WarningCode::NormalizedWhitespace,
             message: "invisible copy-paste characters (no-break or zero-width spaces) were read as whitespace".into(),

@@ -1,1 +1,9 @@
+//! Integration test modules.
 
+mod cli_check;
+mod cli_prompt;
+mod common;
+mod prompt_matches_schemas;
+mod properties;
+mod reply_fixtures;
+mod result_snapshots;

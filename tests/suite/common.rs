@@ -1,0 +1,26 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The real `flycode` binary, ready to run.
+pub fn flycode() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_flycode"))
+}
+
+/// Files with `extension` directly inside `dir`, sorted by name.
+pub fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
