@@ -37,7 +37,7 @@ fn classify(c: &mut Criterion) {
 }
 
 fn render(c: &mut Criterion) {
-    let body = "fn main() { println!(\"hello ``` world\"); }\n".repeat(64 * 1024 / 44 + 1);
+    let body = "fn main() { println!(\"hello ``` world\"); }\n".repeat(2000);
     let block = ResultBlock::success(
         Some("call-007".into()),
         "/fs.read /root/work/app/src/main.rs".into(),

@@ -280,7 +280,12 @@ fn split_header(line: &str) -> Option<(&str, &str)> {
 }
 
 fn longest_backtick_run(text: &str) -> usize {
-    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+    let (mut longest, mut current) = (0, 0);
+    for &byte in text.as_bytes() {
+        current = if byte == b'`' { current + 1 } else { 0 };
+        longest = longest.max(current);
+    }
+    longest
 }
 
 #[cfg(test)]
