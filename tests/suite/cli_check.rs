@@ -151,3 +151,29 @@ fn a_huge_reply_is_checked() {
         content.len()
     );
 }
+
+#[test]
+fn json_output_matches_every_reply_fixture() {
+    let fixtures = super::common::repo_root().join("fixtures/replies");
+    for (verdict, exit) in [("call", 0), ("none", 3), ("invalid", 1)] {
+        for path in super::common::files_in(&fixtures.join(verdict), "md") {
+            let expect = std::fs::read_to_string(path.with_extension("expect")).unwrap();
+            let mut command = flycode();
+            command.arg("check").arg("--json").arg(&path);
+            if expect.contains("lenient: true") {
+                command.arg("--lenient");
+            }
+            let output = command.output().unwrap();
+            let name = path.display();
+            assert_eq!(output.status.code(), Some(exit), "{name}");
+            let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(report["verdict"], verdict, "{name}");
+            let code = expect.lines().find_map(|l| l.strip_prefix("code: "));
+            assert_eq!(report["error"]["code"].as_str(), code, "{name}");
+            assert_eq!(report["call"].is_null(), verdict != "call", "{name}");
+            for key in ["verdict", "call", "error", "warnings"] {
+                assert!(report.get(key).is_some(), "{name}: no {key}");
+            }
+        }
+    }
+}
