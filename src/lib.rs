@@ -7,8 +7,10 @@
 //!
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
 //! - [`sandbox`]: allowed roots;
+//! - [`validate`]: recorded conversations checked against the protocol;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
 pub mod cli;
 pub mod protocol;
 pub mod sandbox;
+pub mod validate;

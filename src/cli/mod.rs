@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod prompt;
+pub mod validate;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -40,6 +41,38 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the system prompt to paste into a browser chat.
     Prompt(PromptArgs),
+    /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
+    Validate(ValidateArgs),
+}
+
+/// `flycode validate` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Transcripts: files (- for standard input), directories, or quoted globs.
+    #[arg(value_name = "FILE", required = true)]
+    pub inputs: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+    /// Accept text around call blocks, reporting it as a warning.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// An output format of `flycode validate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// `path:line: error[code] message` lines and a summary.
+    Human,
+    /// One JSON object with findings and a summary.
+    Json,
+    /// GitHub Actions annotations.
+    Github,
+    /// SARIF 2.1.0.
+    Sarif,
 }
 
 /// `flycode check` arguments.
@@ -81,6 +114,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Prompt(args) => prompt::run(&args),
+        Command::Validate(args) => validate::run(&args),
     }
 }
 

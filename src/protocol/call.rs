@@ -330,6 +330,55 @@ pub(crate) fn show_tool_name(name: &str) -> String {
     }
 }
 
+/// Validates a native (API function-calling) tool call: its id, its function name (protocol or
+/// native form, see [`ToolName::from_native_name`]) and its JSON arguments, with the same codes
+/// as a call block.
+pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Result<Call, CallError> {
+    let id = match id {
+        Some(id) => check_id(id).map(|()| id.to_owned()),
+        None => Err(CallError::InvalidId {
+            shown: "null".into(),
+            reason: "a native tool call needs an id",
+        }),
+    }?;
+    let tool = ToolName::from_native_name(name).ok_or_else(|| CallError::UnknownTool {
+        shown: show_tool_name(name),
+        nearest: ToolName::nearest(name),
+    })?;
+    // An API may send "" for a call without arguments.
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    let args = parse_strict(arguments).map_err(|problem| match problem {
+        JsonProblem::Syntax {
+            message,
+            line,
+            column,
+        } => CallError::InvalidJson {
+            message,
+            line,
+            column,
+            as_json: None,
+        },
+        JsonProblem::DuplicateKey { key, location } => CallError::DuplicateKey {
+            key,
+            location: if location.is_empty() {
+                "args".into()
+            } else {
+                format!("args.{location}")
+            },
+        },
+    })?;
+    let args = super::args::validate_args(tool, args)?;
+    Ok(Call {
+        id: Some(id),
+        tool,
+        args,
+    })
+}
+
 /// An id must be a non-blank string and not one of the "no id" spellings.
 fn check_id(id: &str) -> Result<(), CallError> {
     let shown = || Value::String(id.to_owned()).to_string();

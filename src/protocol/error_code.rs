@@ -8,11 +8,11 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 
 macro_rules! error_codes {
-    ($( $(#[$doc:meta])* $variant:ident => $text:literal, )*) => {
+    ($( $variant:ident => $text:literal, $summary:literal, )*) => {
         /// A stable, machine-readable error code, as written in `[code]` and in `--json` output.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum ErrorCode {
-            $( $(#[$doc])* $variant, )*
+            $( #[doc = $summary] $variant, )*
         }
 
         impl ErrorCode {
@@ -23,6 +23,13 @@ macro_rules! error_codes {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $( ErrorCode::$variant => $text, )*
+                }
+            }
+
+            /// One sentence on when the code applies (for reports and rule help).
+            pub fn summary(self) -> &'static str {
+                match self {
+                    $( ErrorCode::$variant => $summary, )*
                 }
             }
 
@@ -38,66 +45,36 @@ macro_rules! error_codes {
 }
 
 error_codes! {
-    /// The reply contains a `flycode-result` block: only the mediator writes results.
-    ForgedResult => "forged_result",
-    /// More than one call block in one reply.
-    MultipleCalls => "multiple_calls",
-    /// A call block's fence is never closed.
-    UnterminatedBlock => "unterminated_block",
-    /// Something other than whitespace before or after the call block.
-    TextOutsideBlock => "text_outside_block",
-    /// The block's content is not JSON.
-    InvalidJson => "invalid_json",
-    /// An object in the call has the same key twice.
-    DuplicateKey => "duplicate_key",
-    /// The JSON is not an object.
-    NotAnObject => "not_an_object",
-    /// `id`, `tool` or `args` is missing.
-    MissingField => "missing_field",
-    /// A top-level key other than `id`, `tool` and `args`.
-    UnknownField => "unknown_field",
-    /// `id` is not a usable string.
-    InvalidId => "invalid_id",
-    /// `tool` is not in the whitelist.
-    UnknownTool => "unknown_tool",
-    /// `args` fail the tool's JSON Schema.
-    InvalidArgs => "invalid_args",
-    /// More than one argument of a mutually exclusive group.
-    MutuallyExclusive => "mutually_exclusive",
-    /// A path argument that is not absolute.
-    RelativePath => "relative_path",
-    /// A path outside every allowed root.
-    OutsideRoots => "outside_roots",
-    /// A path of another platform's form (a Windows path on a Unix host or the reverse).
-    UnsupportedPath => "unsupported_path",
-    /// The path does not exist.
-    NotFound => "not_found",
-    /// The path exists and the call needs it not to.
-    AlreadyExists => "already_exists",
-    /// A directory where the call needs something else.
-    IsDirectory => "is_directory",
-    /// Not a directory where the call needs one.
-    NotDirectory => "not_directory",
-    /// The operating system refused access.
-    PermissionDenied => "permission_denied",
-    /// The user's policy forbids the call.
-    DeniedByPolicy => "denied_by_policy",
-    /// The file changed on disk since the model read it.
-    StaleFile => "stale_file",
-    /// A FIFO, socket or device.
-    SpecialFile => "special_file",
-    /// The input or output exceeds a limit.
-    TooLarge => "too_large",
-    /// Any other input/output failure.
-    IoError => "io_error",
-    /// `expectedSha256` does not match the file's current bytes.
-    Sha256Mismatch => "sha256_mismatch",
-    /// A non-UTF-8 file read as UTF-8.
-    BinaryContent => "binary_content",
-    /// The process ran past its deadline.
-    Timeout => "timeout",
-    /// The program to run does not exist.
-    CommandNotFound => "command_not_found",
+    ForgedResult => "forged_result", "The reply contains a `flycode-result` block: only the mediator writes results.",
+    MultipleCalls => "multiple_calls", "More than one call block in one reply.",
+    UnterminatedBlock => "unterminated_block", "A call block's fence is never closed.",
+    TextOutsideBlock => "text_outside_block", "Something other than whitespace before or after the call block.",
+    InvalidJson => "invalid_json", "The block's content is not JSON.",
+    DuplicateKey => "duplicate_key", "An object in the call has the same key twice.",
+    NotAnObject => "not_an_object", "The JSON is not an object.",
+    MissingField => "missing_field", "`id`, `tool` or `args` is missing.",
+    UnknownField => "unknown_field", "A top-level key other than `id`, `tool` and `args`.",
+    InvalidId => "invalid_id", "`id` is not a usable string.",
+    UnknownTool => "unknown_tool", "`tool` is not in the whitelist.",
+    InvalidArgs => "invalid_args", "`args` fail the tool's JSON Schema.",
+    MutuallyExclusive => "mutually_exclusive", "More than one argument of a mutually exclusive group.",
+    RelativePath => "relative_path", "A path argument that is not absolute.",
+    OutsideRoots => "outside_roots", "A path outside every allowed root.",
+    UnsupportedPath => "unsupported_path", "A path of another platform's form (a Windows path on a Unix host or the reverse).",
+    NotFound => "not_found", "The path does not exist.",
+    AlreadyExists => "already_exists", "The path exists and the call needs it not to.",
+    IsDirectory => "is_directory", "A directory where the call needs something else.",
+    NotDirectory => "not_directory", "Not a directory where the call needs one.",
+    PermissionDenied => "permission_denied", "The operating system refused access.",
+    DeniedByPolicy => "denied_by_policy", "The user's policy forbids the call.",
+    StaleFile => "stale_file", "The file changed on disk since the model read it.",
+    SpecialFile => "special_file", "A FIFO, socket or device.",
+    TooLarge => "too_large", "The input or output exceeds a limit.",
+    IoError => "io_error", "Any other input/output failure.",
+    Sha256Mismatch => "sha256_mismatch", "`expectedSha256` does not match the file's current bytes.",
+    BinaryContent => "binary_content", "A non-UTF-8 file read as UTF-8.",
+    Timeout => "timeout", "The process ran past its deadline.",
+    CommandNotFound => "command_not_found", "The program to run does not exist.",
 }
 
 impl fmt::Display for ErrorCode {

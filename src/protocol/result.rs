@@ -127,10 +127,10 @@ impl ResultBlock {
         while !body.is_char_boundary(cut) {
             cut -= 1;
         }
-        if let Some(newline) = body[..cut].rfind('\n') {
-            if cut - newline <= 4096 {
-                cut = newline + 1;
-            }
+        if let Some(newline) = body[..cut].rfind('\n')
+            && cut - newline <= 4096
+        {
+            cut = newline + 1;
         }
         body.truncate(cut);
         if !body.ends_with('\n') {

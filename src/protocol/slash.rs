@@ -187,10 +187,10 @@ pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
     }
     let mut flag_words = Vec::new();
     for arg in &schema.args {
-        if !shown.contains(&arg.name.as_str()) {
-            if let Some(value) = args.get(&arg.name) {
-                push_flag(&mut flag_words, arg, value);
-            }
+        if !shown.contains(&arg.name.as_str())
+            && let Some(value) = args.get(&arg.name)
+        {
+            push_flag(&mut flag_words, arg, value);
         }
     }
     let mut words = vec![format!("/{tool}")];

@@ -73,6 +73,18 @@ impl ToolName {
         ToolName::ALL.into_iter().find(|tool| tool.as_str() == name)
     }
 
+    /// The name for APIs whose function names cannot contain dots: `fs_read`, `process_run`.
+    pub fn native_name(self) -> String {
+        self.as_str().replace('.', "_")
+    }
+
+    /// The tool with this protocol name (`fs.read`) or native name (`fs_read`).
+    pub fn from_native_name(name: &str) -> Option<ToolName> {
+        ToolName::ALL
+            .into_iter()
+            .find(|tool| tool.as_str() == name || tool.native_name() == name)
+    }
+
     /// The whitelisted name closest to `name`, for a "did you mean" hint; `None` when nothing is
     /// reasonably close.
     pub fn nearest(name: &str) -> Option<ToolName> {
@@ -127,6 +139,20 @@ mod tests {
         for tool in ToolName::ALL {
             assert_eq!(ToolName::from_name(tool.as_str()), Some(tool));
         }
+    }
+
+    #[test]
+    fn native_names_replace_dots_with_underscores() {
+        assert_eq!(ToolName::FsWriteBatch.native_name(), "fs_writeBatch");
+        assert_eq!(
+            ToolName::from_native_name("process_run"),
+            Some(ToolName::ProcessRun)
+        );
+        assert_eq!(
+            ToolName::from_native_name("shell.exec"),
+            Some(ToolName::ShellExec)
+        );
+        assert_eq!(ToolName::from_native_name("fs_Read"), None);
     }
 
     #[test]

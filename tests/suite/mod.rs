@@ -7,3 +7,5 @@ mod prompt_matches_schemas;
 mod properties;
 mod reply_fixtures;
 mod result_snapshots;
+mod transcript_fixtures;
+mod validate_formats;

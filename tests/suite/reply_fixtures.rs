@@ -90,15 +90,15 @@ fn check_fixture(verdict_dir: &str, path: &Path) -> Vec<String> {
             }
         }
         Verdict::Call(call) => {
-            if let Some(tool) = &expected.tool {
-                if call.tool.as_str() != tool {
-                    problems.push(format!("{name}: tool {}, expected {tool}", call.tool));
-                }
+            if let Some(tool) = &expected.tool
+                && call.tool.as_str() != tool
+            {
+                problems.push(format!("{name}: tool {}, expected {tool}", call.tool));
             }
-            if let Some(id) = &expected.id {
-                if call.id.as_deref() != Some(id.as_str()) {
-                    problems.push(format!("{name}: id {:?}, expected {id}", call.id));
-                }
+            if let Some(id) = &expected.id
+                && call.id.as_deref() != Some(id.as_str())
+            {
+                problems.push(format!("{name}: id {:?}, expected {id}", call.id));
             }
         }
         Verdict::None => {}

@@ -1,0 +1,19 @@
+//! `flycode validate`: recorded conversations checked against the protocol, for CI.
+//!
+//! - [`transcript`]: the three transcript forms → messages, streaming JSON Lines;
+//! - [`rules`]: the §7 rules, message by message;
+//! - [`finding`]: findings and their codes;
+//! - [`inputs`]: files, directories and globs → the transcripts to read;
+//! - [`report`]: many files checked in parallel, in a deterministic order;
+//! - [`format`]: human, JSON, GitHub and SARIF output.
+
+pub mod finding;
+pub mod format;
+pub mod inputs;
+pub mod report;
+pub mod rules;
+pub mod transcript;
+
+pub use finding::{Finding, FindingCode, Severity};
+pub use report::{Report, validate_files};
+pub use rules::ValidateOptions;

@@ -1,0 +1,399 @@
+//! The transcript rules (CONTRACT §7), applied message by message so a transcript never has to
+//! be held in memory: every assistant reply is judged by [`classify_reply`] (the code path of
+//! `flycode check`), and calls are paired with the results that answer them.
+//!
+//! Pairing: after an assistant message with calls, the *answer window* is the run of following
+//! `tool` messages and `user` messages that hold result blocks (system and developer messages are
+//! skipped). The window closes at the next assistant message or a user message without a result.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::finding::{Finding, FindingCode, Severity};
+use super::transcript::{Message, Role};
+use crate::protocol::call::parse_native_call;
+use crate::protocol::display::escape_for_display;
+use crate::protocol::parse::{BlockKind, parse_reply};
+use crate::protocol::{
+    Call, ClassifyOptions, ResultBlock, ResultParseError, ToolName, Verdict, classify_reply,
+};
+
+/// Options for checking transcripts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ValidateOptions {
+    /// Accept text around call blocks, reporting it as a warning.
+    pub lenient: bool,
+    /// Report warnings as errors.
+    pub strict: bool,
+}
+
+/// A call waiting for its result.
+struct PendingCall {
+    id: String,
+    tool: ToolName,
+    args: Map<String, Value>,
+    index: usize,
+    line: usize,
+}
+
+/// A result read from a user or tool message.
+struct SeenResult {
+    id: Option<String>,
+    ok: Option<bool>,
+    /// Malformed results are reported as such and answer the oldest waiting call, so one bad
+    /// block is not also reported as a mismatch or a missing result.
+    is_malformed: bool,
+}
+
+/// Checks one transcript, one message at a time.
+pub struct TranscriptChecker {
+    file: String,
+    options: ValidateOptions,
+    findings: Vec<Finding>,
+    messages: usize,
+    seen_ids: HashSet<String>,
+    pending: Vec<PendingCall>,
+    window_has_results: bool,
+    /// Calls whose result just said `[ok] false`: the next assistant turn must not repeat them.
+    just_failed: Vec<(ToolName, Map<String, Value>)>,
+    /// The last message before this one was a result whose id is `(none)`, empty or `null`.
+    after_invalid_result: bool,
+}
+
+impl TranscriptChecker {
+    /// A checker for the transcript named `file`.
+    pub fn new(file: String, options: ValidateOptions) -> TranscriptChecker {
+        TranscriptChecker {
+            file,
+            options,
+            findings: Vec::new(),
+            messages: 0,
+            seen_ids: HashSet::new(),
+            pending: Vec::new(),
+            window_has_results: false,
+            just_failed: Vec::new(),
+            after_invalid_result: false,
+        }
+    }
+
+    /// Applies the rules to the next message.
+    pub fn push(&mut self, message: &Message) {
+        self.messages += 1;
+        match message.role {
+            Role::System | Role::Developer => {}
+            Role::Assistant => self.push_assistant(message),
+            Role::User | Role::Tool => self.push_user_or_tool(message),
+        }
+    }
+
+    /// Records a point where the file stopped being readable.
+    pub fn push_unreadable(
+        &mut self,
+        line: usize,
+        column: usize,
+        index: Option<usize>,
+        message: String,
+    ) {
+        self.report(
+            FindingCode::UnreadableTranscript,
+            index,
+            line,
+            message,
+            None,
+        );
+        if let Some(finding) = self.findings.last_mut() {
+            finding.column = (column > 0).then_some(column);
+        }
+    }
+
+    /// The findings, and how many messages were read.
+    pub fn finish(mut self) -> (Vec<Finding>, usize) {
+        // A call that is the very last thing in the transcript is fine; one whose window began
+        // (some parallel results arrived) but never completed is not.
+        if self.window_has_results {
+            self.close_window();
+        }
+        (self.findings, self.messages)
+    }
+
+    fn report(
+        &mut self,
+        code: FindingCode,
+        index: Option<usize>,
+        line: usize,
+        message: String,
+        excerpt: Option<String>,
+    ) {
+        let mut severity = code.default_severity();
+        if self.options.strict {
+            severity = Severity::Error;
+        }
+        self.findings.push(Finding {
+            code,
+            severity,
+            file: self.file.clone(),
+            index,
+            line,
+            column: None,
+            message,
+            excerpt,
+        });
+    }
+
+    fn push_assistant(&mut self, message: &Message) {
+        self.close_window();
+        let mut calls = Vec::new();
+        if !message.text.trim().is_empty() || message.tool_calls.is_empty() {
+            self.judge_reply(message, &mut calls);
+        }
+        for native in &message.tool_calls {
+            match parse_native_call(
+                native.id.as_deref(),
+                &native.function.name,
+                &native.function.arguments,
+            ) {
+                Ok(call) => calls.push(call),
+                Err(error) => self.report(
+                    FindingCode::Reply(error.code()),
+                    Some(message.index),
+                    message.line,
+                    format!("native tool call {:?}: {error}", native.function.name),
+                    Some(excerpt(&native.function.arguments)),
+                ),
+            }
+        }
+        for call in calls {
+            self.accept_call(call, message);
+        }
+        self.just_failed.clear();
+        self.after_invalid_result = false;
+    }
+
+    fn judge_reply(&mut self, message: &Message, calls: &mut Vec<Call>) {
+        let classification = classify_reply(
+            &message.text,
+            ClassifyOptions {
+                lenient: self.options.lenient,
+            },
+        );
+        for warning in &classification.warnings {
+            self.report(
+                FindingCode::ReplyWarning(warning.code.as_str()),
+                Some(message.index),
+                message.line,
+                warning.message.clone(),
+                Some(excerpt(&message.text)),
+            );
+        }
+        match classification.verdict {
+            Verdict::None => {}
+            Verdict::Call(call) => calls.push(call),
+            Verdict::Invalid { error, .. } => self.report(
+                FindingCode::Reply(error.code()),
+                Some(message.index),
+                message.line,
+                error.to_string(),
+                Some(excerpt(&message.text)),
+            ),
+        }
+    }
+
+    fn accept_call(&mut self, call: Call, message: &Message) {
+        let Some(id) = call.id.clone() else { return };
+        let shown = escape_for_display(&id).into_owned();
+        if !self.seen_ids.insert(id.clone()) {
+            self.report(
+                FindingCode::DuplicateId,
+                Some(message.index),
+                message.line,
+                format!(
+                    "call id {shown:?} ({}) was already used by an earlier call",
+                    call.tool
+                ),
+                None,
+            );
+        }
+        if self
+            .just_failed
+            .iter()
+            .any(|(tool, args)| *tool == call.tool && *args == call.args)
+        {
+            self.report(
+                FindingCode::RepeatedFailedCall,
+                Some(message.index),
+                message.line,
+                format!(
+                    "call {shown:?} repeats exactly the {} call whose result just failed",
+                    call.tool
+                ),
+                None,
+            );
+        }
+        if self.after_invalid_result {
+            self.report(
+                FindingCode::CallAfterInvalidResult,
+                Some(message.index),
+                message.line,
+                format!("call {shown:?} ({}) comes right after a result with no valid id, which must not trigger a call", call.tool),
+                None,
+            );
+        }
+        self.pending.push(PendingCall {
+            id,
+            tool: call.tool,
+            args: call.args,
+            index: message.index,
+            line: message.line,
+        });
+    }
+
+    fn push_user_or_tool(&mut self, message: &Message) {
+        let results = self.read_results(message);
+        if results.is_empty() && message.role == Role::User {
+            self.close_window();
+            self.after_invalid_result = false;
+            return;
+        }
+        for result in &results {
+            self.pair(result, message);
+        }
+        if let Some(last) = results.last() {
+            self.after_invalid_result = last.id.as_deref().is_none_or(is_no_id);
+        }
+    }
+
+    /// The results a user or tool message carries; malformed blocks are reported here.
+    fn read_results(&mut self, message: &Message) -> Vec<SeenResult> {
+        let mut results = Vec::new();
+        // Result blocks need a fence: skip the Markdown parser for plain text.
+        if message.text.contains("```") || message.text.contains("~~~") {
+            let parsed = parse_reply(&message.text);
+            for block in parsed.blocks.iter().filter(|b| b.kind == BlockKind::Result) {
+                match ResultBlock::parse_content(&block.content) {
+                    Ok(result) => results.push(SeenResult {
+                        id: result.id,
+                        ok: Some(result.ok),
+                        is_malformed: false,
+                    }),
+                    Err(error) => {
+                        self.report(
+                            FindingCode::MalformedResult,
+                            Some(message.index),
+                            message.line,
+                            format!("{error}"),
+                            Some(excerpt(&block.content)),
+                        );
+                        let has_id = !matches!(
+                            error,
+                            ResultParseError::MissingId | ResultParseError::EmptyId
+                        );
+                        results.push(SeenResult {
+                            id: has_id.then(|| "?".to_owned()),
+                            ok: None,
+                            is_malformed: true,
+                        });
+                    }
+                }
+            }
+        }
+        if results.is_empty() && message.role == Role::Tool {
+            // Native mode: the message answers its tool_call_id even without a result block.
+            results.push(SeenResult {
+                id: message.tool_call_id.clone(),
+                ok: None,
+                is_malformed: false,
+            });
+        }
+        results
+    }
+
+    fn pair(&mut self, result: &SeenResult, message: &Message) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let first_in_window = !self.window_has_results;
+        self.window_has_results = true;
+        if result.is_malformed {
+            self.pending.remove(0);
+            return;
+        }
+        let answered = result
+            .id
+            .as_deref()
+            .and_then(|id| self.pending.iter().position(|call| call.id == id));
+        match answered {
+            Some(position) => {
+                let call = self.pending.remove(position);
+                if result.ok == Some(false) {
+                    self.just_failed.push((call.tool, call.args));
+                }
+            }
+            None => {
+                // The call this result should have answered: the oldest one waiting.
+                let call = self.pending.remove(0);
+                let got = result.id.as_deref().map_or("(none)".to_owned(), |id| {
+                    format!("{:?}", escape_for_display(id))
+                });
+                let which = if first_in_window {
+                    "the first result"
+                } else {
+                    "a result"
+                };
+                self.report(
+                    FindingCode::ResultIdMismatch,
+                    Some(message.index),
+                    message.line,
+                    format!(
+                        "{which} after call {:?} ({}, message {}) carries id {got}",
+                        escape_for_display(&call.id),
+                        call.tool,
+                        call.index
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+
+    /// The conversation moved on: every call still waiting lacks its result.
+    fn close_window(&mut self) {
+        for call in std::mem::take(&mut self.pending) {
+            self.report(
+                FindingCode::MissingResult,
+                Some(call.index),
+                call.line,
+                format!(
+                    "call {:?} ({}) got no result carrying its id before the conversation moved on",
+                    escape_for_display(&call.id),
+                    call.tool
+                ),
+                None,
+            );
+        }
+        self.window_has_results = false;
+    }
+}
+
+/// `(none)`, empty, blank or `null`: ids that mean "no id".
+fn is_no_id(id: &str) -> bool {
+    let id = id.trim();
+    id.is_empty() || id.eq_ignore_ascii_case("(none)") || id.eq_ignore_ascii_case("null")
+}
+
+/// The first telling line of `text` (not blank, not a fence), at most 100 characters, made safe
+/// to print.
+fn excerpt(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next().unwrap_or_default();
+    let line = lines
+        .find(|l| !l.starts_with("```") && !l.starts_with("~~~"))
+        .unwrap_or(first);
+    let short: String = line.chars().take(100).collect();
+    let suffix = if line.chars().count() > 100 {
+        "..."
+    } else {
+        ""
+    };
+    format!("{}{suffix}", escape_for_display(&short))
+}

@@ -1,0 +1,488 @@
+//! Reading a transcript file into messages, one at a time.
+//!
+//! Three forms are accepted, told apart by the content, never by the file name:
+//!
+//! - **JSON Lines**: one message object per line (blank lines allowed). Read as a stream: memory
+//!   holds one line at a time, however long the file.
+//! - **a JSON array** of message objects;
+//! - **an object** `{"messages": [...]}` (other keys ignored).
+//!
+//! The two whole-document forms are read into memory once; each message still carries the line
+//! it starts on. A message is `{"role", "content", "tool_calls"?, "tool_call_id"?}`; `content` is
+//! a string, null, or an array of parts whose `text` fields are joined with newlines.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::BufRead;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// The role of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `system`
+    System,
+    /// `developer`
+    Developer,
+    /// `user`
+    User,
+    /// `assistant`
+    Assistant,
+    /// `tool`
+    Tool,
+}
+
+impl Role {
+    fn from_name(name: &str) -> Option<Role> {
+        match name {
+            "system" => Some(Role::System),
+            "developer" => Some(Role::Developer),
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            "tool" => Some(Role::Tool),
+            _ => None,
+        }
+    }
+}
+
+/// A native (API function-calling) tool call recorded on an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct NativeToolCall {
+    /// The call id, answered by a `tool` message's `tool_call_id`.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The function called.
+    pub function: NativeFunction,
+}
+
+/// The function part of a native tool call.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct NativeFunction {
+    /// The tool name (`fs.read`, or `fs_read` where the API forbids dots).
+    pub name: String,
+    /// The arguments as a JSON text.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// One message of a transcript.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// 0-based position in the transcript.
+    pub index: usize,
+    /// 1-based line the message starts on.
+    pub line: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text (parts joined), empty when there is none.
+    pub text: String,
+    /// Native tool calls (assistant messages in native mode).
+    pub tool_calls: Vec<NativeToolCall>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// Why a file is not a transcript.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (0 when unknown).
+    pub column: usize,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// The message index the problem belongs to, when there is one.
+    pub index: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct RawMessage<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+    #[serde(default)]
+    content: Content,
+    #[serde(default)]
+    tool_calls: Option<Vec<NativeToolCall>>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+/// Message content: a string, null, or text parts.
+#[derive(Default)]
+struct Content(String);
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Content, D::Error> {
+        deserializer.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, null, or an array of {\"type\":\"text\",\"text\":...} parts")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+        Ok(Content(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+        Ok(Content(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+        let mut text = String::new();
+        while let Some(part) = seq.next_element::<Part>()? {
+            if let Some(part_text) = part.text {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&part_text);
+            }
+        }
+        Ok(Content(text))
+    }
+}
+
+/// A content part; only its text matters (images and the like are skipped).
+#[derive(Deserialize)]
+struct Part {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// Turns one raw message into a [`Message`].
+fn into_message(raw: RawMessage<'_>, index: usize, line: usize) -> Result<Message, Unreadable> {
+    let role = Role::from_name(&raw.role).ok_or_else(|| Unreadable {
+        line,
+        column: 0,
+        message: format!(
+            "message {index} has role {:?}; the roles are system, developer, user, assistant and tool",
+            raw.role
+        ),
+        index: Some(index),
+    })?;
+    Ok(Message {
+        index,
+        line,
+        role,
+        text: raw.content.0,
+        tool_calls: raw.tool_calls.unwrap_or_default(),
+        tool_call_id: raw.tool_call_id,
+    })
+}
+
+fn json_error(
+    error: &serde_json::Error,
+    line_offset: usize,
+    what: &str,
+    index: Option<usize>,
+) -> Unreadable {
+    let hint = if error.is_eof() {
+        " (the file looks truncated)"
+    } else {
+        ""
+    };
+    let text = error.to_string();
+    let text = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |at| &text[..at]);
+    Unreadable {
+        line: line_offset + error.line().max(1) - 1,
+        column: error.column(),
+        message: if error.is_data() {
+            format!("{what} is not a message object: {text}")
+        } else {
+            format!("{what} is not valid JSON: {text}{hint}")
+        },
+        index,
+    }
+}
+
+/// A source of messages, in order; stops after the first unreadable point.
+pub struct MessageReader<R> {
+    source: Source<R>,
+    next_index: usize,
+    failed: bool,
+}
+
+enum Source<R> {
+    Lines {
+        reader: R,
+        line: usize,
+        buffer: Vec<u8>,
+    },
+    Document {
+        messages: std::vec::IntoIter<Result<Message, Unreadable>>,
+    },
+}
+
+impl<R: BufRead> MessageReader<R> {
+    /// Detects the form of `reader`'s content and prepares to read it.
+    pub fn open(mut reader: R) -> Result<MessageReader<R>, Unreadable> {
+        let mut first_line = Vec::new();
+        let mut skipped_lines = 0;
+        loop {
+            first_line.clear();
+            let read = reader
+                .read_until(b'\n', &mut first_line)
+                .map_err(io_unreadable)?;
+            if read == 0 || !first_line.trim_ascii().is_empty() {
+                break;
+            }
+            skipped_lines += 1;
+        }
+        let trimmed = first_line.trim_ascii();
+        // JSON Lines starts with a complete message object on its first line; anything else is
+        // read as one document.
+        let is_json_lines = trimmed.first() == Some(&b'{') && is_message_object(trimmed);
+        let source = if is_json_lines {
+            Source::Lines {
+                reader,
+                line: skipped_lines,
+                buffer: first_line,
+            }
+        } else {
+            let mut document = first_line;
+            reader.read_to_end(&mut document).map_err(io_unreadable)?;
+            Source::Document {
+                messages: read_document(&document, skipped_lines)?.into_iter(),
+            }
+        };
+        Ok(MessageReader {
+            source,
+            next_index: 0,
+            failed: false,
+        })
+    }
+}
+
+fn is_message_object(object: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        role: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(object).is_ok_and(|probe| probe.role.is_some())
+}
+
+fn io_unreadable(error: std::io::Error) -> Unreadable {
+    Unreadable {
+        line: 1,
+        column: 0,
+        message: format!("cannot read the file: {error}"),
+        index: None,
+    }
+}
+
+/// Parses a whole-document transcript (array or `{"messages": [...]}`) into messages with lines.
+fn read_document(
+    document: &[u8],
+    skipped_lines: usize,
+) -> Result<Vec<Result<Message, Unreadable>>, Unreadable> {
+    #[derive(Deserialize)]
+    struct Wrapper<'a> {
+        #[serde(borrow)]
+        messages: Vec<&'a RawValue>,
+    }
+    let start = document
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(0);
+    let raws: Vec<&RawValue> = match document.get(start) {
+        Some(b'[') => serde_json::from_slice(document)
+            .map_err(|e| json_error(&e, 1, "the transcript", None))?,
+        Some(b'{') => {
+            serde_json::from_slice::<Wrapper<'_>>(document)
+                .map_err(|e| {
+                    let mut unreadable = json_error(&e, 1, "the transcript", None);
+                    if e.is_data() {
+                        unreadable.message = format!(
+                            "{}; a transcript object holds its messages in \"messages\": [...]",
+                            unreadable.message
+                        );
+                    }
+                    unreadable
+                })?
+                .messages
+        }
+        _ => {
+            return Err(Unreadable {
+                line: skipped_lines + 1,
+                column: 1,
+                message: "not a transcript: expected a JSON array of messages, an object {\"messages\": [...]}, or JSON Lines with one message object per line".into(),
+                index: None,
+            });
+        }
+    };
+    let base = document.as_ptr() as usize;
+    let mut line = 1;
+    let mut counted_to = 0;
+    let mut messages = Vec::with_capacity(raws.len());
+    for (index, raw) in raws.into_iter().enumerate() {
+        // A RawValue borrows from `document`: its address gives its offset.
+        let offset = (raw.get().as_ptr() as usize)
+            .saturating_sub(base)
+            .min(document.len());
+        line += document[counted_to..offset]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        counted_to = offset;
+        let message = serde_json::from_str::<RawMessage<'_>>(raw.get())
+            .map_err(|e| json_error(&e, line, &format!("message {index}"), Some(index)))
+            .and_then(|m| into_message(m, index, line));
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+impl<R: BufRead> Iterator for MessageReader<R> {
+    type Item = Result<Message, Unreadable>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = match &mut self.source {
+            Source::Document { messages } => messages.next(),
+            Source::Lines {
+                reader,
+                line,
+                buffer,
+            } => loop {
+                if buffer.is_empty() {
+                    match reader.read_until(b'\n', buffer) {
+                        Ok(0) => break None,
+                        Ok(_) => {}
+                        Err(error) => break Some(Err(io_unreadable(error))),
+                    }
+                }
+                *line += 1;
+                let trimmed = buffer.trim_ascii();
+                if trimmed.is_empty() {
+                    buffer.clear();
+                    continue;
+                }
+                let index = self.next_index;
+                let parsed = serde_json::from_slice::<RawMessage<'_>>(trimmed)
+                    .map_err(|e| {
+                        json_error(
+                            &e,
+                            *line,
+                            &format!("line {line}", line = *line),
+                            Some(index),
+                        )
+                    })
+                    .and_then(|m| into_message(m, index, *line));
+                buffer.clear();
+                break Some(parsed);
+            },
+        };
+        if let Some(result) = &item {
+            self.next_index += 1;
+            self.failed = result.is_err();
+        }
+        item
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Vec<Result<Message, Unreadable>> {
+        match MessageReader::open(text.as_bytes()) {
+            Ok(reader) => reader.collect(),
+            Err(error) => vec![Err(error)],
+        }
+    }
+
+    fn lines_and_roles(text: &str) -> Vec<(usize, Role, String)> {
+        read(text)
+            .into_iter()
+            .map(|m| m.map(|m| (m.line, m.role, m.text)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn reads_json_lines_with_line_numbers() {
+        let text = "\n{\"role\":\"user\",\"content\":\"hi\"}\n\n{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image_url\"},{\"type\":\"text\",\"text\":\"b\"}]}\n";
+        assert_eq!(
+            lines_and_roles(text),
+            vec![
+                (2, Role::User, "hi".into()),
+                (4, Role::Assistant, "a\nb".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_arrays_and_wrapped_objects_with_line_numbers() {
+        let array = "[\n  {\"role\": \"system\", \"content\": null},\n  {\"role\": \"user\",\n   \"content\": \"x\"}\n]";
+        assert_eq!(
+            lines_and_roles(array),
+            vec![
+                (2, Role::System, String::new()),
+                (3, Role::User, "x".into())
+            ]
+        );
+        let object = "{\"model\": \"m\",\n \"messages\": [\n {\"role\": \"tool\", \"content\": \"r\", \"tool_call_id\": \"c1\"}]}";
+        let messages: Vec<Message> = read(object).into_iter().map(Result::unwrap).collect();
+        assert_eq!(messages[0].line, 3);
+        assert_eq!(messages[0].tool_call_id.as_deref(), Some("c1"));
+        let one_line = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}";
+        assert_eq!(lines_and_roles(one_line), vec![(1, Role::User, "x".into())]);
+    }
+
+    #[test]
+    fn a_bad_line_is_unreadable_with_line_and_column_and_stops_the_file() {
+        let text = "{\"role\":\"user\",\"content\":\"a\"}\n{\"role\":\"user\",\"content\":\"b\"\n{\"role\":\"user\",\"content\":\"c\"}\n";
+        let items = read(text);
+        assert_eq!(items.len(), 2);
+        let error = items[1].clone().unwrap_err();
+        assert_eq!((error.line, error.index), (2, Some(1)));
+        assert!(error.column > 0);
+        assert!(
+            error.message.contains("line 2 is not valid JSON"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn unknown_roles_and_non_transcripts_are_unreadable() {
+        let error = read("{\"role\":\"robot\",\"content\":\"a\"}")
+            .remove(0)
+            .unwrap_err();
+        assert!(
+            error.message.contains("role \"robot\""),
+            "{}",
+            error.message
+        );
+        let error = read("hello world").remove(0).unwrap_err();
+        assert!(
+            error.message.starts_with("not a transcript"),
+            "{}",
+            error.message
+        );
+        let error = read("[{\"role\":\"user\",").remove(0).unwrap_err();
+        assert!(error.message.contains("truncated"), "{}", error.message);
+        let error = read("\u{0}\u{1}binary").remove(0).unwrap_err();
+        assert_eq!(error.line, 1);
+    }
+}
