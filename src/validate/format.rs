@@ -50,19 +50,22 @@ fn human(report: &Report) -> String {
             out.push_str(&format!("    | {excerpt}\n"));
         }
     }
-    let summary = report.summary();
-    out.push_str(&format!(
-        "{} transcript{}, {} message{}, {} error{}, {} warning{}\n",
-        summary.transcripts,
-        plural(summary.transcripts),
-        summary.messages,
-        plural(summary.messages),
-        summary.errors,
-        plural(summary.errors),
-        summary.warnings,
-        plural(summary.warnings)
-    ));
+    out.push_str(&summary_line(report));
+    out.push('\n');
     out
+}
+
+/// `N transcripts, M messages, E errors, W warnings`, singular where it is one.
+fn summary_line(report: &Report) -> String {
+    let summary = report.summary();
+    let count = |n: usize, word: &str| format!("{n} {word}{}", plural(n));
+    format!(
+        "{}, {}, {}, {}",
+        count(summary.transcripts, "transcript"),
+        count(summary.messages, "message"),
+        count(summary.errors, "error"),
+        count(summary.warnings, "warning")
+    )
 }
 
 fn plural(count: usize) -> &'static str {
@@ -106,10 +109,7 @@ fn github(report: &Report) -> String {
         ));
     }
     let summary = report.summary();
-    out.push_str(&format!(
-        "flycode validate: {} transcripts, {} messages, {} errors, {} warnings\n",
-        summary.transcripts, summary.messages, summary.errors, summary.warnings
-    ));
+    out.push_str(&format!("flycode validate: {}\n", summary_line(report)));
     out
 }
 

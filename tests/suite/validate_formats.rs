@@ -79,7 +79,7 @@ fn github_output_is_one_annotation_per_finding() {
     assert!(lines[1].contains("title=repeated_failed_call::"), "{text}");
     assert_eq!(
         lines[2],
-        "flycode validate: 2 transcripts, 11 messages, 1 errors, 1 warnings"
+        "flycode validate: 2 transcripts, 11 messages, 1 error, 1 warning"
     );
 }
 
