@@ -204,7 +204,9 @@ fn json_error(
     Unreadable {
         line: line_offset + error.line().max(1) - 1,
         column: error.column(),
-        message: if error.is_data() {
+        message: if error.is_data() && index.is_none() {
+            format!("{what} has the wrong shape: {text}")
+        } else if error.is_data() {
             format!("{what} is not a message object: {text}")
         } else {
             format!("{what} is not valid JSON: {text}{hint}")

@@ -93,3 +93,35 @@ proptest! {
         prop_assert_eq!(serde_json::Value::Object(call.args), args);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn transcript_checking_never_panics_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = flycode::validate::report::check_reader(
+            std::io::BufReader::new(&bytes[..]),
+            "fuzz".into(),
+            flycode::validate::ValidateOptions::default(),
+        );
+    }
+
+    #[test]
+    fn transcript_checking_never_panics_on_message_like_lines(
+        lines in prop::collection::vec(
+            (prop::sample::select(vec!["user", "assistant", "tool", "system"]), prop::collection::vec(reply_piece(), 0..6)),
+            0..12,
+        ),
+        strict in any::<bool>(),
+    ) {
+        let text: String = lines
+            .iter()
+            .map(|(role, pieces)| format!("{}\n", serde_json::json!({"role": role, "content": pieces.concat(), "tool_call_id": "c1"})))
+            .collect();
+        let _ = flycode::validate::report::check_reader(
+            std::io::BufReader::new(text.as_bytes()),
+            "fuzz".into(),
+            flycode::validate::ValidateOptions { lenient: false, strict },
+        );
+    }
+}

@@ -158,3 +158,14 @@ fn human_output_for_all_fixtures() {
     }
     insta::assert_snapshot!(out);
 }
+
+#[test]
+fn parallel_checking_reports_in_input_order() {
+    let files = fixtures();
+    let one = validate_files(&files, ValidateOptions::default(), 1).unwrap();
+    let many = validate_files(&files, ValidateOptions::default(), 8).unwrap();
+    assert_eq!(one, many);
+    let order: Vec<&str> = many.files.iter().map(|f| f.file.as_str()).collect();
+    let given: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(order, given.iter().map(String::as_str).collect::<Vec<_>>());
+}
