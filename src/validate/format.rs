@@ -108,7 +108,6 @@ fn github(report: &Report) -> String {
             escape_data(&finding.message)
         ));
     }
-    let summary = report.summary();
     out.push_str(&format!("flycode validate: {}\n", summary_line(report)));
     out
 }
