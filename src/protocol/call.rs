@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use super::display::{escape_for_display, is_hidden_or_control};
 use super::error_code::ErrorCode;
 use super::json::{JsonProblem, parse_strict};
 use super::schema::{ToolSchema, tool_schema};
@@ -228,7 +229,8 @@ pub struct Attempt {
 impl Attempt {
     /// Reads whatever it can from a block's content, never failing.
     pub fn read(content: &str) -> Attempt {
-        let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(content) else {
+        // Through the strict reader: with a repeated key there is no "the" id or path to show.
+        let Ok(Value::Object(mut object)) = parse_strict(content) else {
             return Attempt::default();
         };
         let id = match object.get("id") {
@@ -316,7 +318,7 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
 
 /// A tool name as JSON, with look-alike characters (Cyrillic `е` for `e`...) pointed out.
 pub(crate) fn show_tool_name(name: &str) -> String {
-    let shown = Value::String(name.to_owned()).to_string();
+    let shown = escape_for_display(&Value::String(name.to_owned()).to_string()).into_owned();
     let foreign: Vec<String> = name
         .chars()
         .filter(|c| !c.is_ascii())
@@ -334,17 +336,7 @@ pub(crate) fn show_tool_name(name: &str) -> String {
 /// native form, see [`ToolName::from_native_name`]) and its JSON arguments, with the same codes
 /// as a call block.
 pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Result<Call, CallError> {
-    let id = match id {
-        Some(id) => check_id(id).map(|()| id.to_owned()),
-        None => Err(CallError::InvalidId {
-            shown: "null".into(),
-            reason: "a native tool call needs an id",
-        }),
-    }?;
-    let tool = ToolName::from_native_name(name).ok_or_else(|| CallError::UnknownTool {
-        shown: show_tool_name(name),
-        nearest: ToolName::nearest(name),
-    })?;
+    // The ladder of a call block: JSON first, then id, then tool, then the schema.
     // An API may send "" for a call without arguments.
     let arguments = if arguments.trim().is_empty() {
         "{}"
@@ -371,6 +363,17 @@ pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Resul
             },
         },
     })?;
+    let id = match id {
+        Some(id) => check_id(id).map(|()| id.to_owned()),
+        None => Err(CallError::InvalidId {
+            shown: "null".into(),
+            reason: "a native tool call needs an id",
+        }),
+    }?;
+    let tool = ToolName::from_native_name(name).ok_or_else(|| CallError::UnknownTool {
+        shown: show_tool_name(name),
+        nearest: ToolName::nearest(name),
+    })?;
     let args = super::args::validate_args(tool, args)?;
     Ok(Call {
         id: Some(id),
@@ -381,26 +384,38 @@ pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Resul
 
 /// An id must be a non-blank string and not one of the "no id" spellings.
 fn check_id(id: &str) -> Result<(), CallError> {
-    let shown = || Value::String(id.to_owned()).to_string();
-    if id.trim().is_empty() {
-        return Err(CallError::InvalidId {
-            shown: shown(),
-            reason: "it is empty or blank",
-        });
+    let reject = |reason: &'static str| {
+        Err(CallError::InvalidId {
+            shown: escape_for_display(&Value::String(id.to_owned()).to_string()).into_owned(),
+            reason,
+        })
+    };
+    if is_no_id(id) {
+        return if id.trim_matches(is_blank).is_empty() {
+            reject("it is empty or blank")
+        } else {
+            reject("it means \"no id\"")
+        };
     }
-    if id.eq_ignore_ascii_case("(none)") || id.eq_ignore_ascii_case("null") {
-        return Err(CallError::InvalidId {
-            shown: shown(),
-            reason: "it means \"no id\"",
-        });
+    if id.contains(is_hidden_or_control) {
+        return reject("it contains control or invisible characters");
     }
-    if id.contains(|c: char| c.is_control()) {
-        return Err(CallError::InvalidId {
-            shown: shown(),
-            reason: "it contains control characters",
-        });
+    if id.starts_with(is_blank) || id.ends_with(is_blank) {
+        return reject("it starts or ends with whitespace");
     }
     Ok(())
+}
+
+/// Whitespace, paste artefacts and invisible characters: what a reader cannot see.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || is_hidden_or_control(c) || super::parse::is_paste_artefact(c)
+}
+
+/// Whether `id` means "no id": empty or blank (invisible characters included), `(none)` or
+/// `null` in any case, around any blank. Shared by call checking and transcript checking.
+pub fn is_no_id(id: &str) -> bool {
+    let id = id.trim_matches(is_blank);
+    id.is_empty() || id.eq_ignore_ascii_case("(none)") || id.eq_ignore_ascii_case("null")
 }
 
 /// The name of a JSON value's type, with its article.

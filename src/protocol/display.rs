@@ -3,19 +3,30 @@
 
 use std::borrow::Cow;
 
-/// Whether `c` must not reach a terminal or a header line as it is.
+/// Whether `c` must not reach a terminal or a header line as it is: control characters, line and
+/// paragraph separators, bidirectional controls, and Unicode's default-ignorable code points
+/// (zero-width characters, soft hyphen, fillers, variation selectors, tag characters).
 pub fn is_hidden_or_control(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{FEFF}'
+            '\u{00AD}'
+                | '\u{034F}'
                 | '\u{061C}'
-                | '\u{2028}'
-                | '\u{2029}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
         )
 }
 
@@ -48,6 +59,22 @@ mod tests {
             escape_for_display("fs.read 中文"),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn escapes_default_ignorable_characters() {
+        for c in [
+            '\u{00AD}',
+            '\u{180E}',
+            '\u{3164}',
+            '\u{FE0F}',
+            '\u{E0041}',
+            '\u{2066}',
+        ] {
+            assert!(is_hidden_or_control(c), "U+{:04X}", u32::from(c));
+        }
+        assert!(!is_hidden_or_control('中'));
+        assert!(!is_hidden_or_control('é'));
     }
 
     #[test]

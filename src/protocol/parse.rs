@@ -50,6 +50,8 @@ pub struct FencedBlock {
     pub content: String,
     /// Whether the fence was closed.
     pub is_terminated: bool,
+    /// Whether the info string held paste artefacts that were read as whitespace.
+    pub has_artefact_in_info: bool,
 }
 
 /// A reply after normalization, with its call and result blocks located.
@@ -222,14 +224,21 @@ fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
     let body = &text[from..];
     let mut blocks = Vec::new();
     let mut open: Option<(BlockKind, usize, String)> = None;
+    let mut artefact_in_info = false;
     for (event, range) in Parser::new_ext(body, Options::empty()).into_offset_iter() {
         match event {
             Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-                let kind = match info.split_whitespace().next() {
+                // Zero-width and no-break spaces separate words here too: a pasted
+                // "```\u{200B}flycode-call" is still a call (or a forged result).
+                let first_word = info
+                    .split(|c: char| c.is_whitespace() || is_paste_artefact(c))
+                    .find(|word| !word.is_empty());
+                let kind = match first_word {
                     Some(CALL_TAG) => Some(BlockKind::Call),
                     Some(RESULT_TAG) => Some(BlockKind::Result),
                     _ => None,
                 };
+                artefact_in_info = info.contains(is_paste_artefact);
                 open = kind.map(|kind| (kind, range.start, String::new()));
             }
             Event::Text(chunk) => {
@@ -243,8 +252,9 @@ fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
                     blocks.push(FencedBlock {
                         kind,
                         span: from + start..from + end,
-                        is_terminated: is_closed_fence(&body[start..end]),
+                        is_terminated: is_closed_fence(&body[start..end], &content),
                         content,
+                        has_artefact_in_info: artefact_in_info,
                     });
                 }
             }
@@ -255,8 +265,23 @@ fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
 }
 
 /// Whether the source of a fenced block ends with a closing fence matching its opener.
-fn is_closed_fence(source: &str) -> bool {
+///
+/// Two facts must agree: the source has exactly one line more than the opener plus the content
+/// (the closing line, which CommonMark does not count as content), and that line, without its
+/// container markers, is a run of the fence character at least as long as the opener. The line
+/// count catches what the shape alone cannot: a fence indented four spaces or behind a stray `>`
+/// is content, not a closer.
+fn is_closed_fence(source: &str, content: &str) -> bool {
     let source = source.strip_suffix('\n').unwrap_or(source);
+    let source_lines = source.split('\n').count();
+    let content_lines = match content.strip_suffix('\n') {
+        None if content.is_empty() => 0,
+        None => content.split('\n').count(),
+        Some(body) => body.split('\n').count(),
+    };
+    if source_lines != content_lines + 2 {
+        return false;
+    }
     let mut lines = source.lines();
     let Some(opener) = lines.next().map(strip_container_prefix) else {
         return false;
@@ -315,6 +340,29 @@ mod tests {
         let reply = parse_reply("````flycode-call\n{}\n```\n");
         assert!(!reply.blocks[0].is_terminated);
         assert_eq!(reply.blocks[0].content, "{}\n```\n");
+    }
+
+    #[test]
+    fn an_over_indented_or_quoted_last_line_does_not_close() {
+        assert!(!parse_reply("```flycode-call\n{}\n    ```\n").blocks[0].is_terminated);
+        assert!(!parse_reply("```flycode-call\n{}\n>```\n").blocks[0].is_terminated);
+        assert!(parse_reply("```flycode-call\n{}\n   ```\n").blocks[0].is_terminated);
+        assert!(parse_reply("```flycode-call\n\n{}\n\n```").blocks[0].is_terminated);
+        assert!(parse_reply("```flycode-call\n```").blocks[0].is_terminated);
+        assert!(!parse_reply("```flycode-call\n{}\n\n\n").blocks[0].is_terminated);
+        assert!(parse_reply("- ```flycode-call\n  {}\n  ```\n").blocks[0].is_terminated);
+        assert!(!parse_reply("- ```flycode-call\n  {}\n\nafter\n").blocks[0].is_terminated);
+    }
+
+    #[test]
+    fn zero_width_characters_in_the_info_string_separate_words() {
+        let reply = parse_reply("```\u{200B}flycode-call\n{}\n```");
+        assert_eq!(reply.blocks[0].kind, BlockKind::Call);
+        assert!(reply.blocks[0].has_artefact_in_info);
+        assert_eq!(
+            parse_reply("```flycode-result\u{FEFF} x\n```").blocks[0].kind,
+            BlockKind::Result
+        );
     }
 
     #[test]

@@ -39,11 +39,23 @@ pub fn path_form(path: &str) -> PathForm {
         && matches!(bytes[2], b'\\' | b'/')
     {
         PathForm::WindowsDrive
-    } else if bytes.len() > 2 && bytes.starts_with(br"\\") {
+    } else if is_unc(path) {
         PathForm::WindowsUnc
     } else {
         PathForm::Relative
     }
+}
+
+/// `\\server\share\...`: a non-empty server and share (`?` and `.` count as servers, for the
+/// verbatim and device prefixes), separated by backslashes.
+fn is_unc(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(r"\\") else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, '\\');
+    let server = parts.next().unwrap_or_default();
+    let share = parts.next().unwrap_or_default();
+    !server.is_empty() && !share.is_empty() && !server.contains('/')
 }
 
 #[cfg(test)]
@@ -63,7 +75,20 @@ mod tests {
     #[test]
     fn relative_forms_are_rejected() {
         for path in [
-            "", "a/b", "./a", "../a", "~/a", "C:foo", r"\foo", "C:", "%2e%2e/x", r"\\",
+            "",
+            "a/b",
+            "./a",
+            "../a",
+            "~/a",
+            "C:foo",
+            r"\foo",
+            "C:",
+            "%2e%2e/x",
+            r"\\",
+            r"\\x",
+            r"\\server",
+            r"\\\x",
+            r"\\server\",
         ] {
             assert_eq!(path_form(path), PathForm::Relative, "{path:?}");
         }

@@ -67,6 +67,9 @@ pub enum ResultParseError {
     /// `[ok]` with something other than `true` or `false`.
     #[error("the result's [ok] is {0:?}, not true or false")]
     BadOk(String),
+    /// A header that may appear once appears again.
+    #[error("the result repeats its [{0}] header")]
+    RepeatedHeader(String),
     /// A line before `[data]` that is not `[key] value`.
     #[error("line {line} of the result is not a [key] value header: {text:?}")]
     BadHeaderLine {
@@ -205,18 +208,28 @@ impl ResultBlock {
                 });
             };
             let value = value.to_owned();
-            match key {
+            let slot = match key {
                 "data" => {
                     body = Some(rest.strip_suffix('\n').unwrap_or(rest).to_owned());
                     break;
                 }
-                "id" => id = Some(value),
-                "command" => command = Some(value),
-                "ok" => ok = Some(value),
-                "code" => code = Some(value),
-                "error" => error = Some(value),
-                "hint" => hint = Some(value),
-                other => fields.push((other.to_owned(), value)),
+                "id" => &mut id,
+                "command" => &mut command,
+                "ok" => &mut ok,
+                "code" => &mut code,
+                "error" => &mut error,
+                "hint" => &mut hint,
+                other => {
+                    if fields.iter().any(|(k, _)| k == other) {
+                        return Err(ResultParseError::RepeatedHeader(other.to_owned()));
+                    }
+                    fields.push((other.to_owned(), value));
+                    continue;
+                }
+            };
+            // Two [ok] or two [id] lines are ambiguous: never let the last one win.
+            if slot.replace(value).is_some() {
+                return Err(ResultParseError::RepeatedHeader(key.to_owned()));
             }
         }
         let id = match id {
@@ -391,5 +404,9 @@ mod tests {
             ResultBlock::parse_content("[id] a\nstray\n[ok] true\n"),
             Err(ResultParseError::BadHeaderLine { line: 2, .. })
         ));
+        assert_eq!(
+            ResultBlock::parse_content("[id] a\n[ok] false\n[ok] true\n"),
+            Err(ResultParseError::RepeatedHeader("ok".into()))
+        );
     }
 }

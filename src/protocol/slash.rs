@@ -24,7 +24,10 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
             nearest: ToolName::nearest(first_word(line)),
         });
     };
-    let name = first_word(rest);
+    let (name, remainder) = match rest.find(char::is_whitespace) {
+        Some(end) => (&rest[..end], &rest[end..]),
+        None => (rest, ""),
+    };
     let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
         shown: super::call::show_tool_name(name),
         nearest: ToolName::nearest(name),
@@ -36,7 +39,7 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
             "has no slash form; send it as a JSON flycode-call block".into(),
         ));
     };
-    let words = shlex::split(&rest[name.len()..])
+    let words = shlex::split(remainder)
         .ok_or_else(|| invalid("unbalanced quotes in the slash command".into()))?;
     let args = assign_words(schema, positional, words).map_err(invalid)?;
     let args = super::args::validate_args(tool, Value::Object(args))?;
@@ -59,12 +62,15 @@ fn assign_words(
     let mut args = Map::new();
     let mut next_positional: usize = 0;
     let mut flags_ended = false;
+    // A final array positional (process.run's args) takes every word after the ones before it.
+    let variadic_at = positional
+        .last()
+        .and_then(|name| schema.arg(name))
+        .filter(|arg| arg.kind == ArgKind::StringList)
+        .map(|_| positional.len() - 1);
     let mut words = words.into_iter();
     while let Some(word) = words.next() {
-        let variadic_started = positional
-            .get(next_positional.saturating_sub(1))
-            .and_then(|name| schema.arg(name))
-            .is_some_and(|arg| arg.kind == ArgKind::StringList && args.contains_key(&arg.name));
+        let variadic_started = variadic_at.is_some_and(|at| next_positional >= at);
         if !flags_ended && !variadic_started && word == "--" {
             flags_ended = true;
             continue;
@@ -146,8 +152,12 @@ fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> R
             let map = args
                 .entry(name.clone())
                 .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(map) = map {
-                map.insert(key.to_owned(), Value::String(value.to_owned()));
+            if let Value::Object(map) = map
+                && map
+                    .insert(key.to_owned(), Value::String(value.to_owned()))
+                    .is_some()
+            {
+                return Err(format!("--{name} sets {key} twice"));
             }
             return Ok(());
         }
@@ -173,9 +183,6 @@ pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
         match value {
             Value::Array(items) => {
                 is_variadic = true;
-                if let Some(first) = items.first().and_then(Value::as_str) {
-                    looks_like_flag |= first.starts_with("--");
-                }
                 positional_words.extend(items.iter().map(quote_value));
             }
             other => {
@@ -316,6 +323,14 @@ mod tests {
         assert_eq!(
             args_of("/process.run --cwd /w git log --oneline -n 3"),
             json!({"cwd": "/w", "command": "git", "args": ["log", "--oneline", "-n", "3"]})
+        );
+        assert_eq!(
+            args_of("/process.run git --version"),
+            json!({"command": "git", "args": ["--version"]})
+        );
+        assert_eq!(
+            args_of("/process.run git --cwd /x"),
+            json!({"command": "git", "args": ["--cwd", "/x"]})
         );
     }
 

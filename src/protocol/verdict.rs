@@ -138,6 +138,7 @@ fn judge(
             || parsed.has_artefact_in(&(parsed.body_start..parsed.text.len())));
     if artefacts_in_json
         || artefacts_around
+        || block.has_artefact_in_info
         || parsed.has_artefact_in(&parsed.whole_lines(&block.span))
     {
         warnings.push(Warning {

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::finding::{Finding, Severity, TRANSCRIPT_RULES};
 use super::report::Report;
+use crate::protocol::display::escape_for_display;
 use crate::protocol::{ErrorCode, WarningCode};
 
 /// An output format of `flycode validate`.
@@ -44,7 +45,7 @@ fn human(report: &Report) -> String {
             "{place}: {}[{}] {}{index}\n",
             finding.severity.as_str(),
             finding.code.as_str(),
-            finding.message
+            escape_for_display(&finding.message)
         ));
         if let Some(excerpt) = &finding.excerpt {
             out.push_str(&format!("    | {excerpt}\n"));
@@ -105,7 +106,7 @@ fn github(report: &Report) -> String {
             escape_property(&finding.file),
             finding.line,
             escape_property(finding.code.as_str()),
-            escape_data(&finding.message)
+            escape_data(&escape_for_display(&finding.message))
         ));
     }
     out.push_str(&format!("flycode validate: {}\n", summary_line(report)));

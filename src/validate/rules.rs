@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::finding::{Finding, FindingCode, Severity};
 use super::transcript::{Message, Role};
-use crate::protocol::call::parse_native_call;
+use crate::protocol::call::{is_no_id, parse_native_call};
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
 use crate::protocol::{
@@ -373,12 +373,6 @@ impl TranscriptChecker {
         }
         self.window_has_results = false;
     }
-}
-
-/// `(none)`, empty, blank or `null`: ids that mean "no id".
-fn is_no_id(id: &str) -> bool {
-    let id = id.trim();
-    id.is_empty() || id.eq_ignore_ascii_case("(none)") || id.eq_ignore_ascii_case("null")
 }
 
 /// The first telling line of `text` (not blank, not a fence), at most 100 characters, made safe

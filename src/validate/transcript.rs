@@ -243,6 +243,10 @@ impl<R: BufRead> MessageReader<R> {
             let read = reader
                 .read_until(b'\n', &mut first_line)
                 .map_err(io_unreadable)?;
+            // A byte-order mark at the very start is not content.
+            if skipped_lines == 0 && first_line.starts_with(b"\xEF\xBB\xBF") {
+                first_line.drain(..3);
+            }
             if read == 0 || !first_line.trim_ascii().is_empty() {
                 break;
             }
@@ -262,7 +266,7 @@ impl<R: BufRead> MessageReader<R> {
             let mut document = first_line;
             reader.read_to_end(&mut document).map_err(io_unreadable)?;
             Source::Document {
-                messages: read_document(&document, skipped_lines)?.into_iter(),
+                messages: read_document(&document, skipped_lines).into_iter(),
             }
         };
         Ok(MessageReader {
@@ -291,66 +295,222 @@ fn io_unreadable(error: std::io::Error) -> Unreadable {
     }
 }
 
-/// Parses a whole-document transcript (array or `{"messages": [...]}`) into messages with lines.
-fn read_document(
-    document: &[u8],
-    skipped_lines: usize,
-) -> Result<Vec<Result<Message, Unreadable>>, Unreadable> {
-    #[derive(Deserialize)]
-    struct Wrapper<'a> {
-        #[serde(borrow)]
-        messages: Vec<&'a RawValue>,
-    }
-    let start = document
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(0);
-    let raws: Vec<&RawValue> = match document.get(start) {
-        Some(b'[') => serde_json::from_slice(document)
-            .map_err(|e| json_error(&e, 1, "the transcript", None))?,
-        Some(b'{') => {
-            serde_json::from_slice::<Wrapper<'_>>(document)
-                .map_err(|e| {
-                    let mut unreadable = json_error(&e, 1, "the transcript", None);
-                    if e.is_data() {
-                        unreadable.message = format!(
-                            "{}; a transcript object holds its messages in \"messages\": [...]",
-                            unreadable.message
-                        );
-                    }
-                    unreadable
-                })?
-                .messages
-        }
-        _ => {
-            return Err(Unreadable {
-                line: skipped_lines + 1,
-                column: 1,
-                message: "not a transcript: expected a JSON array of messages, an object {\"messages\": [...]}, or JSON Lines with one message object per line".into(),
-                index: None,
-            });
-        }
+/// Reads a whole-document transcript (an array, or an object with `"messages"`) element by
+/// element, so that every message knows its line and a document broken halfway still yields the
+/// messages before the break, followed by one [`Unreadable`] with the exact line and column.
+fn read_document(document: &[u8], skipped_lines: usize) -> Vec<Result<Message, Unreadable>> {
+    let mut walker = DocumentWalker {
+        document,
+        position: 0,
+        line: 1 + skipped_lines,
+        line_start: 0,
+        counted_to: 0,
+        messages: Vec::new(),
     };
-    let base = document.as_ptr() as usize;
-    let mut line = 1;
-    let mut counted_to = 0;
-    let mut messages = Vec::with_capacity(raws.len());
-    for (index, raw) in raws.into_iter().enumerate() {
-        // A RawValue borrows from `document`: its address gives its offset.
-        let offset = (raw.get().as_ptr() as usize)
-            .saturating_sub(base)
-            .min(document.len());
-        line += document[counted_to..offset]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count();
-        counted_to = offset;
-        let message = serde_json::from_str::<RawMessage<'_>>(raw.get())
-            .map_err(|e| json_error(&e, line, &format!("message {index}"), Some(index)))
-            .and_then(|m| into_message(m, index, line));
-        messages.push(message);
+    // `skipped_lines` blank lines were already consumed before `document` starts.
+    if let Err(unreadable) = walker.walk() {
+        walker.messages.push(Err(unreadable));
     }
-    Ok(messages)
+    walker.messages
+}
+
+struct DocumentWalker<'d> {
+    document: &'d [u8],
+    position: usize,
+    line: usize,
+    line_start: usize,
+    counted_to: usize,
+    messages: Vec<Result<Message, Unreadable>>,
+}
+
+impl<'d> DocumentWalker<'d> {
+    fn walk(&mut self) -> Result<(), Unreadable> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b'[') => self.walk_messages()?,
+            Some(b'{') => self.walk_wrapper()?,
+            _ => {
+                return Err(self.unreadable_here(
+                    "not a transcript: expected a JSON array of messages, an object {\"messages\": [...]}, or JSON Lines with one message object per line".into(),
+                ));
+            }
+        }
+        self.skip_whitespace();
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.unreadable_here("unexpected text after the transcript".into())),
+        }
+    }
+
+    fn walk_wrapper(&mut self) -> Result<(), Unreadable> {
+        self.position += 1;
+        let mut found = false;
+        loop {
+            self.skip_whitespace();
+            if self.peek() == Some(b'}') && !found {
+                return Err(self.unreadable_here(
+                    "the transcript object has no \"messages\": [...] array".into(),
+                ));
+            }
+            if self.peek() == Some(b'}') {
+                self.position += 1;
+                return Ok(());
+            }
+            let key: String = self.next_value("the transcript object", None)?;
+            self.skip_whitespace();
+            self.expect(b':', "a ':' after the key")?;
+            self.skip_whitespace();
+            if key == "messages" && !found {
+                found = true;
+                if self.peek() != Some(b'[') {
+                    return Err(self.unreadable_here(
+                        "\"messages\" must be an array of message objects".into(),
+                    ));
+                }
+                self.walk_messages()?;
+            } else {
+                self.next_value::<serde::de::IgnoredAny>("the transcript object", None)?;
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.position += 1,
+                Some(b'}') if found => {
+                    self.position += 1;
+                    return Ok(());
+                }
+                Some(b'}') => {}
+                _ => {
+                    return Err(
+                        self.unreadable_here("expected ',' or '}' in the transcript object".into())
+                    );
+                }
+            }
+        }
+    }
+
+    fn walk_messages(&mut self) -> Result<(), Unreadable> {
+        self.position += 1;
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.position += 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_whitespace();
+            self.count_lines();
+            let index = self.messages.len();
+            let (line, column) = (self.line, self.position - self.line_start + 1);
+            let raw: &RawValue = self.next_value(&format!("message {index}"), Some(index))?;
+            let message = serde_json::from_str::<RawMessage<'_>>(raw.get())
+                .map_err(|e| {
+                    let (error_line, error_column) = if e.line() <= 1 {
+                        (line, column + e.column().saturating_sub(1))
+                    } else {
+                        (line + e.line() - 1, e.column())
+                    };
+                    let mut unreadable =
+                        json_error(&e, 1, &format!("message {index}"), Some(index));
+                    unreadable.line = error_line;
+                    unreadable.column = error_column;
+                    unreadable
+                })
+                .and_then(|m| into_message(m, index, line));
+            let failed = message.is_err();
+            self.messages.push(message);
+            if failed {
+                return Ok(());
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.position += 1,
+                Some(b']') => {
+                    self.position += 1;
+                    return Ok(());
+                }
+                None => {
+                    return Err(self.unreadable_here(
+                        "the transcript ends inside the message array (the file looks truncated)"
+                            .into(),
+                    ));
+                }
+                Some(_) => {
+                    return Err(self.unreadable_here("expected ',' or ']' after a message".into()));
+                }
+            }
+        }
+    }
+
+    /// Parses one JSON value at the current position and moves past it.
+    fn next_value<T: serde::Deserialize<'d>>(
+        &mut self,
+        what: &str,
+        index: Option<usize>,
+    ) -> Result<T, Unreadable> {
+        self.count_lines();
+        let rest = &self.document[self.position..];
+        let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
+        match stream.next() {
+            Some(Ok(value)) => {
+                self.position += stream.byte_offset();
+                Ok(value)
+            }
+            Some(Err(error)) => {
+                let (line, column) = if error.line() <= 1 {
+                    (self.line, self.position - self.line_start + error.column())
+                } else {
+                    (self.line + error.line() - 1, error.column())
+                };
+                let mut unreadable = json_error(&error, 1, what, index);
+                unreadable.line = line;
+                unreadable.column = column;
+                Err(unreadable)
+            }
+            None => {
+                Err(self.unreadable_here(format!("{what} ends early (the file looks truncated)")))
+            }
+        }
+    }
+
+    fn expect(&mut self, byte: u8, what: &str) -> Result<(), Unreadable> {
+        if self.peek() == Some(byte) {
+            self.position += 1;
+            Ok(())
+        } else {
+            Err(self.unreadable_here(format!("expected {what}")))
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.document.get(self.position).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+            self.position += 1;
+        }
+    }
+
+    /// Brings `line` and `line_start` up to `position`.
+    fn count_lines(&mut self) {
+        let end = self.position.min(self.document.len());
+        for (offset, byte) in self.document[self.counted_to..end].iter().enumerate() {
+            if *byte == b'\n' {
+                self.line += 1;
+                self.line_start = self.counted_to + offset + 1;
+            }
+        }
+        self.counted_to = end;
+    }
+
+    fn unreadable_here(&mut self, message: String) -> Unreadable {
+        self.count_lines();
+        Unreadable {
+            line: self.line,
+            column: self.position - self.line_start + 1,
+            message,
+            index: None,
+        }
+    }
 }
 
 impl<R: BufRead> Iterator for MessageReader<R> {
@@ -381,16 +541,22 @@ impl<R: BufRead> Iterator for MessageReader<R> {
                     continue;
                 }
                 let index = self.next_index;
+                let indent = buffer.len() - buffer.trim_ascii_start().len();
                 let parsed = serde_json::from_slice::<RawMessage<'_>>(trimmed)
                     .map_err(|e| {
-                        json_error(
-                            &e,
-                            *line,
-                            &format!("line {line}", line = *line),
-                            Some(index),
-                        )
+                        let what = format!("line {line}", line = *line);
+                        let mut unreadable = json_error(&e, *line, &what, Some(index));
+                        if e.line() <= 1 {
+                            unreadable.column += indent;
+                        }
+                        unreadable
                     })
-                    .and_then(|m| into_message(m, index, *line));
+                    .and_then(|m| {
+                        into_message(m, index, *line).map_err(|mut unreadable| {
+                            unreadable.column = indent + 1;
+                            unreadable
+                        })
+                    });
                 buffer.clear();
                 break Some(parsed);
             },
@@ -463,6 +629,47 @@ mod tests {
             error.message.contains("line 2 is not valid JSON"),
             "{}",
             error.message
+        );
+    }
+
+    #[test]
+    fn a_broken_document_keeps_the_messages_before_the_break() {
+        let items = read(
+            "[{\"role\":\"user\",\"content\":\"a\"},\n {\"role\":\"assistant\",\"content\":\"b\"},\n {\"role\":",
+        );
+        assert_eq!(items.len(), 3);
+        assert!(items[0].is_ok() && items[1].is_ok());
+        let error = items[2].clone().unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(error.message.contains("truncated"), "{}", error.message);
+    }
+
+    #[test]
+    fn columns_point_at_the_offending_byte() {
+        let error = read("[\n  {\"role\":\"user\",\"content\":5}]")
+            .remove(0)
+            .unwrap_err();
+        assert_eq!((error.line, error.column), (2, 28));
+        let text = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":7}]}";
+        let items = read(text);
+        let error = items[1].clone().unwrap_err();
+        assert_eq!((error.line, error.column), (1, 69));
+        let error =
+            read("{\"role\":\"user\",\"content\":\"a\"}\n   {\"role\":\"user\",\"content\":7}")
+                .remove(1)
+                .unwrap_err();
+        assert_eq!((error.line, error.column), (2, 29));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_content() {
+        assert_eq!(
+            lines_and_roles("\u{FEFF}{\"role\":\"user\",\"content\":\"x\"}\n"),
+            vec![(1, Role::User, "x".into())]
+        );
+        assert_eq!(
+            lines_and_roles("\u{FEFF}[{\"role\":\"user\",\"content\":\"x\"}]"),
+            vec![(1, Role::User, "x".into())]
         );
     }
 
