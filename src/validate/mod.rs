@@ -5,7 +5,7 @@
 //! - [`finding`]: findings and their codes;
 //! - [`inputs`]: files, directories and globs → the transcripts to read;
 //! - [`report`]: many files checked in parallel, in a deterministic order;
-//! - [`format`]: human, JSON, GitHub and SARIF output.
+//! - [`format`](mod@format): human, JSON, GitHub and SARIF output.
 
 pub mod finding;
 pub mod format;
