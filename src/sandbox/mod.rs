@@ -2,6 +2,10 @@
 //! atomic writes and process control). Nothing outside this module touches the file system on a
 //! model's behalf.
 
+pub mod error;
+pub mod resolve;
 pub mod roots;
 
+pub use error::SandboxError;
+pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};
