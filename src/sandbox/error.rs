@@ -63,6 +63,22 @@ pub enum SandboxError {
         /// The offending component.
         component: PathBuf,
     },
+    /// A FIFO, socket or device: opening it could block or never end.
+    #[error(
+        "{path} is a {kind}, not a regular file; flycode never opens FIFOs, sockets or devices"
+    )]
+    SpecialFile {
+        /// The path as given.
+        path: String,
+        /// What it is: "FIFO", "socket", "device".
+        kind: &'static str,
+    },
+    /// A directory where a file is needed.
+    #[error("{path} is a directory")]
+    IsDirectory {
+        /// The path as given.
+        path: String,
+    },
     /// Symbolic links that never end.
     #[error("{path}: too many levels of symbolic links (a link loop?)")]
     LinkLoop {
@@ -95,6 +111,8 @@ impl SandboxError {
             SandboxError::InvalidPath { .. } => ErrorCode::InvalidArgs,
             SandboxError::NotFound { .. } => ErrorCode::NotFound,
             SandboxError::NotDirectory { .. } => ErrorCode::NotDirectory,
+            SandboxError::SpecialFile { .. } => ErrorCode::SpecialFile,
+            SandboxError::IsDirectory { .. } => ErrorCode::IsDirectory,
             SandboxError::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             SandboxError::LinkLoop { .. } | SandboxError::Io { .. } => ErrorCode::IoError,
         }

@@ -3,9 +3,11 @@
 //! model's behalf.
 
 pub mod error;
+pub mod files;
 pub mod resolve;
 pub mod roots;
 
 pub use error::SandboxError;
+pub use files::Sandbox;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};
