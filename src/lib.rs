@@ -6,11 +6,13 @@
 //! Modules, with dependencies pointing one way (`cli → sandbox`; everyone may use `protocol`):
 //!
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
-//! - [`sandbox`]: allowed roots;
+//! - [`tools`]: the whitelisted tools, working through the sandbox;
+//! - [`sandbox`]: allowed roots, containment, file access;
 //! - [`validate`]: recorded conversations checked against the protocol;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
 pub mod cli;
 pub mod protocol;
 pub mod sandbox;
+pub mod tools;
 pub mod validate;

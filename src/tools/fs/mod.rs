@@ -1,0 +1,3 @@
+//! File-system tools, one file each (`read.rs` is `fs.read`, with `protocol/schemas/fs.read.json`).
+
+pub mod read;

@@ -1,0 +1,63 @@
+//! The tools of the whitelist: each takes validated arguments, works through the sandbox, and
+//! returns a body for the result block plus structured data (for `--json` and API mode).
+//!
+//! Tools never touch the file system or spawn processes themselves: they go through
+//! [`crate::sandbox`].
+
+pub mod fs;
+
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::protocol::ErrorCode;
+use crate::sandbox::SandboxError;
+
+/// What a tool produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    /// The result block's body.
+    pub body: Option<String>,
+    /// Extra headers, in order (`[meta]`, `[exitCode]`...).
+    pub fields: Vec<(String, String)>,
+    /// The same result as structured data.
+    pub data: Value,
+    /// How to see more when the body is cut at the output cap (e.g. "read on with range 65536-").
+    pub continue_hint: Option<String>,
+}
+
+/// Why a tool failed: an error the model can correct, rendered as `[ok] false`.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// The contract's code.
+    pub code: ErrorCode,
+    /// What went wrong, naming the path.
+    pub message: String,
+    /// What to do instead.
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    /// An error with a code, a message and a hint.
+    pub fn new(code: ErrorCode, message: impl Into<String>, hint: Option<&str>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            hint: hint.map(str::to_owned),
+        }
+    }
+}
+
+impl From<SandboxError> for ToolError {
+    fn from(error: SandboxError) -> ToolError {
+        let hint = match &error {
+            SandboxError::OutsideRoots { .. } => {
+                Some("use a path inside the allowed roots listed in the prompt")
+            }
+            SandboxError::SpecialFile { .. } => Some("read regular files only"),
+            SandboxError::IsDirectory { .. } => Some("list a directory with fs.ls"),
+            _ => None,
+        };
+        ToolError::new(error.code(), error.to_string(), hint)
+    }
+}
