@@ -15,6 +15,9 @@ use super::error::SandboxError;
 use super::resolve::{LastComponent, RootedPath, resolve_in_roots};
 use super::roots::Roots;
 
+/// The operating system's "not a directory" (ENOTDIR).
+const NOT_A_DIRECTORY: i32 = 20;
+
 /// The allowed roots, opened once.
 pub struct Sandbox {
     roots: Vec<PathBuf>,
@@ -75,6 +78,28 @@ impl Sandbox {
             .map_err(|e| SandboxError::from_io(input, e))?;
         check_regular(input, &metadata.file_type())?;
         Ok(file.into_std())
+    }
+
+    /// Opens the directory `input` names (links followed), with its resolved path.
+    pub fn open_dir(&self, input: &str) -> Result<(Dir, RootedPath), SandboxError> {
+        let path = self.resolve(input, LastComponent::Follow)?;
+        let root = self.root_dir(&path);
+        let opened = if path.is_root() {
+            root.try_clone()
+        } else {
+            root.open_dir(&path.relative)
+        };
+        let dir = opened.map_err(|error| {
+            if error.raw_os_error() == Some(NOT_A_DIRECTORY) {
+                SandboxError::NotDirectory {
+                    path: input.to_owned(),
+                    component: path.absolute.clone(),
+                }
+            } else {
+                self.explain_open_failure(input, error)
+            }
+        })?;
+        Ok((dir, path))
     }
 
     /// The metadata of what `input` names (links followed).

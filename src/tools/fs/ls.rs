@@ -1,0 +1,341 @@
+//! `fs.ls`: a directory's entries, sorted by path, to a depth; directories end with `/`, links
+//! show their target and are never followed, files show their size; a summary line ends the list.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
+use globset::{Glob, GlobMatcher};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::protocol::ErrorCode;
+use crate::sandbox::Sandbox;
+use crate::tools::{ToolError, ToolOutput};
+
+/// The most entries one listing visits; past it the listing stops and says so.
+pub const MAX_ENTRIES: usize = 20_000;
+
+/// The arguments of `fs.ls` (see `protocol/schemas/fs.ls.json`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LsArgs {
+    /// The directory.
+    pub path: String,
+    /// Levels to list, 1 = the directory's own entries.
+    #[serde(default = "default_depth")]
+    pub depth: u32,
+    /// Only entries whose name matches.
+    pub glob: Option<String>,
+}
+
+fn default_depth() -> u32 {
+    1
+}
+
+/// What an entry is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Directory,
+    File { size: u64 },
+    Link { target: String },
+    Other { what: &'static str },
+}
+
+struct Entry {
+    relative: PathBuf,
+    kind: Kind,
+}
+
+/// Runs `fs.ls`.
+pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let args: LsArgs = serde_json::from_value(Value::Object(args.clone()))
+        .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("fs.ls: {e}"), None))?;
+    let matcher = match &args.glob {
+        Some(pattern) => Some(
+            Glob::new(pattern)
+                .map_err(|e| {
+                    ToolError::new(
+                        ErrorCode::InvalidArgs,
+                        format!("fs.ls: glob {pattern:?}: {}", e.kind()),
+                        None,
+                    )
+                })?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let (dir, resolved) = sandbox.open_dir(&args.path)?;
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    list(
+        &dir,
+        Path::new(""),
+        args.depth.clamp(1, 16),
+        &mut entries,
+        &mut truncated,
+    );
+    entries.sort_by(|a, b| a.relative.cmp(&b.relative));
+    let shown: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| {
+            matcher
+                .as_ref()
+                .is_none_or(|m| matches_name(m, &e.relative))
+        })
+        .collect();
+    let body = render(&resolved.absolute, &shown, truncated);
+    let data = json!({
+        "path": resolved.absolute.display().to_string(),
+        "entries": shown.iter().map(|e| entry_json(e)).collect::<Vec<_>>(),
+        "truncated": truncated,
+    });
+    let mut fields = Vec::new();
+    if truncated {
+        fields.push(("truncated".to_owned(), "true".to_owned()));
+    }
+    Ok(ToolOutput {
+        body: Some(body),
+        fields,
+        data,
+        continue_hint: Some("list a subdirectory, or use a smaller depth or a glob".to_owned()),
+    })
+}
+
+fn matches_name(matcher: &GlobMatcher, relative: &Path) -> bool {
+    relative
+        .file_name()
+        .is_some_and(|name| matcher.is_match(name))
+}
+
+/// Collects entries below `dir` (whose path relative to the listed directory is `prefix`).
+fn list(dir: &Dir, prefix: &Path, depth: u32, entries: &mut Vec<Entry>, truncated: &mut bool) {
+    let Ok(read) = dir.entries() else { return };
+    let mut names: Vec<(OsString, cap_std::fs::DirEntry)> = read
+        .filter_map(Result::ok)
+        .map(|entry| (entry.file_name(), entry))
+        .collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, entry) in names {
+        if entries.len() >= MAX_ENTRIES {
+            *truncated = true;
+            return;
+        }
+        let relative = prefix.join(&name);
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        let kind = if file_type.is_symlink() {
+            let target = dir
+                .read_link_contents(&name)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".to_owned());
+            Kind::Link { target }
+        } else if file_type.is_dir() {
+            Kind::Directory
+        } else if file_type.is_file() {
+            Kind::File {
+                size: entry.metadata().map(|m| m.len()).unwrap_or(0),
+            }
+        } else {
+            Kind::Other {
+                what: other_kind(&file_type),
+            }
+        };
+        let descend = kind == Kind::Directory && depth > 1;
+        entries.push(Entry {
+            relative: relative.clone(),
+            kind,
+        });
+        if descend && let Ok(child) = entry.open_dir() {
+            list(&child, &relative, depth - 1, entries, truncated);
+        }
+    }
+}
+
+fn other_kind(file_type: &cap_std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "fifo";
+        }
+        if file_type.is_socket() {
+            return "socket";
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return "device";
+        }
+    }
+    let _ = file_type;
+    "other"
+}
+
+fn render(root: &Path, entries: &[&Entry], truncated: bool) -> String {
+    let mut out = format!("{}/\n", root.display().to_string().trim_end_matches('/'));
+    let (mut dirs, mut files, mut links, mut others, mut bytes) = (0, 0, 0, 0, 0u64);
+    for entry in entries {
+        let name =
+            crate::protocol::display::escape_for_display(&entry.relative.display().to_string())
+                .into_owned();
+        match &entry.kind {
+            Kind::Directory => {
+                dirs += 1;
+                out.push_str(&format!("{name}/\n"));
+            }
+            Kind::File { size } => {
+                files += 1;
+                bytes += size;
+                out.push_str(&format!("{name}  {size}\n"));
+            }
+            Kind::Link { target } => {
+                links += 1;
+                let target = crate::protocol::display::escape_for_display(target);
+                out.push_str(&format!("{name} -> {target}\n"));
+            }
+            Kind::Other { what } => {
+                others += 1;
+                out.push_str(&format!("{name}  ({what})\n"));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "{dirs} director{}, {files} file{} ({}), {links} link{}",
+        if dirs == 1 { "y" } else { "ies" },
+        if files == 1 { "" } else { "s" },
+        human_size(bytes),
+        if links == 1 { "" } else { "s" },
+    ));
+    if others > 0 {
+        out.push_str(&format!(", {others} other"));
+    }
+    if truncated {
+        out.push_str(&format!("; stopped after {MAX_ENTRIES} entries"));
+    }
+    out.push('\n');
+    out
+}
+
+fn entry_json(entry: &Entry) -> Value {
+    let path = entry.relative.display().to_string();
+    match &entry.kind {
+        Kind::Directory => json!({"path": path, "type": "directory"}),
+        Kind::File { size } => json!({"path": path, "type": "file", "size": size}),
+        Kind::Link { target } => json!({"path": path, "type": "link", "target": target}),
+        Kind::Other { what } => json!({"path": path, "type": what}),
+    }
+}
+
+/// `1.2 KiB`, `3 B`: sizes for people.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+    use crate::sandbox::Roots;
+
+    fn tree() -> (tempfile::TempDir, PathBuf, Sandbox) {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("src/deep/deeper")).unwrap();
+        std::fs::write(root.join("README.md"), "hello").unwrap();
+        std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(root.join("src/deep/deeper/x.rs"), "").unwrap();
+        std::fs::write(root.join(".hidden"), "h").unwrap();
+        std::fs::create_dir(base.join("outside")).unwrap();
+        std::fs::write(base.join("outside/secret.txt"), "s").unwrap();
+        symlink(base.join("outside"), root.join("out")).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        (temp, root, sandbox)
+    }
+
+    fn ls(sandbox: &Sandbox, args: Value) -> Result<ToolOutput, ToolError> {
+        run(sandbox, args.as_object().unwrap())
+    }
+
+    #[test]
+    fn lists_one_level_sorted_with_kinds_and_a_summary() {
+        let (_temp, root, sandbox) = tree();
+        let output = ls(&sandbox, json!({"path": root.display().to_string()})).unwrap();
+        let body = output.body.unwrap();
+        let expected = format!(
+            "{}/\n.hidden  1\nREADME.md  5\nout -> {}\nsrc/\n1 directory, 2 files (6 B), 1 link\n",
+            root.display(),
+            root.with_file_name("outside").display()
+        );
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn depth_descends_but_never_through_links() {
+        let (_temp, root, sandbox) = tree();
+        let output = ls(
+            &sandbox,
+            json!({"path": root.display().to_string(), "depth": 16}),
+        )
+        .unwrap();
+        let body = output.body.unwrap();
+        assert!(body.contains("src/deep/deeper/x.rs  0\n"), "{body}");
+        assert!(!body.contains("secret"), "followed a link out: {body}");
+    }
+
+    #[test]
+    fn glob_filters_by_name() {
+        let (_temp, root, sandbox) = tree();
+        let output = ls(
+            &sandbox,
+            json!({"path": root.display().to_string(), "depth": 4, "glob": "*.rs"}),
+        )
+        .unwrap();
+        let paths: Vec<&str> = output.data["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, vec!["src/deep/deeper/x.rs", "src/main.rs"]);
+    }
+
+    #[test]
+    fn refusals_and_errors_have_codes() {
+        let (_temp, root, sandbox) = tree();
+        let code = |path: String| ls(&sandbox, json!({"path": path})).unwrap_err().code;
+        assert_eq!(
+            code(format!("{}/out", root.display())),
+            ErrorCode::OutsideRoots
+        );
+        assert_eq!(
+            code(format!("{}/README.md", root.display())),
+            ErrorCode::NotDirectory
+        );
+        assert_eq!(
+            code(format!("{}/missing", root.display())),
+            ErrorCode::NotFound
+        );
+        assert_eq!(code("/etc".to_owned()), ErrorCode::OutsideRoots);
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(5 * 1024 * 1024), "5.0 MiB");
+    }
+}
