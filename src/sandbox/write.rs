@@ -1,0 +1,438 @@
+//! Writing files so that a crash leaves the old content or the new, never a mix: the new bytes go
+//! to a temporary file in the same directory, are flushed (`sync_data`), take the old file's
+//! permissions, and replace the name by `rename`; then the directory itself is flushed.
+//!
+//! A precondition on the current content (`expectedSha256`) is checked under an exclusive
+//! advisory lock on the file, so two writers with the same expectation cannot both win.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{Dir, OpenOptions};
+use sha2::{Digest, Sha256};
+
+use super::error::SandboxError;
+use super::files::{Sandbox, check_regular};
+use super::resolve::{LastComponent, RootedPath};
+
+/// Where a temporary file's name starts: hidden, and recognisable as flycode's.
+pub const TEMP_PREFIX: &str = ".flycode-tmp-";
+
+/// How to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Replace the whole content atomically.
+    Overwrite,
+    /// Add to the end.
+    Append,
+}
+
+/// What a write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The resolved file.
+    pub path: PathBuf,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// The sha256 of the whole file afterwards, lowercase hex.
+    pub sha256: String,
+    /// Whether the file was created.
+    pub created: bool,
+}
+
+/// A failed `expectedSha256` precondition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashMismatch {
+    /// The current hash, or `(missing)`.
+    pub actual: String,
+}
+
+/// The lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Sandbox {
+    /// Writes `content` to `input` (links followed; missing parent directories inside the root
+    /// are created). With `expected_sha256`, the current content must hash to it (`(missing)`
+    /// for no file) or nothing is written.
+    pub fn write_file(
+        &self,
+        input: &str,
+        content: &[u8],
+        mode: WriteMode,
+        expected_sha256: Option<&str>,
+    ) -> Result<Result<WriteOutcome, HashMismatch>, SandboxError> {
+        let path = self.resolve(input, LastComponent::Follow)?;
+        if path.is_root() {
+            return Err(SandboxError::IsDirectory {
+                path: input.to_owned(),
+            });
+        }
+        let (parent, name) = self.parent_dir(input, &path, true)?;
+        let existing = open_existing(&parent, &name, input)?;
+        if let Some(file) = &existing {
+            check_regular(
+                input,
+                &file
+                    .metadata()
+                    .map_err(|e| SandboxError::from_io(input, e))?
+                    .file_type(),
+            )?;
+            rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
+                .map_err(|e| SandboxError::from_io(input, e.into()))?;
+        }
+        // Under the lock, read what is at the name now (it may have been replaced meanwhile).
+        let current = read_current(&parent, &name, input)?;
+        let actual = current
+            .as_deref()
+            .map_or_else(|| "(missing)".to_owned(), sha256_hex);
+        if let Some(expected) = expected_sha256
+            && expected != actual
+        {
+            return Ok(Err(HashMismatch { actual }));
+        }
+        let outcome = match mode {
+            WriteMode::Overwrite => {
+                replace_atomically(&parent, &name, content, input)?;
+                WriteOutcome {
+                    path: path.absolute.clone(),
+                    bytes_written: content.len() as u64,
+                    sha256: sha256_hex(content),
+                    created: current.is_none(),
+                }
+            }
+            WriteMode::Append => {
+                let mut file = parent
+                    .open_with(&name, OpenOptions::new().append(true).create(true))
+                    .map_err(|e| SandboxError::from_io(input, e))?;
+                file.write_all(content)
+                    .map_err(|e| SandboxError::from_io(input, e))?;
+                file.sync_data()
+                    .map_err(|e| SandboxError::from_io(input, e))?;
+                let mut whole = current.clone().unwrap_or_default();
+                whole.extend_from_slice(content);
+                WriteOutcome {
+                    path: path.absolute.clone(),
+                    bytes_written: content.len() as u64,
+                    sha256: sha256_hex(&whole),
+                    created: current.is_none(),
+                }
+            }
+        };
+        sync_dir(&parent, input)?;
+        Ok(Ok(outcome))
+    }
+
+    /// The directory holding `path` (created when `create` and missing) and the final name.
+    pub(crate) fn parent_dir(
+        &self,
+        input: &str,
+        path: &RootedPath,
+        create: bool,
+    ) -> Result<(Dir, PathBuf), SandboxError> {
+        let name = path
+            .relative
+            .file_name()
+            .map(PathBuf::from)
+            .ok_or_else(|| SandboxError::IsDirectory {
+                path: input.to_owned(),
+            })?;
+        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
+        let root = self.root_dir(path);
+        if parent_relative.as_os_str().is_empty() {
+            let dir = root
+                .try_clone()
+                .map_err(|e| SandboxError::from_io(input, e))?;
+            return Ok((dir, name));
+        }
+        if create {
+            root.create_dir_all(parent_relative)
+                .map_err(|e| SandboxError::from_io(input, e))?;
+        }
+        let dir = root
+            .open_dir(parent_relative)
+            .map_err(|e| SandboxError::from_io(input, e))?;
+        Ok((dir, name))
+    }
+}
+
+fn open_existing(
+    parent: &Dir,
+    name: &Path,
+    input: &str,
+) -> Result<Option<cap_std::fs::File>, SandboxError> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    match parent.open_with(name, &options) {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(SandboxError::from_io(input, error)),
+    }
+}
+
+fn read_current(parent: &Dir, name: &Path, input: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+    let Some(mut file) = open_existing(parent, name, input)? else {
+        return Ok(None);
+    };
+    check_regular(
+        input,
+        &file
+            .metadata()
+            .map_err(|e| SandboxError::from_io(input, e))?
+            .file_type(),
+    )?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| SandboxError::from_io(input, e))?;
+    Ok(Some(bytes))
+}
+
+/// Temporary file in the same directory, flushed, permissions kept, renamed over the name.
+fn replace_atomically(
+    parent: &Dir,
+    name: &Path,
+    content: &[u8],
+    input: &str,
+) -> Result<(), SandboxError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let temp = PathBuf::from(format!(
+        "{TEMP_PREFIX}{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        name.display()
+    ));
+    let permissions = parent.metadata(name).ok().map(|m| m.permissions());
+    let result = (|| {
+        let mut file = parent
+            .open_with(&temp, OpenOptions::new().write(true).create_new(true))
+            .map_err(|e| SandboxError::from_io(input, e))?;
+        file.write_all(content)
+            .map_err(|e| SandboxError::from_io(input, e))?;
+        file.sync_data()
+            .map_err(|e| SandboxError::from_io(input, e))?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)
+                .map_err(|e| SandboxError::from_io(input, e))?;
+        }
+        parent
+            .rename(&temp, parent, name)
+            .map_err(|e| SandboxError::from_io(input, e))
+    })();
+    if result.is_err() {
+        let _ = parent.remove_file(&temp);
+    }
+    result
+}
+
+/// Flushes a directory, so a rename in it survives a crash. (Directory handles are opened for
+/// path operations only, so the directory is opened once more, for reading, to be flushed.)
+fn sync_dir(dir: &Dir, input: &str) -> Result<(), SandboxError> {
+    let handle = dir
+        .open_with(".", OpenOptions::new().read(true))
+        .map_err(|e| SandboxError::from_io(input, e))?;
+    handle.sync_all().map_err(|e| SandboxError::from_io(input, e))
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    use super::*;
+    use crate::protocol::ErrorCode;
+    use crate::sandbox::Roots;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, Sandbox) {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        (temp, root, outside, sandbox)
+    }
+
+    fn write(
+        sandbox: &Sandbox,
+        path: &Path,
+        content: &str,
+        mode: WriteMode,
+        expected: Option<&str>,
+    ) -> Result<Result<WriteOutcome, HashMismatch>, SandboxError> {
+        sandbox.write_file(
+            &path.display().to_string(),
+            content.as_bytes(),
+            mode,
+            expected,
+        )
+    }
+
+    #[test]
+    fn overwrite_creates_parents_and_reports_the_hash() {
+        let (_t, root, _o, sandbox) = setup();
+        let path = root.join("a/b/new.txt");
+        let outcome = write(&sandbox, &path, "hello", WriteMode::Overwrite, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
+        assert!(outcome.created);
+        assert_eq!(outcome.sha256, sha256_hex(b"hello"));
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(root.join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("new.txt")]);
+    }
+
+    #[test]
+    fn overwrite_keeps_permissions_and_append_appends() {
+        let (_t, root, _o, sandbox) = setup();
+        let path = root.join("run.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+        write(&sandbox, &path, "#!/bin/sh\n", WriteMode::Overwrite, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
+        let outcome = write(&sandbox, &path, "echo hi\n", WriteMode::Append, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#!/bin/sh\necho hi\n"
+        );
+        assert_eq!(outcome.sha256, sha256_hex(b"#!/bin/sh\necho hi\n"));
+        assert!(!outcome.created);
+    }
+
+    #[test]
+    fn a_stale_hash_writes_nothing() {
+        let (_t, root, _o, sandbox) = setup();
+        let path = root.join("a.txt");
+        std::fs::write(&path, "current").unwrap();
+        let mismatch = write(
+            &sandbox,
+            &path,
+            "new",
+            WriteMode::Overwrite,
+            Some(&sha256_hex(b"older")),
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(mismatch.actual, sha256_hex(b"current"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "current");
+        let missing = write(
+            &sandbox,
+            &root.join("none.txt"),
+            "x",
+            WriteMode::Overwrite,
+            Some(&sha256_hex(b"")),
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(missing.actual, "(missing)");
+        assert!(!root.join("none.txt").exists());
+        assert!(
+            write(
+                &sandbox,
+                &path,
+                "new",
+                WriteMode::Overwrite,
+                Some(&sha256_hex(b"current"))
+            )
+            .unwrap()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn writes_through_links_stay_inside_and_never_create_outside() {
+        let (_t, root, outside, sandbox) = setup();
+        symlink(outside.join("created.txt"), root.join("dangling")).unwrap();
+        symlink(&outside, root.join("outdir")).unwrap();
+        for name in ["dangling", "outdir/x.txt", "../outside/y.txt"] {
+            let error =
+                write(&sandbox, &root.join(name), "x", WriteMode::Overwrite, None).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::OutsideRoots, "{name}");
+        }
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        std::fs::write(root.join("target.txt"), "t").unwrap();
+        symlink("target.txt", root.join("alias")).unwrap();
+        write(
+            &sandbox,
+            &root.join("alias"),
+            "via link",
+            WriteMode::Overwrite,
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("target.txt")).unwrap(),
+            "via link"
+        );
+    }
+
+    #[test]
+    fn special_files_are_never_written() {
+        let (_t, root, _o, sandbox) = setup();
+        let fifo = root.join("pipe");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let error = write(&sandbox, &fifo, "x", WriteMode::Append, None).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SpecialFile);
+    }
+
+    #[test]
+    fn concurrent_writers_with_the_same_expectation_have_one_winner() {
+        let (_t, root, _o, sandbox) = setup();
+        let path = root.join("race.txt");
+        for round in 0..20 {
+            std::fs::write(&path, format!("base {round}")).unwrap();
+            let expected = sha256_hex(format!("base {round}").as_bytes());
+            let sandbox = &sandbox;
+            let wins: usize = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|writer| {
+                        let (path, expected) = (path.clone(), expected.clone());
+                        scope.spawn(move || {
+                            let content = format!("writer {writer}");
+                            write(
+                                sandbox,
+                                &path,
+                                &content,
+                                WriteMode::Overwrite,
+                                Some(&expected),
+                            )
+                            .unwrap()
+                            .is_ok()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| usize::from(h.join().unwrap()))
+                    .sum()
+            });
+            assert_eq!(wins, 1, "round {round}");
+        }
+    }
+}
