@@ -79,6 +79,20 @@ pub enum SandboxError {
         /// The path as given.
         path: String,
     },
+    /// Policy forbids the operation.
+    #[error("{path}: {reason}")]
+    Denied {
+        /// The path as given.
+        path: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The path exists and must not.
+    #[error("{path} already exists")]
+    AlreadyExists {
+        /// The path as given.
+        path: String,
+    },
     /// Symbolic links that never end.
     #[error("{path}: too many levels of symbolic links (a link loop?)")]
     LinkLoop {
@@ -113,6 +127,8 @@ impl SandboxError {
             SandboxError::NotDirectory { .. } => ErrorCode::NotDirectory,
             SandboxError::SpecialFile { .. } => ErrorCode::SpecialFile,
             SandboxError::IsDirectory { .. } => ErrorCode::IsDirectory,
+            SandboxError::Denied { .. } => ErrorCode::DeniedByPolicy,
+            SandboxError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
             SandboxError::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             SandboxError::LinkLoop { .. } | SandboxError::Io { .. } => ErrorCode::IoError,
         }
@@ -124,6 +140,12 @@ impl SandboxError {
         match error.kind() {
             io::ErrorKind::NotFound => SandboxError::NotFound { path },
             io::ErrorKind::PermissionDenied => SandboxError::PermissionDenied { path },
+            io::ErrorKind::AlreadyExists => SandboxError::AlreadyExists { path },
+            io::ErrorKind::NotADirectory => SandboxError::NotDirectory {
+                component: PathBuf::from(&path),
+                path,
+            },
+            io::ErrorKind::IsADirectory => SandboxError::IsDirectory { path },
             _ if error.raw_os_error() == Some(ELOOP) => SandboxError::LinkLoop { path },
             _ => SandboxError::Io {
                 path,

@@ -4,12 +4,14 @@
 
 pub mod error;
 pub mod files;
+pub mod ops;
 pub mod resolve;
 pub mod roots;
 pub mod write;
 
 pub use error::SandboxError;
 pub use files::Sandbox;
+pub use ops::Removed;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};
 pub use write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex};

@@ -73,13 +73,24 @@ impl Sandbox {
         let (parent, name) = self.parent_dir(input, &path, true)?;
         let existing = open_existing(&parent, &name, input)?;
         if let Some(file) = &existing {
-            check_regular(
-                input,
-                &file
-                    .metadata()
-                    .map_err(|e| SandboxError::from_io(input, e))?
-                    .file_type(),
-            )?;
+            let metadata = file
+                .metadata()
+                .map_err(|e| SandboxError::from_io(input, e))?;
+            check_regular(input, &metadata.file_type())?;
+            #[cfg(unix)]
+            {
+                use cap_std::fs::MetadataExt;
+                // Its other names may lie outside the roots; overwrite only replaces this name.
+                if mode == WriteMode::Append && metadata.nlink() > 1 {
+                    return Err(SandboxError::Denied {
+                        path: input.to_owned(),
+                        reason: format!(
+                            "the file has {} hard links, and appending would change them all; overwrite it instead",
+                            metadata.nlink()
+                        ),
+                    });
+                }
+            }
             rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
                 .map_err(|e| SandboxError::from_io(input, e.into()))?;
         }
@@ -238,7 +249,9 @@ fn sync_dir(dir: &Dir, input: &str) -> Result<(), SandboxError> {
     let handle = dir
         .open_with(".", OpenOptions::new().read(true))
         .map_err(|e| SandboxError::from_io(input, e))?;
-    handle.sync_all().map_err(|e| SandboxError::from_io(input, e))
+    handle
+        .sync_all()
+        .map_err(|e| SandboxError::from_io(input, e))
 }
 
 #[cfg(test)]
@@ -383,6 +396,44 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(root.join("target.txt")).unwrap(),
             "via link"
+        );
+    }
+
+    #[test]
+    fn appending_to_a_file_with_other_names_is_refused() {
+        let (_t, root, outside, sandbox) = setup();
+        std::fs::write(outside.join("shared.txt"), "shared").unwrap();
+        std::fs::hard_link(outside.join("shared.txt"), root.join("alias.txt")).unwrap();
+        let error = write(
+            &sandbox,
+            &root.join("alias.txt"),
+            "x",
+            WriteMode::Append,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::DeniedByPolicy);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("shared.txt")).unwrap(),
+            "shared"
+        );
+        // Overwrite replaces the name only: the outside file keeps its content.
+        write(
+            &sandbox,
+            &root.join("alias.txt"),
+            "new",
+            WriteMode::Overwrite,
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("shared.txt")).unwrap(),
+            "shared"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("alias.txt")).unwrap(),
+            "new"
         );
     }
 
