@@ -6,7 +6,7 @@
 
 pub mod fs;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::protocol::ErrorCode;
@@ -46,6 +46,15 @@ impl ToolError {
             hint: hint.map(str::to_owned),
         }
     }
+}
+
+/// Reads a tool's validated arguments into its typed `*Args`.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: &Map<String, Value>,
+) -> Result<T, ToolError> {
+    serde_json::from_value(Value::Object(args.clone()))
+        .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("{tool}: {e}"), None))
 }
 
 impl From<SandboxError> for ToolError {

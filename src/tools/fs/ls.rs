@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorCode;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput};
+use crate::tools::{ToolError, ToolOutput, parse_args};
 
 /// The most entries one listing visits; past it the listing stops and says so.
 pub const MAX_ENTRIES: usize = 20_000;
@@ -49,8 +49,7 @@ struct Entry {
 
 /// Runs `fs.ls`.
 pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: LsArgs = serde_json::from_value(Value::Object(args.clone()))
-        .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("fs.ls: {e}"), None))?;
+    let args: LsArgs = parse_args("fs.ls", args)?;
     let matcher = match &args.glob {
         Some(pattern) => Some(
             Glob::new(pattern)

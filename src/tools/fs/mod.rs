@@ -1,4 +1,9 @@
 //! File-system tools, one file each (`read.rs` is `fs.read`, with `protocol/schemas/fs.read.json`).
 
+pub mod chmod;
 pub mod ls;
+pub mod mkdir;
+pub mod mv;
 pub mod read;
+pub mod rm;
+pub mod write;

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::protocol::ErrorCode;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput};
+use crate::tools::{ToolError, ToolOutput, parse_args};
 
 /// The largest file read into memory; larger ones need a narrower read.
 pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -79,8 +79,7 @@ enum Selection {
 
 /// Runs `fs.read`.
 pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: ReadArgs = serde_json::from_value(Value::Object(args.clone()))
-        .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("fs.read: {e}"), None))?;
+    let args: ReadArgs = parse_args("fs.read", args)?;
     let selection = selection(&args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
     let metadata = file
