@@ -1,6 +1,7 @@
 //! File-system tools, one file each (`read.rs` is `fs.read`, with `protocol/schemas/fs.read.json`).
 
 pub mod chmod;
+pub mod diff;
 pub mod ls;
 pub mod mkdir;
 pub mod mv;

@@ -1,0 +1,163 @@
+//! `fs.diff`: a unified diff of a file against another file or against given text.
+
+use std::io::Read;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use similar::TextDiff;
+
+use crate::protocol::ErrorCode;
+use crate::sandbox::Sandbox;
+use crate::tools::fs::read::MAX_READ_BYTES;
+use crate::tools::{ToolError, ToolOutput, parse_args};
+
+/// The arguments of `fs.diff`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiffArgs {
+    /// The left (old) file.
+    pub left_path: String,
+    /// The right (new) file.
+    pub right_path: Option<String>,
+    /// Or the right side as text.
+    pub right_content: Option<String>,
+    /// Unchanged lines around each change.
+    #[serde(default = "default_context")]
+    pub context_lines: usize,
+}
+
+fn default_context() -> usize {
+    3
+}
+
+/// Runs `fs.diff`.
+pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let args: DiffArgs = parse_args("fs.diff", args)?;
+    let left = read_text(sandbox, &args.left_path)?;
+    let (right, right_name) = match (&args.right_path, &args.right_content) {
+        (Some(path), None) => (read_text(sandbox, path)?, path.clone()),
+        (None, Some(content)) => (content.clone(), "(rightContent)".to_owned()),
+        _ => {
+            return Err(ToolError::new(
+                ErrorCode::MutuallyExclusive,
+                "fs.diff: give exactly one of rightPath and rightContent",
+                None,
+            ));
+        }
+    };
+    let diff = TextDiff::from_lines(&left, &right);
+    let changed = left != right;
+    let body = if changed {
+        diff.unified_diff()
+            .context_radius(args.context_lines)
+            .header(&args.left_path, &right_name)
+            .to_string()
+    } else {
+        "no differences\n".to_owned()
+    };
+    Ok(ToolOutput {
+        body: Some(body.clone()),
+        fields: vec![("changed".to_owned(), changed.to_string())],
+        data: json!({"leftPath": args.left_path, "right": right_name, "changed": changed, "diff": if changed { Value::String(body) } else { Value::Null }}),
+        continue_hint: Some("diff a narrower part, e.g. with fewer contextLines".to_owned()),
+    })
+}
+
+fn read_text(sandbox: &Sandbox, path: &str) -> Result<String, ToolError> {
+    let mut file = sandbox.open_for_reading(path)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > MAX_READ_BYTES {
+        return Err(ToolError::new(
+            ErrorCode::TooLarge,
+            format!("{path} is {size} bytes, more than fs.diff compares ({MAX_READ_BYTES})"),
+            Some("compare smaller files, or run diff with process.run"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| ToolError::new(ErrorCode::IoError, format!("{path}: {e}"), None))?;
+    String::from_utf8(bytes).map_err(|e| {
+        ToolError::new(
+            ErrorCode::BinaryContent,
+            format!(
+                "{path} is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+            Some("fs.diff compares text; compare binary files with process.run (cmp)"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::sandbox::Roots;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(root.join("b.txt"), "one\n2\nthree\n").unwrap();
+        std::fs::write(root.join("bin"), [0xff, 0xfe]).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        (temp, root, sandbox)
+    }
+
+    fn diff(sandbox: &Sandbox, args: Value) -> Result<ToolOutput, ToolError> {
+        run(sandbox, args.as_object().unwrap())
+    }
+
+    #[test]
+    fn unified_diff_of_two_files() {
+        let (_t, root, sandbox) = setup();
+        let (a, b) = (
+            root.join("a.txt").display().to_string(),
+            root.join("b.txt").display().to_string(),
+        );
+        let output = diff(
+            &sandbox,
+            json!({"leftPath": a, "rightPath": b, "contextLines": 0}),
+        )
+        .unwrap();
+        assert_eq!(
+            output.body.unwrap(),
+            format!("--- {a}\n+++ {b}\n@@ -2 +2 @@\n-two\n+2\n")
+        );
+    }
+
+    #[test]
+    fn equal_content_says_no_differences() {
+        let (_t, root, sandbox) = setup();
+        let a = root.join("a.txt").display().to_string();
+        let output = diff(
+            &sandbox,
+            json!({"leftPath": a, "rightContent": "one\ntwo\nthree\n"}),
+        )
+        .unwrap();
+        assert_eq!(output.body.unwrap(), "no differences\n");
+        assert_eq!(output.data["changed"], false);
+    }
+
+    #[test]
+    fn binary_and_outside_files_are_refused() {
+        let (_t, root, sandbox) = setup();
+        let bin = root.join("bin").display().to_string();
+        assert_eq!(
+            diff(&sandbox, json!({"leftPath": bin, "rightContent": ""}))
+                .unwrap_err()
+                .code,
+            ErrorCode::BinaryContent
+        );
+        assert_eq!(
+            diff(
+                &sandbox,
+                json!({"leftPath": "/etc/hostname", "rightContent": ""})
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::OutsideRoots
+        );
+    }
+}
