@@ -56,6 +56,11 @@ impl Sandbox {
         &self.dirs[path.root.min(self.dirs.len().saturating_sub(1))]
     }
 
+    /// The directory handle of root number `index`.
+    pub(crate) fn root_handle(&self, index: usize) -> Option<&Dir> {
+        self.dirs.get(index)
+    }
+
     /// Opens a regular file for reading. FIFOs, sockets and devices are refused without ever
     /// blocking (the open is non-blocking, and the opened file is checked, not the name).
     pub fn open_for_reading(&self, input: &str) -> Result<File, SandboxError> {

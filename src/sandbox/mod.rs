@@ -2,6 +2,7 @@
 //! atomic writes and process control). Nothing outside this module touches the file system on a
 //! model's behalf.
 
+pub mod batch;
 pub mod error;
 pub mod files;
 pub mod ops;
@@ -9,6 +10,7 @@ pub mod resolve;
 pub mod roots;
 pub mod write;
 
+pub use batch::{BatchFile, BatchRefusal};
 pub use error::SandboxError;
 pub use files::Sandbox;
 pub use ops::Removed;

@@ -8,3 +8,4 @@ pub mod mv;
 pub mod read;
 pub mod rm;
 pub mod write;
+pub mod write_batch;

@@ -1,0 +1,524 @@
+//! Writing several files all or nothing (`fs.writeBatch`).
+//!
+//! 1. Every path is resolved and checked; two names for one file, or a file and a path below it,
+//!    are refused before anything happens.
+//! 2. Every existing file is locked (in path order, so two batches cannot deadlock) and every
+//!    precondition checked: regular file, no appending to hard-linked files, `expectedSha256`.
+//! 3. Every new content (for `append`: old content plus the addition) is staged in a flushed
+//!    temporary file beside its target; missing parent directories are created and remembered.
+//! 4. Only then are the targets replaced, each old file first kept under a backup name by a hard
+//!    link. If a replacement fails, the ones already done are put back, and the temporaries,
+//!    backups and created directories are removed: no file has changed.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{Dir, OpenOptions};
+
+use super::error::SandboxError;
+use super::files::{Sandbox, check_regular};
+use super::resolve::{LastComponent, RootedPath};
+use super::write::{HashMismatch, TEMP_PREFIX, WriteMode, WriteOutcome, sha256_hex};
+
+/// One file of a batch.
+#[derive(Clone, Debug)]
+pub struct BatchFile {
+    /// The path as given.
+    pub path: String,
+    /// The text to write.
+    pub content: Vec<u8>,
+    /// Overwrite or append.
+    pub mode: WriteMode,
+    /// The sha256 the current content must have.
+    pub expected_sha256: Option<String>,
+}
+
+/// Why a batch was refused before anything changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchRefusal {
+    /// `files[index]` does not have the expected hash.
+    Mismatch {
+        /// Which file.
+        index: usize,
+        /// Its current hash.
+        mismatch: HashMismatch,
+    },
+    /// Two entries name the same file, or one lies below another.
+    Conflict {
+        /// What collides.
+        message: String,
+    },
+}
+
+struct Staged {
+    parent: Dir,
+    name: PathBuf,
+    temp: PathBuf,
+    backup: Option<PathBuf>,
+    existed: bool,
+    outcome: WriteOutcome,
+}
+
+impl Sandbox {
+    /// Writes every file or none.
+    pub fn write_batch(
+        &self,
+        files: &[BatchFile],
+    ) -> Result<Result<Vec<WriteOutcome>, BatchRefusal>, SandboxError> {
+        let mut resolved: Vec<RootedPath> = Vec::with_capacity(files.len());
+        for file in files {
+            let path = self.resolve(&file.path, LastComponent::Follow)?;
+            if path.is_root() {
+                return Err(SandboxError::IsDirectory {
+                    path: file.path.clone(),
+                });
+            }
+            resolved.push(path);
+        }
+        if let Some(message) = find_conflict(files, &resolved) {
+            return Ok(Err(BatchRefusal::Conflict { message }));
+        }
+
+        // Lock existing files in path order, then check every precondition.
+        let mut order: Vec<usize> = (0..files.len()).collect();
+        order.sort_by(|a, b| resolved[*a].absolute.cmp(&resolved[*b].absolute));
+        let mut locks = Vec::new();
+        let mut current: Vec<Option<Vec<u8>>> = vec![None; files.len()];
+        for &index in &order {
+            let file = &files[index];
+            let Some(parent) = self.existing_parent(&file.path, &resolved[index])? else {
+                continue;
+            };
+            let name = file_name(&resolved[index]);
+            if let Some((handle, bytes)) = lock_and_read(&parent, &name, &file.path, file.mode)? {
+                locks.push(handle);
+                current[index] = Some(bytes);
+            }
+        }
+        for (index, file) in files.iter().enumerate() {
+            let actual = current[index]
+                .as_deref()
+                .map_or_else(|| "(missing)".to_owned(), sha256_hex);
+            if let Some(expected) = &file.expected_sha256
+                && *expected != actual
+            {
+                return Ok(Err(BatchRefusal::Mismatch {
+                    index,
+                    mismatch: HashMismatch { actual },
+                }));
+            }
+        }
+
+        // Stage everything; on failure remove what was staged and created.
+        let mut created_dirs = Vec::new();
+        let mut staged = Vec::new();
+        for (index, file) in files.iter().enumerate() {
+            match self.stage(
+                file,
+                &resolved[index],
+                current[index].take(),
+                &mut created_dirs,
+            ) {
+                Ok(item) => staged.push(item),
+                Err(error) => {
+                    discard(&staged);
+                    self.remove_created(&created_dirs);
+                    return Err(error);
+                }
+            }
+        }
+
+        // Replace, keeping backups so a failure can be undone.
+        for done in 0..staged.len() {
+            if let Err(error) = replace(&mut staged[done], &files[done].path) {
+                for item in staged[..done].iter().rev() {
+                    restore(item);
+                }
+                discard(&staged);
+                self.remove_created(&created_dirs);
+                return Err(error);
+            }
+        }
+        for item in &staged {
+            if let Some(backup) = &item.backup {
+                let _ = item.parent.remove_file(backup);
+            }
+            if let Ok(dir) = item.parent.open_with(".", OpenOptions::new().read(true)) {
+                let _ = dir.sync_all();
+            }
+        }
+        drop(locks);
+        Ok(Ok(staged.into_iter().map(|item| item.outcome).collect()))
+    }
+
+    /// The parent directory of `path` if it exists.
+    fn existing_parent(&self, input: &str, path: &RootedPath) -> Result<Option<Dir>, SandboxError> {
+        match self.parent_dir(input, path, false) {
+            Ok((dir, _)) => Ok(Some(dir)),
+            Err(SandboxError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn stage(
+        &self,
+        file: &BatchFile,
+        path: &RootedPath,
+        current: Option<Vec<u8>>,
+        created_dirs: &mut Vec<(usize, PathBuf)>,
+    ) -> Result<Staged, SandboxError> {
+        let root = self.root_dir(path);
+        if let Some(parent) = path.relative.parent() {
+            // Remember the first missing ancestor: removing it undoes the whole creation.
+            let mut first_missing = None;
+            for ancestor in parent.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+                if root.symlink_metadata(ancestor).is_err() {
+                    first_missing = Some(ancestor.to_owned());
+                }
+            }
+            if let Some(missing) = first_missing {
+                root.create_dir_all(parent)
+                    .map_err(|e| SandboxError::from_io(&file.path, e))?;
+                created_dirs.push((path.root, missing));
+            }
+        }
+        let (parent, name) = self.parent_dir(&file.path, path, false)?;
+        let content = match (file.mode, &current) {
+            (WriteMode::Append, Some(old)) => [old.as_slice(), file.content.as_slice()].concat(),
+            _ => file.content.clone(),
+        };
+        let temp = temp_name(&name);
+        let permissions = parent.metadata(&name).ok().map(|m| m.permissions());
+        let written = (|| {
+            let mut handle =
+                parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
+            handle.write_all(&content)?;
+            handle.sync_data()?;
+            if let Some(permissions) = permissions {
+                handle.set_permissions(permissions)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        if let Err(error) = written {
+            let _ = parent.remove_file(&temp);
+            return Err(SandboxError::from_io(&file.path, error));
+        }
+        Ok(Staged {
+            existed: current.is_some(),
+            outcome: WriteOutcome {
+                path: path.absolute.clone(),
+                bytes_written: file.content.len() as u64,
+                sha256: sha256_hex(&content),
+                created: current.is_none(),
+            },
+            parent,
+            name,
+            temp,
+            backup: None,
+        })
+    }
+
+    fn remove_created(&self, created: &[(usize, PathBuf)]) {
+        for (root, dir) in created.iter().rev() {
+            if let Some(handle) = self.root_handle(*root) {
+                let _ = handle.remove_dir_all(dir);
+            }
+        }
+    }
+}
+
+fn file_name(path: &RootedPath) -> PathBuf {
+    path.relative
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+fn temp_name(name: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    PathBuf::from(format!(
+        "{TEMP_PREFIX}{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        name.display()
+    ))
+}
+
+/// Locks an existing file and reads it; `None` when there is no file.
+fn lock_and_read(
+    parent: &Dir,
+    name: &Path,
+    input: &str,
+    mode: WriteMode,
+) -> Result<Option<(cap_std::fs::File, Vec<u8>)>, SandboxError> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    let mut file = match parent.open_with(name, &options) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(SandboxError::from_io(input, error)),
+    };
+    let metadata = file
+        .metadata()
+        .map_err(|e| SandboxError::from_io(input, e))?;
+    check_regular(input, &metadata.file_type())?;
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt;
+        if mode == WriteMode::Append && metadata.nlink() > 1 {
+            return Err(SandboxError::Denied {
+                path: input.to_owned(),
+                reason: "the file has other hard links, and appending would change them all; overwrite it instead".into(),
+            });
+        }
+    }
+    let _ = mode;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| SandboxError::from_io(input, e.into()))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| SandboxError::from_io(input, e))?;
+    Ok(Some((file, bytes)))
+}
+
+/// Two names for one file, or a file with another below it: the batch cannot be ordered.
+fn find_conflict(files: &[BatchFile], resolved: &[RootedPath]) -> Option<String> {
+    for (i, a) in resolved.iter().enumerate() {
+        for (j, b) in resolved.iter().enumerate().skip(i + 1) {
+            if a.absolute == b.absolute {
+                return Some(format!(
+                    "files[{i}] ({}) and files[{j}] ({}) name the same file",
+                    files[i].path, files[j].path
+                ));
+            }
+            let (outer, inner, o, n) = if b.absolute.starts_with(&a.absolute) {
+                (i, j, a, b)
+            } else {
+                (j, i, b, a)
+            };
+            if n.absolute.starts_with(&o.absolute) {
+                return Some(format!(
+                    "files[{inner}] ({}) lies below files[{outer}] ({}), which is a file in the same batch",
+                    files[inner].path, files[outer].path
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn replace(item: &mut Staged, input: &str) -> Result<(), SandboxError> {
+    if item.existed {
+        let backup = temp_name(&PathBuf::from(format!("backup-{}", item.name.display())));
+        item.parent
+            .hard_link(&item.name, &item.parent, &backup)
+            .map_err(|e| SandboxError::from_io(input, e))?;
+        item.backup = Some(backup);
+    }
+    item.parent
+        .rename(&item.temp, &item.parent, &item.name)
+        .map_err(|e| SandboxError::from_io(input, e))
+}
+
+/// Puts a replaced file back (or removes a created one).
+fn restore(item: &Staged) {
+    match &item.backup {
+        Some(backup) => {
+            let _ = item.parent.rename(backup, &item.parent, &item.name);
+        }
+        None => {
+            let _ = item.parent.remove_file(&item.name);
+        }
+    }
+}
+
+fn discard(staged: &[Staged]) {
+    for item in staged {
+        let _ = item.parent.remove_file(&item.temp);
+        if let Some(backup) = &item.backup {
+            let _ = item.parent.remove_file(backup);
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+    use crate::protocol::ErrorCode;
+    use crate::sandbox::Roots;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "old a").unwrap();
+        std::fs::write(root.join("b.txt"), "old b").unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        (temp, root, sandbox)
+    }
+
+    fn file(root: &Path, name: &str, content: &str) -> BatchFile {
+        BatchFile {
+            path: format!("{}/{name}", root.display()),
+            content: content.as_bytes().to_vec(),
+            mode: WriteMode::Overwrite,
+            expected_sha256: None,
+        }
+    }
+
+    /// Every file below `root`, with its content: the state a failed batch must not change.
+    fn snapshot(root: &Path) -> Vec<(PathBuf, String)> {
+        let mut all = Vec::new();
+        let mut stack = vec![root.to_owned()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    all.push((path.clone(), "<dir>".to_owned()));
+                    stack.push(path);
+                } else {
+                    all.push((
+                        path.clone(),
+                        std::fs::read_to_string(&path).unwrap_or_default(),
+                    ));
+                }
+            }
+        }
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn writes_every_file() {
+        let (_t, root, sandbox) = setup();
+        let mut append = file(&root, "a.txt", " + more");
+        append.mode = WriteMode::Append;
+        let outcomes = sandbox
+            .write_batch(&[
+                append,
+                file(&root, "new/dir/c.txt", "c"),
+                file(&root, "b.txt", "new b"),
+            ])
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcomes.len(), 3);
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "old a + more"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("new/dir/c.txt")).unwrap(),
+            "c"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("b.txt")).unwrap(),
+            "new b"
+        );
+        assert_eq!(outcomes[0].sha256, sha256_hex(b"old a + more"));
+        let leftovers: Vec<_> = snapshot(&root)
+            .into_iter()
+            .filter(|(p, _)| p.display().to_string().contains(TEMP_PREFIX))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_failed_precondition_changes_nothing() {
+        let (_t, root, sandbox) = setup();
+        let before = snapshot(&root);
+        let mut stale = file(&root, "b.txt", "new b");
+        stale.expected_sha256 = Some(sha256_hex(b"something else"));
+        let refusal = sandbox
+            .write_batch(&[
+                file(&root, "a.txt", "new a"),
+                file(&root, "new/c.txt", "c"),
+                stale,
+            ])
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            refusal,
+            BatchRefusal::Mismatch {
+                index: 2,
+                mismatch: HashMismatch {
+                    actual: sha256_hex(b"old b")
+                }
+            }
+        );
+        assert_eq!(snapshot(&root), before);
+    }
+
+    #[test]
+    fn aliases_and_nested_paths_are_conflicts() {
+        let (_t, root, sandbox) = setup();
+        symlink("a.txt", root.join("alias")).unwrap();
+        let before = snapshot(&root);
+        for batch in [
+            vec![file(&root, "a.txt", "1"), file(&root, "alias", "2")],
+            vec![file(&root, "a.txt", "1"), file(&root, "./a.txt", "2")],
+            vec![file(&root, "x", "1"), file(&root, "x/y", "2")],
+        ] {
+            let refusal = sandbox.write_batch(&batch).unwrap().unwrap_err();
+            assert!(
+                matches!(refusal, BatchRefusal::Conflict { .. }),
+                "{refusal:?}"
+            );
+        }
+        assert_eq!(snapshot(&root), before);
+    }
+
+    #[test]
+    fn a_failure_while_staging_changes_nothing() {
+        let (_t, root, sandbox) = setup();
+        // A 250-byte name is valid, but its temporary name is too long: staging fails after the
+        // directory for it was created and other files were staged. All of it is undone.
+        let before = snapshot(&root);
+        let long = format!("made/{}", "n".repeat(250));
+        let error = sandbox
+            .write_batch(&[
+                file(&root, "a.txt", "new a"),
+                file(&root, "other/c.txt", "c"),
+                file(&root, &long, "x"),
+            ])
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::IoError);
+        assert_eq!(snapshot(&root), before);
+    }
+
+    #[test]
+    fn a_file_in_the_way_of_a_directory_is_refused_first() {
+        let (_t, root, sandbox) = setup();
+        let before = snapshot(&root);
+        let error = sandbox
+            .write_batch(&[
+                file(&root, "a.txt", "new a"),
+                file(&root, "b.txt/inner", "x"),
+            ])
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotDirectory);
+        assert_eq!(snapshot(&root), before);
+    }
+
+    #[test]
+    fn an_outside_path_refuses_the_whole_batch() {
+        let (_t, root, sandbox) = setup();
+        let before = snapshot(&root);
+        let mut outside = file(&root, "a.txt", "x");
+        outside.path = "/tmp/flycode-batch-outside.txt".into();
+        let error = sandbox
+            .write_batch(&[file(&root, "a.txt", "new"), outside])
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::OutsideRoots);
+        assert_eq!(snapshot(&root), before);
+    }
+}
