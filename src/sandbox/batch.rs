@@ -74,6 +74,7 @@ impl Sandbox {
                     path: file.path.clone(),
                 });
             }
+            self.protection().check(&file.path, &path.absolute)?;
             resolved.push(path);
         }
         if let Some(message) = find_conflict(files, &resolved) {

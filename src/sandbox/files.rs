@@ -12,6 +12,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, FileType, Metadata, OpenOptions};
 
 use super::error::SandboxError;
+use super::protect::Protection;
 use super::resolve::{LastComponent, RootedPath, resolve_in_roots};
 use super::roots::Roots;
 
@@ -22,6 +23,7 @@ const NOT_A_DIRECTORY: i32 = 20;
 pub struct Sandbox {
     roots: Vec<PathBuf>,
     dirs: Vec<Dir>,
+    protection: Protection,
 }
 
 impl Sandbox {
@@ -37,7 +39,19 @@ impl Sandbox {
         Ok(Sandbox {
             roots: roots.paths().to_vec(),
             dirs,
+            protection: Protection::default(),
         })
+    }
+
+    /// Replaces the protected paths (the built-in ones always stay).
+    pub fn with_protection(mut self, protection: Protection) -> Sandbox {
+        self.protection = protection;
+        self
+    }
+
+    /// The protected paths.
+    pub fn protection(&self) -> &Protection {
+        &self.protection
     }
 
     /// The roots, canonical.

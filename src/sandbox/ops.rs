@@ -30,6 +30,7 @@ impl Sandbox {
     /// Creates a directory; with `parents`, like `mkdir -p`.
     pub fn make_dir(&self, input: &str, parents: bool) -> Result<(), SandboxError> {
         let path = self.resolve(input, LastComponent::Follow)?;
+        self.protection().check(input, &path.absolute)?;
         if path.exists {
             let is_dir = self.metadata(input).is_ok_and(|m| m.is_dir());
             if parents && is_dir {
@@ -84,12 +85,14 @@ impl Sandbox {
                     path: input.to_owned(),
                 });
             }
+            self.protection().check_tree(input, &path.absolute)?;
             // cap-std removes the tree without following links inside it.
             parent
                 .remove_dir_all(&name)
                 .map_err(|e| SandboxError::from_io(input, e))?;
             return Ok(Removed::Directory);
         }
+        self.protection().check(input, &path.absolute)?;
         parent
             .remove_file(&name)
             .map_err(|e| SandboxError::from_io(input, e))?;
@@ -117,6 +120,8 @@ impl Sandbox {
                 reason: format!("cannot move {from} into itself"),
             });
         }
+        self.protection().check(from, &source.absolute)?;
+        self.protection().check(to, &target.absolute)?;
         let (source_dir, source_name) = self.parent_dir(from, &source, false)?;
         let (target_dir, target_name) = self.parent_dir(to, &target, true)?;
         if target.exists && !overwrite {
@@ -154,6 +159,7 @@ impl Sandbox {
             });
         }
         let path = self.resolve(input, LastComponent::Follow)?;
+        self.protection().check(input, &path.absolute)?;
         let root = self.root_dir(&path);
         #[cfg(not(unix))]
         {
@@ -425,6 +431,44 @@ mod tests {
         assert_eq!(
             std::fs::read_link(root.join("link2")).unwrap(),
             outside.join("keep.txt")
+        );
+    }
+
+    #[test]
+    fn protected_paths_are_never_changed() {
+        let (_t, root, _o, sandbox) = setup();
+        std::fs::create_dir_all(root.join("repo/.git/hooks")).unwrap();
+        std::fs::write(root.join("flycode.toml"), "").unwrap();
+        let denied = |result: Result<(), SandboxError>| {
+            assert_eq!(result.unwrap_err().code(), ErrorCode::DeniedByPolicy)
+        };
+        denied(sandbox.make_dir(&p(&root, "repo/.git/hooks/x"), true));
+        denied(sandbox.remove(&p(&root, "repo"), true, false).map(|_| ()));
+        denied(
+            sandbox
+                .remove(&p(&root, "flycode.toml"), false, false)
+                .map(|_| ()),
+        );
+        denied(sandbox.rename(
+            &p(&root, "a.txt"),
+            &p(&root, "repo/.git/hooks/pre-commit"),
+            false,
+        ));
+        denied(sandbox.rename(&p(&root, "flycode.toml"), &p(&root, "x.toml"), false));
+        denied(sandbox.set_mode(&p(&root, "flycode.toml"), 0o600));
+        let written = sandbox.write_file(
+            &p(&root, "repo/.git/hooks/pre-commit"),
+            b"evil",
+            crate::sandbox::WriteMode::Overwrite,
+            None,
+        );
+        assert_eq!(written.unwrap_err().code(), ErrorCode::DeniedByPolicy);
+        assert!(
+            root.join("repo/.git/hooks")
+                .read_dir()
+                .unwrap()
+                .next()
+                .is_none()
         );
     }
 

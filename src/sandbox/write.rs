@@ -70,6 +70,7 @@ impl Sandbox {
                 path: input.to_owned(),
             });
         }
+        self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
         let existing = open_existing(&parent, &name, input)?;
         if let Some(file) = &existing {
