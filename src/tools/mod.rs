@@ -5,6 +5,7 @@
 //! [`crate::sandbox`].
 
 pub mod fs;
+pub mod policy;
 
 use serde_json::{Map, Value};
 use thiserror::Error;

@@ -1,0 +1,360 @@
+//! Approval policy (CONTRACT §5): which calls run at once, which ask the person first, which are
+//! refused. Decided before anything runs, from the call alone.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::protocol::{Call, ToolName};
+
+/// The approval mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Approval {
+    /// Run everything (but the calls that always ask).
+    Auto,
+    /// Read at once; ask before running programs, removing, moving and chmodding.
+    #[default]
+    Ask,
+    /// Refuse every tool that writes or runs.
+    ReadOnly,
+}
+
+/// A per-tool override from the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolRule {
+    /// Run without asking (the calls that always ask still ask).
+    Allow,
+    /// Always ask.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+/// What to do with a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Run,
+    /// Ask the person first, saying why.
+    Ask {
+        /// Why this call needs a yes.
+        reason: String,
+    },
+    /// Refuse it (`denied_by_policy`).
+    Deny {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The approval policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// The mode.
+    pub approval: Approval,
+    /// Per-tool overrides.
+    pub overrides: BTreeMap<ToolName, ToolRule>,
+}
+
+/// Files fed into every API-mode prompt: a write to them always asks.
+const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "FLYCODE.md"];
+
+/// Environment variables that change what a program loads or runs.
+fn is_dangerous_env(name: &str) -> bool {
+    matches!(name, "LD_PRELOAD" | "LD_LIBRARY_PATH" | "BASH_ENV" | "ENV")
+        || name.starts_with("DYLD_")
+}
+
+/// Programs that run code given on their command line (`sh -c`, `python -c`, `node -e`).
+fn is_shell_wrapper(program: &str, args: &[Value]) -> bool {
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+    let name = name.strip_suffix(".exe").unwrap_or(name);
+    let interpreter = matches!(
+        name,
+        "sh" | "bash"
+            | "dash"
+            | "zsh"
+            | "ksh"
+            | "fish"
+            | "csh"
+            | "tcsh"
+            | "busybox"
+            | "env"
+            | "xargs"
+            | "cmd"
+            | "powershell"
+            | "pwsh"
+    ) || name.starts_with("python")
+        || matches!(
+            name,
+            "perl" | "ruby" | "node" | "deno" | "php" | "lua" | "osascript"
+        );
+    interpreter
+        && (name == "env"
+            || name == "xargs"
+            || name == "busybox"
+            || args.iter().filter_map(Value::as_str).any(|a| {
+                matches!(
+                    a,
+                    "-c" | "-e" | "-E" | "/C" | "/c" | "-Command" | "-command" | "--eval" | "-r"
+                ) || a.starts_with("-c")
+            }))
+}
+
+impl Policy {
+    /// Decides what to do with `call`.
+    pub fn decide(&self, call: &Call) -> Decision {
+        let tool = self.effective_tool(call);
+        if self.approval == Approval::ReadOnly && call.tool.is_mutating() {
+            return Decision::Deny {
+                reason: format!(
+                    "{} writes or runs, and flycode runs read-only (--approve read-only)",
+                    call.tool
+                ),
+            };
+        }
+        let rule = self
+            .overrides
+            .get(&tool)
+            .or_else(|| self.overrides.get(&call.tool));
+        if rule == Some(&ToolRule::Deny) {
+            return Decision::Deny {
+                reason: format!("{tool} is denied by the configuration"),
+            };
+        }
+        if let Some(reason) = always_ask(call) {
+            return Decision::Ask { reason };
+        }
+        match (rule, self.approval) {
+            (Some(ToolRule::Allow), _) | (None, Approval::Auto) => Decision::Run,
+            (Some(ToolRule::Ask), _) => Decision::Ask {
+                reason: format!("the configuration asks before {tool}"),
+            },
+            (None, _) if asks_by_default(tool) => Decision::Ask {
+                reason: format!("{tool} asks first (--approve ask)"),
+            },
+            (None, _) => Decision::Run,
+            (Some(ToolRule::Deny), _) => Decision::Deny {
+                reason: format!("{tool} is denied by the configuration"),
+            },
+        }
+    }
+
+    /// `process.run` of a shell or an interpreter running inline code is judged as `shell.exec`.
+    pub fn effective_tool(&self, call: &Call) -> ToolName {
+        if call.tool == ToolName::ProcessRun {
+            let program = call
+                .args
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let args = call
+                .args
+                .get("args")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if is_shell_wrapper(program, args) {
+                return ToolName::ShellExec;
+            }
+        }
+        call.tool
+    }
+}
+
+fn asks_by_default(tool: ToolName) -> bool {
+    matches!(
+        tool,
+        ToolName::ProcessRun
+            | ToolName::ShellExec
+            | ToolName::FsRm
+            | ToolName::FsMv
+            | ToolName::FsChmod
+    )
+}
+
+/// Calls that ask even under `auto`: writes to instruction files, dangerous environments.
+fn always_ask(call: &Call) -> Option<String> {
+    if call.tool.is_mutating() {
+        let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
+            .iter()
+            .filter_map(|key| call.args.get(*key).and_then(Value::as_str))
+            .collect();
+        if let Some(files) = call.args.get("files").and_then(Value::as_array) {
+            paths.extend(
+                files
+                    .iter()
+                    .filter_map(|f| f.get("path").and_then(Value::as_str)),
+            );
+        }
+        if call.tool != ToolName::FsMkdir {
+            for path in paths {
+                let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+                if INSTRUCTION_FILES
+                    .iter()
+                    .any(|f| f.eq_ignore_ascii_case(name))
+                {
+                    return Some(format!("{name} is fed into every API-mode prompt"));
+                }
+            }
+        }
+    }
+    if let Some(env) = call.args.get("env").and_then(Value::as_object)
+        && let Some(name) = env.keys().find(|k| is_dangerous_env(k))
+    {
+        return Some(format!(
+            "the environment sets {name}, which changes what the program loads or runs"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(tool: ToolName, args: Value) -> Call {
+        Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    fn policy(approval: Approval) -> Policy {
+        Policy {
+            approval,
+            overrides: BTreeMap::new(),
+        }
+    }
+
+    fn is_ask(decision: &Decision) -> bool {
+        matches!(decision, Decision::Ask { .. })
+    }
+
+    #[test]
+    fn ask_mode_runs_reads_and_asks_before_running_removing_moving_chmodding() {
+        let ask = policy(Approval::Ask);
+        assert_eq!(
+            ask.decide(&call(ToolName::FsRead, json!({"path": "/a"}))),
+            Decision::Run
+        );
+        assert_eq!(
+            ask.decide(&call(ToolName::FsWrite, json!({"path": "/a"}))),
+            Decision::Run
+        );
+        for tool in [
+            ToolName::ProcessRun,
+            ToolName::ShellExec,
+            ToolName::FsRm,
+            ToolName::FsMv,
+            ToolName::FsChmod,
+        ] {
+            assert!(is_ask(&ask.decide(&call(tool, json!({})))), "{tool}");
+        }
+    }
+
+    #[test]
+    fn read_only_refuses_every_writing_or_running_tool() {
+        let read_only = policy(Approval::ReadOnly);
+        for tool in ToolName::ALL {
+            let decision = read_only.decide(&call(tool, json!({})));
+            assert_eq!(
+                matches!(decision, Decision::Deny { .. }),
+                tool.is_mutating(),
+                "{tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn some_calls_ask_even_under_auto() {
+        let auto = policy(Approval::Auto);
+        assert_eq!(
+            auto.decide(&call(ToolName::ShellExec, json!({"command": "ls"}))),
+            Decision::Run
+        );
+        assert!(is_ask(&auto.decide(&call(
+            ToolName::FsWrite,
+            json!({"path": "/w/AGENTS.md"})
+        ))));
+        assert!(is_ask(&auto.decide(&call(
+            ToolName::FsWriteBatch,
+            json!({"files": [{"path": "/w/a"}, {"path": "/w/flycode.md"}]})
+        ))));
+        assert!(is_ask(&auto.decide(&call(
+            ToolName::FsMv,
+            json!({"fromPath": "/w/x", "toPath": "/w/FLYCODE.md"})
+        ))));
+        for name in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "DYLD_INSERT_LIBRARIES",
+            "BASH_ENV",
+            "ENV",
+        ] {
+            let decision = auto.decide(&call(
+                ToolName::ProcessRun,
+                json!({"command": "ls", "env": {name: "x"}}),
+            ));
+            assert!(is_ask(&decision), "{name}");
+        }
+        assert_eq!(
+            auto.decide(&call(ToolName::FsRead, json!({"path": "/w/AGENTS.md"}))),
+            Decision::Run
+        );
+    }
+
+    #[test]
+    fn shell_wrappers_are_judged_as_shell() {
+        let mut overrides = BTreeMap::new();
+        overrides.insert(ToolName::ShellExec, ToolRule::Deny);
+        overrides.insert(ToolName::ProcessRun, ToolRule::Allow);
+        let strict = Policy {
+            approval: Approval::Ask,
+            overrides,
+        };
+        assert_eq!(
+            strict.decide(&call(
+                ToolName::ProcessRun,
+                json!({"command": "git", "args": ["status"]})
+            )),
+            Decision::Run
+        );
+        for (program, args) in [
+            ("bash", json!(["-c", "rm -rf /"])),
+            ("/usr/bin/python3", json!(["-c", "print(1)"])),
+            ("node", json!(["-e", "1"])),
+            ("env", json!(["sh"])),
+        ] {
+            let decision = strict.decide(&call(
+                ToolName::ProcessRun,
+                json!({"command": program, "args": args}),
+            ));
+            assert!(matches!(decision, Decision::Deny { .. }), "{program}");
+        }
+    }
+
+    #[test]
+    fn overrides_win_over_the_mode() {
+        let mut overrides = BTreeMap::new();
+        overrides.insert(ToolName::FsWrite, ToolRule::Ask);
+        overrides.insert(ToolName::FsRm, ToolRule::Allow);
+        let configured = Policy {
+            approval: Approval::Ask,
+            overrides,
+        };
+        assert!(is_ask(
+            &configured.decide(&call(ToolName::FsWrite, json!({"path": "/a"})))
+        ));
+        assert_eq!(
+            configured.decide(&call(ToolName::FsRm, json!({"path": "/a"}))),
+            Decision::Run
+        );
+    }
+}
