@@ -9,9 +9,11 @@
 //! - [`tools`]: the whitelisted tools, working through the sandbox;
 //! - [`sandbox`]: allowed roots, containment, file access;
 //! - [`validate`]: recorded conversations checked against the protocol;
+//! - [`config`]: flags, `flycode.toml` and defaults resolved into one configuration;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
 pub mod cli;
+pub mod config;
 pub mod protocol;
 pub mod sandbox;
 pub mod tools;

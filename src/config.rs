@@ -1,0 +1,244 @@
+//! Configuration: command-line flags, then `flycode.toml`, then defaults, resolved into one
+//! [`Config`]. The file is `./flycode.toml` if present, else the user's configuration directory's
+//! `flycode.toml`; an unknown key or a bad value is an error naming the file, line and key.
+//!
+//! ```toml
+//! roots = ["/home/me/project"]       # allowed roots (flags win)
+//! approval = "ask"                   # auto | ask | read-only
+//! protected = ["**/secrets/**"]      # extra protected paths (globs)
+//! output_cap = 65536                 # bytes of a result body
+//! timeout_ms = 60000                 # default process timeout
+//!
+//! [tools]                            # per-tool overrides: allow | ask | deny
+//! "shell.exec" = "deny"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
+use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
+use crate::tools::policy::{Approval, Policy, ToolRule};
+
+/// Why the configuration cannot be used (exit 2).
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("{path}:{line}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+}
+
+/// The configuration file's contents.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    roots: Option<Vec<PathBuf>>,
+    approval: Option<Approval>,
+    protected: Option<Vec<String>>,
+    output_cap: Option<usize>,
+    timeout_ms: Option<u64>,
+    tools: Option<BTreeMap<String, ToolRule>>,
+}
+
+/// What the command line says, before the file is read.
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    /// `--root` values.
+    pub roots: Vec<PathBuf>,
+    /// `--approve`.
+    pub approval: Option<Approval>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Allowed roots, unresolved (the sandbox resolves them).
+    pub roots: Vec<PathBuf>,
+    /// The approval policy.
+    pub policy: Policy,
+    /// Extra protected-path globs.
+    pub protected: Vec<String>,
+    /// Result body cap in bytes.
+    pub output_cap: usize,
+    /// Default process timeout in milliseconds.
+    pub timeout_ms: u64,
+    /// The file the configuration came from, if any.
+    pub source: Option<PathBuf>,
+}
+
+impl Config {
+    /// Flags over the first configuration file found over defaults.
+    pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
+        let local = PathBuf::from(CONFIG_FILE_NAME);
+        let user = user_config_dir().map(|dir| dir.join(CONFIG_FILE_NAME));
+        let source = [Some(local), user]
+            .into_iter()
+            .flatten()
+            .find(|p| p.is_file());
+        let file = match &source {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Config::resolve(flags, file, source)
+    }
+
+    /// Reads the configuration from `path` only (tests, `--config`).
+    pub fn load_from(flags: &Flags, path: &Path) -> Result<Config, ConfigError> {
+        let file = read_file(path)?;
+        Config::resolve(flags, file, Some(path.to_owned()))
+    }
+
+    fn resolve(
+        flags: &Flags,
+        file: FileConfig,
+        source: Option<PathBuf>,
+    ) -> Result<Config, ConfigError> {
+        let mut overrides = BTreeMap::new();
+        for (name, rule) in file.tools.unwrap_or_default() {
+            let Some(tool) = ToolName::from_name(&name) else {
+                let path = source.clone().unwrap_or_default();
+                let line = source
+                    .as_deref()
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .and_then(|text| text.lines().position(|l| l.contains(&name)))
+                    .map_or(1, |i| i + 1);
+                return Err(ConfigError::Invalid {
+                    path,
+                    line,
+                    message: format!("[tools] names {name:?}, which is not a flycode tool"),
+                });
+            };
+            overrides.insert(tool, rule);
+        }
+        let roots = if flags.roots.is_empty() {
+            let base = source
+                .as_deref()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            file.roots
+                .unwrap_or_default()
+                .into_iter()
+                .map(|root| {
+                    if root.is_relative() {
+                        base.join(root)
+                    } else {
+                        root
+                    }
+                })
+                .collect()
+        } else {
+            flags.roots.clone()
+        };
+        Ok(Config {
+            roots,
+            policy: Policy {
+                approval: flags.approval.or(file.approval).unwrap_or_default(),
+                overrides,
+            },
+            protected: file.protected.unwrap_or_default(),
+            output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP).max(1024),
+            timeout_ms: file.timeout_ms.unwrap_or(60_000).clamp(1, 600_000),
+            source,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|error| {
+        let line = error.span().map_or(1, |span| {
+            text[..span.start.min(text.len())].matches('\n').count() + 1
+        });
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            message: error.message().to_owned(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str, flags: &Flags) -> Result<Config, ConfigError> {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("flycode.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load_from(flags, &path)
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let config = load(
+            "roots = [\"/srv/app\"]\napproval = \"read-only\"\nprotected = [\"**/secrets/**\"]\noutput_cap = 4096\ntimeout_ms = 5000\n[tools]\n\"shell.exec\" = \"deny\"\n",
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(config.roots, vec![PathBuf::from("/srv/app")]);
+        assert_eq!(config.policy.approval, Approval::ReadOnly);
+        assert_eq!(
+            config.policy.overrides.get(&ToolName::ShellExec),
+            Some(&ToolRule::Deny)
+        );
+        assert_eq!((config.output_cap, config.timeout_ms), (4096, 5000));
+        assert_eq!(config.protected, vec!["**/secrets/**".to_owned()]);
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let flags = Flags {
+            roots: vec![PathBuf::from("/flag")],
+            approval: Some(Approval::Auto),
+        };
+        let config = load("roots = [\"/file\"]\napproval = \"ask\"\n", &flags).unwrap();
+        assert_eq!(config.roots, vec![PathBuf::from("/flag")]);
+        assert_eq!(config.policy.approval, Approval::Auto);
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_key() {
+        let error = load("roots = []\n\ncolour = \"red\"\n", &Flags::default()).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("flycode.toml:3:") && text.contains("colour"),
+            "{text}"
+        );
+        let error = load("approval = \"sometimes\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(":1:") && error.contains("sometimes"),
+            "{error}"
+        );
+        let error = load("[tools]\n\"fs.raed\" = \"deny\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(":2:") && error.contains("fs.raed"),
+            "{error}"
+        );
+    }
+}
