@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod result;
 pub mod schema;
 pub mod slash;
+pub mod time;
 pub mod tool_name;
 pub mod verdict;
 

@@ -2,6 +2,7 @@
 //! atomic writes and process control). Nothing outside this module touches the file system on a
 //! model's behalf.
 
+pub mod audit;
 pub mod batch;
 pub mod error;
 pub mod files;
@@ -9,8 +10,11 @@ pub mod ops;
 pub mod protect;
 pub mod resolve;
 pub mod roots;
+pub mod session;
+pub mod state;
 pub mod write;
 
+pub use audit::{AuditEntry, AuditLog};
 pub use batch::{BatchFile, BatchRefusal};
 pub use error::SandboxError;
 pub use files::Sandbox;
@@ -18,4 +22,5 @@ pub use ops::Removed;
 pub use protect::Protection;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};
+pub use session::Session;
 pub use write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex};

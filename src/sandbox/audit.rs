@@ -1,0 +1,173 @@
+//! The audit log: one JSON line per executed call (time, id, tool, arguments with content shown
+//! as size and sha256, outcome, code, duration), appended to `audit.jsonl` in the state
+//! directory. Each line is written with a single append, so concurrent writers never interleave.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use super::state::state_dir;
+use super::write::sha256_hex;
+
+/// Arguments whose values are file contents: logged as size and hash only.
+const CONTENT_KEYS: [&str; 2] = ["content", "rightContent"];
+
+/// One executed call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditEntry {
+    /// When it ran.
+    pub time: SystemTime,
+    /// The call id, if any.
+    pub id: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// The arguments as given.
+    pub args: Map<String, Value>,
+    /// `ok`, `failed` or `denied`.
+    pub outcome: &'static str,
+    /// The error code of a failure.
+    pub code: Option<String>,
+    /// How long it took.
+    pub duration: Duration,
+}
+
+/// The audit log file.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    path: PathBuf,
+}
+
+impl AuditLog {
+    /// The log in the state directory.
+    pub fn default_location() -> Option<AuditLog> {
+        state_dir().map(|dir| AuditLog {
+            path: dir.join("audit.jsonl"),
+        })
+    }
+
+    /// A log at `path`.
+    pub fn at(path: &Path) -> AuditLog {
+        AuditLog {
+            path: path.to_owned(),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry.
+    pub fn append(&self, entry: &AuditEntry) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut line = entry_json(entry).to_string();
+        line.push('\n');
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        file.write_all(line.as_bytes())
+    }
+
+    /// The last `count` entries, oldest first.
+    pub fn recent(&self, count: usize) -> std::io::Result<Vec<Value>> {
+        let file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let mut last = std::collections::VecDeque::with_capacity(count);
+        for line in BufReader::new(file).lines() {
+            let Ok(value) = serde_json::from_str::<Value>(&line?) else {
+                continue;
+            };
+            if last.len() == count {
+                last.pop_front();
+            }
+            last.push_back(value);
+        }
+        Ok(last.into_iter().collect())
+    }
+}
+
+fn entry_json(entry: &AuditEntry) -> Value {
+    json!({
+        "time": crate::protocol::time::format_rfc3339(entry.time),
+        "id": entry.id,
+        "tool": entry.tool,
+        "args": redact(&entry.args),
+        "outcome": entry.outcome,
+        "code": entry.code,
+        "durationMs": u64::try_from(entry.duration.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Content as `{bytes, sha256}`, environment values as their length: the log never holds file
+/// contents or secrets.
+fn redact(args: &Map<String, Value>) -> Value {
+    let mut out = Map::new();
+    for (key, value) in args {
+        let shown = match (key.as_str(), value) {
+            (k, Value::String(text)) if CONTENT_KEYS.contains(&k) => {
+                json!({"bytes": text.len(), "sha256": sha256_hex(text.as_bytes())})
+            }
+            ("env", Value::Object(env)) => Value::Object(
+                env.iter()
+                    .map(|(name, v)| {
+                        (
+                            name.clone(),
+                            json!(format!("<{} bytes>", v.as_str().map_or(0, str::len))),
+                        )
+                    })
+                    .collect(),
+            ),
+            ("files", Value::Array(files)) => Value::Array(
+                files
+                    .iter()
+                    .map(|f| f.as_object().map_or(Value::Null, redact))
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), shown);
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_appended_and_contents_never_logged() {
+        let temp = tempfile::tempdir().unwrap();
+        let log = AuditLog::at(&temp.path().join("state/audit.jsonl"));
+        for n in 0..3 {
+            let args =
+                json!({"path": "/w/a", "content": format!("secret {n}"), "env": {"TOKEN": "abc"}});
+            log.append(&AuditEntry {
+                time: SystemTime::UNIX_EPOCH,
+                id: Some(format!("call-{n}")),
+                tool: "fs.write".into(),
+                args: args.as_object().unwrap().clone(),
+                outcome: "ok",
+                code: None,
+                duration: Duration::from_millis(3),
+            })
+            .unwrap();
+        }
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(!text.contains("secret") && !text.contains("abc"), "{text}");
+        let recent = log.recent(2).unwrap();
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[1]["id"], "call-2");
+        assert_eq!(recent[1]["args"]["content"]["bytes"], 8);
+        assert_eq!(recent[1]["args"]["env"]["TOKEN"], "<3 bytes>");
+        assert_eq!(recent[1]["time"], "1970-01-01T00:00:00Z");
+        assert_eq!(recent[1]["durationMs"], 3);
+    }
+}
