@@ -9,6 +9,7 @@ fn main() -> ExitCode {
     let outcome = match cli::run(Cli::parse()) {
         Ok(outcome) => outcome,
         Err(error) if is_broken_pipe(&error) => Outcome::Success,
+        Err(error) if error.is::<flycode::cli::exec::NoCall>() => Outcome::NoCall,
         Err(error) => {
             eprintln!("flycode: {error:#}");
             Outcome::Usage

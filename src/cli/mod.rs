@@ -2,6 +2,8 @@
 //! code that prints; it reads its input and hands the work to the library.
 
 pub mod check;
+pub mod exec;
+pub mod log;
 pub mod prompt;
 pub mod validate;
 
@@ -39,6 +41,11 @@ pub enum Command {
     /// Give the verdict on one model reply: print the normalized call, or the flycode-result
     /// block a violation earns. Exit 0 call, 1 invalid, 3 no call.
     Check(CheckArgs),
+    /// Judge one reply (or a slash command), run its call under the policy, print the
+    /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call.
+    Exec(ExecArgs),
+    /// Print the most recent entries of the audit log.
+    Log(LogArgs),
     /// Print the system prompt to paste into a browser chat.
     Prompt(PromptArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
@@ -89,6 +96,70 @@ pub struct CheckArgs {
     pub lenient: bool,
 }
 
+/// `flycode exec` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// The reply holding the call: a file, or - (the default) for standard input.
+    #[arg(value_name = "FILE|-", conflicts_with = "slash")]
+    pub input: Option<PathBuf>,
+    /// Run a slash command instead, e.g. "/fs.read /abs/path --head 200".
+    #[arg(long, value_name = "CMD")]
+    pub slash: Option<String>,
+    /// An allowed root (repeatable; default: flycode.toml's roots, else the current directory).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Approval mode.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<ApproveMode>,
+    /// Answer yes to every approval question.
+    #[arg(long)]
+    pub yes: bool,
+    /// Accept text around the call block, reporting it as a warning.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print one JSON object instead of the result block.
+    #[arg(long)]
+    pub json: bool,
+    /// Remember reads across runs under this name, for the stale-read guard.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Allow / (or a drive root) as an allowed root.
+    #[arg(long)]
+    pub allow_filesystem_root: bool,
+}
+
+/// `flycode log` arguments.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// How many entries to show.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub count: usize,
+    /// Print the entries as JSON Lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An approval mode on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    /// Run everything (some calls still ask).
+    Auto,
+    /// Ask before running programs, removing, moving and chmodding.
+    Ask,
+    /// Refuse every tool that writes or runs.
+    ReadOnly,
+}
+
+impl From<ApproveMode> for crate::tools::policy::Approval {
+    fn from(mode: ApproveMode) -> Self {
+        match mode {
+            ApproveMode::Auto => crate::tools::policy::Approval::Auto,
+            ApproveMode::Ask => crate::tools::policy::Approval::Ask,
+            ApproveMode::ReadOnly => crate::tools::policy::Approval::ReadOnly,
+        }
+    }
+}
+
 /// `flycode prompt` arguments.
 #[derive(Debug, clap::Args)]
 pub struct PromptArgs {
@@ -113,6 +184,8 @@ pub enum Language {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Exec(args) => exec::run(&args),
+        Command::Log(args) => log::run(&args),
         Command::Prompt(args) => prompt::run(&args),
         Command::Validate(args) => validate::run(&args),
     }

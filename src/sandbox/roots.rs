@@ -18,6 +18,14 @@ pub enum RootsError {
         /// Why it could not be resolved.
         source: std::io::Error,
     },
+    /// The root is the file system's root.
+    #[error(
+        "allowed root {path:?} is the whole file system; name a project directory, or pass --allow-filesystem-root"
+    )]
+    WholeFileSystem {
+        /// The root.
+        path: PathBuf,
+    },
     /// The path is not a directory.
     #[error("allowed root {path:?} is not a directory; pass a directory with --root")]
     NotADirectory {
@@ -44,6 +52,15 @@ impl Roots {
             }
         }
         Ok(Roots(roots))
+    }
+
+    /// Refuses `/` (or a drive root) as a root unless `allowed`: it would put the whole machine
+    /// in reach.
+    pub fn refuse_whole_file_system(&self, allowed: bool) -> Result<(), RootsError> {
+        match self.0.iter().find(|root| root.parent().is_none()) {
+            Some(root) if !allowed => Err(RootsError::WholeFileSystem { path: root.clone() }),
+            _ => Ok(()),
+        }
     }
 
     /// The roots as paths.

@@ -4,6 +4,7 @@
 //! Tools never touch the file system or spawn processes themselves: they go through
 //! [`crate::sandbox`].
 
+pub mod executor;
 pub mod fs;
 pub mod policy;
 
@@ -69,5 +70,33 @@ impl From<SandboxError> for ToolError {
             _ => None,
         };
         ToolError::new(error.code(), error.to_string(), hint)
+    }
+}
+
+/// Runs a validated call's tool.
+pub fn dispatch(
+    sandbox: &crate::sandbox::Sandbox,
+    call: &crate::protocol::Call,
+) -> Result<ToolOutput, ToolError> {
+    use crate::protocol::ToolName;
+    let args = &call.args;
+    match call.tool {
+        ToolName::FsLs => fs::ls::run(sandbox, args),
+        ToolName::FsMkdir => fs::mkdir::run(sandbox, args),
+        ToolName::FsRead => fs::read::run(sandbox, args),
+        ToolName::FsWrite => fs::write::run(sandbox, args),
+        ToolName::FsRm => fs::rm::run(sandbox, args),
+        ToolName::FsMv => fs::mv::run(sandbox, args),
+        ToolName::FsChmod => fs::chmod::run(sandbox, args),
+        ToolName::FsWriteBatch => fs::write_batch::run(sandbox, args),
+        ToolName::FsDiff => fs::diff::run(sandbox, args),
+        ToolName::FsSearch | ToolName::ProcessRun | ToolName::ShellExec => Err(ToolError::new(
+            ErrorCode::IoError,
+            format!(
+                "{} is not built into this version of flycode yet",
+                call.tool
+            ),
+            Some("use another tool"),
+        )),
     }
 }

@@ -1,0 +1,188 @@
+//! `flycode exec`: judge one reply (or a slash command), run its call under the policy, print
+//! the `flycode-result` block.
+
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::{ExecArgs, Outcome, read_input};
+use crate::config::{Config, Flags};
+use crate::protocol::display::escape_for_display;
+use crate::protocol::verdict::violation_result;
+use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
+use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
+
+/// Runs `flycode exec`.
+pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
+    let config = Config::load(&Flags {
+        roots: args.roots.clone(),
+        approval: args.approve.map(Into::into),
+    })?;
+    let roots = Roots::resolve(&config.roots)?;
+    roots.refuse_whole_file_system(args.allow_filesystem_root)?;
+    let protection = Protection::default()
+        .with_patterns(&config.protected)
+        .map_err(anyhow::Error::msg)?;
+    let sandbox = Sandbox::open(&roots)?.with_protection(protection);
+
+    let call = match read_call(args)? {
+        CallOrAnswer::Call(call) => call,
+        CallOrAnswer::Answer(block, code) => {
+            print_result(args.json, &block, None, None)?;
+            return Ok(code);
+        }
+    };
+    let mut session = match &args.session {
+        Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut approver: Box<dyn Approver> = if args.yes {
+        Box::new(FixedApprover(Approval::Yes))
+    } else {
+        Box::new(TerminalApprover)
+    };
+    let mut executor = Executor {
+        sandbox: &sandbox,
+        policy: &config.policy,
+        session: session.as_mut(),
+        audit: AuditLog::default_location(),
+        output_cap: config.output_cap,
+        approver: approver.as_mut(),
+    };
+    let execution = executor.execute(&call);
+    if let Some(warning) = &execution.audit_error {
+        eprintln!("flycode: warning: {warning}");
+    }
+    if let Some(session) = &session {
+        session
+            .save()
+            .map_err(anyhow::Error::msg)
+            .context("saving the session")?;
+    }
+    let data = execution.output.as_ref().map(|o| o.data.clone());
+    print_result(args.json, &execution.block, Some(&call), data)?;
+    Ok(if execution.is_ok() {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+enum CallOrAnswer {
+    Call(Call),
+    Answer(ResultBlock, Outcome),
+}
+
+fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
+    if let Some(line) = &args.slash {
+        return Ok(match parse_slash(line) {
+            Ok(call) => CallOrAnswer::Call(call),
+            Err(error) => CallOrAnswer::Answer(
+                ResultBlock::failure(
+                    None,
+                    escape_for_display(line.trim()).into_owned(),
+                    error.code().as_str(),
+                    error.to_string(),
+                    Some(error.hint()),
+                ),
+                Outcome::Failure,
+            ),
+        });
+    }
+    if args.input.is_none() && std::io::stdin().is_terminal() {
+        eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
+    }
+    let reply = read_input(args.input.as_ref())?;
+    let classification = classify_reply(
+        &reply,
+        ClassifyOptions {
+            lenient: args.lenient,
+        },
+    );
+    for warning in &classification.warnings {
+        eprintln!("warning[{}]: {}", warning.code.as_str(), warning.message);
+    }
+    Ok(match classification.verdict {
+        Verdict::Call(call) => CallOrAnswer::Call(call),
+        Verdict::Invalid { error, attempt } => {
+            CallOrAnswer::Answer(violation_result(&error, &attempt), Outcome::Failure)
+        }
+        Verdict::None => {
+            eprintln!("no call: the reply holds no flycode-call block (verdict none)");
+            anyhow::bail!(NoCall)
+        }
+    })
+}
+
+/// The reply held no call: exit 3, not an error message.
+#[derive(Debug, thiserror::Error)]
+#[error("the input holds no call")]
+pub struct NoCall;
+
+fn print_result(
+    as_json: bool,
+    block: &ResultBlock,
+    call: Option<&Call>,
+    data: Option<Value>,
+) -> anyhow::Result<()> {
+    let text = block.render();
+    let mut stdout = std::io::stdout().lock();
+    if !as_json {
+        stdout.write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let error = (!block.ok)
+        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
+    let report = json!({
+        "id": block.id,
+        "tool": call.map(|c| c.tool.as_str()),
+        "command": block.command,
+        "ok": block.ok,
+        "error": error,
+        "result": data,
+        "text": text,
+    });
+    writeln!(stdout, "{report}")?;
+    Ok(())
+}
+
+/// Asks on the controlling terminal (never standard input, which may carry the reply).
+struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve(&mut self, shown: &str, reason: &str) -> Approval {
+        let Ok(tty) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+        else {
+            return Approval::Unavailable;
+        };
+        let Ok(mut writer) = tty.try_clone() else {
+            return Approval::Unavailable;
+        };
+        let prompt = format!(
+            "\nflycode wants to run:\n  {}\n({})\nRun it? [y/N] ",
+            escape_for_display(shown),
+            escape_for_display(reason)
+        );
+        if writer
+            .write_all(prompt.as_bytes())
+            .and_then(|()| writer.flush())
+            .is_err()
+        {
+            return Approval::Unavailable;
+        }
+        let mut answer = String::new();
+        if BufReader::new(tty).read_line(&mut answer).is_err() {
+            return Approval::Unavailable;
+        }
+        if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+            Approval::Yes
+        } else {
+            Approval::No
+        }
+    }
+}
