@@ -7,5 +7,6 @@ mod prompt_matches_schemas;
 mod properties;
 mod reply_fixtures;
 mod result_snapshots;
+mod tool_scenarios;
 mod transcript_fixtures;
 mod validate_formats;
