@@ -1,6 +1,7 @@
 //! Integration test modules.
 
 mod cli_check;
+mod cli_exec;
 mod cli_prompt;
 mod common;
 mod prompt_matches_schemas;

@@ -1,0 +1,207 @@
+//! `flycode exec` and `flycode log` run as a user runs them.
+
+use predicates::prelude::*;
+use serde_json::{Value, json};
+
+use super::common::flycode;
+
+struct Workspace {
+    _temp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    state: std::path::PathBuf,
+}
+
+fn workspace() -> Workspace {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "first\n").unwrap();
+    Workspace {
+        state: base.join("state"),
+        root,
+        _temp: temp,
+    }
+}
+
+impl Workspace {
+    fn exec(&self, call: Value, flags: &[&str]) -> (i32, Value) {
+        let reply = format!("```flycode-call\n{call}\n```\n");
+        let output = flycode()
+            .arg("exec")
+            .arg("--json")
+            .arg("--root")
+            .arg(&self.root)
+            .args(flags)
+            .env("FLYCODE_STATE_DIR", &self.state)
+            .current_dir(&self.root)
+            .write_stdin(reply)
+            .output()
+            .unwrap();
+        let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output.status.code().unwrap(), report)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+}
+
+#[test]
+fn json_output_has_the_documented_fields() {
+    let w = workspace();
+    let (code, report) = w.exec(
+        json!({"id": "c1", "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+        &[],
+    );
+    assert_eq!(code, 0);
+    for key in ["id", "tool", "command", "ok", "error", "result", "text"] {
+        assert!(report.get(key).is_some(), "no {key}: {report}");
+    }
+    assert_eq!(report["id"], "c1");
+    assert_eq!(report["result"]["content"], "first\n");
+    assert!(
+        report["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("```flycode-result\n[id] c1\n")
+    );
+    let (code, report) = w.exec(
+        json!({"id": "c2", "tool": "fs.read", "args": {"path": "/etc/passwd"}}),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(report["error"]["code"], "outside_roots");
+    assert_eq!(report["result"], Value::Null);
+}
+
+#[test]
+fn the_stale_read_guard_spans_runs_of_one_session() {
+    let w = workspace();
+    let notes = w.path("notes.txt");
+    let session = ["--session", "s1"];
+    let (code, _) = w.exec(
+        json!({"id": "r1", "tool": "fs.read", "args": {"path": notes}}),
+        &session,
+    );
+    assert_eq!(code, 0);
+    std::fs::write(&notes, "changed by someone else\n").unwrap();
+    let write = |id: &str, extra: Value| {
+        let mut args = json!({"path": notes, "mode": "overwrite", "content": "mine\n"});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        w.exec(
+            json!({"id": id, "tool": "fs.write", "args": args}),
+            &session,
+        )
+    };
+    let (code, report) = write("w1", json!({}));
+    assert_eq!(code, 1);
+    assert_eq!(report["error"]["code"], "stale_file");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "changed by someone else\n"
+    );
+    let current = flycode::sandbox::sha256_hex(b"changed by someone else\n");
+    assert_eq!(write("w2", json!({"expectedSha256": current})).0, 0);
+    // flycode's own write updated what the session remembers.
+    assert_eq!(write("w3", json!({})).0, 0);
+    // Without the session nothing is remembered, so nothing is stale.
+    std::fs::write(&notes, "again\n").unwrap();
+    let (code, _) = w.exec(json!({"id": "w4", "tool": "fs.write", "args": {"path": notes, "mode": "append", "content": "x"}}), &[]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn every_call_is_audited_and_log_prints_them() {
+    let w = workspace();
+    w.exec(json!({"id": "a1", "tool": "fs.write", "args": {"path": w.path("new.txt"), "mode": "overwrite", "content": "top secret"}}), &[]);
+    w.exec(
+        json!({"id": "a2", "tool": "fs.rm", "args": {"path": w.path("new.txt")}}),
+        &[],
+    );
+    let log = std::fs::read_to_string(w.state.join("audit.jsonl")).unwrap();
+    assert!(!log.contains("top secret"), "{log}");
+    let entries: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        (entries[0]["id"].as_str(), entries[0]["outcome"].as_str()),
+        (Some("a1"), Some("ok"))
+    );
+    assert_eq!(entries[1]["outcome"], "denied");
+    assert_eq!(entries[1]["code"], "denied_by_policy");
+    flycode()
+        .args(["log", "-n", "1"])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "a2  fs.rm  denied denied_by_policy",
+        ));
+}
+
+#[test]
+fn the_configuration_file_can_deny_a_tool() {
+    let w = workspace();
+    std::fs::write(
+        w.root.join("flycode.toml"),
+        "[tools]\n\"fs.write\" = \"deny\"\n",
+    )
+    .unwrap();
+    let (code, report) = w.exec(json!({"id": "c", "tool": "fs.write", "args": {"path": w.path("x"), "mode": "overwrite", "content": ""}}), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(report["error"]["code"], "denied_by_policy");
+    // flycode.toml itself is protected.
+    let (_, report) = w.exec(json!({"id": "d", "tool": "fs.write", "args": {"path": w.path("flycode.toml"), "mode": "overwrite", "content": ""}}), &["--approve", "auto"]);
+    assert_eq!(report["error"]["code"], "denied_by_policy");
+    std::fs::write(w.root.join("flycode.toml"), "colour = 1\n").unwrap();
+    flycode()
+        .args(["exec", "--slash", "/fs.ls /"])
+        .current_dir(&w.root)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("flycode.toml:1:").and(predicate::str::contains("colour")),
+        );
+}
+
+#[test]
+fn the_whole_file_system_is_not_a_root_unless_asked() {
+    flycode()
+        .args(["exec", "--root", "/", "--slash", "/fs.ls /"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--allow-filesystem-root"));
+}
+
+#[test]
+fn replies_without_a_valid_call() {
+    let w = workspace();
+    flycode()
+        .args(["exec", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .write_stdin("Just prose.")
+        .assert()
+        .code(3);
+    flycode()
+        .args(["exec", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .write_stdin("```flycode-call\n{\"id\":\"c\",\"tool\":\"fs.raed\",\"args\":{}}\n```")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("[code] unknown_tool"));
+    flycode()
+        .args(["exec", "--slash", "/fs.read relative.txt", "--root"])
+        .arg(&w.root)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "[id] (none)\n[command] /fs.read relative.txt\n[ok] false\n[code] relative_path",
+        ));
+}
