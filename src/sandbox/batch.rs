@@ -185,6 +185,7 @@ impl Sandbox {
             }
         }
         let (parent, name) = self.parent_dir(&file.path, path, false)?;
+        super::write::clean_stale_temporaries(&parent);
         let content = match (file.mode, &current) {
             (WriteMode::Append, Some(old)) => [old.as_slice(), file.content.as_slice()].concat(),
             _ => file.content.clone(),

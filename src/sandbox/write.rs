@@ -72,6 +72,7 @@ impl Sandbox {
         }
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
+        clean_stale_temporaries(&parent);
         let existing = open_existing(&parent, &name, input)?;
         if let Some(file) = &existing {
             let metadata = file
@@ -205,6 +206,34 @@ fn read_current(parent: &Dir, name: &Path, input: &str) -> Result<Option<Vec<u8>
     file.read_to_end(&mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
     Ok(Some(bytes))
+}
+
+/// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
+/// runs (on Linux), or older than an hour (elsewhere).
+pub fn clean_stale_temporaries(dir: &Dir) {
+    let Ok(entries) = dir.entries() else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)) else {
+            continue;
+        };
+        let pid: Option<u32> = rest.split('-').next().and_then(|p| p.parse().ok());
+        let is_abandoned = if cfg!(target_os = "linux") {
+            pid.is_some_and(|pid| {
+                pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+            })
+        } else {
+            entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.into_std().elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 3600)
+        };
+        if is_abandoned {
+            let _ = dir.remove_file(&name);
+        }
+    }
 }
 
 /// Temporary file in the same directory, flushed, permissions kept, renamed over the name.
@@ -436,6 +465,23 @@ mod tests {
             std::fs::read_to_string(root.join("alias.txt")).unwrap(),
             "new"
         );
+    }
+
+    #[test]
+    fn temporaries_of_dead_writers_are_cleaned() {
+        let (_t, root, _o, sandbox) = setup();
+        let abandoned = root.join(format!("{TEMP_PREFIX}4194303-0-a.txt"));
+        std::fs::write(&abandoned, "half").unwrap();
+        write(
+            &sandbox,
+            &root.join("a.txt"),
+            "whole",
+            WriteMode::Overwrite,
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!abandoned.exists());
     }
 
     #[test]

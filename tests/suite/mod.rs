@@ -4,6 +4,7 @@ mod cli_check;
 mod cli_exec;
 mod cli_prompt;
 mod common;
+mod crash_safety;
 mod hostile;
 mod prompt_matches_schemas;
 mod properties;
