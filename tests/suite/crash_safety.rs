@@ -75,12 +75,7 @@ fn a_killed_write_leaves_the_old_or_the_new_file() {
     }
     // Leftover temporaries of killed writers are cleaned by the next write.
     std::fs::write(&target, &old).unwrap();
-    run_and_kill(
-        &root,
-        &temp.path().join("state"),
-        &reply,
-        Duration::from_secs(30),
-    );
+    run_to_the_end(&root, &temp.path().join("state"), &reply);
     let names: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().file_name())
