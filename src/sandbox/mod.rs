@@ -1,12 +1,14 @@
-//! The boundary between the model and the machine: allowed roots (and, as flycode grows, policy,
-//! atomic writes and process control). Nothing outside this module touches the file system on a
-//! model's behalf.
+//! The boundary between the model and the machine: allowed roots and containment, file access
+//! through root directory handles, atomic writes, protected paths, process control, the audit log
+//! and session memory. Nothing outside this module touches the file system or starts a process on
+//! a model's behalf.
 
 pub mod audit;
 pub mod batch;
 pub mod error;
 pub mod files;
 pub mod ops;
+pub mod process;
 pub mod protect;
 pub mod resolve;
 pub mod roots;
@@ -19,6 +21,7 @@ pub use batch::{BatchFile, BatchRefusal};
 pub use error::SandboxError;
 pub use files::Sandbox;
 pub use ops::Removed;
+pub use process::{ProcessError, ProcessOutcome, ProcessSpec, run_process};
 pub use protect::Protection;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};

@@ -1,0 +1,39 @@
+//! The cost of running a command through the sandbox's process runner, against a bare spawn.
+//!
+//! Target: `run_process("/bin/true")` within 2 ms of `Command::new("/bin/true").status()` (pipes,
+//! three watcher threads, the process-group and stray-child clean-up).
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use flycode::sandbox::{ProcessSpec, run_process};
+
+fn spawn_true(c: &mut Criterion) {
+    let spec = ProcessSpec {
+        program: "/bin/true".to_owned(),
+        args: Vec::new(),
+        cwd: PathBuf::from("/"),
+        env_set: Vec::new(),
+        env_remove: vec!["FLYCODE_API_KEY".to_owned()],
+        timeout: Duration::from_secs(60),
+        output_cap: 64 * 1024,
+    };
+    let mut group = c.benchmark_group("spawn_true");
+    group.bench_function("run_process", |b| {
+        b.iter(|| run_process(black_box(&spec)).map(|outcome| outcome.exit_code))
+    });
+    group.bench_function("command_status", |b| {
+        b.iter(|| {
+            Command::new(black_box("/bin/true"))
+                .status()
+                .map(|s| s.code())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, spawn_true);
+criterion_main!(benches);

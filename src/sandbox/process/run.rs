@@ -1,0 +1,257 @@
+//! One run on Unix: spawn, watch the child and its two pipes against the deadline, clean up,
+//! assemble the outcome. Killing lives in `tree`, pipe draining in `capture`.
+
+use std::io::{self, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::capture::{self, SharedCapture, Stream};
+use super::tree::{self, RunId};
+use super::{PIPE_GRACE, ProcessError, ProcessOutcome, ProcessSpec};
+
+/// After a kill, how long to wait for the main child's status and the pipes' end of file.
+/// Killed processes die at once; this bound only matters for one stuck in the kernel, or for a
+/// pipe held open by a process that escaped the kill (then its reader thread is abandoned).
+const AFTER_KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// What the watcher threads report.
+enum Event {
+    /// A pipe reached end of file (or failed).
+    Closed(Stream),
+    /// The main child was reaped.
+    Exited(io::Result<ExitStatus>),
+}
+
+/// What has been reported so far.
+#[derive(Default)]
+struct Progress {
+    status: Option<io::Result<ExitStatus>>,
+    stdout_closed: bool,
+    stderr_closed: bool,
+}
+
+impl Progress {
+    fn record(&mut self, event: Event) {
+        match event {
+            Event::Closed(Stream::Stdout) => self.stdout_closed = true,
+            Event::Closed(Stream::Stderr) => self.stderr_closed = true,
+            Event::Exited(status) => self.status = Some(status),
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        self.status.is_some() && self.stdout_closed && self.stderr_closed
+    }
+}
+
+/// How the watching ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// The main child exited and both pipes closed.
+    Complete,
+    /// The main child exited, but a pipe stayed open past [`PIPE_GRACE`].
+    PipeHeldOpen,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// See [`super::run_process`].
+pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
+    let started = Instant::now();
+    let deadline = started.checked_add(spec.timeout);
+    tree::become_subreaper();
+    let run = RunId::next();
+    let child = spawn(spec, &run)?;
+    let pid = child_pid(&child);
+
+    let (events, received) = mpsc::channel();
+    let stdout = SharedCapture::default();
+    let stderr = SharedCapture::default();
+    let captures = [&stdout, &stderr];
+    if let Err(error) = start_watchers(child, &run, spec.output_cap, captures, &events) {
+        return Err(ProcessError::Io {
+            program: spec.program.clone(),
+            source: error,
+        });
+    }
+    drop(events);
+
+    let mut progress = Progress::default();
+    let ending = watch(&received, deadline, &mut progress);
+    if ending == Ending::Complete {
+        tree::sweep_after_exit(pid, &run);
+    } else {
+        tree::kill_run(pid, progress.status.is_none(), &run);
+        let give_up = Instant::now() + AFTER_KILL_WAIT;
+        while !progress.is_complete() {
+            match received.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+                Ok(event) => progress.record(event),
+                Err(_) => break,
+            }
+        }
+    }
+
+    let timed_out = ending == Ending::TimedOut;
+    outcome(
+        spec,
+        progress.status,
+        [&stdout, &stderr],
+        timed_out,
+        started,
+    )
+}
+
+/// Assembles the outcome from the main child's status and what the pipes gave.
+fn outcome(
+    spec: &ProcessSpec,
+    status: Option<io::Result<ExitStatus>>,
+    [stdout, stderr]: [&SharedCapture; 2],
+    timed_out: bool,
+    started: Instant,
+) -> Result<ProcessOutcome, ProcessError> {
+    let status = status.transpose().map_err(|error| ProcessError::Io {
+        program: spec.program.clone(),
+        source: error,
+    })?;
+    let stdout = capture::lock(stdout);
+    let stderr = capture::lock(stderr);
+    Ok(ProcessOutcome {
+        exit_code: status.and_then(|status| status.code()),
+        signal: status.and_then(|status| status.signal()),
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        stdout_truncated: stdout.is_truncated(),
+        stderr_truncated: stderr.is_truncated(),
+        stdout_bytes: stdout.total,
+        stderr_bytes: stderr.total,
+        timed_out,
+        duration: started.elapsed(),
+    })
+}
+
+/// Records events until the run is complete, the deadline passes, or the main child has exited
+/// and [`PIPE_GRACE`] has passed without both pipes closing. The deadline no longer applies once
+/// the main child has exited: the command finished in time, only its leftovers did not.
+fn watch(received: &Receiver<Event>, deadline: Option<Instant>, progress: &mut Progress) -> Ending {
+    let mut grace_end = None;
+    loop {
+        if progress.is_complete() {
+            return Ending::Complete;
+        }
+        if progress.status.is_some() && grace_end.is_none() {
+            grace_end = Some(Instant::now() + PIPE_GRACE);
+        }
+        let event = match grace_end.or(deadline) {
+            Some(until) => received.recv_timeout(until.saturating_duration_since(Instant::now())),
+            None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match event {
+            Ok(event) => progress.record(event),
+            Err(RecvTimeoutError::Timeout) if grace_end.is_some() => return Ending::PipeHeldOpen,
+            Err(RecvTimeoutError::Timeout) => return Ending::TimedOut,
+            // Every watcher is gone without completing the picture (a watcher died): clean up.
+            Err(RecvTimeoutError::Disconnected) => return Ending::PipeHeldOpen,
+        }
+    }
+}
+
+/// Starts the program in its own process group, stdin closed, pipes for stdout and stderr, the
+/// environment adjusted and tagged, and registers it as a live main child.
+fn spawn(spec: &ProcessSpec, run: &RunId) -> Result<Child, ProcessError> {
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
+    command.envs(spec.env_set.iter().map(|(name, value)| (name, value)));
+    command.env(tree::RUN_TAG_VAR, &run.tag);
+
+    // Registered under the same lock as the spawn, so the orphan reaper never sees this child
+    // unregistered.
+    let mut live = tree::live_children();
+    let child = command.spawn().map_err(|error| spawn_error(spec, error))?;
+    live.push((child_pid(&child), run.id));
+    Ok(child)
+}
+
+/// Maps a failed spawn to what the model should hear.
+fn spawn_error(spec: &ProcessSpec, error: io::Error) -> ProcessError {
+    let program = spec.program.clone();
+    match error.kind() {
+        // A missing cwd also fails the spawn with "not found": tell the two apart.
+        io::ErrorKind::NotFound if !spec.cwd.is_dir() => ProcessError::CwdNotFound {
+            cwd: spec.cwd.clone(),
+        },
+        io::ErrorKind::NotFound => ProcessError::CommandNotFound { program },
+        io::ErrorKind::PermissionDenied => ProcessError::PermissionDenied { program },
+        _ => ProcessError::Io {
+            program,
+            source: error,
+        },
+    }
+}
+
+/// Starts one thread that waits for the child (taking it over) and one per pipe. On failure
+/// the run is killed before the error is returned.
+fn start_watchers(
+    mut child: Child,
+    run: &RunId,
+    cap: usize,
+    [stdout, stderr]: [&SharedCapture; 2],
+    events: &Sender<Event>,
+) -> io::Result<()> {
+    let pid = child_pid(&child);
+    let pipes: [(Option<Box<dyn Read + Send>>, _, _); 2] = [
+        (box_pipe(child.stdout.take()), Stream::Stdout, stdout),
+        (box_pipe(child.stderr.take()), Stream::Stderr, stderr),
+    ];
+    let (run_id, waiter_events) = (run.id, events.clone());
+    let waiter = thread::Builder::new()
+        .name("flycode-wait".to_owned())
+        .spawn(move || {
+            let status = child.wait();
+            tree::forget_child(pid, run_id);
+            let _ = waiter_events.send(Event::Exited(status));
+        });
+    if let Err(error) = waiter {
+        // The `Child` went down with the closure; the process is still ours to kill and reap.
+        tree::kill_run(pid, true, run);
+        tree::reap_main_child(pid, run);
+        return Err(error);
+    }
+    for (pipe, stream, capture) in pipes {
+        let Some(pipe) = pipe else { continue };
+        let (capture, events) = (capture.clone(), events.clone());
+        let name = match stream {
+            Stream::Stdout => "flycode-stdout",
+            Stream::Stderr => "flycode-stderr",
+        };
+        let drainer = thread::Builder::new().name(name.to_owned()).spawn(move || {
+            capture::drain(pipe, stream, cap, &capture, &events, Event::Closed);
+        });
+        if let Err(error) = drainer {
+            tree::kill_run(pid, true, run);
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// A pipe end as a plain reader.
+fn box_pipe(pipe: Option<impl Read + Send + 'static>) -> Option<Box<dyn Read + Send>> {
+    pipe.map(|pipe| Box::new(pipe) as Box<dyn Read + Send>)
+}
+
+/// The child's pid as the kernel's signed type.
+fn child_pid(child: &Child) -> i32 {
+    i32::try_from(child.id()).unwrap_or(i32::MAX)
+}

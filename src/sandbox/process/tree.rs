@@ -1,0 +1,297 @@
+//! Finding, killing and reaping every process of a run: the process *tree*, not just the process
+//! group (SECURITY.md: "A process group is not a process tree"). Knows nothing of pipes or output.
+//!
+//! On Linux flycode is a child subreaper, so a descendant whose parent dies is reparented to
+//! flycode instead of init. A run's processes are then: the main child and everything below it
+//! by `/proc/<pid>/stat` parent links, plus the orphans reparented to flycode whose environment
+//! carries the run's tag ([`RUN_TAG_VAR`]) and everything below them. The tag is what tells two
+//! concurrent runs' orphans apart. Elsewhere only the process group is killed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rustix::process::{Pid, Signal, kill_process_group};
+
+/// The environment variable whose value tags every process of one run.
+pub(super) const RUN_TAG_VAR: &str = "FLYCODE_RUN";
+
+/// Main children that are spawned and not yet reaped by their own waiter: `(pid, run id)`.
+///
+/// Held across `spawn` and across the orphan reaper's decisions, so that a main child is never
+/// reaped by anyone but its waiter (which would make `Child::wait` fail).
+static LIVE_CHILDREN: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+
+/// Locks the live-children list, ignoring poisoning (the list stays consistent).
+pub(super) fn live_children() -> MutexGuard<'static, Vec<(i32, u64)>> {
+    LIVE_CHILDREN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One run's identity: a number unique in this process and the tag its processes carry.
+#[derive(Debug)]
+pub(super) struct RunId {
+    /// Unique among the runs of this process.
+    pub(super) id: u64,
+    /// The value of [`RUN_TAG_VAR`]: flycode's pid and the id.
+    pub(super) tag: String,
+}
+
+impl RunId {
+    /// A fresh run identity.
+    pub(super) fn next() -> RunId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        RunId {
+            id,
+            tag: format!("{}.{id}", std::process::id()),
+        }
+    }
+}
+
+/// Records that the main child `pid` of run `id` has been reaped by its waiter.
+pub(super) fn forget_child(pid: i32, id: u64) {
+    live_children().retain(|&entry| entry != (pid, id));
+}
+
+/// The fallback when no waiter thread could be started: blocks until the (killed) main
+/// child `pid` is reaped, then forgets it.
+pub(super) fn reap_main_child(pid: i32, run: &RunId) {
+    if let Some(child) = Pid::from_raw(pid) {
+        let _ = rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty());
+    }
+    forget_child(pid, run.id);
+}
+
+/// Makes this process a child subreaper (Linux, once; best effort: without it a descendant that
+/// leaves the tree is reparented to init and survives, as on other Unix systems).
+pub(super) fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    {
+        static DONE: std::sync::Once = std::sync::Once::new();
+        DONE.call_once(|| {
+            let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+        });
+    }
+}
+
+/// Kills every process of the run whose main child is `pid` (process group `pid`) and reaps the
+/// orphans among them. `main_alive`: the main child has not been reaped yet, so its pid still
+/// names it and the walk may start there.
+pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId) {
+    // Everything still in the group, at once; the only mechanism outside Linux.
+    if let Some(group) = Pid::from_raw(pid) {
+        let _ = kill_process_group(group, Signal::KILL);
+    }
+    #[cfg(target_os = "linux")]
+    linux::kill_tree(main_alive.then_some(pid), &run.tag);
+    #[cfg(not(target_os = "linux"))]
+    let _ = (main_alive, run);
+}
+
+/// Clean-up after a main child that exited with its pipes closed: kills whatever it left behind.
+/// Cheap when it left nothing, which is the common case.
+pub(super) fn sweep_after_exit(pid: i32, run: &RunId) {
+    // On Linux anything of the run that outlived the main child was reparented to us (the
+    // subreaper), so no child of ours but the live main children means nothing is left.
+    #[cfg(target_os = "linux")]
+    if !linux::has_stray_children() {
+        return;
+    }
+    kill_run(pid, false, run);
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    //! The `/proc` walk behind [`super::kill_run`].
+
+    use std::collections::HashMap;
+    use std::fs;
+    use std::time::Duration;
+
+    use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
+
+    use super::{RUN_TAG_VAR, live_children};
+
+    /// Kill rounds before giving up on a tree that keeps changing (a fork bomb, or a process
+    /// stuck in uninterruptible sleep that never turns into a zombie).
+    const MAX_ROUNDS: usize = 200;
+
+    /// The pause between rounds, while killed processes finish dying.
+    const ROUND_PAUSE: Duration = Duration::from_millis(2);
+
+    /// One line of the process table.
+    #[derive(Clone, Copy, Debug)]
+    struct Proc {
+        pid: i32,
+        ppid: i32,
+        zombie: bool,
+    }
+
+    /// Kills the tree under `root` (when given) and under this run's orphans, then reaps.
+    ///
+    /// Each round reads the process table, selects the run's processes and sends `SIGKILL` to
+    /// every one still alive. A process may fork between the read and the kill, so rounds repeat
+    /// until every selected process is a zombie or gone: a zombie's children have already been
+    /// reparented (to us, the subreaper), so nothing of the run can be left alive by then.
+    pub(super) fn kill_tree(root: Option<i32>, tag: &str) {
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        for round in 0..MAX_ROUNDS {
+            let table = read_process_table();
+            let alive: Vec<i32> = select_run(&table, root, me, tag)
+                .into_iter()
+                .filter(|proc| !proc.zombie)
+                .map(|proc| proc.pid)
+                .collect();
+            if alive.is_empty() {
+                break;
+            }
+            for pid in alive {
+                if let Some(pid) = Pid::from_raw(pid) {
+                    let _ = kill_process(pid, Signal::KILL);
+                }
+            }
+            if round > 0 {
+                std::thread::sleep(ROUND_PAUSE);
+            }
+        }
+        reap_orphans(me);
+    }
+
+    /// Whether this process has a child that is not a live main child: an orphan reparented to
+    /// us, or (if the kernel does not list children) possibly one.
+    pub(super) fn has_stray_children() -> bool {
+        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+            return true;
+        };
+        let live = live_children();
+        for task in tasks.flatten() {
+            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+                return true; // CONFIG_PROC_CHILDREN is off: assume the worst
+            };
+            let mut pids = children.split_whitespace().map(str::parse::<i32>);
+            if pids.any(|pid| pid.map_or(true, |pid| !live.iter().any(|&(p, _)| p == pid))) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Reaps zombies reparented to us that no waiter owns: the dead of killed runs, and orphans
+    /// that ended by themselves. Holds the live-children lock so a main child is never taken.
+    fn reap_orphans(me: i32) {
+        let live = live_children();
+        for proc in read_process_table() {
+            let unowned = !live.iter().any(|&(pid, _)| pid == proc.pid);
+            if proc.ppid == me
+                && proc.zombie
+                && unowned
+                && let Some(pid) = Pid::from_raw(proc.pid)
+            {
+                let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+            }
+        }
+    }
+
+    /// The run's processes: `root`'s tree and the trees of this run's orphans.
+    fn select_run(table: &[Proc], root: Option<i32>, me: i32, tag: &str) -> Vec<Proc> {
+        let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
+        for proc in table {
+            children.entry(proc.ppid).or_default().push(*proc);
+        }
+        let mut pending: Vec<Proc> = table
+            .iter()
+            .filter(|proc| Some(proc.pid) == root)
+            .copied()
+            .collect();
+        let orphans = children.get(&me).map(Vec::as_slice).unwrap_or_default();
+        pending.extend(
+            orphans
+                .iter()
+                .filter(|proc| Some(proc.pid) != root && !proc.zombie && is_tagged(proc.pid, tag)),
+        );
+        let mut selected = Vec::new();
+        while let Some(proc) = pending.pop() {
+            if let Some(below) = children.get(&proc.pid) {
+                pending.extend(below);
+            }
+            selected.push(proc);
+        }
+        selected
+    }
+
+    /// Whether process `pid` started with `FLYCODE_RUN=tag` in its environment.
+    fn is_tagged(pid: i32, tag: &str) -> bool {
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            return false;
+        };
+        let wanted = format!("{RUN_TAG_VAR}={tag}");
+        environ
+            .split(|&byte| byte == 0)
+            .any(|entry| entry == wanted.as_bytes())
+    }
+
+    /// Every process's pid, parent and whether it is a zombie; processes that vanish while
+    /// being read are skipped.
+    fn read_process_table() -> Vec<Proc> {
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|pid| {
+                let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                let (zombie, ppid) = parse_stat(&stat)?;
+                Some(Proc { pid, ppid, zombie })
+            })
+            .collect()
+    }
+
+    /// State and parent from `/proc/<pid>/stat`: `pid (comm) S ppid ...`, where `comm` may hold
+    /// spaces and parentheses, so the fields start after the last `)`.
+    fn parse_stat(stat: &str) -> Option<(bool, i32)> {
+        let (_, fields) = stat.rsplit_once(')')?;
+        let mut fields = fields.split_whitespace();
+        let state = fields.next()?;
+        let ppid = fields.next()?.parse().ok()?;
+        Some((state == "Z", ppid))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn stat_with_odd_command_name_parses() {
+            let stat = "4242 (a) b (c) Z 17 4242 4242 0 -1 4194304";
+            assert_eq!(parse_stat(stat), Some((true, 17)));
+            assert_eq!(parse_stat("1 (init) S 0 1 1"), Some((false, 0)));
+            assert_eq!(parse_stat("garbage"), None);
+        }
+
+        #[test]
+        fn selection_follows_parent_links_and_tagged_orphans_only() {
+            let me = std::process::id() as i32;
+            let proc = |pid, ppid| Proc {
+                pid,
+                ppid,
+                zombie: false,
+            };
+            // Pids above Linux's largest pid_max, so none names a real process. 5_000_010 is the
+            // main child with a grandchild; 5_000_020 is a child of ours whose environment cannot
+            // be read (so it carries no tag) and must be left alone with its child.
+            let table = [
+                proc(5_000_010, me),
+                proc(5_000_011, 5_000_010),
+                proc(5_000_012, 5_000_011),
+                proc(5_000_020, me),
+                proc(5_000_021, 5_000_020),
+            ];
+            let mut pids: Vec<i32> = select_run(&table, Some(5_000_010), me, "no-such-tag")
+                .iter()
+                .map(|proc| proc.pid)
+                .collect();
+            pids.sort_unstable();
+            assert_eq!(pids, [5_000_010, 5_000_011, 5_000_012]);
+        }
+    }
+}
