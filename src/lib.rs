@@ -7,10 +7,12 @@
 //!
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
 //! - [`sandbox`]: allowed roots;
+//! - [`tools`]: the tools behind the calls (so far the `fs.search` engine);
 //! - [`validate`]: recorded conversations checked against the protocol;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
 pub mod cli;
 pub mod protocol;
 pub mod sandbox;
+pub mod tools;
 pub mod validate;

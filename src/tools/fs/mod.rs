@@ -1,0 +1,3 @@
+//! File-system tools (`fs.*`).
+
+pub mod search;
