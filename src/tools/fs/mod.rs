@@ -7,5 +7,6 @@ pub mod mkdir;
 pub mod mv;
 pub mod read;
 pub mod rm;
+pub mod search;
 pub mod write;
 pub mod write_batch;

@@ -1,0 +1,538 @@
+//! The engine against real files in temporary directories.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use tempfile::TempDir;
+
+use super::{MAX_LINE_CHARS, SearchError, SearchLine, SearchRequest, search};
+use crate::protocol::ErrorCode;
+
+/// A temporary tree made of `(relative path, contents)` pairs; directories are created on the way.
+fn tree(files: &[(&str, &str)]) -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, contents) in files {
+        write(dir.path(), path, contents.as_bytes());
+    }
+    dir
+}
+
+fn write(root: &Path, path: &str, contents: &[u8]) -> PathBuf {
+    let path = root.join(path);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, contents).unwrap();
+    path
+}
+
+/// `(path relative to root, line number, is_context)` for every output line.
+fn found(root: &Path, request: &SearchRequest) -> Vec<(String, u64, bool)> {
+    let out = search(request).unwrap();
+    out.lines
+        .iter()
+        .map(|l| {
+            let rel = l.path.strip_prefix(root).unwrap_or(&l.path);
+            (rel.display().to_string(), l.line_number, l.is_context)
+        })
+        .collect()
+}
+
+/// The relative paths of the files with matches, in output order, without repeats.
+fn files(root: &Path, request: &SearchRequest) -> Vec<String> {
+    let mut names: Vec<String> = found(root, request).into_iter().map(|f| f.0).collect();
+    names.dedup();
+    names
+}
+
+#[test]
+fn literal_query_has_no_regex_semantics() {
+    let dir = tree(&[("a.txt", "a.c\nabc\n(x+\n")]);
+    let request = SearchRequest::new(dir.path(), "a.c");
+    assert_eq!(found(dir.path(), &request), [("a.txt".into(), 1, false)]);
+    let request = SearchRequest::new(dir.path(), "(x+");
+    assert_eq!(found(dir.path(), &request), [("a.txt".into(), 3, false)]);
+}
+
+#[test]
+fn regex_query_matches_the_pattern() {
+    let dir = tree(&[("a.txt", "a.c\nabc\nxyz\n")]);
+    let request = SearchRequest {
+        regex: true,
+        ..SearchRequest::new(dir.path(), "^a.c$")
+    };
+    let lines = found(dir.path(), &request);
+    assert_eq!(
+        lines,
+        [("a.txt".into(), 1, false), ("a.txt".into(), 2, false)]
+    );
+}
+
+#[test]
+fn invalid_regex_is_invalid_args_with_the_regex_message() {
+    let dir = tree(&[("a.txt", "x\n")]);
+    let request = SearchRequest {
+        regex: true,
+        ..SearchRequest::new(dir.path(), "a(b")
+    };
+    let err = search(&request).unwrap_err();
+    assert!(matches!(err, SearchError::InvalidRegex { .. }), "{err:?}");
+    assert_eq!(err.code(), ErrorCode::InvalidArgs);
+    assert!(err.to_string().contains("unclosed group"), "{err}");
+}
+
+#[test]
+fn query_with_a_line_break_is_invalid_args() {
+    let dir = tree(&[("a.txt", "x\n")]);
+    let err = search(&SearchRequest::new(dir.path(), "a\nb")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgs);
+}
+
+#[test]
+fn invalid_glob_is_invalid_args() {
+    let dir = tree(&[("a.txt", "x\n")]);
+    let request = SearchRequest {
+        glob: Some("a[".into()),
+        ..SearchRequest::new(dir.path(), "x")
+    };
+    let err = search(&request).unwrap_err();
+    assert!(matches!(err, SearchError::InvalidGlob { .. }), "{err:?}");
+    assert_eq!(err.code(), ErrorCode::InvalidArgs);
+}
+
+#[test]
+fn missing_path_is_not_found() {
+    let dir = tree(&[]);
+    let err = search(&SearchRequest::new(dir.path().join("nope"), "x")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound);
+}
+
+#[test]
+fn context_lines_render_with_separators_like_ripgrep() {
+    let text = "1\n2 hit\n3\n4\n5\n6\n7 hit\n8 hit\n9\n";
+    let dir = tree(&[("a.txt", text), ("b.txt", "hit\n")]);
+    let request = SearchRequest {
+        context_lines: 1,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    let (a, b) = (a.display(), b.display());
+    let expected = format!(
+        "{a}-1-1\n{a}:2:2 hit\n{a}-3-3\n--\n{a}-6-6\n{a}:7:7 hit\n{a}:8:8 hit\n{a}-9-9\n--\n{b}:1:hit\n"
+    );
+    assert_eq!(out.render(), expected);
+    assert_eq!((out.files_matched, out.files_searched), (2, 2));
+}
+
+#[test]
+fn no_separators_without_context() {
+    let dir = tree(&[("a.txt", "hit\nx\nhit\n")]);
+    let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
+    let a = dir.path().join("a.txt");
+    assert_eq!(out.render(), format!("{0}:1:hit\n{0}:3:hit\n", a.display()));
+}
+
+#[test]
+fn limit_stops_and_sets_truncated() {
+    let dir = tree(&[("a.txt", "hit\nhit\nhit\n"), ("b.txt", "hit\n")]);
+    let request = SearchRequest {
+        limit: 2,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    assert_eq!(out.lines.len(), 2);
+    assert!(out.truncated);
+    let request = SearchRequest {
+        limit: 3,
+        ..request
+    };
+    let out = search(&request).unwrap();
+    assert_eq!(out.lines.len(), 3);
+    assert!(out.truncated, "b.txt still had a match");
+    assert_eq!(out.files_matched, 1);
+}
+
+#[test]
+fn exact_limit_is_not_truncated() {
+    let dir = tree(&[
+        ("a.txt", "hit\nhit\n"),
+        ("b.txt", "hit\n"),
+        ("c.txt", "none\n"),
+    ]);
+    let request = SearchRequest {
+        limit: 3,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    assert_eq!(out.lines.len(), 3);
+    assert!(!out.truncated);
+    assert_eq!(out.files_searched, 3);
+}
+
+#[test]
+fn context_lines_do_not_count_toward_the_limit() {
+    let dir = tree(&[("a.txt", "0\nhit\n2\n3\n4\nhit\n6\n")]);
+    let request = SearchRequest {
+        limit: 1,
+        context_lines: 1,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    let lines: Vec<_> = out
+        .lines
+        .iter()
+        .map(|l| (l.line_number, l.is_context))
+        .collect();
+    assert_eq!(lines, [(1, true), (2, false), (3, true)]);
+    assert!(out.truncated);
+}
+
+#[test]
+fn limit_keeps_the_first_matches_in_path_order_across_many_files() {
+    let files: Vec<(String, String)> = (0..600)
+        .map(|i| (format!("d{}/f{i:04}.txt", i % 7), format!("x\nhit {i}\n")))
+        .collect();
+    let pairs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let dir = tree(&pairs);
+    let request = SearchRequest {
+        limit: 25,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    let mut all: Vec<PathBuf> = files.iter().map(|(p, _)| dir.path().join(p)).collect();
+    all.sort();
+    let got: Vec<PathBuf> = out.lines.iter().map(|l| l.path.clone()).collect();
+    assert_eq!(got, all[..25]);
+    assert!(out.truncated);
+    assert_eq!(out.files_searched, 26);
+}
+
+#[test]
+fn order_is_sorted_and_the_same_on_every_run() {
+    let files: Vec<(String, &str)> = (0..300)
+        .map(|i| {
+            (
+                format!("{}/{}/n{}.rs", i % 5, i % 11, i * 7919 % 1000),
+                "fn hit() {}\n",
+            )
+        })
+        .collect();
+    let pairs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    let dir = tree(&pairs);
+    let request = SearchRequest {
+        limit: 10_000,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let first = search(&request).unwrap();
+    let paths: Vec<&PathBuf> = first.lines.iter().map(|l| &l.path).collect();
+    let mut sorted = paths.clone();
+    sorted.sort();
+    assert_eq!(paths, sorted);
+    for _ in 0..5 {
+        assert_eq!(search(&request).unwrap(), first);
+    }
+}
+
+#[test]
+fn gitignore_applies_inside_a_git_repository() {
+    let dir = tree(&[
+        (".gitignore", "ignored.txt\nbuild/\n"),
+        ("ignored.txt", "hit\n"),
+        ("build/out.txt", "hit\n"),
+        ("kept.txt", "hit\n"),
+    ]);
+    fs::create_dir(dir.path().join(".git")).unwrap();
+    let request = SearchRequest::new(dir.path(), "hit");
+    assert_eq!(files(dir.path(), &request), ["kept.txt"]);
+}
+
+#[test]
+fn gitignore_outside_a_git_repository_is_not_applied_like_ripgrep() {
+    let dir = tree(&[(".gitignore", "ignored.txt\n"), ("ignored.txt", "hit\n")]);
+    let request = SearchRequest::new(dir.path(), "hit");
+    assert_eq!(files(dir.path(), &request), ["ignored.txt"]);
+}
+
+#[test]
+fn dot_ignore_and_rgignore_apply_everywhere() {
+    let dir = tree(&[
+        (".ignore", "a.txt\n"),
+        ("sub/.rgignore", "b.txt\n"),
+        ("a.txt", "hit\n"),
+        ("sub/b.txt", "hit\n"),
+        ("sub/c.txt", "hit\n"),
+    ]);
+    let request = SearchRequest::new(dir.path(), "hit");
+    assert_eq!(files(dir.path(), &request), ["sub/c.txt"]);
+}
+
+#[test]
+fn hidden_files_and_directories_are_skipped() {
+    let dir = tree(&[
+        (".hidden.txt", "hit\n"),
+        (".config/x.txt", "hit\n"),
+        ("visible.txt", "hit\n"),
+    ]);
+    let request = SearchRequest::new(dir.path(), "hit");
+    assert_eq!(files(dir.path(), &request), ["visible.txt"]);
+}
+
+#[test]
+fn binary_files_are_skipped() {
+    let dir = tree(&[("text.txt", "hit\n")]);
+    write(dir.path(), "bin.dat", b"hit\n\0\x01\x02hit\n");
+    // A NUL byte far beyond the first buffer: skipped whole, no early matches shown.
+    let mut late = b"hit\n".to_vec();
+    late.extend_from_slice(&b"filler\n".repeat(100_000));
+    late.extend_from_slice(b"\0");
+    write(dir.path(), "late.dat", &late);
+    let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
+    let names: Vec<_> = out
+        .lines
+        .iter()
+        .map(|l| l.path.file_name().unwrap())
+        .collect();
+    assert_eq!(names, ["text.txt"]);
+    assert_eq!(out.binary_files, 2);
+}
+
+#[test]
+fn limit_reached_before_a_late_nul_byte_shows_the_matches_like_ripgrep() {
+    let mut late = b"hit\n".repeat(3);
+    late.extend_from_slice(&b"filler\n".repeat(100_000));
+    late.extend_from_slice(b"hit\n\0");
+    let dir = tree(&[]);
+    write(dir.path(), "late.dat", &late);
+    let request = SearchRequest {
+        limit: 2,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    assert_eq!(out.lines.len(), 2);
+    assert!(out.truncated);
+}
+
+#[cfg(unix)]
+#[test]
+fn symbolic_links_out_of_the_directory_are_not_followed() {
+    let outside = tree(&[("secret.txt", "hit\n"), ("dir/secret.txt", "hit\n")]);
+    let dir = tree(&[("inside.txt", "hit\n")]);
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        dir.path().join("link.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path().join("dir"), dir.path().join("linkdir")).unwrap();
+    let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
+    assert_eq!(out.lines.len(), 1);
+    assert_eq!(out.lines[0].path, dir.path().join("inside.txt"));
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// Runs `search` on another thread and fails instead of hanging if it blocks.
+#[cfg(unix)]
+fn search_within_timeout(request: SearchRequest) -> Result<super::SearchOutput, SearchError> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(search(&request)));
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("search blocked on a FIFO")
+}
+
+#[cfg(unix)]
+#[test]
+fn fifo_is_skipped_without_blocking() {
+    let dir = tree(&[("a.txt", "hit\n")]);
+    mkfifo(&dir.path().join("pipe.txt"));
+    let out = search_within_timeout(SearchRequest::new(dir.path(), "hit")).unwrap();
+    assert_eq!(out.lines.len(), 1);
+    assert_eq!(out.files_searched, 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifo_as_the_search_path_is_special_file() {
+    let dir = tree(&[]);
+    let pipe = dir.path().join("pipe");
+    mkfifo(&pipe);
+    let err = search_within_timeout(SearchRequest::new(&pipe, "hit")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SpecialFile);
+}
+
+#[test]
+fn glob_matches_the_path_relative_to_the_search_path() {
+    let dir = tree(&[
+        ("src/a.ts", "hit\n"),
+        ("src/deep/b.ts", "hit\n"),
+        ("lib/c.ts", "hit\n"),
+        ("src/d.rs", "hit\n"),
+    ]);
+    let request = SearchRequest {
+        glob: Some("src/**/*.ts".into()),
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    assert_eq!(files(dir.path(), &request), ["src/a.ts", "src/deep/b.ts"]);
+    let request = SearchRequest {
+        glob: Some("*.ts".into()),
+        ..request
+    };
+    assert_eq!(
+        files(dir.path(), &request),
+        ["lib/c.ts", "src/a.ts", "src/deep/b.ts"]
+    );
+    let request = SearchRequest {
+        glob: Some("!*.ts".into()),
+        ..request
+    };
+    assert_eq!(files(dir.path(), &request), ["src/d.rs"]);
+}
+
+#[test]
+fn extensions_filter_with_or_without_a_dot() {
+    let dir = tree(&[
+        ("a.ts", "hit\n"),
+        ("b.tsx", "hit\n"),
+        ("c.rs", "hit\n"),
+        ("d.TS", "hit\n"),
+        ("ts", "hit\n"),
+    ]);
+    let request = SearchRequest {
+        extensions: vec!["ts".into(), ".tsx".into()],
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    assert_eq!(files(dir.path(), &request), ["a.ts", "b.tsx"]);
+}
+
+#[test]
+fn size_filters_are_inclusive() {
+    let dir = tree(&[
+        ("small.txt", "hit\n"),
+        ("mid.txt", "hit 12345\n"),
+        ("big.txt", &"hit\n".repeat(100)),
+    ]);
+    let request = SearchRequest {
+        min_bytes: Some(5),
+        max_bytes: Some(10),
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    assert_eq!(files(dir.path(), &request), ["mid.txt"]);
+    let request = SearchRequest {
+        min_bytes: Some(4),
+        max_bytes: Some(4),
+        ..request
+    };
+    assert_eq!(files(dir.path(), &request), ["small.txt"]);
+}
+
+#[test]
+fn mtime_filters_are_inclusive() {
+    let dir = tree(&[
+        ("old.txt", "hit\n"),
+        ("mid.txt", "hit\n"),
+        ("new.txt", "hit\n"),
+    ]);
+    let day = |d: &str| super::parse_rfc3339_bound(d, false).unwrap();
+    for (name, date) in [
+        ("old.txt", "2020-01-01"),
+        ("mid.txt", "2023-06-15"),
+        ("new.txt", "2026-01-31"),
+    ] {
+        let time = filetime::FileTime::from_system_time(day(date));
+        filetime::set_file_mtime(dir.path().join(name), time).unwrap();
+    }
+    let request = SearchRequest {
+        mtime_from: Some(day("2023-06-15")),
+        mtime_to: Some(super::parse_rfc3339_bound("2023-06-15", true).unwrap()),
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    assert_eq!(files(dir.path(), &request), ["mid.txt"]);
+    let request = SearchRequest {
+        mtime_from: Some(day("2023-01-01")),
+        mtime_to: None,
+        ..request
+    };
+    assert_eq!(files(dir.path(), &request), ["mid.txt", "new.txt"]);
+    let request = SearchRequest {
+        mtime_from: None,
+        mtime_to: Some(SystemTime::UNIX_EPOCH),
+        ..request
+    };
+    assert!(files(dir.path(), &request).is_empty());
+}
+
+#[test]
+fn single_file_search_uses_its_absolute_path() {
+    let dir = tree(&[("one.txt", "x\nhit\n"), ("two.txt", "hit\n")]);
+    let file = dir.path().join("one.txt");
+    let out = search(&SearchRequest::new(&file, "hit")).unwrap();
+    assert_eq!(
+        out.lines,
+        [SearchLine {
+            path: file.clone(),
+            line_number: 2,
+            text: "hit".into(),
+            is_context: false
+        }]
+    );
+    assert_eq!(out.render(), format!("{}:2:hit\n", file.display()));
+}
+
+#[test]
+fn single_file_is_searched_even_if_hidden_but_filters_apply() {
+    let dir = tree(&[(".env", "hit\n")]);
+    let file = dir.path().join(".env");
+    assert_eq!(
+        search(&SearchRequest::new(&file, "hit"))
+            .unwrap()
+            .lines
+            .len(),
+        1
+    );
+    let request = SearchRequest {
+        extensions: vec!["rs".into()],
+        ..SearchRequest::new(&file, "hit")
+    };
+    assert!(search(&request).unwrap().lines.is_empty());
+    let request = SearchRequest {
+        glob: Some("*.rs".into()),
+        ..SearchRequest::new(&file, "hit")
+    };
+    assert!(search(&request).unwrap().lines.is_empty());
+}
+
+#[test]
+fn long_lines_are_cut_with_a_marker_and_crlf_is_dropped() {
+    let long = format!("hit{}\r\n", "é".repeat(MAX_LINE_CHARS + 500));
+    let dir = tree(&[("a.txt", &long), ("b.txt", "hit\r\n")]);
+    let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
+    let text = &out.lines[0].text;
+    assert!(text.starts_with("hité"));
+    assert!(
+        text.ends_with(" [... 503 more characters cut]"),
+        "{}",
+        &text[text.len() - 40..]
+    );
+    assert_eq!(
+        text.chars().count(),
+        MAX_LINE_CHARS + " [... 503 more characters cut]".len()
+    );
+    assert_eq!(out.lines[1].text, "hit");
+}
+
+#[test]
+fn invalid_utf8_is_replaced_not_an_error() {
+    let dir = tree(&[]);
+    write(dir.path(), "a.txt", b"hit \xff\xfe end\n");
+    let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
+    assert_eq!(out.lines[0].text, "hit \u{fffd}\u{fffd} end");
+}
