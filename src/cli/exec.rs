@@ -12,6 +12,7 @@ use crate::protocol::display::escape_for_display;
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
 use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::tools::Limits;
 use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
 
 /// Runs `flycode exec`.
@@ -48,7 +49,10 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         policy: &config.policy,
         session: session.as_mut(),
         audit: AuditLog::default_location(),
-        output_cap: config.output_cap,
+        limits: Limits {
+            output_cap: config.output_cap,
+            default_timeout_ms: config.timeout_ms,
+        },
         approver: approver.as_mut(),
     };
     let execution = executor.execute(&call);

@@ -75,6 +75,7 @@ error_codes! {
     BinaryContent => "binary_content", "A non-UTF-8 file read as UTF-8.",
     Timeout => "timeout", "The process ran past its deadline.",
     CommandNotFound => "command_not_found", "The program to run does not exist.",
+    NonzeroExit => "nonzero_exit", "The program ran and exited with a status other than 0.",
 }
 
 impl fmt::Display for ErrorCode {

@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 
 use super::policy::{Decision, Policy};
-use super::{ToolError, ToolOutput, dispatch};
+use super::{Limits, ToolError, ToolOutput, dispatch};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
 use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session, sha256_hex};
 
@@ -74,8 +74,8 @@ pub struct Executor<'a> {
     pub session: Option<&'a mut Session>,
     /// Where executed calls are logged.
     pub audit: Option<AuditLog>,
-    /// Result body cap in bytes.
-    pub output_cap: usize,
+    /// Output cap and default timeout.
+    pub limits: Limits,
     /// Asks the person.
     pub approver: &'a mut dyn Approver,
 }
@@ -91,7 +91,7 @@ impl Executor<'_> {
             Ok(()) => {
                 let result = self
                     .check_stale(call)
-                    .and_then(|()| dispatch(self.sandbox, call));
+                    .and_then(|()| dispatch(self.sandbox, call, &self.limits));
                 if let Ok(output) = &result {
                     self.update_session(call, output);
                 }
@@ -122,15 +122,24 @@ impl Executor<'_> {
                 let mut block =
                     ResultBlock::success(call.id.clone(), command.clone(), output.body.clone());
                 block.fields = output.fields.clone();
-                block.capped(self.output_cap, output.continue_hint.as_deref())
+                block.capped(self.limits.output_cap, output.continue_hint.as_deref())
             }
-            Err(error) => ResultBlock::failure(
-                call.id.clone(),
-                command.clone(),
-                error.code.as_str(),
-                error.message.clone(),
-                error.hint.clone(),
-            ),
+            Err(error) => {
+                let mut block = ResultBlock::failure(
+                    call.id.clone(),
+                    command.clone(),
+                    error.code.as_str(),
+                    error.message.clone(),
+                    error.hint.clone(),
+                );
+                // A program's output matters most when it failed.
+                if let Some(output) = &error.output {
+                    block.fields = output.fields.clone();
+                    block.body = output.body.clone();
+                    block = block.capped(self.limits.output_cap, output.continue_hint.as_deref());
+                }
+                block
+            }
         };
         let (output, error) = match result {
             Ok(output) => (Some(output), None),

@@ -7,6 +7,7 @@
 pub mod executor;
 pub mod fs;
 pub mod policy;
+pub mod process;
 
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -37,6 +38,26 @@ pub struct ToolError {
     pub message: String,
     /// What to do instead.
     pub hint: Option<String>,
+    /// What the tool produced before it failed (a program's output, a timeout's output so far).
+    pub output: Option<Box<ToolOutput>>,
+}
+
+/// Limits a tool works within, from the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Result body cap in bytes (also each process stream's capture cap).
+    pub output_cap: usize,
+    /// Default process timeout in milliseconds.
+    pub default_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            output_cap: crate::protocol::DEFAULT_BODY_CAP,
+            default_timeout_ms: 60_000,
+        }
+    }
 }
 
 impl ToolError {
@@ -46,6 +67,7 @@ impl ToolError {
             code,
             message: message.into(),
             hint: hint.map(str::to_owned),
+            output: None,
         }
     }
 }
@@ -77,6 +99,7 @@ impl From<SandboxError> for ToolError {
 pub fn dispatch(
     sandbox: &crate::sandbox::Sandbox,
     call: &crate::protocol::Call,
+    limits: &Limits,
 ) -> Result<ToolOutput, ToolError> {
     use crate::protocol::ToolName;
     let args = &call.args;
@@ -84,19 +107,14 @@ pub fn dispatch(
         ToolName::FsLs => fs::ls::run(sandbox, args),
         ToolName::FsMkdir => fs::mkdir::run(sandbox, args),
         ToolName::FsRead => fs::read::run(sandbox, args),
+        ToolName::FsSearch => fs::search::run(sandbox, args),
         ToolName::FsWrite => fs::write::run(sandbox, args),
         ToolName::FsRm => fs::rm::run(sandbox, args),
         ToolName::FsMv => fs::mv::run(sandbox, args),
         ToolName::FsChmod => fs::chmod::run(sandbox, args),
         ToolName::FsWriteBatch => fs::write_batch::run(sandbox, args),
         ToolName::FsDiff => fs::diff::run(sandbox, args),
-        ToolName::FsSearch | ToolName::ProcessRun | ToolName::ShellExec => Err(ToolError::new(
-            ErrorCode::IoError,
-            format!(
-                "{} is not built into this version of flycode yet",
-                call.tool
-            ),
-            Some("use another tool"),
-        )),
+        ToolName::ProcessRun => process::run(sandbox, args, limits, false),
+        ToolName::ShellExec => process::run(sandbox, args, limits, true),
     }
 }

@@ -34,6 +34,7 @@
 mod bound;
 #[cfg(test)]
 mod tests;
+mod tool;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -58,6 +59,7 @@ use thiserror::Error;
 use crate::protocol::ErrorCode;
 
 pub use bound::parse_rfc3339_bound;
+pub use tool::run;
 
 /// Lines longer than this many characters are cut, and the cut says how much was left out.
 pub const MAX_LINE_CHARS: usize = 2000;

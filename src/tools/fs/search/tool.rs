@@ -1,0 +1,96 @@
+//! The `fs.search` tool: arguments in, the engine run on the sandbox-resolved path, a body out.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{SearchRequest, parse_rfc3339_bound, search};
+use crate::protocol::ErrorCode;
+use crate::sandbox::{LastComponent, Sandbox};
+use crate::tools::{ToolError, ToolOutput, parse_args};
+
+/// The arguments of `fs.search`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchArgs {
+    path: String,
+    query: String,
+    #[serde(default)]
+    regex: bool,
+    glob: Option<String>,
+    limit: Option<usize>,
+    #[serde(default)]
+    extensions: Vec<String>,
+    min_bytes: Option<u64>,
+    max_bytes: Option<u64>,
+    mtime_from: Option<String>,
+    mtime_to: Option<String>,
+    #[serde(default)]
+    context_lines: usize,
+}
+
+/// Runs `fs.search`.
+pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
+    let args: SearchArgs = parse_args("fs.search", args)?;
+    let path = sandbox.resolve(&args.path, LastComponent::Follow)?;
+    if !path.exists {
+        return Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("{} does not exist", args.path),
+            None,
+        ));
+    }
+    let bound = |text: &Option<String>, is_end: bool| -> Result<_, ToolError> {
+        text.as_deref()
+            .map(|t| parse_rfc3339_bound(t, is_end))
+            .transpose()
+            .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("fs.search: {e}"), None))
+    };
+    let mut request = SearchRequest::new(path.absolute.clone(), args.query.clone());
+    request.regex = args.regex;
+    request.glob = args.glob;
+    request.extensions = args.extensions;
+    request.min_bytes = args.min_bytes;
+    request.max_bytes = args.max_bytes;
+    request.mtime_from = bound(&args.mtime_from, false)?;
+    request.mtime_to = bound(&args.mtime_to, true)?;
+    request.context_lines = args.context_lines.min(20);
+    request.limit = args.limit.unwrap_or(100).max(1);
+    let output =
+        search(&request).map_err(|error| ToolError::new(error.code(), error.to_string(), None))?;
+    let matches = output.lines.iter().filter(|l| !l.is_context).count();
+    let mut body = output.render();
+    if body.is_empty() {
+        body = format!(
+            "no matches for {:?} in {} file(s)\n",
+            args.query, output.files_searched
+        );
+    }
+    let mut fields = vec![
+        ("matches".to_owned(), matches.to_string()),
+        (
+            "files".to_owned(),
+            format!(
+                "{} searched, {} matched",
+                output.files_searched, output.files_matched
+            ),
+        ),
+    ];
+    if output.truncated {
+        fields.push(("truncated".to_owned(), "true".to_owned()));
+    }
+    Ok(ToolOutput {
+        body: Some(body),
+        fields,
+        data: json!({
+            "lines": output.lines.iter().map(|l| json!({
+                "path": l.path.display().to_string(), "line": l.line_number, "text": l.text, "context": l.is_context
+            })).collect::<Vec<_>>(),
+            "truncated": output.truncated,
+            "filesSearched": output.files_searched,
+            "filesMatched": output.files_matched,
+        }),
+        continue_hint: Some(
+            "narrow the search with path, glob, extensions or a more specific query".to_owned(),
+        ),
+    })
+}
