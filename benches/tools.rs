@@ -1,0 +1,50 @@
+//! Tools through the sandbox: fs.read of a 1 MB file and fs.ls of a deep tree.
+
+#![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use flycode::sandbox::{Roots, Sandbox};
+use flycode::tools::fs::{ls, read};
+use serde_json::{Map, Value, json};
+
+fn args(value: Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+fn tools(c: &mut Criterion) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(temp.path()).expect("canonical");
+    let line = "let value = compute(input, &options)?; // a line of source code\n";
+    std::fs::write(root.join("big.rs"), line.repeat(1024 * 1024 / line.len())).expect("write");
+    // 3 levels of 8 directories with 8 files each (584 directories, 4,672 files).
+    let mut stack = vec![(root.join("tree"), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..8 {
+            std::fs::write(dir.join(format!("file{f}.rs")), "fn f() {}\n").expect("write");
+        }
+        if depth < 3 {
+            for d in 0..8 {
+                stack.push((dir.join(format!("dir{d}")), depth + 1));
+            }
+        }
+    }
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
+        .expect("sandbox");
+    let big = args(json!({"path": root.join("big.rs")}));
+    let tree = args(json!({"path": root.join("tree"), "depth": 16}));
+    let mut group = c.benchmark_group("tools");
+    group.bench_function("fs.read_1MB", |b| {
+        b.iter(|| read::run(black_box(&sandbox), &big))
+    });
+    group.sample_size(20);
+    group.bench_function("fs.ls_deep_tree_4672_files", |b| {
+        b.iter(|| ls::run(black_box(&sandbox), &tree))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, tools);
+criterion_main!(benches);
