@@ -152,6 +152,16 @@ fn print_result(
     Ok(())
 }
 
+/// The question put to the person: the call exactly as it will run, every control, bidirectional
+/// and invisible character escaped, and why it needs a yes.
+pub fn approval_question(shown: &str, reason: &str) -> String {
+    format!(
+        "\nflycode wants to run:\n  {}\n({})\nRun it? [y/N] ",
+        escape_for_display(shown),
+        escape_for_display(reason)
+    )
+}
+
 /// Asks on the controlling terminal (never standard input, which may carry the reply).
 struct TerminalApprover;
 
@@ -167,11 +177,7 @@ impl Approver for TerminalApprover {
         let Ok(mut writer) = tty.try_clone() else {
             return Approval::Unavailable;
         };
-        let prompt = format!(
-            "\nflycode wants to run:\n  {}\n({})\nRun it? [y/N] ",
-            escape_for_display(shown),
-            escape_for_display(reason)
-        );
+        let prompt = approval_question(shown, reason);
         if writer
             .write_all(prompt.as_bytes())
             .and_then(|()| writer.flush())
@@ -188,5 +194,23 @@ impl Approver for TerminalApprover {
         } else {
             Approval::No
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approval_question_shows_hidden_characters() {
+        let question = approval_question(
+            "/shell.exec 'rm -rf ./\u{202E}gpj.exe\u{1b}[2K'",
+            "shell.exec asks first",
+        );
+        assert!(
+            question.contains("\\u{202E}gpj.exe\\u{001B}[2K"),
+            "{question}"
+        );
+        assert!(!question.contains('\u{202E}') && !question.contains('\u{1b}'));
     }
 }

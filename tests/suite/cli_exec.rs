@@ -205,3 +205,44 @@ fn replies_without_a_valid_call() {
             "[id] (none)\n[command] /fs.read relative.txt\n[ok] false\n[code] relative_path",
         ));
 }
+
+#[test]
+fn racing_writer_processes_with_one_expectation_have_one_winner() {
+    let w = workspace();
+    let notes = w.path("notes.txt");
+    let expected = flycode::sandbox::sha256_hex(b"first\n");
+    for round in 0..5 {
+        std::fs::write(&notes, "first\n").unwrap();
+        let children: Vec<_> = (0..4)
+            .map(|writer| {
+                let call = json!({"id": format!("r{round}-{writer}"), "tool": "fs.write", "args": {
+                    "path": notes, "mode": "overwrite", "content": format!("writer {writer}\n"), "expectedSha256": expected
+                }});
+                let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+                    .args(["exec", "--root"])
+                    .arg(&w.root)
+                    .env("FLYCODE_STATE_DIR", &w.state)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                use std::io::Write;
+                let mut stdin = child.stdin.take().unwrap();
+                stdin.write_all(format!("```flycode-call\n{call}\n```\n").as_bytes()).unwrap();
+                drop(stdin);
+                child
+            })
+            .collect();
+        let winners = children
+            .into_iter()
+            .map(|mut child| child.wait().unwrap().success())
+            .filter(|ok| *ok)
+            .count();
+        assert_eq!(winners, 1, "round {round}");
+        assert!(
+            std::fs::read_to_string(&notes)
+                .unwrap()
+                .starts_with("writer ")
+        );
+    }
+}

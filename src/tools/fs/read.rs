@@ -482,6 +482,16 @@ mod tests {
     }
 
     #[test]
+    fn files_over_the_limit_are_too_large() {
+        let f = fixture(&[]);
+        let big = std::fs::File::create(f.root.join("big.bin")).unwrap();
+        big.set_len(MAX_READ_BYTES + 1).unwrap();
+        let error = read(&f, json!({"path": "big.bin", "encoding": "hex", "head": 4})).unwrap_err();
+        assert_eq!(error.code, ErrorCode::TooLarge);
+        assert!(error.hint.unwrap().contains("fs.search"));
+    }
+
+    #[test]
     fn sandbox_refusals_keep_their_codes() {
         let f = fixture(&[("a.txt", TEXT)]);
         let mut args = Map::new();
