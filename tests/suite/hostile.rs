@@ -363,3 +363,31 @@ fn hidden_characters_are_escaped_in_the_command_line() {
     assert!(text.contains("a\\u{202E}txt.exe"), "{text}");
     assert!(!text.contains('\u{202E}'), "{text}");
 }
+
+#[test]
+fn windows_special_names_are_ordinary_names_on_unix() {
+    let arena = arena();
+    let before = snapshot(&arena.outside);
+    for name in [
+        "CON",
+        "nul.txt",
+        "a.txt:stream",
+        "PROGRA~1",
+        "trailing. ",
+        "..test",
+        "%2e%2e",
+    ] {
+        let path = format!("{}/{name}", arena.root.display());
+        let report = exec(
+            &arena,
+            "fs.write",
+            json!({"path": path, "mode": "overwrite", "content": name}),
+        );
+        assert_eq!(report["ok"], true, "{name}: {report}");
+        assert_eq!(
+            std::fs::read_to_string(arena.root.join(name)).unwrap(),
+            name
+        );
+    }
+    assert_eq!(snapshot(&arena.outside), before);
+}
