@@ -32,19 +32,18 @@
 //! one more matching line proves there is more: `truncated` is never set when nothing was left out.
 
 mod bound;
+mod order;
 #[cfg(test)]
 mod tests;
 mod tool;
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError, mpsc};
+use std::sync::{Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::SystemTime;
 
@@ -57,6 +56,7 @@ use ignore::overrides::{Override, OverrideBuilder};
 use thiserror::Error;
 
 use crate::protocol::ErrorCode;
+use order::{Collector, Gate};
 
 pub use bound::parse_rfc3339_bound;
 pub use tool::run;
@@ -627,152 +627,6 @@ fn line_text(bytes: &[u8]) -> String {
         Some((cut, _)) => {
             let rest = text[cut..].chars().count();
             format!("{} [... {rest} more characters cut]", &text[..cut])
-        }
-    }
-}
-
-/// Lets the walker run at most [`LOOKAHEAD`] files ahead of the report, and stops everyone.
-#[derive(Default)]
-struct Gate {
-    stopped: AtomicBool,
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    /// Files reported so far.
-    reported: usize,
-    /// Whether the search is over.
-    stopped: bool,
-    /// Whether the walker is waiting for room.
-    waiting: bool,
-}
-
-impl Gate {
-    fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed)
-    }
-
-    /// Waits until the files before `end` may be handed out; false once the search has stopped.
-    fn wait_for_room(&self, end: usize) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while !state.stopped && end > state.reported + LOOKAHEAD {
-            state.waiting = true;
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        state.waiting = false;
-        !state.stopped
-    }
-
-    fn advance(&self, reported: usize) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.reported = reported;
-        if state.waiting {
-            self.changed.notify_all();
-        }
-    }
-
-    fn stop(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .stopped = true;
-        self.changed.notify_all();
-    }
-}
-
-/// Puts the workers' outcomes back in path order and applies the limit.
-struct Collector {
-    out: SearchOutput,
-    limit: usize,
-    matches: usize,
-    done: bool,
-}
-
-impl Collector {
-    fn new(limit: usize, context_lines: usize) -> Collector {
-        Collector {
-            out: SearchOutput {
-                context_lines,
-                ..SearchOutput::default()
-            },
-            limit,
-            matches: 0,
-            done: false,
-        }
-    }
-
-    /// Takes outcomes until every file is reported or the limit is passed, then stops the rest.
-    fn collect(&mut self, results: mpsc::Receiver<(usize, Vec<Outcome>)>, gate: &Gate) {
-        let mut pending = BTreeMap::new();
-        let mut next = 0;
-        'receive: for (first, outcomes) in results {
-            pending.insert(first, outcomes);
-            while let Some(outcomes) = pending.remove(&next) {
-                next += outcomes.len();
-                for outcome in outcomes {
-                    self.accept(outcome);
-                    if self.done {
-                        break 'receive;
-                    }
-                }
-            }
-            gate.advance(next);
-        }
-        gate.stop();
-    }
-
-    /// Adds the next file's outcome, in path order.
-    fn accept(&mut self, outcome: Outcome) {
-        let (path, hits) = match outcome {
-            Outcome::Hits { path, hits } => (path, hits),
-            Outcome::Binary => {
-                self.out.files_searched += 1;
-                self.out.binary_files += 1;
-                return;
-            }
-            Outcome::Skipped => return,
-            Outcome::Unreadable => {
-                self.out.unreadable += 1;
-                return;
-            }
-        };
-        self.out.files_searched += 1;
-        if hits.matches == 0 {
-            return;
-        }
-        let room = self.limit - self.matches;
-        if room == 0 {
-            self.out.truncated = true;
-            self.done = true;
-            return;
-        }
-        self.out.files_matched += 1;
-        let mut taken = 0;
-        let mut cut = false;
-        for hit in hits.lines {
-            let is_match = hit.kind == Kind::Match;
-            if taken == room && (is_match || hit.kind == Kind::Before) {
-                cut = true;
-                break;
-            }
-            taken += usize::from(is_match);
-            self.out.lines.push(SearchLine {
-                path: path.clone(),
-                line_number: hit.line_number,
-                text: hit.text,
-                is_context: !is_match,
-            });
-        }
-        self.matches += taken;
-        if cut || hits.more {
-            self.out.truncated = true;
-            self.done = true;
         }
     }
 }
