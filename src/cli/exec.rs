@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{ExecArgs, Outcome, read_input};
 use crate::config::{Config, Flags};
-use crate::protocol::display::escape_for_display;
+use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
 use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
@@ -17,6 +17,7 @@ use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
+    crate::sandbox::process::protect_own_environment();
     let config = Config::load(&Flags {
         roots: args.roots.clone(),
         approval: args.approve.map(Into::into),
@@ -134,7 +135,13 @@ fn print_result(
     let text = block.render();
     let mut stdout = std::io::stdout().lock();
     if !as_json {
-        stdout.write_all(text.as_bytes())?;
+        // On a terminal, file contents and program output must not drive it (colours, cursor,
+        // OSC 52 clipboard writes); piped, the block stays byte for byte.
+        if stdout.is_terminal() {
+            stdout.write_all(escape_for_terminal(&text).as_bytes())?;
+        } else {
+            stdout.write_all(text.as_bytes())?;
+        }
         return Ok(());
     }
     let error = (!block.ok)

@@ -49,9 +49,35 @@ pub fn escape_for_display(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Like [`escape_for_display`], but keeps line breaks and tabs: for whole blocks of untrusted
+/// text (file contents, program output) printed to a terminal, where an escape sequence could
+/// recolour the screen, move the cursor or rewrite the clipboard (OSC 52).
+pub fn escape_for_terminal(text: &str) -> Cow<'_, str> {
+    if !text.contains(|c: char| c != '\n' && c != '\t' && is_hidden_or_control(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if is_hidden_or_control(c) => out.push_str(&format!("\\u{{{:04X}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_text_keeps_lines_but_not_escape_sequences() {
+        assert_eq!(
+            escape_for_terminal("a\n\tb\u{1b}]52;c;SGk=\u{7}\u{9b}\u{202E}"),
+            "a\n\tb\\u{001B}]52;c;SGk=\\u{0007}\\u{009B}\\u{202E}"
+        );
+    }
 
     #[test]
     fn plain_text_is_untouched() {

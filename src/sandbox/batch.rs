@@ -191,7 +191,10 @@ impl Sandbox {
             _ => file.content.clone(),
         };
         let temp = temp_name(&name);
-        let permissions = parent.metadata(&name).ok().map(|m| m.permissions());
+        let permissions = parent
+            .metadata(&name)
+            .ok()
+            .map(|m| super::write::without_special_bits(m.permissions()));
         let written = (|| {
             let mut handle =
                 parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
@@ -290,8 +293,28 @@ fn lock_and_read(
     Ok(Some((file, bytes)))
 }
 
-/// Two names for one file, or a file with another below it: the batch cannot be ordered.
+/// Two names for one file (also through hard links), or a file with another below it: the batch
+/// cannot be ordered.
 fn find_conflict(files: &[BatchFile], resolved: &[RootedPath]) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let identity = |p: &RootedPath| {
+            std::fs::metadata(&p.absolute)
+                .ok()
+                .map(|m| (m.dev(), m.ino()))
+        };
+        let ids: Vec<_> = resolved.iter().map(identity).collect();
+        for (i, a) in ids.iter().enumerate() {
+            if let Some(j) = ids.iter().skip(i + 1).position(|b| a.is_some() && a == b) {
+                let j = i + 1 + j;
+                return Some(format!(
+                    "files[{i}] ({}) and files[{j}] ({}) are the same file (hard links)",
+                    files[i].path, files[j].path
+                ));
+            }
+        }
+    }
     for (i, a) in resolved.iter().enumerate() {
         for (j, b) in resolved.iter().enumerate().skip(i + 1) {
             if a.absolute == b.absolute {
@@ -477,6 +500,20 @@ mod tests {
             );
         }
         assert_eq!(snapshot(&root), before);
+    }
+
+    #[test]
+    fn hard_links_to_one_file_are_a_conflict_not_a_deadlock() {
+        let (_t, root, sandbox) = setup();
+        std::fs::hard_link(root.join("a.txt"), root.join("h.txt")).unwrap();
+        let refusal = sandbox
+            .write_batch(&[file(&root, "a.txt", "1"), file(&root, "h.txt", "2")])
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(refusal, BatchRefusal::Conflict { ref message } if message.contains("hard links")),
+            "{refusal:?}"
+        );
     }
 
     #[test]

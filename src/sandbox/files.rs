@@ -64,6 +64,11 @@ impl Sandbox {
         resolve_in_roots(&self.roots, input, last)
     }
 
+    /// Whether `absolute` is an allowed root or lies above one.
+    pub fn holds_a_root(&self, absolute: &std::path::Path) -> bool {
+        self.roots.iter().any(|root| root.starts_with(absolute))
+    }
+
     /// The directory handle of the root that holds `path`.
     pub fn root_dir(&self, path: &RootedPath) -> &Dir {
         // A RootedPath only comes from `resolve`, whose root index is one of ours.

@@ -60,10 +60,10 @@ impl Sandbox {
             Err(SandboxError::NotFound { .. }) if force => return Ok(Removed::Nothing),
             other => other?,
         };
-        if path.is_root() {
+        if self.holds_a_root(&path.absolute) {
             return Err(SandboxError::Denied {
                 path: input.to_owned(),
-                reason: "this is an allowed root, which flycode never removes".into(),
+                reason: "this is (or holds) an allowed root, which flycode never removes".into(),
             });
         }
         if !path.exists {
@@ -108,11 +108,15 @@ impl Sandbox {
                 path: from.to_owned(),
             });
         }
-        if source.is_root() || target.is_root() {
-            return Err(SandboxError::Denied {
-                path: if source.is_root() { from } else { to }.to_owned(),
-                reason: "this is an allowed root, which flycode never moves or replaces".into(),
-            });
+        for (input, path) in [(from, &source), (to, &target)] {
+            if self.holds_a_root(&path.absolute) {
+                return Err(SandboxError::Denied {
+                    path: input.to_owned(),
+                    reason:
+                        "this is (or holds) an allowed root, which flycode never moves or replaces"
+                            .into(),
+                });
+            }
         }
         if target.absolute.starts_with(&source.absolute) && target.absolute != source.absolute {
             return Err(SandboxError::Denied {
@@ -120,8 +124,13 @@ impl Sandbox {
                 reason: format!("cannot move {from} into itself"),
             });
         }
-        self.protection().check(from, &source.absolute)?;
-        self.protection().check(to, &target.absolute)?;
+        // A move changes everything below both names: check the whole trees, as fs.rm does.
+        self.protection().check_tree(from, &source.absolute)?;
+        if target.exists {
+            self.protection().check_tree(to, &target.absolute)?;
+        } else {
+            self.protection().check(to, &target.absolute)?;
+        }
         let (source_dir, source_name) = self.parent_dir(from, &source, false)?;
         let (target_dir, target_name) = self.parent_dir(to, &target, true)?;
         if target.exists && !overwrite {
@@ -160,6 +169,20 @@ impl Sandbox {
         }
         let path = self.resolve(input, LastComponent::Follow)?;
         self.protection().check(input, &path.absolute)?;
+        #[cfg(unix)]
+        {
+            use cap_std::fs::MetadataExt;
+            let metadata = self.metadata(input)?;
+            if metadata.is_file() && metadata.nlink() > 1 {
+                return Err(SandboxError::Denied {
+                    path: input.to_owned(),
+                    reason: format!(
+                        "the file has {} hard links, and its other names may lie outside the roots or be protected",
+                        metadata.nlink()
+                    ),
+                });
+            }
+        }
         let root = self.root_dir(&path);
         #[cfg(not(unix))]
         {
@@ -235,7 +258,9 @@ fn rename_no_replace(from_dir: &Dir, from: &Path, to_dir: &Dir, to: &Path) -> st
     from_dir.rename(from, to_dir, to)
 }
 
-/// Across file systems: copy (files, links and trees), then remove the source.
+/// Across file systems: copy the source (files, links and trees; special files refused) under a
+/// temporary name beside the target, and only then replace the target and remove the source, so a
+/// failure part-way changes nothing.
 fn copy_then_remove(
     from_dir: &Dir,
     from: &Path,
@@ -245,20 +270,34 @@ fn copy_then_remove(
     shown: &str,
 ) -> Result<(), SandboxError> {
     let fail = |e: std::io::Error| SandboxError::from_io(shown, e);
-    if overwrite && to_dir.symlink_metadata(to).is_ok() {
-        let metadata = to_dir.symlink_metadata(to).map_err(fail)?;
-        if metadata.is_dir() {
-            to_dir.remove_dir_all(to).map_err(fail)?;
-        } else {
-            to_dir.remove_file(to).map_err(fail)?;
-        }
+    let staging = std::path::PathBuf::from(format!(
+        "{}{}-move-{}",
+        super::write::TEMP_PREFIX,
+        std::process::id(),
+        to.display()
+    ));
+    if let Err(error) = copy_tree(from_dir, from, to_dir, &staging) {
+        let _ = remove_any(to_dir, &staging);
+        return Err(match error.kind() {
+            std::io::ErrorKind::Unsupported => SandboxError::SpecialFile {
+                path: shown.to_owned(),
+                kind: "FIFO, socket or device",
+            },
+            _ => fail(error),
+        });
     }
-    copy_tree(from_dir, from, to_dir, to).map_err(fail)?;
-    let metadata = from_dir.symlink_metadata(from).map_err(fail)?;
-    if metadata.is_dir() {
-        from_dir.remove_dir_all(from).map_err(fail)
+    if overwrite && to_dir.symlink_metadata(to).is_ok() {
+        remove_any(to_dir, to).map_err(fail)?;
+    }
+    to_dir.rename(&staging, to_dir, to).map_err(fail)?;
+    remove_any(from_dir, from).map_err(fail)
+}
+
+fn remove_any(dir: &Dir, name: &Path) -> std::io::Result<()> {
+    if dir.symlink_metadata(name)?.is_dir() {
+        dir.remove_dir_all(name)
     } else {
-        from_dir.remove_file(from).map_err(fail)
+        dir.remove_file(name)
     }
 }
 
@@ -277,6 +316,12 @@ fn copy_tree(from_dir: &Dir, from: &Path, to_dir: &Dir, to: &Path) -> std::io::R
             copy_tree(&source, Path::new(&name), &target, Path::new(&name))?;
         }
         return target.set_permissions(".", metadata.permissions());
+    }
+    if !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "special files are never copied",
+        ));
     }
     from_dir.copy(from, to_dir, to).map(|_| ())
 }
@@ -469,6 +514,85 @@ mod tests {
                 .unwrap()
                 .next()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn moving_a_tree_that_holds_protected_paths_is_refused() {
+        let (_t, root, _o, sandbox) = setup();
+        std::fs::create_dir_all(root.join("repo/.git")).unwrap();
+        std::fs::create_dir_all(root.join("other")).unwrap();
+        let denied = |result: Result<(), SandboxError>| {
+            assert_eq!(result.unwrap_err().code(), ErrorCode::DeniedByPolicy)
+        };
+        denied(sandbox.rename(&p(&root, "repo"), &p(&root, "moved"), false));
+        denied(sandbox.rename(&p(&root, "other"), &p(&root, "repo"), true));
+        assert!(root.join("repo/.git").is_dir());
+    }
+
+    #[test]
+    fn chmod_never_goes_through_hard_links() {
+        let (_t, root, outside, sandbox) = setup();
+        std::fs::hard_link(outside.join("keep.txt"), root.join("alias")).unwrap();
+        assert_eq!(
+            sandbox
+                .set_mode(&p(&root, "alias"), 0o666)
+                .unwrap_err()
+                .code(),
+            ErrorCode::DeniedByPolicy
+        );
+    }
+
+    #[test]
+    fn a_nested_root_is_never_removed_or_moved() {
+        let (_t, root, _o, _) = setup();
+        let roots = Roots::resolve(&[root.clone(), root.join("dir")]).unwrap();
+        let sandbox = Sandbox::open(&roots).unwrap();
+        assert_eq!(
+            sandbox
+                .remove(&p(&root, "dir"), true, false)
+                .unwrap_err()
+                .code(),
+            ErrorCode::DeniedByPolicy
+        );
+        assert_eq!(
+            sandbox
+                .rename(&p(&root, "dir"), &p(&root, "elsewhere"), false)
+                .unwrap_err()
+                .code(),
+            ErrorCode::DeniedByPolicy
+        );
+        assert!(root.join("dir/sub/f.txt").exists());
+    }
+
+    #[test]
+    fn a_cross_device_move_refuses_special_files_and_changes_nothing() {
+        let (_t, root, _o, sandbox) = setup();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(root.join("dir/sub/pipe"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        let dir = sandbox.root_dir(
+            &sandbox
+                .resolve(&root.display().to_string(), LastComponent::Follow)
+                .unwrap(),
+        );
+        let error = copy_then_remove(dir, Path::new("dir"), dir, Path::new("copy"), false, "copy")
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SpecialFile);
+        assert!(root.join("dir/sub/f.txt").exists());
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.to_string_lossy().contains("flycode-tmp")),
+            "{names:?}"
         );
     }
 

@@ -63,12 +63,17 @@ impl Protection {
 
     /// Why `path` (absolute, resolved) is protected, if it is.
     pub fn reason(&self, path: &Path) -> Option<String> {
-        if path.components().any(|c| c.as_os_str() == ".git") {
+        // Compared without regard to ASCII case: on a case-insensitive file system `.GIT` is `.git`.
+        let is = |name: &std::ffi::OsStr, wanted: &str| {
+            name.to_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case(wanted))
+        };
+        if path.components().any(|c| is(c.as_os_str(), ".git")) {
             return Some("it is inside a .git directory, whose hooks run code".into());
         }
         if path
             .file_name()
-            .is_some_and(|name| name == CONFIG_FILE_NAME)
+            .is_some_and(|name| is(name, CONFIG_FILE_NAME))
         {
             return Some("it is flycode's configuration".into());
         }
@@ -133,6 +138,8 @@ mod tests {
             "/w/app/sub/flycode.toml",
             "/home/u/.config/flycode/anything",
             "/w/app/secrets/key.pem",
+            "/w/app/.GIT/hooks/x",
+            "/w/app/FlyCode.TOML",
         ] {
             assert!(protection.reason(Path::new(path)).is_some(), "{path}");
         }

@@ -70,6 +70,13 @@ pub fn resolve_in_roots(
         return Err(SandboxError::InvalidPath { path });
     }
     let (absolute, exists) = walk(input, last)?;
+    // `file/` names a directory: the kernel refuses it for a file, and so does flycode.
+    if exists && (input.ends_with('/') || input.ends_with("/.")) && !absolute.is_dir() {
+        return Err(SandboxError::NotDirectory {
+            path,
+            component: absolute,
+        });
+    }
     let Some((root, relative)) = roots.iter().enumerate().find_map(|(index, root)| {
         absolute
             .strip_prefix(root)
@@ -343,6 +350,14 @@ mod tests {
         symlink("self", f.root.join("self")).unwrap();
         assert_eq!(code(&f, &at(&f, "a")), ErrorCode::IoError);
         assert_eq!(code(&f, &at(&f, "self/x")), ErrorCode::IoError);
+    }
+
+    #[test]
+    fn a_trailing_slash_needs_a_directory() {
+        let f = fixture();
+        assert_eq!(code(&f, &at(&f, "dir/file.txt/")), ErrorCode::NotDirectory);
+        assert_eq!(code(&f, &at(&f, "dir/file.txt/.")), ErrorCode::NotDirectory);
+        assert!(resolve(&f, &at(&f, "dir/")).is_ok());
     }
 
     #[test]

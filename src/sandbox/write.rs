@@ -250,7 +250,10 @@ fn replace_atomically(
         COUNTER.fetch_add(1, Ordering::Relaxed),
         name.display()
     ));
-    let permissions = parent.metadata(name).ok().map(|m| m.permissions());
+    let permissions = parent
+        .metadata(name)
+        .ok()
+        .map(|m| without_special_bits(m.permissions()));
     let result = (|| {
         let mut file = parent
             .open_with(&temp, OpenOptions::new().write(true).create_new(true))
@@ -271,6 +274,20 @@ fn replace_atomically(
         let _ = parent.remove_file(&temp);
     }
     result
+}
+
+/// The permissions to keep, without setuid, setgid and sticky bits: new content must not inherit
+/// privileges granted to the old.
+pub(crate) fn without_special_bits(
+    permissions: cap_std::fs::Permissions,
+) -> cap_std::fs::Permissions {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::PermissionsExt;
+        cap_std::fs::Permissions::from_mode(permissions.mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    permissions
 }
 
 /// Flushes a directory, so a rename in it survives a crash. (Directory handles are opened for
@@ -482,6 +499,21 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(!abandoned.exists());
+    }
+
+    #[test]
+    fn overwriting_drops_setuid_and_setgid() {
+        let (_t, root, _o, sandbox) = setup();
+        let path = root.join("tool");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        write(&sandbox, &path, "new", WriteMode::Overwrite, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
     }
 
     #[test]

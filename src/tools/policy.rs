@@ -62,51 +62,106 @@ pub struct Policy {
 /// Files fed into every API-mode prompt: a write to them always asks.
 const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "FLYCODE.md"];
 
-/// Environment variables that change what a program loads or runs.
-fn is_dangerous_env(name: &str) -> bool {
-    matches!(name, "LD_PRELOAD" | "LD_LIBRARY_PATH" | "BASH_ENV" | "ENV")
-        || name.starts_with("DYLD_")
+/// Environment variables that change what a program loads or runs: the dynamic loader's, shells'
+/// start-up files and function imports, interpreters' option and library variables, git's
+/// configuration injection, and `PATH`.
+pub fn is_dangerous_env(name: &str) -> bool {
+    const EXACT: [&str; 20] = [
+        "BASH_ENV",
+        "ENV",
+        "PATH",
+        "IFS",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PROMPT_COMMAND",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "RUBYOPT",
+        "RUBYLIB",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+    ];
+    const PREFIXES: [&str; 4] = ["LD_", "DYLD_", "GIT_", "BASH_FUNC_"];
+    EXACT.contains(&name) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
-/// Programs that run code given on their command line (`sh -c`, `python -c`, `node -e`).
-fn is_shell_wrapper(program: &str, args: &[Value]) -> bool {
+/// Programs that run code given to them (shells, interpreters) or run another program for the
+/// caller (`env`, `timeout`, `nice`, `xargs`, `find`...): whatever their arguments, running them is
+/// as powerful as a shell, so policy judges them as `shell.exec`.
+pub fn is_shell_like(program: &str) -> bool {
     let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
-    let name = name.strip_suffix(".exe").unwrap_or(name);
-    let interpreter = matches!(
-        name,
-        "sh" | "bash"
-            | "dash"
-            | "zsh"
-            | "ksh"
-            | "fish"
-            | "csh"
-            | "tcsh"
-            | "busybox"
-            | "env"
-            | "xargs"
-            | "cmd"
-            | "powershell"
-            | "pwsh"
-    ) || name.starts_with("python")
-        || matches!(
-            name,
-            "perl" | "ruby" | "node" | "deno" | "php" | "lua" | "osascript"
-        );
-    interpreter
-        && (name == "env"
-            || name == "xargs"
-            || name == "busybox"
-            || args.iter().filter_map(Value::as_str).any(|a| {
-                matches!(
-                    a,
-                    "-c" | "-e" | "-E" | "/C" | "/c" | "-Command" | "-command" | "--eval" | "-r"
-                ) || a.starts_with("-c")
-            }))
+    let name = name
+        .strip_suffix(".exe")
+        .unwrap_or(name)
+        .to_ascii_lowercase();
+    const PROGRAMS: [&str; 44] = [
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "fish",
+        "csh",
+        "tcsh",
+        "ash",
+        "busybox",
+        "cmd",
+        "powershell",
+        "pwsh",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "deno",
+        "bun",
+        "php",
+        "lua",
+        "luajit",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "tclsh",
+        "osascript",
+        "env",
+        "timeout",
+        "nice",
+        "nohup",
+        "setsid",
+        "xargs",
+        "find",
+        "sudo",
+        "doas",
+        "stdbuf",
+        "unshare",
+        "chroot",
+        "ionice",
+        "taskset",
+        "script",
+    ];
+    PROGRAMS.contains(&name.as_str())
+        || name.starts_with("python")
+        || name.starts_with("pypy")
+        || name.starts_with("perl5")
 }
 
 impl Policy {
-    /// Decides what to do with `call`.
+    /// Decides what to do with `call`, judging instruction files by the text of its paths.
     pub fn decide(&self, call: &Call) -> Decision {
+        self.decide_resolved(call, &[])
+    }
+
+    /// Decides what to do with `call`; `resolved` are its paths after links and `..` were
+    /// resolved, so `AGENTS.md/.` or a link to `AGENTS.md` is recognised too.
+    pub fn decide_resolved(&self, call: &Call, resolved: &[std::path::PathBuf]) -> Decision {
         let tool = self.effective_tool(call);
         if self.approval == Approval::ReadOnly && call.tool.is_mutating() {
             return Decision::Deny {
@@ -125,7 +180,7 @@ impl Policy {
                 reason: format!("{tool} is denied by the configuration"),
             };
         }
-        if let Some(reason) = always_ask(call) {
+        if let Some(reason) = always_ask(call, resolved) {
             return Decision::Ask { reason };
         }
         match (rule, self.approval) {
@@ -151,13 +206,7 @@ impl Policy {
                 .get("command")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let args = call
-                .args
-                .get("args")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            if is_shell_wrapper(program, args) {
+            if is_shell_like(program) {
                 return ToolName::ShellExec;
             }
         }
@@ -177,7 +226,7 @@ fn asks_by_default(tool: ToolName) -> bool {
 }
 
 /// Calls that ask even under `auto`: writes to instruction files, dangerous environments.
-fn always_ask(call: &Call) -> Option<String> {
+fn always_ask(call: &Call, resolved: &[std::path::PathBuf]) -> Option<String> {
     if call.tool.is_mutating() {
         let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
             .iter()
@@ -191,11 +240,27 @@ fn always_ask(call: &Call) -> Option<String> {
             );
         }
         if call.tool != ToolName::FsMkdir {
-            for path in paths {
-                let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+            // Judged by the text (`AGENTS.md/.` included) and by the resolved path (a link named
+            // otherwise that points at AGENTS.md).
+            let written = paths
+                .into_iter()
+                .map(|path| {
+                    let trimmed = path.trim_end_matches(['/', '\\', '.']);
+                    trimmed
+                        .rsplit(['/', '\\'])
+                        .next()
+                        .unwrap_or(trimmed)
+                        .to_owned()
+                })
+                .chain(
+                    resolved
+                        .iter()
+                        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+                );
+            for name in written {
                 if INSTRUCTION_FILES
                     .iter()
-                    .any(|f| f.eq_ignore_ascii_case(name))
+                    .any(|f| f.eq_ignore_ascii_case(&name))
                 {
                     return Some(format!("{name} is fed into every API-mode prompt"));
                 }

@@ -167,6 +167,17 @@ impl ProcessError {
     }
 }
 
+/// Makes this process non-dumpable (Linux), so the programs it starts, which run as the same
+/// user, cannot read its environment (API keys) through `/proc/<pid>/environ` or attach to it.
+/// A user with CAP_SYS_PTRACE (root) still can; elsewhere this does nothing.
+pub fn protect_own_environment() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    }
+}
+
 /// Runs `spec` to completion, timeout or clean-up, and reports what happened.
 ///
 /// Blocks the calling thread; runs on several threads may go on at once.
