@@ -259,19 +259,8 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
             as_json: None,
         });
     }
-    let value = parse_strict(content).map_err(|problem| match problem {
-        JsonProblem::Syntax {
-            message,
-            line,
-            column,
-        } => CallError::InvalidJson {
-            message,
-            line,
-            column,
-            as_json: slash_as_json(content),
-        },
-        JsonProblem::DuplicateKey { key, location } => CallError::DuplicateKey { key, location },
-    })?;
+    let value = parse_strict(content)
+        .map_err(|problem| json_problem_error(problem, "", || slash_as_json(content)))?;
     let Value::Object(mut object) = value else {
         return Err(CallError::NotAnObject {
             found: json_kind(&value),
@@ -343,26 +332,8 @@ pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Resul
     } else {
         arguments
     };
-    let args = parse_strict(arguments).map_err(|problem| match problem {
-        JsonProblem::Syntax {
-            message,
-            line,
-            column,
-        } => CallError::InvalidJson {
-            message,
-            line,
-            column,
-            as_json: None,
-        },
-        JsonProblem::DuplicateKey { key, location } => CallError::DuplicateKey {
-            key,
-            location: if location.is_empty() {
-                "args".into()
-            } else {
-                format!("args.{location}")
-            },
-        },
-    })?;
+    let args =
+        parse_strict(arguments).map_err(|problem| json_problem_error(problem, "args", || None))?;
     let id = match id {
         Some(id) => check_id(id).map(|()| id.to_owned()),
         None => Err(CallError::InvalidId {
@@ -380,6 +351,35 @@ pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Resul
         tool,
         args,
     })
+}
+
+/// The call error for a JSON problem; `prefix` places duplicate keys (`args` for native
+/// arguments), `as_json` offers the JSON a slash command would have been.
+fn json_problem_error(
+    problem: JsonProblem,
+    prefix: &str,
+    as_json: impl FnOnce() -> Option<String>,
+) -> CallError {
+    match problem {
+        JsonProblem::Syntax {
+            message,
+            line,
+            column,
+        } => CallError::InvalidJson {
+            message,
+            line,
+            column,
+            as_json: as_json(),
+        },
+        JsonProblem::DuplicateKey { key, location } => CallError::DuplicateKey {
+            key,
+            location: match (prefix.is_empty(), location.is_empty()) {
+                (true, _) => location,
+                (false, true) => prefix.to_owned(),
+                (false, false) => format!("{prefix}.{location}"),
+            },
+        },
+    }
 }
 
 /// An id must be a non-blank string and not one of the "no id" spellings.

@@ -257,14 +257,7 @@ fn lock_and_read(
     input: &str,
     mode: WriteMode,
 ) -> Result<Option<(cap_std::fs::File, Vec<u8>)>, SandboxError> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use cap_std::fs::OpenOptionsExt;
-        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-    }
+    let options = super::files::read_options();
     let mut file = match parent.open_with(name, &options) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),

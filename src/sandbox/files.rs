@@ -84,15 +84,7 @@ impl Sandbox {
     /// blocking (the open is non-blocking, and the opened file is checked, not the name).
     pub fn open_for_reading(&self, input: &str) -> Result<File, SandboxError> {
         let path = self.resolve(input, LastComponent::Follow)?;
-        let mut options = OpenOptions::new();
-        options.read(true);
-        #[cfg(unix)]
-        {
-            use cap_std::fs::OpenOptionsExt;
-            let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-            // The flag bits are small positive constants: the conversion cannot fail.
-            options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-        }
+        let options = read_options();
         let file = self
             .root_dir(&path)
             .open_with(&path.relative, &options)
@@ -148,6 +140,21 @@ impl Sandbox {
             Ok(_) => SandboxError::from_io(input, error),
         }
     }
+}
+
+/// Options to open a file for reading that never block (a FIFO opens at once) and never make a
+/// terminal the controlling one; what was opened is checked afterwards.
+pub fn read_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+        // The flag bits are small positive constants: the conversion cannot fail.
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    options
 }
 
 /// Refuses anything but a regular file, naming what it is.

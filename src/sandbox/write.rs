@@ -176,14 +176,7 @@ fn open_existing(
     name: &Path,
     input: &str,
 ) -> Result<Option<cap_std::fs::File>, SandboxError> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use cap_std::fs::OpenOptionsExt;
-        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-    }
+    let options = super::files::read_options();
     match parent.open_with(name, &options) {
         Ok(file) => Ok(Some(file)),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),

@@ -168,7 +168,7 @@ impl Executor<'_> {
 
     /// Policy first, then the person where policy asks.
     fn permit(&mut self, call: &Call, command: &str) -> Result<(), ToolError> {
-        let resolved: Vec<PathBuf> = Self::changed_paths(call)
+        let resolved: Vec<PathBuf> = super::policy::changed_paths(call)
             .into_iter()
             .filter_map(|input| self.sandbox.resolve(input, LastComponent::Follow).ok())
             .map(|path| path.absolute)
@@ -200,25 +200,6 @@ impl Executor<'_> {
                 )),
             },
         }
-    }
-
-    /// Every path a call would change.
-    fn changed_paths(call: &Call) -> Vec<&str> {
-        if !call.tool.is_mutating() {
-            return Vec::new();
-        }
-        let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
-            .iter()
-            .filter_map(|key| call.args.get(*key).and_then(Value::as_str))
-            .collect();
-        if let Some(files) = call.args.get("files").and_then(Value::as_array) {
-            paths.extend(
-                files
-                    .iter()
-                    .filter_map(|f| f.get("path").and_then(Value::as_str)),
-            );
-        }
-        paths
     }
 
     /// The files a call would change without an explicit expectedSha256.

@@ -226,19 +226,28 @@ fn asks_by_default(tool: ToolName) -> bool {
 }
 
 /// Calls that ask even under `auto`: writes to instruction files, dangerous environments.
+/// Every path a call would change (none for tools that only read).
+pub fn changed_paths(call: &Call) -> Vec<&str> {
+    if !call.tool.is_mutating() {
+        return Vec::new();
+    }
+    let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
+        .iter()
+        .filter_map(|key| call.args.get(*key).and_then(Value::as_str))
+        .collect();
+    if let Some(files) = call.args.get("files").and_then(Value::as_array) {
+        paths.extend(
+            files
+                .iter()
+                .filter_map(|f| f.get("path").and_then(Value::as_str)),
+        );
+    }
+    paths
+}
+
 fn always_ask(call: &Call, resolved: &[std::path::PathBuf]) -> Option<String> {
     if call.tool.is_mutating() {
-        let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
-            .iter()
-            .filter_map(|key| call.args.get(*key).and_then(Value::as_str))
-            .collect();
-        if let Some(files) = call.args.get("files").and_then(Value::as_array) {
-            paths.extend(
-                files
-                    .iter()
-                    .filter_map(|f| f.get("path").and_then(Value::as_str)),
-            );
-        }
+        let paths = changed_paths(call);
         if call.tool != ToolName::FsMkdir {
             // Judged by the text (`AGENTS.md/.` included) and by the resolved path (a link named
             // otherwise that points at AGENTS.md).
