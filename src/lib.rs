@@ -8,6 +8,7 @@
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
 //! - [`tools`]: the whitelisted tools, working through the sandbox;
 //! - [`sandbox`]: allowed roots, containment, file access;
+//! - [`watch`]: replies from an inbox folder (and, next, the clipboard) answered once each;
 //! - [`validate`]: recorded conversations checked against the protocol;
 //! - [`config`]: flags, `flycode.toml` and defaults resolved into one configuration;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
@@ -18,3 +19,4 @@ pub mod protocol;
 pub mod sandbox;
 pub mod tools;
 pub mod validate;
+pub mod watch;

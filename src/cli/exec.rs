@@ -1,11 +1,12 @@
 //! `flycode exec`: judge one reply (or a slash command), run its call under the policy, print
 //! the `flycode-result` block.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 use serde_json::{Value, json};
 
+use super::approve::TerminalApprover;
 use super::{ExecArgs, Outcome, read_input};
 use crate::config::{Config, Flags};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
@@ -159,54 +160,9 @@ fn print_result(
     Ok(())
 }
 
-/// The question put to the person: the call exactly as it will run, every control, bidirectional
-/// and invisible character escaped, and why it needs a yes.
-pub fn approval_question(shown: &str, reason: &str) -> String {
-    format!(
-        "\nflycode wants to run:\n  {}\n({})\nRun it? [y/N] ",
-        escape_for_display(shown),
-        escape_for_display(reason)
-    )
-}
-
-/// Asks on the controlling terminal (never standard input, which may carry the reply).
-struct TerminalApprover;
-
-impl Approver for TerminalApprover {
-    fn approve(&mut self, shown: &str, reason: &str) -> Approval {
-        let Ok(tty) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-        else {
-            return Approval::Unavailable;
-        };
-        let Ok(mut writer) = tty.try_clone() else {
-            return Approval::Unavailable;
-        };
-        let prompt = approval_question(shown, reason);
-        if writer
-            .write_all(prompt.as_bytes())
-            .and_then(|()| writer.flush())
-            .is_err()
-        {
-            return Approval::Unavailable;
-        }
-        let mut answer = String::new();
-        if BufReader::new(tty).read_line(&mut answer).is_err() {
-            return Approval::Unavailable;
-        }
-        if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-            Approval::Yes
-        } else {
-            Approval::No
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::approve::approval_question;
 
     #[test]
     fn the_approval_question_shows_hidden_characters() {

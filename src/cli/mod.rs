@@ -1,11 +1,13 @@
 //! The `flycode` command line: argument definitions and one module per command. This is the only
 //! code that prints; it reads its input and hands the work to the library.
 
+pub mod approve;
 pub mod check;
 pub mod exec;
 pub mod log;
 pub mod prompt;
 pub mod validate;
+pub mod watch;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -50,6 +52,46 @@ pub enum Command {
     Prompt(PromptArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
+    /// Answer replies as they arrive: reply files dropped into a folder (--inbox DIR).
+    Watch(WatchArgs),
+}
+
+/// `flycode watch` arguments.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// Watch this folder for reply files (*.md, *.txt) and write NAME.result.md beside each.
+    #[arg(long, value_name = "DIR")]
+    pub inbox: Option<PathBuf>,
+    /// An allowed root (repeatable; default: flycode.toml's roots, else the current directory).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Approval mode.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<ApproveMode>,
+    /// Answer yes to every approval question.
+    #[arg(long)]
+    pub yes: bool,
+    /// Accept text around the call block, reporting it as a warning.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The session whose executed calls are remembered (default: "default").
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Forget the session's executed calls first.
+    #[arg(long)]
+    pub new_session: bool,
+    /// Also answer the reply files present at start.
+    #[arg(long)]
+    pub existing: bool,
+    /// How often to look for changes, in milliseconds.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub interval_ms: u64,
+    /// How long a file must stay unchanged before it is read, in milliseconds.
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    pub quiet_ms: u64,
+    /// Allow / (or a drive root) as an allowed root.
+    #[arg(long)]
+    pub allow_filesystem_root: bool,
 }
 
 /// `flycode validate` arguments.
@@ -188,6 +230,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Log(args) => log::run(&args),
         Command::Prompt(args) => prompt::run(&args),
         Command::Validate(args) => validate::run(&args),
+        Command::Watch(args) => watch::run(&args),
     }
 }
 

@@ -3,6 +3,7 @@
 mod cli_check;
 mod cli_exec;
 mod cli_prompt;
+mod cli_watch;
 mod common;
 mod crash_safety;
 mod hostile;

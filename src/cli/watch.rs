@@ -1,0 +1,124 @@
+//! `flycode watch`: answer replies as they arrive, one terminal line per call.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::approve::TerminalApprover;
+use super::{Outcome, WatchArgs};
+use crate::config::{Config, Flags};
+use crate::protocol::display::escape_for_display;
+use crate::sandbox::state::state_dir;
+use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::tools::Limits;
+use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
+use crate::watch::inbox::{InboxOptions, run_inbox};
+use crate::watch::{Answer, Handler, ReplayStore};
+
+/// Runs `flycode watch`.
+pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
+    crate::sandbox::process::protect_own_environment();
+    let Some(inbox) = &args.inbox else {
+        anyhow::bail!(
+            "the clipboard watcher is not part of this build yet; watch a folder of reply files with --inbox DIR"
+        );
+    };
+    let config = Config::load(&Flags {
+        roots: args.roots.clone(),
+        approval: args.approve.map(Into::into),
+    })?;
+    let roots = Roots::resolve(&config.roots)?;
+    roots.refuse_whole_file_system(args.allow_filesystem_root)?;
+    let protection = Protection::default()
+        .with_patterns(&config.protected)
+        .map_err(anyhow::Error::msg)?;
+    let sandbox = Sandbox::open(&roots)?.with_protection(protection);
+    let name = args.session.clone().unwrap_or_else(|| "default".to_owned());
+    let mut session = Session::load(&name).map_err(anyhow::Error::msg)?;
+    let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
+    let replay = ReplayStore::load_from(
+        &state.join("watch").join(format!("{name}.json")),
+        args.new_session,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut approver: Box<dyn Approver> = if args.yes {
+        Box::new(FixedApprover(Approval::Yes))
+    } else {
+        Box::new(TerminalApprover)
+    };
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&shutdown))
+            .context("installing the signal handler")?;
+    }
+    let mut handler = Handler {
+        executor: Executor {
+            sandbox: &sandbox,
+            policy: &config.policy,
+            session: Some(&mut session),
+            audit: AuditLog::default_location(),
+            limits: Limits {
+                output_cap: config.output_cap,
+                default_timeout_ms: config.timeout_ms,
+            },
+            approver: approver.as_mut(),
+        },
+        replay,
+        lenient: args.lenient,
+    };
+    let options = InboxOptions {
+        dir: inbox.clone(),
+        quiet: Duration::from_millis(args.quiet_ms),
+        poll: Duration::from_millis(args.interval_ms),
+        existing: args.existing,
+    };
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    eprintln!(
+        "flycode: watching {} for reply files (*.md, *.txt); results go to NAME.result.md. Ctrl-C stops.",
+        inbox.display()
+    );
+    run_inbox(&options, &mut handler, &shutdown, &mut |path, answer| {
+        print_answer(path, answer, color);
+    })?;
+    drop(handler);
+    session.save().map_err(anyhow::Error::msg)?;
+    eprintln!("flycode: stopped");
+    Ok(Outcome::Success)
+}
+
+/// `● /fs.read /x/README.md` then `└ ok · 1.2 KiB · 3 ms` (or `└ failed: outside_roots`).
+fn print_answer(path: &Path, answer: &Answer, color: bool) {
+    let paint = |code: &str, text: &str| {
+        if color {
+            format!("\u{1b}[{code}m{text}\u{1b}[0m")
+        } else {
+            text.to_owned()
+        }
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "{} {}  {}",
+        paint("36", "●"),
+        escape_for_display(&answer.command),
+        paint(
+            "2",
+            &format!("({})", escape_for_display(&path.display().to_string()))
+        )
+    );
+    let size = crate::tools::fs::ls::human_size(answer.body_bytes as u64);
+    let ms = answer.duration.as_millis();
+    let status = match (&answer.code, answer.replayed) {
+        (_, true) => paint("33", &format!("replayed · {size}")),
+        (None, false) => paint("32", &format!("ok · {size} · {ms} ms")),
+        (Some(code), false) => paint("31", &format!("failed: {code} · {ms} ms")),
+    };
+    let _ = writeln!(err, "└ {status}");
+    if let Some(problem) = &answer.store_error {
+        let _ = writeln!(err, "  {}", paint("31", &format!("warning: {problem}")));
+    }
+}

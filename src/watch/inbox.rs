@@ -1,0 +1,225 @@
+//! The inbox mode: reply files (`*.md`, `*.txt`) dropped into a folder are answered with a
+//! `NAME.result.md` written atomically beside them.
+//!
+//! A file is taken once it is completely written: its size and modification time have stayed the
+//! same for a quiet period (so both write-then-rename and slow writers work). Each content is
+//! answered once; result files and hidden files are never taken as input; files present at start
+//! are skipped unless asked for. The loop takes its shutdown signal as a parameter, so tests (and
+//! Ctrl-C) stop it between files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use notify::{RecursiveMode, Watcher};
+use thiserror::Error;
+
+use super::handler::{Answer, Handled, Handler};
+use crate::sandbox::sha256_hex;
+
+/// The suffix of result files.
+pub const RESULT_SUFFIX: &str = ".result.md";
+
+/// How the inbox is watched.
+#[derive(Clone, Debug)]
+pub struct InboxOptions {
+    /// The folder.
+    pub dir: PathBuf,
+    /// How long a file must stay unchanged before it is read.
+    pub quiet: Duration,
+    /// How often the folder is looked at when no event arrives.
+    pub poll: Duration,
+    /// Also answer the files present at start.
+    pub existing: bool,
+}
+
+/// Why the inbox cannot be watched (exit 2).
+#[derive(Debug, Error)]
+pub enum InboxError {
+    /// The folder is missing or unreadable.
+    #[error("inbox {path}: {source}; create the folder or pass another --inbox")]
+    Unreadable {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+struct Tracked {
+    stamp: Stamp,
+    stable_since: Instant,
+    answered_hash: Option<String>,
+}
+
+/// Whether `path` is a reply file to answer.
+pub fn is_reply_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    !name.starts_with('.')
+        && !name.ends_with(RESULT_SUFFIX)
+        && (name.ends_with(".md") || name.ends_with(".txt"))
+}
+
+/// `reply.md` → `reply.result.md`, `reply.txt` → `reply.result.md`.
+pub fn result_path(reply: &Path) -> PathBuf {
+    let stem = reply
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    reply.with_file_name(format!("{stem}{RESULT_SUFFIX}"))
+}
+
+/// Watches the inbox until `shutdown` is set; `report` hears of every answer.
+pub fn run_inbox(
+    options: &InboxOptions,
+    handler: &mut Handler<'_>,
+    shutdown: &AtomicBool,
+    report: &mut dyn FnMut(&Path, &Answer),
+) -> Result<(), InboxError> {
+    let unreadable = |source| InboxError::Unreadable {
+        path: options.dir.clone(),
+        source,
+    };
+    let (events, wake) = mpsc::channel();
+    // Events only wake the loop early; the folder is scanned either way, so a missed event
+    // delays a reply by one poll at most.
+    let mut watcher = notify::recommended_watcher(move |_event| {
+        let _ = events.send(());
+    })
+    .ok();
+    if let Some(watcher) = watcher.as_mut() {
+        let _ = watcher.watch(&options.dir, RecursiveMode::NonRecursive);
+    }
+    let mut tracked: HashMap<PathBuf, Tracked> = HashMap::new();
+    for (path, stamp) in scan(&options.dir).map_err(unreadable)? {
+        let answered_hash = if options.existing {
+            None
+        } else {
+            std::fs::read(&path).ok().map(|bytes| sha256_hex(&bytes))
+        };
+        tracked.insert(
+            path,
+            Tracked {
+                stamp,
+                stable_since: Instant::now(),
+                answered_hash,
+            },
+        );
+    }
+    while !shutdown.load(Ordering::SeqCst) {
+        let _ = wake.recv_timeout(options.poll);
+        while wake.try_recv().is_ok() {}
+        let now = Instant::now();
+        let Ok(files) = scan(&options.dir) else {
+            continue;
+        };
+        for (path, stamp) in files {
+            let entry = tracked.entry(path.clone()).or_insert(Tracked {
+                stamp,
+                stable_since: now,
+                answered_hash: None,
+            });
+            if entry.stamp != stamp {
+                entry.stamp = stamp;
+                entry.stable_since = now;
+                continue;
+            }
+            if now.duration_since(entry.stable_since) < options.quiet {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let hash = sha256_hex(&bytes);
+            if entry.answered_hash.as_deref() == Some(hash.as_str()) {
+                continue;
+            }
+            entry.answered_hash = Some(hash);
+            let text = String::from_utf8_lossy(&bytes);
+            if let Handled::Answered(answer) = handler.handle(&text) {
+                if let Err(error) = write_atomically(&result_path(&path), &answer.block) {
+                    let mut failed = answer.clone();
+                    failed.store_error = Some(format!("cannot write the result: {error}"));
+                    report(&path, &failed);
+                } else {
+                    report(&path, &answer);
+                }
+            }
+            if shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reply files in `dir` with their size and modification time.
+fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if !is_reply_file(&path) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        files.push((
+            path,
+            Stamp {
+                len: meta.len(),
+                modified: meta.modified().ok(),
+            },
+        ));
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+/// Temporary file beside the target, then rename: a reader never sees half a result.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temp, text)?;
+    std::fs::rename(&temp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_files_and_result_names() {
+        assert!(is_reply_file(Path::new("/in/reply.md")));
+        assert!(is_reply_file(Path::new("/in/reply.txt")));
+        assert!(!is_reply_file(Path::new("/in/reply.result.md")));
+        assert!(!is_reply_file(Path::new("/in/.reply.md.123.tmp")));
+        assert!(!is_reply_file(Path::new("/in/.hidden.md")));
+        assert!(!is_reply_file(Path::new("/in/image.png")));
+        assert_eq!(
+            result_path(Path::new("/in/a.txt")),
+            PathBuf::from("/in/a.result.md")
+        );
+        assert_eq!(
+            result_path(Path::new("/in/a.b.md")),
+            PathBuf::from("/in/a.b.result.md")
+        );
+    }
+}
