@@ -52,7 +52,8 @@ pub enum Command {
     Prompt(PromptArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
-    /// Answer replies as they arrive: reply files dropped into a folder (--inbox DIR).
+    /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
+    /// folder (--inbox DIR).
     Watch(WatchArgs),
 }
 
@@ -83,7 +84,7 @@ pub struct WatchArgs {
     /// Also answer the reply files present at start.
     #[arg(long)]
     pub existing: bool,
-    /// How often to look for changes, in milliseconds.
+    /// How often to look at the clipboard or the folder, in milliseconds.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub interval_ms: u64,
     /// How long a file must stay unchanged before it is read, in milliseconds.

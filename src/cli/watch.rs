@@ -16,16 +16,17 @@ use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
 use crate::tools::Limits;
 use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
+use crate::watch::clipboard::{SystemClipboard, run_clipboard};
 use crate::watch::inbox::{InboxOptions, run_inbox};
 use crate::watch::{Answer, Handler, ReplayStore};
 
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     crate::sandbox::process::protect_own_environment();
-    let Some(inbox) = &args.inbox else {
-        anyhow::bail!(
-            "the clipboard watcher is not part of this build yet; watch a folder of reply files with --inbox DIR"
-        );
+    // Open the clipboard first: without one there is nothing to watch.
+    let mut clipboard = match &args.inbox {
+        Some(_) => None,
+        None => Some(SystemClipboard::open()?),
     };
     let config = Config::load(&Flags {
         roots: args.roots.clone(),
@@ -70,20 +71,40 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         replay,
         lenient: args.lenient,
     };
-    let options = InboxOptions {
-        dir: inbox.clone(),
-        quiet: Duration::from_millis(args.quiet_ms),
-        poll: Duration::from_millis(args.interval_ms),
-        existing: args.existing,
-    };
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    eprintln!(
-        "flycode: watching {} for reply files (*.md, *.txt); results go to NAME.result.md. Ctrl-C stops.",
-        inbox.display()
-    );
-    run_inbox(&options, &mut handler, &shutdown, &mut |path, answer| {
-        print_answer(path, answer, color);
-    })?;
+    let interval = Duration::from_millis(args.interval_ms.max(10));
+    match (&args.inbox, clipboard.as_mut()) {
+        (Some(inbox), _) => {
+            let options = InboxOptions {
+                dir: inbox.clone(),
+                quiet: Duration::from_millis(args.quiet_ms),
+                poll: interval,
+                existing: args.existing,
+            };
+            eprintln!(
+                "flycode: watching {} for reply files (*.md, *.txt); results go to NAME.result.md. Ctrl-C stops.",
+                inbox.display()
+            );
+            run_inbox(&options, &mut handler, &shutdown, &mut |path, answer| {
+                print_answer(Some(path), answer, color);
+            })?;
+        }
+        (None, Some(clipboard)) => {
+            eprintln!(
+                "flycode: watching the clipboard. Copy a reply with a flycode-call block; its result replaces it, ready to paste. Ctrl-C stops."
+            );
+            run_clipboard(
+                clipboard,
+                interval,
+                &mut handler,
+                &shutdown,
+                &mut |answer| {
+                    print_answer(None, answer, color);
+                },
+            );
+        }
+        (None, None) => {}
+    }
     drop(handler);
     session.save().map_err(anyhow::Error::msg)?;
     eprintln!("flycode: stopped");
@@ -91,7 +112,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
 }
 
 /// `● /fs.read /x/README.md` then `└ ok · 1.2 KiB · 3 ms` (or `└ failed: outside_roots`).
-fn print_answer(path: &Path, answer: &Answer, color: bool) {
+fn print_answer(path: Option<&Path>, answer: &Answer, color: bool) {
     let paint = |code: &str, text: &str| {
         if color {
             format!("\u{1b}[{code}m{text}\u{1b}[0m")
@@ -100,15 +121,19 @@ fn print_answer(path: &Path, answer: &Answer, color: bool) {
         }
     };
     let mut err = std::io::stderr().lock();
+    let source = path
+        .map(|p| {
+            paint(
+                "2",
+                &format!("  ({})", escape_for_display(&p.display().to_string())),
+            )
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         err,
-        "{} {}  {}",
+        "{} {}{source}",
         paint("36", "●"),
-        escape_for_display(&answer.command),
-        paint(
-            "2",
-            &format!("({})", escape_for_display(&path.display().to_string()))
-        )
+        escape_for_display(&answer.command)
     );
     let size = crate::tools::fs::ls::human_size(answer.body_bytes as u64);
     let ms = answer.duration.as_millis();

@@ -3,8 +3,10 @@
 //!
 //! - [`handler`]: one text in, one answer out (shared by both modes);
 //! - [`replay`]: executed call ids and their results, so nothing runs twice;
+//! - [`clipboard`]: the clipboard mode;
 //! - [`inbox`]: the folder mode.
 
+pub mod clipboard;
 pub mod handler;
 pub mod inbox;
 pub mod replay;

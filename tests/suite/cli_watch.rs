@@ -157,13 +157,3 @@ fn existing_files_are_answered_when_asked_and_invalid_replies_get_errors() {
     );
     stop(w);
 }
-
-#[test]
-fn without_an_inbox_it_says_what_to_do() {
-    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .arg("watch")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--inbox DIR"));
-}

@@ -1,6 +1,7 @@
 //! Integration test modules.
 
 mod cli_check;
+mod cli_clipboard;
 mod cli_exec;
 mod cli_prompt;
 mod cli_watch;

@@ -1,0 +1,189 @@
+//! The clipboard mode: a copied reply with a call is answered by putting its result block on the
+//! clipboard, ready to paste back.
+//!
+//! The clipboard is read every interval, and only a hash is compared, so unchanged text is never
+//! parsed again and an idle watcher costs next to nothing. The text flycode wrote itself is
+//! recognised by its hash and ignored (and, holding a result block, would be ignored anyway).
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::handler::{Answer, Handled, Handler};
+
+/// No clipboard could be opened (exit 2).
+#[derive(Debug, Error)]
+#[error(
+    "no clipboard is available ({reason}); on a machine without a display, watch a folder instead with --inbox DIR"
+)]
+pub struct ClipboardUnavailable {
+    /// What the platform said.
+    pub reason: String,
+}
+
+/// Where replies are read from and results written to.
+pub trait Clipboard {
+    /// The clipboard's text, if it holds text.
+    fn read(&mut self) -> Option<String>;
+    /// Replaces the clipboard's content.
+    fn write(&mut self, text: &str) -> Result<(), String>;
+}
+
+/// The system clipboard (X11 on Linux, the native one on macOS and Windows).
+pub struct SystemClipboard(arboard::Clipboard);
+
+impl SystemClipboard {
+    /// Opens the system clipboard.
+    pub fn open() -> Result<SystemClipboard, ClipboardUnavailable> {
+        arboard::Clipboard::new()
+            .map(SystemClipboard)
+            .map_err(|e| ClipboardUnavailable {
+                reason: e.to_string(),
+            })
+    }
+}
+
+impl Clipboard for SystemClipboard {
+    fn read(&mut self) -> Option<String> {
+        self.0.get_text().ok()
+    }
+
+    fn write(&mut self, text: &str) -> Result<(), String> {
+        self.0.set_text(text.to_owned()).map_err(|e| e.to_string())
+    }
+}
+
+fn fingerprint(text: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Watches `clipboard` every `interval` until `shutdown` is set; `report` hears of every answer
+/// (and of a result that could not be put on the clipboard).
+pub fn run_clipboard(
+    clipboard: &mut dyn Clipboard,
+    interval: Duration,
+    handler: &mut Handler<'_>,
+    shutdown: &AtomicBool,
+    report: &mut dyn FnMut(&Answer),
+) {
+    // What is on the clipboard at start was copied before flycode was asked to act: leave it.
+    let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
+    while !shutdown.load(Ordering::SeqCst) {
+        std::thread::sleep(interval);
+        let Some(text) = clipboard.read() else {
+            continue;
+        };
+        let seen = fingerprint(&text);
+        if last_seen == Some(seen) {
+            continue;
+        }
+        last_seen = Some(seen);
+        let Handled::Answered(mut answer) = handler.handle(&text) else {
+            continue;
+        };
+        match clipboard.write(&answer.block) {
+            // flycode's own write must not come back as a new copy.
+            Ok(()) => last_seen = Some(fingerprint(&answer.block)),
+            Err(error) => {
+                answer.store_error =
+                    Some(format!("cannot put the result on the clipboard: {error}"))
+            }
+        }
+        report(&answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::sandbox::{Roots, Sandbox};
+    use crate::tools::Limits;
+    use crate::tools::executor::{Approval, Executor, FixedApprover};
+    use crate::tools::policy::Policy;
+    use crate::watch::ReplayStore;
+
+    /// A clipboard that plays a script of copies, then stops the loop.
+    struct Scripted<'a> {
+        copies: VecDeque<String>,
+        current: String,
+        written: Vec<String>,
+        shutdown: &'a AtomicBool,
+    }
+
+    impl Clipboard for Scripted<'_> {
+        fn read(&mut self) -> Option<String> {
+            if let Some(next) = self.copies.pop_front() {
+                self.current = next;
+            } else {
+                self.shutdown.store(true, Ordering::SeqCst);
+            }
+            Some(self.current.clone())
+        }
+
+        fn write(&mut self, text: &str) -> Result<(), String> {
+            self.current = text.to_owned();
+            self.written.push(text.to_owned());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn each_new_copy_is_answered_and_own_writes_are_not() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "hello").unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let mut approver = FixedApprover(Approval::Yes);
+        let mut handler = Handler {
+            executor: Executor {
+                sandbox: &sandbox,
+                policy: &policy,
+                session: None,
+                audit: None,
+                limits: Limits::default(),
+                approver: &mut approver,
+            },
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+        };
+        let reply = format!(
+            "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
+            root.display()
+        );
+        let shutdown = AtomicBool::new(false);
+        let mut clipboard = Scripted {
+            copies: ["before start", &reply, &reply, "prose", &reply]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            current: String::new(),
+            written: Vec::new(),
+            shutdown: &shutdown,
+        };
+        let mut answers = 0;
+        run_clipboard(
+            &mut clipboard,
+            Duration::from_millis(0),
+            &mut handler,
+            &shutdown,
+            &mut |_| answers += 1,
+        );
+        // Every copy of the reply is answered (the result replaced it on the clipboard, so the
+        // next copy is new), but only the first ran; prose and the text at start earn nothing.
+        assert_eq!(answers, 3);
+        assert!(
+            clipboard.written[0].contains("[ok] true") && clipboard.written[0].contains("hello")
+        );
+        assert!(!clipboard.written[0].contains("[replayed]"));
+        assert!(clipboard.written[1].contains("[replayed] true"));
+        assert!(clipboard.written[2].contains("[replayed] true"));
+    }
+}
