@@ -41,7 +41,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let mut approver: Box<dyn Approver> = if args.yes {
+    let mut approver: Box<dyn Approver + Send> = if args.yes {
         Box::new(FixedApprover(Approval::Yes))
     } else {
         Box::new(TerminalApprover)

@@ -46,7 +46,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         args.new_session,
     )
     .map_err(anyhow::Error::msg)?;
-    let mut approver: Box<dyn Approver> = if args.yes {
+    let mut approver: Box<dyn Approver + Send> = if args.yes {
         Box::new(FixedApprover(Approval::Yes))
     } else {
         Box::new(TerminalApprover)

@@ -87,7 +87,7 @@ pub struct Executor<'a> {
     /// Output cap and default timeout.
     pub limits: Limits,
     /// Asks the person.
-    pub approver: &'a mut dyn Approver,
+    pub approver: &'a mut (dyn Approver + Send),
 }
 
 impl Executor<'_> {

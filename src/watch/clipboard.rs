@@ -8,6 +8,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -64,6 +65,10 @@ fn fingerprint(text: &str) -> u64 {
 
 /// Watches `clipboard` every `interval` until `shutdown` is set; `report` hears of every answer
 /// (and of a result that could not be put on the clipboard).
+///
+/// Calls are handled on a worker thread, in the order they were copied, so a call waiting for
+/// the person's approval does not stop new copies from being noticed; a later copy of the same
+/// call is answered from the replay store once the first is decided, without asking again.
 pub fn run_clipboard(
     clipboard: &mut dyn Clipboard,
     interval: Duration,
@@ -71,31 +76,55 @@ pub fn run_clipboard(
     shutdown: &AtomicBool,
     report: &mut dyn FnMut(&Answer),
 ) {
-    // What is on the clipboard at start was copied before flycode was asked to act: leave it.
-    let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
-    while !shutdown.load(Ordering::SeqCst) {
-        std::thread::sleep(interval);
-        let Some(text) = clipboard.read() else {
-            continue;
-        };
-        let seen = fingerprint(&text);
-        if last_seen == Some(seen) {
-            continue;
-        }
-        last_seen = Some(seen);
-        let Handled::Answered(mut answer) = handler.handle(&text) else {
-            continue;
-        };
-        match clipboard.write(&answer.block) {
-            // flycode's own write must not come back as a new copy.
-            Ok(()) => last_seen = Some(fingerprint(&answer.block)),
-            Err(error) => {
-                answer.store_error =
-                    Some(format!("cannot put the result on the clipboard: {error}"))
+    let (texts, incoming) = mpsc::channel::<String>();
+    let (answers_out, answers) = mpsc::channel::<Answer>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for text in incoming {
+                if let Handled::Answered(answer) = handler.handle(&text)
+                    && answers_out.send(answer).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut deliver =
+            |clipboard: &mut dyn Clipboard, mut answer: Answer, last_seen: &mut Option<u64>| {
+                match clipboard.write(&answer.block) {
+                    // flycode's own write must not come back as a new copy.
+                    Ok(()) => *last_seen = Some(fingerprint(&answer.block)),
+                    Err(error) => {
+                        answer.store_error =
+                            Some(format!("cannot put the result on the clipboard: {error}"));
+                    }
+                }
+                report(&answer);
+            };
+        // What is on the clipboard at start was copied before flycode was asked to act: leave it.
+        let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
+        while !shutdown.load(Ordering::SeqCst) {
+            while let Ok(answer) = answers.try_recv() {
+                deliver(clipboard, answer, &mut last_seen);
+            }
+            std::thread::sleep(interval);
+            let Some(text) = clipboard.read() else {
+                continue;
+            };
+            let seen = fingerprint(&text);
+            if last_seen == Some(seen) {
+                continue;
+            }
+            last_seen = Some(seen);
+            if texts.send(text).is_err() {
+                break;
             }
         }
-        report(&answer);
-    }
+        // Let the worker finish what it holds (a running call completes), then hand it back.
+        drop(texts);
+        for answer in answers {
+            deliver(clipboard, answer, &mut last_seen);
+        }
+    });
 }
 
 #[cfg(test)]
@@ -109,17 +138,27 @@ mod tests {
     use crate::tools::policy::Policy;
     use crate::watch::ReplayStore;
 
-    /// A clipboard that plays a script of copies, then stops the loop.
+    /// A clipboard that plays a script of copies, then stops the loop. It moves to the next copy
+    /// only once every call it handed out has been answered, so the script is deterministic.
     struct Scripted<'a> {
         copies: VecDeque<String>,
         current: String,
         written: Vec<String>,
+        calls_given: usize,
+        reads: &'a std::sync::atomic::AtomicUsize,
         shutdown: &'a AtomicBool,
     }
 
     impl Clipboard for Scripted<'_> {
         fn read(&mut self) -> Option<String> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            if self.written.len() < self.calls_given {
+                return Some(self.current.clone());
+            }
             if let Some(next) = self.copies.pop_front() {
+                if next.contains("```flycode-call") {
+                    self.calls_given += 1;
+                }
                 self.current = next;
             } else {
                 self.shutdown.store(true, Ordering::SeqCst);
@@ -159,6 +198,7 @@ mod tests {
             root.display()
         );
         let shutdown = AtomicBool::new(false);
+        let reads = std::sync::atomic::AtomicUsize::new(0);
         let mut clipboard = Scripted {
             copies: ["before start", &reply, &reply, "prose", &reply]
                 .iter()
@@ -166,6 +206,8 @@ mod tests {
                 .collect(),
             current: String::new(),
             written: Vec::new(),
+            calls_given: 0,
+            reads: &reads,
             shutdown: &shutdown,
         };
         let mut answers = 0;
@@ -185,5 +227,79 @@ mod tests {
         assert!(!clipboard.written[0].contains("[replayed]"));
         assert!(clipboard.written[1].contains("[replayed] true"));
         assert!(clipboard.written[2].contains("[replayed] true"));
+    }
+
+    /// Approves only after the clipboard was read `after` more times: it can only say yes if the
+    /// poller kept looking at the clipboard while the call waited.
+    struct Patient<'a> {
+        reads: &'a std::sync::atomic::AtomicUsize,
+        after: usize,
+    }
+
+    impl crate::tools::executor::Approver for Patient<'_> {
+        fn approve(&mut self, _shown: &str, _reason: &str) -> Approval {
+            let target = self.reads.load(Ordering::SeqCst) + self.after;
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while std::time::Instant::now() < deadline {
+                if self.reads.load(Ordering::SeqCst) >= target {
+                    return Approval::Yes;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Approval::No
+        }
+    }
+
+    #[test]
+    fn a_call_waiting_for_approval_does_not_stop_the_watching() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("gone.txt"), "x").unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let mut approver = Patient {
+            reads: &reads,
+            after: 25,
+        };
+        let mut handler = Handler {
+            executor: Executor {
+                sandbox: &sandbox,
+                policy: &policy,
+                session: None,
+                audit: None,
+                limits: Limits::default(),
+                approver: &mut approver,
+            },
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+        };
+        // fs.rm asks under the default policy.
+        let reply = format!(
+            "```flycode-call\n{{\"id\":\"r1\",\"tool\":\"fs.rm\",\"args\":{{\"path\":\"{}/gone.txt\"}}}}\n```",
+            root.display()
+        );
+        let shutdown = AtomicBool::new(false);
+        let mut clipboard = Scripted {
+            copies: ["start", &reply].iter().map(|s| s.to_string()).collect(),
+            current: String::new(),
+            written: Vec::new(),
+            calls_given: 0,
+            reads: &reads,
+            shutdown: &shutdown,
+        };
+        run_clipboard(
+            &mut clipboard,
+            Duration::from_millis(0),
+            &mut handler,
+            &shutdown,
+            &mut |_| {},
+        );
+        assert!(
+            clipboard.written[0].contains("[ok] true"),
+            "{}",
+            clipboard.written[0]
+        );
+        assert!(!root.join("gone.txt").exists());
     }
 }
