@@ -103,10 +103,17 @@ pub fn run_clipboard(
         // What is on the clipboard at start was copied before flycode was asked to act: leave it.
         let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
         while !shutdown.load(Ordering::SeqCst) {
-            while let Ok(answer) = answers.try_recv() {
-                deliver(clipboard, answer, &mut last_seen);
+            // Wait for the interval, but deliver an answer the moment it is ready.
+            match answers.recv_timeout(interval) {
+                Ok(answer) => {
+                    deliver(clipboard, answer, &mut last_seen);
+                    while let Ok(answer) = answers.try_recv() {
+                        deliver(clipboard, answer, &mut last_seen);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            std::thread::sleep(interval);
             let Some(text) = clipboard.read() else {
                 continue;
             };
