@@ -6,29 +6,17 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::approve::TerminalApprover;
-use super::{ExecArgs, Outcome, read_input};
-use crate::config::{Config, Flags};
+use super::{ExecArgs, Outcome, approver, open_sandbox, read_input};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
-use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::sandbox::{AuditLog, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
+use crate::tools::executor::Executor;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
-    crate::sandbox::process::protect_own_environment();
-    let config = Config::load(&Flags {
-        roots: args.roots.clone(),
-        approval: args.approve.map(Into::into),
-    })?;
-    let roots = Roots::resolve(&config.roots)?;
-    roots.refuse_whole_file_system(args.allow_filesystem_root)?;
-    let protection = Protection::default()
-        .with_patterns(&config.protected)
-        .map_err(anyhow::Error::msg)?;
-    let sandbox = Sandbox::open(&roots)?.with_protection(protection);
+    let (config, sandbox) = open_sandbox(&args.run)?;
 
     let call = match read_call(args)? {
         CallOrAnswer::Call(call) => call,
@@ -41,11 +29,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let mut approver: Box<dyn Approver + Send> = if args.yes {
-        Box::new(FixedApprover(Approval::Yes))
-    } else {
-        Box::new(TerminalApprover)
-    };
+    let mut approver = approver(&args.run);
     let mut executor = Executor {
         sandbox: &sandbox,
         policy: &config.policy,
@@ -104,7 +88,7 @@ fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
     let classification = classify_reply(
         &reply,
         ClassifyOptions {
-            lenient: args.lenient,
+            lenient: args.run.lenient,
         },
     );
     for warning in &classification.warnings {

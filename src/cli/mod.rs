@@ -63,18 +63,9 @@ pub struct WatchArgs {
     /// Watch this folder for reply files (*.md, *.txt) and write NAME.result.md beside each.
     #[arg(long, value_name = "DIR")]
     pub inbox: Option<PathBuf>,
-    /// An allowed root (repeatable; default: flycode.toml's roots, else the current directory).
-    #[arg(long = "root", value_name = "DIR")]
-    pub roots: Vec<PathBuf>,
-    /// Approval mode.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub approve: Option<ApproveMode>,
-    /// Answer yes to every approval question.
-    #[arg(long)]
-    pub yes: bool,
-    /// Accept text around the call block, reporting it as a warning.
-    #[arg(long)]
-    pub lenient: bool,
+    /// Roots, approval and reading flags.
+    #[command(flatten)]
+    pub run: RunFlags,
     /// The session whose executed calls are remembered (default: "default").
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
@@ -90,9 +81,6 @@ pub struct WatchArgs {
     /// How long a file must stay unchanged before it is read, in milliseconds.
     #[arg(long, default_value_t = 250, value_name = "MS")]
     pub quiet_ms: u64,
-    /// Allow / (or a drive root) as an allowed root.
-    #[arg(long)]
-    pub allow_filesystem_root: bool,
 }
 
 /// `flycode validate` arguments.
@@ -148,6 +136,20 @@ pub struct ExecArgs {
     /// Run a slash command instead, e.g. "/fs.read /abs/path --head 200".
     #[arg(long, value_name = "CMD")]
     pub slash: Option<String>,
+    /// Roots, approval and reading flags.
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Print one JSON object instead of the result block.
+    #[arg(long)]
+    pub json: bool,
+    /// Remember reads across runs under this name, for the stale-read guard.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+}
+
+/// Flags shared by the commands that run calls (`exec`, `watch`).
+#[derive(Debug, clap::Args)]
+pub struct RunFlags {
     /// An allowed root (repeatable; default: flycode.toml's roots, else the current directory).
     #[arg(long = "root", value_name = "DIR")]
     pub roots: Vec<PathBuf>,
@@ -160,12 +162,6 @@ pub struct ExecArgs {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
-    /// Print one JSON object instead of the result block.
-    #[arg(long)]
-    pub json: bool,
-    /// Remember reads across runs under this name, for the stale-read guard.
-    #[arg(long, value_name = "NAME")]
-    pub session: Option<String>,
     /// Allow / (or a drive root) as an allowed root.
     #[arg(long)]
     pub allow_filesystem_root: bool,
@@ -256,5 +252,34 @@ pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
             "{name} is not UTF-8 text (invalid byte at offset {}); save the reply as UTF-8",
             error.utf8_error().valid_up_to()
         ),
+    }
+}
+
+/// The configuration and the sandbox the run flags describe; also makes flycode's own
+/// environment unreadable to the programs it will start.
+pub(crate) fn open_sandbox(
+    flags: &RunFlags,
+) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
+    crate::sandbox::process::protect_own_environment();
+    let config = crate::config::Config::load(&crate::config::Flags {
+        roots: flags.roots.clone(),
+        approval: flags.approve.map(Into::into),
+    })?;
+    let roots = crate::sandbox::Roots::resolve(&config.roots)?;
+    roots.refuse_whole_file_system(flags.allow_filesystem_root)?;
+    let protection = crate::sandbox::Protection::default()
+        .with_patterns(&config.protected)
+        .map_err(anyhow::Error::msg)?;
+    let sandbox = crate::sandbox::Sandbox::open(&roots)?.with_protection(protection);
+    Ok((config, sandbox))
+}
+
+/// `--yes` answers every question; otherwise the terminal asks.
+pub(crate) fn approver(flags: &RunFlags) -> Box<dyn crate::tools::executor::Approver + Send> {
+    use crate::tools::executor::{Approval, FixedApprover};
+    if flags.yes {
+        Box::new(FixedApprover(Approval::Yes))
+    } else {
+        Box::new(approve::TerminalApprover)
     }
 }

@@ -8,36 +8,24 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::approve::TerminalApprover;
-use super::{Outcome, WatchArgs};
-use crate::config::{Config, Flags};
+use super::{Outcome, WatchArgs, approver, open_sandbox};
 use crate::protocol::display::escape_for_display;
 use crate::sandbox::state::state_dir;
-use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::sandbox::{AuditLog, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approval, Approver, Executor, FixedApprover};
+use crate::tools::executor::Executor;
 use crate::watch::clipboard::{SystemClipboard, run_clipboard};
 use crate::watch::inbox::{InboxOptions, run_inbox};
 use crate::watch::{Answer, Handler, ReplayStore};
 
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
-    crate::sandbox::process::protect_own_environment();
     // Open the clipboard first: without one there is nothing to watch.
     let mut clipboard = match &args.inbox {
         Some(_) => None,
         None => Some(SystemClipboard::open()?),
     };
-    let config = Config::load(&Flags {
-        roots: args.roots.clone(),
-        approval: args.approve.map(Into::into),
-    })?;
-    let roots = Roots::resolve(&config.roots)?;
-    roots.refuse_whole_file_system(args.allow_filesystem_root)?;
-    let protection = Protection::default()
-        .with_patterns(&config.protected)
-        .map_err(anyhow::Error::msg)?;
-    let sandbox = Sandbox::open(&roots)?.with_protection(protection);
+    let (config, sandbox) = open_sandbox(&args.run)?;
     let name = args.session.clone().unwrap_or_else(|| "default".to_owned());
     let mut session = Session::load(&name).map_err(anyhow::Error::msg)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
@@ -46,11 +34,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         args.new_session,
     )
     .map_err(anyhow::Error::msg)?;
-    let mut approver: Box<dyn Approver + Send> = if args.yes {
-        Box::new(FixedApprover(Approval::Yes))
-    } else {
-        Box::new(TerminalApprover)
-    };
+    let mut approver = approver(&args.run);
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))
@@ -69,7 +53,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             approver: approver.as_mut(),
         },
         replay,
-        lenient: args.lenient,
+        lenient: args.run.lenient,
     };
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let interval = Duration::from_millis(args.interval_ms.max(10));
