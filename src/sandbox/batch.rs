@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::error::SandboxError;
-use super::files::{Sandbox, check_regular};
+use super::files::Sandbox;
 use super::resolve::{LastComponent, RootedPath};
 use super::write::{HashMismatch, TEMP_PREFIX, WriteMode, WriteOutcome, sha256_hex};
 
@@ -263,23 +263,7 @@ fn lock_and_read(
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(SandboxError::from_io(input, error)),
     };
-    let metadata = file
-        .metadata()
-        .map_err(|e| SandboxError::from_io(input, e))?;
-    check_regular(input, &metadata.file_type())?;
-    #[cfg(unix)]
-    {
-        use cap_std::fs::MetadataExt;
-        if mode == WriteMode::Append && metadata.nlink() > 1 {
-            return Err(SandboxError::Denied {
-                path: input.to_owned(),
-                reason: "the file has other hard links, and appending would change them all; overwrite it instead".into(),
-            });
-        }
-    }
-    let _ = mode;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| SandboxError::from_io(input, e.into()))?;
+    super::write::lock_for_change(&file, input, mode)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;

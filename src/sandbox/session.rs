@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::state::state_dir;
+use super::state::{load_json, save_json, state_dir};
 
 /// What a session remembers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,30 +45,17 @@ impl Session {
 
     /// A session kept in `file`.
     pub fn load_from(file: &Path) -> Result<Session, String> {
-        let mut session = match std::fs::read_to_string(file) {
-            Ok(text) => {
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Session::default(),
-            Err(error) => return Err(format!("{}: {error}", file.display())),
-        };
+        let mut session: Session = load_json(file)?;
         session.file = Some(file.to_owned());
         Ok(session)
     }
 
     /// Writes the session back, if it has a file (atomically: temp file, rename).
     pub fn save(&self) -> Result<(), String> {
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
-        let fail = |e: std::io::Error| format!("{}: {e}", file.display());
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
+        match &self.file {
+            Some(file) => save_json(file, self),
+            None => Ok(()),
         }
-        let temp = file.with_extension(format!("json.{}.tmp", std::process::id()));
-        let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
-        std::fs::write(&temp, text).map_err(fail)?;
-        std::fs::rename(&temp, file).map_err(fail)
     }
 
     /// The model saw `path` with this hash (fs.read), or flycode wrote it.

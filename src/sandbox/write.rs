@@ -75,26 +75,7 @@ impl Sandbox {
         clean_stale_temporaries(&parent);
         let existing = open_existing(&parent, &name, input)?;
         if let Some(file) = &existing {
-            let metadata = file
-                .metadata()
-                .map_err(|e| SandboxError::from_io(input, e))?;
-            check_regular(input, &metadata.file_type())?;
-            #[cfg(unix)]
-            {
-                use cap_std::fs::MetadataExt;
-                // Its other names may lie outside the roots; overwrite only replaces this name.
-                if mode == WriteMode::Append && metadata.nlink() > 1 {
-                    return Err(SandboxError::Denied {
-                        path: input.to_owned(),
-                        reason: format!(
-                            "the file has {} hard links, and appending would change them all; overwrite it instead",
-                            metadata.nlink()
-                        ),
-                    });
-                }
-            }
-            rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
-                .map_err(|e| SandboxError::from_io(input, e.into()))?;
+            lock_for_change(file, input, mode)?;
         }
         // Under the lock, read what is at the name now (it may have been replaced meanwhile).
         let current = read_current(&parent, &name, input)?;
@@ -199,6 +180,37 @@ fn read_current(parent: &Dir, name: &Path, input: &str) -> Result<Option<Vec<u8>
     file.read_to_end(&mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
     Ok(Some(bytes))
+}
+
+/// Checks an existing file before changing it, then locks it exclusively: only regular files, and
+/// no appending to a file with other hard links (its other names may lie outside the roots;
+/// overwrite only replaces this name).
+pub(super) fn lock_for_change(
+    file: &cap_std::fs::File,
+    input: &str,
+    mode: WriteMode,
+) -> Result<(), SandboxError> {
+    let metadata = file
+        .metadata()
+        .map_err(|e| SandboxError::from_io(input, e))?;
+    check_regular(input, &metadata.file_type())?;
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt;
+        if mode == WriteMode::Append && metadata.nlink() > 1 {
+            return Err(SandboxError::Denied {
+                path: input.to_owned(),
+                reason: format!(
+                    "the file has {} hard links, and appending would change them all; overwrite it instead",
+                    metadata.nlink()
+                ),
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| SandboxError::from_io(input, e.into()))
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer

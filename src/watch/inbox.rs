@@ -18,6 +18,7 @@ use thiserror::Error;
 
 use super::handler::{Answer, Handled, Handler};
 use crate::sandbox::sha256_hex;
+use crate::sandbox::state::write_atomically;
 
 /// The suffix of result files.
 pub const RESULT_SUFFIX: &str = ".result.md";
@@ -147,7 +148,7 @@ pub fn run_inbox(
             entry.answered_hash = Some(hash);
             let text = String::from_utf8_lossy(&bytes);
             if let Handled::Answered(answer) = handler.handle(&text) {
-                if let Err(error) = write_atomically(&result_path(&path), &answer.block) {
+                if let Err(error) = write_atomically(&result_path(&path), answer.block.as_bytes()) {
                     let mut failed = answer.clone();
                     failed.store_error = Some(format!("cannot write the result: {error}"));
                     report(&path, &failed);
@@ -186,19 +187,6 @@ fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
-}
-
-/// Temporary file beside the target, then rename: a reader never sees half a result.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&temp, text)?;
-    std::fs::rename(&temp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
 }
 
 #[cfg(test)]

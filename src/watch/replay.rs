@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::protocol::{Call, ResultBlock};
 use crate::sandbox::sha256_hex;
+use crate::sandbox::state::{load_json, save_json};
 
 /// One executed call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,18 +54,10 @@ impl ReplayStore {
 
     /// The store in `file` (empty if new; `fresh` discards what was there).
     pub fn load_from(file: &Path, fresh: bool) -> Result<ReplayStore, String> {
-        let mut store = if fresh {
+        let mut store: ReplayStore = if fresh {
             ReplayStore::default()
         } else {
-            match std::fs::read_to_string(file) {
-                Ok(text) => {
-                    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                    ReplayStore::default()
-                }
-                Err(error) => return Err(format!("{}: {error}", file.display())),
-            }
+            load_json(file)?
         };
         store.file = Some(file.to_owned());
         Ok(store)
@@ -98,17 +91,10 @@ impl ReplayStore {
     }
 
     fn save(&self) -> Result<(), String> {
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
-        let fail = |e: std::io::Error| format!("{}: {e}", file.display());
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
+        match &self.file {
+            Some(file) => save_json(file, self),
+            None => Ok(()),
         }
-        let temp = file.with_extension(format!("json.{}.tmp", std::process::id()));
-        let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
-        std::fs::write(&temp, text).map_err(fail)?;
-        std::fs::rename(&temp, file).map_err(fail)
     }
 }
 
