@@ -122,8 +122,16 @@ fn walk(input: &str, last: LastComponent) -> Result<(PathBuf, bool), SandboxErro
                         path: input.to_owned(),
                     });
                 }
-                let target =
-                    std::fs::read_link(&candidate).map_err(|e| SandboxError::from_io(input, e))?;
+                let target = match std::fs::read_link(&candidate) {
+                    Ok(target) => target,
+                    // It stopped being a link between the two looks (EINVAL): look again. The
+                    // hop count bounds how often a racing swapper can make us retry.
+                    Err(error) if error.kind() == io::ErrorKind::InvalidInput => {
+                        pending.push_front(name);
+                        continue;
+                    }
+                    Err(error) => return Err(SandboxError::from_io(input, error)),
+                };
                 if target.is_absolute() {
                     resolved = PathBuf::from("/");
                 }
