@@ -9,10 +9,12 @@
 //! - [`tools`]: the whitelisted tools, working through the sandbox;
 //! - [`sandbox`]: allowed roots, containment, file access;
 //! - [`watch`]: replies from an inbox folder (and, next, the clipboard) answered once each;
+//! - [`agent`]: `flycode run`, the API-backed loop: client, prompt, special messages, transcript;
 //! - [`validate`]: recorded conversations checked against the protocol;
 //! - [`config`]: flags, `flycode.toml` and defaults resolved into one configuration;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod protocol;

@@ -18,6 +18,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
         &reply,
         ClassifyOptions {
             lenient: args.lenient,
+            ..Default::default()
         },
     );
     let outcome = match &classification.verdict {

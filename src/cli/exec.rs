@@ -89,6 +89,7 @@ fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
         &reply,
         ClassifyOptions {
             lenient: args.run.lenient,
+            ..Default::default()
         },
     );
     for warning in &classification.warnings {

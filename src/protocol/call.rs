@@ -9,7 +9,7 @@ use super::display::{escape_for_display, is_hidden_or_control};
 use super::error_code::ErrorCode;
 use super::json::{JsonProblem, parse_strict};
 use super::schema::{ToolSchema, tool_schema};
-use super::tool_name::ToolName;
+use super::tool_name::{ToolName, ToolSet};
 
 /// A call that passed every check of CONTRACT §1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -96,6 +96,8 @@ pub enum CallError {
         shown: String,
         /// The closest whitelisted name.
         nearest: Option<ToolName>,
+        /// The tools the reader accepted.
+        set: ToolSet,
     },
     /// The arguments fail the tool's schema.
     #[error("{tool}: {message}")]
@@ -181,8 +183,8 @@ impl CallError {
             CallError::NotAnObject { .. } | CallError::MissingField { .. } => r#"A call is one JSON object with exactly "id", "tool" and "args", e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}}."#.into(),
             CallError::UnknownField { .. } => r#"Only "id", "tool" and "args" may appear at the top level; put tool arguments inside "args"."#.into(),
             CallError::InvalidId { .. } => r#"Give every call a new non-empty string id, e.g. "call-002"."#.into(),
-            CallError::UnknownTool { nearest, .. } => {
-                let tools: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+            CallError::UnknownTool { nearest, set, .. } => {
+                let tools: Vec<&str> = set.tools().iter().map(|t| t.as_str()).collect();
                 match nearest {
                     Some(tool) => format!("Did you mean \"{tool}\"? The tools are: {}.", tools.join(", ")),
                     None => format!("The tools are: {}.", tools.join(", ")),
@@ -251,6 +253,11 @@ impl Attempt {
 
 /// Validates a call block's content (already free of paste artefacts outside strings).
 pub fn parse_call(content: &str) -> Result<Call, CallError> {
+    parse_call_in(content, ToolSet::Chat)
+}
+
+/// Validates a call block's content against the tools of `set`.
+pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
     if content.trim().is_empty() {
         return Err(CallError::InvalidJson {
             message: EMPTY_BLOCK.into(),
@@ -287,13 +294,17 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
         }),
     }?;
     let tool = match &object["tool"] {
-        Value::String(name) => ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
-            shown: show_tool_name(name),
-            nearest: ToolName::nearest(name),
-        }),
+        Value::String(name) => {
+            ToolName::from_name_in(name, set).ok_or_else(|| CallError::UnknownTool {
+                shown: show_tool_name(name),
+                nearest: ToolName::nearest(name, set),
+                set,
+            })
+        }
         other => Err(CallError::UnknownTool {
             shown: other.to_string(),
             nearest: None,
+            set,
         }),
     }?;
     let args = object.remove("args").unwrap_or(Value::Null);
@@ -324,7 +335,12 @@ pub(crate) fn show_tool_name(name: &str) -> String {
 /// Validates a native (API function-calling) tool call: its id, its function name (protocol or
 /// native form, see [`ToolName::from_native_name`]) and its JSON arguments, with the same codes
 /// as a call block.
-pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Result<Call, CallError> {
+pub fn parse_native_call(
+    id: Option<&str>,
+    name: &str,
+    arguments: &str,
+    set: ToolSet,
+) -> Result<Call, CallError> {
     // The ladder of a call block: JSON first, then id, then tool, then the schema.
     // An API may send "" for a call without arguments.
     let arguments = if arguments.trim().is_empty() {
@@ -341,9 +357,10 @@ pub fn parse_native_call(id: Option<&str>, name: &str, arguments: &str) -> Resul
             reason: "a native tool call needs an id",
         }),
     }?;
-    let tool = ToolName::from_native_name(name).ok_or_else(|| CallError::UnknownTool {
+    let tool = ToolName::from_native_name(name, set).ok_or_else(|| CallError::UnknownTool {
         shown: show_tool_name(name),
-        nearest: ToolName::nearest(name),
+        nearest: ToolName::nearest(name, set),
+        set,
     })?;
     let args = super::args::validate_args(tool, args)?;
     Ok(Call {

@@ -28,5 +28,5 @@ pub use call::{Attempt, Call, CallError};
 pub use error_code::{ErrorCode, WarningCode};
 pub use result::{DEFAULT_BODY_CAP, ResultBlock, ResultParseError};
 pub use slash::{parse_slash, render_command};
-pub use tool_name::ToolName;
+pub use tool_name::{ToolName, ToolSet};
 pub use verdict::{Classification, ClassifyOptions, Verdict, Warning, classify_reply};

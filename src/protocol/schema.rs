@@ -111,11 +111,13 @@ pub fn schema_source(tool: ToolName) -> &'static str {
         ToolName::FsDiff => include_str!("../../protocol/schemas/fs.diff.json"),
         ToolName::ProcessRun => include_str!("../../protocol/schemas/process.run.json"),
         ToolName::ShellExec => include_str!("../../protocol/schemas/shell.exec.json"),
+        ToolName::AgentTodo => include_str!("../../protocol/schemas/agent.todo.json"),
+        ToolName::AgentNote => include_str!("../../protocol/schemas/agent.note.json"),
     }
 }
 
 static CATALOGUE: LazyLock<BTreeMap<ToolName, ToolSchema>> = LazyLock::new(|| {
-    ToolName::ALL
+    ToolName::WITH_AGENT_TOOLS
         .into_iter()
         .map(|tool| (tool, load(tool)))
         .collect()
@@ -123,7 +125,7 @@ static CATALOGUE: LazyLock<BTreeMap<ToolName, ToolSchema>> = LazyLock::new(|| {
 
 /// The compiled schema of `tool`.
 pub fn tool_schema(tool: ToolName) -> &'static ToolSchema {
-    // The catalogue holds every ToolName: `load` is total over ToolName::ALL.
+    // The catalogue holds every ToolName: `load` is total over ToolName::WITH_AGENT_TOOLS.
     #[allow(clippy::expect_used)]
     CATALOGUE
         .get(&tool)
@@ -218,7 +220,7 @@ mod tests {
 
     #[test]
     fn every_schema_loads_and_names_its_tool() {
-        for tool in ToolName::ALL {
+        for tool in ToolName::WITH_AGENT_TOOLS {
             let schema = tool_schema(tool);
             assert_eq!(schema.document["title"], tool.as_str());
             assert_eq!(schema.document["additionalProperties"], Value::Bool(false));
@@ -237,7 +239,7 @@ mod tests {
 
     #[test]
     fn positionals_name_real_arguments() {
-        for tool in ToolName::ALL {
+        for tool in ToolName::WITH_AGENT_TOOLS {
             let schema = tool_schema(tool);
             for name in schema.positional.iter().flatten() {
                 assert!(schema.arg(name).is_some(), "{tool}: positional {name}");

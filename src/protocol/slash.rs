@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::call::{Call, CallError};
 use super::display::escape_for_display;
 use super::schema::{ArgKind, ArgSpec, ToolSchema, tool_schema};
-use super::tool_name::ToolName;
+use super::tool_name::{ToolName, ToolSet};
 
 /// Parses a slash command into a validated call with no id.
 pub fn parse_slash(line: &str) -> Result<Call, CallError> {
@@ -21,7 +21,8 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
     let Some(rest) = line.strip_prefix('/') else {
         return Err(CallError::UnknownTool {
             shown: format!("{:?}", first_word(line)),
-            nearest: ToolName::nearest(first_word(line)),
+            nearest: ToolName::nearest(first_word(line), ToolSet::Chat),
+            set: ToolSet::Chat,
         });
     };
     let (name, remainder) = match rest.find(char::is_whitespace) {
@@ -30,7 +31,8 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
     };
     let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
         shown: super::call::show_tool_name(name),
-        nearest: ToolName::nearest(name),
+        nearest: ToolName::nearest(name, ToolSet::Chat),
+        set: ToolSet::Chat,
     })?;
     let invalid = |message: String| CallError::InvalidArgs { tool, message };
     let schema = tool_schema(tool);

@@ -31,6 +31,36 @@ pub enum ToolName {
     ProcessRun,
     /// `shell.exec`
     ShellExec,
+    /// `agent.todo`: replace the agent's TODO list (`flycode run` only).
+    AgentTodo,
+    /// `agent.note`: save a piece of useful information (`flycode run` only).
+    AgentNote,
+}
+
+/// Which tools a reader accepts: the chat whitelist of the contract, or that plus the agent's own
+/// tools of `flycode run`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ToolSet {
+    /// The twelve tools of CONTRACT §4: browser chats, `check`, `exec`, `watch`.
+    #[default]
+    Chat,
+    /// The twelve plus `agent.todo` and `agent.note`: `flycode run` and recorded runs.
+    Agent,
+}
+
+impl ToolSet {
+    /// The tools of the set, in prompt order.
+    pub fn tools(self) -> &'static [ToolName] {
+        match self {
+            ToolSet::Chat => &ToolName::ALL,
+            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS,
+        }
+    }
+
+    /// Whether `tool` belongs to the set.
+    pub fn contains(self, tool: ToolName) -> bool {
+        self.tools().contains(&tool)
+    }
 }
 
 impl ToolName {
@@ -50,6 +80,27 @@ impl ToolName {
         ToolName::ShellExec,
     ];
 
+    /// The agent's own tools, known to `flycode run` only.
+    pub const AGENT_TOOLS: [ToolName; 2] = [ToolName::AgentTodo, ToolName::AgentNote];
+
+    /// Every tool of [`ToolName::ALL`] followed by the agent's own tools.
+    pub const WITH_AGENT_TOOLS: [ToolName; 14] = [
+        ToolName::FsLs,
+        ToolName::FsMkdir,
+        ToolName::FsRead,
+        ToolName::FsSearch,
+        ToolName::FsWrite,
+        ToolName::FsRm,
+        ToolName::FsMv,
+        ToolName::FsChmod,
+        ToolName::FsWriteBatch,
+        ToolName::FsDiff,
+        ToolName::ProcessRun,
+        ToolName::ShellExec,
+        ToolName::AgentTodo,
+        ToolName::AgentNote,
+    ];
+
     /// The name as the model writes it, e.g. `fs.read`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -65,12 +116,22 @@ impl ToolName {
             ToolName::FsDiff => "fs.diff",
             ToolName::ProcessRun => "process.run",
             ToolName::ShellExec => "shell.exec",
+            ToolName::AgentTodo => "agent.todo",
+            ToolName::AgentNote => "agent.note",
         }
     }
 
-    /// The tool with exactly this name (case-sensitive, no look-alikes).
+    /// The chat whitelist's tool with exactly this name (case-sensitive, no look-alikes).
     pub fn from_name(name: &str) -> Option<ToolName> {
-        ToolName::ALL.into_iter().find(|tool| tool.as_str() == name)
+        ToolName::from_name_in(name, ToolSet::Chat)
+    }
+
+    /// The tool of `set` with exactly this name.
+    pub fn from_name_in(name: &str, set: ToolSet) -> Option<ToolName> {
+        set.tools()
+            .iter()
+            .copied()
+            .find(|tool| tool.as_str() == name)
     }
 
     /// The name for APIs whose function names cannot contain dots: `fs_read`, `process_run`.
@@ -78,22 +139,24 @@ impl ToolName {
         self.as_str().replace('.', "_")
     }
 
-    /// The tool with this protocol name (`fs.read`) or native name (`fs_read`).
-    pub fn from_native_name(name: &str) -> Option<ToolName> {
-        ToolName::ALL
-            .into_iter()
+    /// The tool of `set` with this protocol name (`fs.read`) or native name (`fs_read`).
+    pub fn from_native_name(name: &str, set: ToolSet) -> Option<ToolName> {
+        set.tools()
+            .iter()
+            .copied()
             .find(|tool| tool.as_str() == name || tool.native_name() == name)
     }
 
     /// The whitelisted name closest to `name`, for a "did you mean" hint; `None` when nothing is
     /// reasonably close.
-    pub fn nearest(name: &str) -> Option<ToolName> {
+    pub fn nearest(name: &str, set: ToolSet) -> Option<ToolName> {
         let folded = name
             .trim()
             .to_lowercase()
             .replace(['_', '-', '/', ':'], ".");
-        ToolName::ALL
-            .into_iter()
+        set.tools()
+            .iter()
+            .copied()
             .map(|tool| {
                 let candidate = tool.as_str().to_lowercase();
                 let mut score = strsim::normalized_damerau_levenshtein(&folded, &candidate);
@@ -109,11 +172,17 @@ impl ToolName {
             .map(|(tool, _)| tool)
     }
 
-    /// Whether the tool changes files or runs programs (everything but reading and listing).
+    /// Whether the tool changes files or runs programs (everything but reading, listing and the
+    /// agent's own bookkeeping).
     pub fn is_mutating(self) -> bool {
         !matches!(
             self,
-            ToolName::FsLs | ToolName::FsRead | ToolName::FsSearch | ToolName::FsDiff
+            ToolName::FsLs
+                | ToolName::FsRead
+                | ToolName::FsSearch
+                | ToolName::FsDiff
+                | ToolName::AgentTodo
+                | ToolName::AgentNote
         )
     }
 }
@@ -145,14 +214,42 @@ mod tests {
     fn native_names_replace_dots_with_underscores() {
         assert_eq!(ToolName::FsWriteBatch.native_name(), "fs_writeBatch");
         assert_eq!(
-            ToolName::from_native_name("process_run"),
+            ToolName::from_native_name("process_run", ToolSet::Chat),
             Some(ToolName::ProcessRun)
         );
         assert_eq!(
-            ToolName::from_native_name("shell.exec"),
+            ToolName::from_native_name("shell.exec", ToolSet::Chat),
             Some(ToolName::ShellExec)
         );
-        assert_eq!(ToolName::from_native_name("fs_Read"), None);
+        assert_eq!(ToolName::from_native_name("fs_Read", ToolSet::Agent), None);
+        assert_eq!(
+            ToolName::from_native_name("agent_todo", ToolSet::Agent),
+            Some(ToolName::AgentTodo)
+        );
+    }
+
+    #[test]
+    fn agent_tools_exist_only_in_the_agent_set() {
+        assert_eq!(ToolName::from_name("agent.todo"), None);
+        assert_eq!(
+            ToolName::from_native_name("agent_note", ToolSet::Chat),
+            None
+        );
+        assert_eq!(
+            ToolName::from_name_in("agent.note", ToolSet::Agent),
+            Some(ToolName::AgentNote)
+        );
+        assert_eq!(
+            ToolName::nearest("agent.todos", ToolSet::Agent),
+            Some(ToolName::AgentTodo)
+        );
+        assert!(!ToolName::AgentTodo.is_mutating());
+    }
+
+    impl ToolName {
+        fn nearest_chat(name: &str) -> Option<ToolName> {
+            ToolName::nearest(name, ToolSet::Chat)
+        }
     }
 
     #[test]
@@ -164,10 +261,13 @@ mod tests {
 
     #[test]
     fn nearest_name_is_suggested_for_typos_and_synonyms() {
-        assert_eq!(ToolName::nearest("fs.raed"), Some(ToolName::FsRead));
-        assert_eq!(ToolName::nearest("read.file"), Some(ToolName::FsRead));
-        assert_eq!(ToolName::nearest("fs_write"), Some(ToolName::FsWrite));
-        assert_eq!(ToolName::nearest("shell.run"), Some(ToolName::ShellExec));
-        assert_eq!(ToolName::nearest("zzzzzzzzzzzzzzzz"), None);
+        assert_eq!(ToolName::nearest_chat("fs.raed"), Some(ToolName::FsRead));
+        assert_eq!(ToolName::nearest_chat("read.file"), Some(ToolName::FsRead));
+        assert_eq!(ToolName::nearest_chat("fs_write"), Some(ToolName::FsWrite));
+        assert_eq!(
+            ToolName::nearest_chat("shell.run"),
+            Some(ToolName::ShellExec)
+        );
+        assert_eq!(ToolName::nearest_chat("zzzzzzzzzzzzzzzz"), None);
     }
 }

@@ -6,19 +6,21 @@ use std::ops::Range;
 use serde::Serialize;
 use serde_json::Map;
 
-use super::call::{Attempt, Call, CallError, parse_call};
+use super::call::{Attempt, Call, CallError, parse_call_in};
 use super::error_code::WarningCode;
 use super::json::normalize_artefacts_outside_strings;
 use super::parse::{ParsedReply, is_paste_artefact, is_reply_whitespace, parse_reply};
 use super::result::ResultBlock;
 use super::slash::{render_command, render_unknown_command};
-use super::tool_name::ToolName;
+use super::tool_name::{ToolName, ToolSet};
 
 /// How strictly to read a reply.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassifyOptions {
     /// Accept text outside the call block, reporting it as a warning.
     pub lenient: bool,
+    /// The tools a call may name.
+    pub tools: ToolSet,
 }
 
 /// A warning about a reply that does not change its verdict.
@@ -146,7 +148,7 @@ fn judge(
             message: "invisible copy-paste characters (no-break or zero-width spaces) were read as whitespace".into(),
         });
     }
-    match parse_call(&content) {
+    match parse_call_in(&content, options.tools) {
         Ok(call) => Verdict::Call(call),
         Err(error) => invalid(error, Attempt::read(&content)),
     }
@@ -172,7 +174,7 @@ fn excerpt(text: &str) -> String {
 pub fn violation_result(error: &CallError, attempt: &Attempt) -> ResultBlock {
     let no_args = Map::new();
     let command = match &attempt.tool {
-        Some(name) => match ToolName::from_name(name) {
+        Some(name) => match ToolName::from_name_in(name, ToolSet::Agent) {
             Some(tool) => render_command(tool, attempt.args.as_ref().unwrap_or(&no_args)),
             None => render_unknown_command(name, attempt.args.as_ref()),
         },

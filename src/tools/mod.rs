@@ -116,5 +116,13 @@ pub fn dispatch(
         ToolName::FsDiff => fs::diff::run(sandbox, args),
         ToolName::ProcessRun => process::run(sandbox, args, limits, false),
         ToolName::ShellExec => process::run(sandbox, args, limits, true),
+        ToolName::AgentTodo | ToolName::AgentNote => Err(ToolError::new(
+            crate::protocol::ErrorCode::UnknownTool,
+            format!(
+                "{} keeps the agent's own notes and exists only in flycode run",
+                call.tool
+            ),
+            Some("use the file-system and process tools here"),
+        )),
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::finding::{Finding, FindingCode, Severity};
 use super::transcript::{Message, Role};
+use crate::protocol::ToolSet;
 use crate::protocol::call::{is_no_id, parse_native_call};
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
@@ -152,6 +153,7 @@ impl TranscriptChecker {
                 native.id.as_deref(),
                 &native.function.name,
                 &native.function.arguments,
+                ToolSet::Agent,
             ) {
                 Ok(call) => calls.push(call),
                 Err(error) => self.report(
@@ -175,6 +177,7 @@ impl TranscriptChecker {
             &message.text,
             ClassifyOptions {
                 lenient: self.options.lenient,
+                tools: ToolSet::Agent,
             },
         );
         for warning in &classification.warnings {

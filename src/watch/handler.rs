@@ -68,6 +68,7 @@ impl Handler<'_> {
             text,
             ClassifyOptions {
                 lenient: self.lenient,
+                ..Default::default()
             },
         );
         let (command, block, replayed, store_error) = match classification.verdict {

@@ -45,12 +45,12 @@ proptest! {
 
     #[test]
     fn classifying_never_panics_on_any_text(text in any::<String>(), lenient in any::<bool>()) {
-        let _ = classify_reply(&text, ClassifyOptions { lenient });
+        let _ = classify_reply(&text, ClassifyOptions { lenient, ..Default::default() });
     }
 
     #[test]
     fn classifying_never_panics_on_reply_like_text(pieces in prop::collection::vec(reply_piece(), 0..24), lenient in any::<bool>()) {
-        let _ = classify_reply(&pieces.concat(), ClassifyOptions { lenient });
+        let _ = classify_reply(&pieces.concat(), ClassifyOptions { lenient, ..Default::default() });
     }
 
     #[test]

@@ -48,6 +48,7 @@ fn check_fixture(verdict_dir: &str, path: &Path) -> Vec<String> {
         &reply,
         ClassifyOptions {
             lenient: expected.lenient,
+            ..Default::default()
         },
     );
     let mut problems = Vec::new();

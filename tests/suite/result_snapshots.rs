@@ -15,7 +15,13 @@ fn answers_to_reply_fixtures() {
             let lenient = std::fs::read_to_string(path.with_extension("expect"))
                 .unwrap()
                 .contains("lenient: true");
-            let classification = classify_reply(&reply, ClassifyOptions { lenient });
+            let classification = classify_reply(
+                &reply,
+                ClassifyOptions {
+                    lenient,
+                    ..Default::default()
+                },
+            );
             let name = path.file_stem().unwrap().to_string_lossy();
             out.push_str(&format!("## {verdict}/{name}\n"));
             match classification.verdict {

@@ -1,0 +1,176 @@
+//! The chat messages of an API conversation, shaped as OpenAI Chat Completions messages, with what
+//! flycode needs to know about each that the wire form does not say (whether it carries a result).
+
+use serde::{Deserialize, Serialize};
+
+/// Who speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The system prompt.
+    System,
+    /// The user: the task, results in text mode, special messages.
+    User,
+    /// The model.
+    Assistant,
+    /// A native tool result.
+    Tool,
+}
+
+/// What a message is to flycode; never sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MessageKind {
+    /// Anything else: the system prompt, the task, a reply.
+    #[default]
+    Plain,
+    /// A tool result: a `tool` message (native mode) or a user message holding a
+    /// `flycode-result` block (text mode), violations included.
+    Result,
+    /// A special user message (role definition, TODO list, useful information, folder notes),
+    /// rebuilt for every request and never stored in the history.
+    Special,
+}
+
+/// A function call the model made through the API's native tool calling.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeToolCall {
+    /// The API's call id, echoed by the `tool` message that answers it.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: FunctionCall,
+}
+
+/// The function part of a [`NativeToolCall`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The function name, e.g. `fs_read`.
+    pub name: String,
+    /// The arguments as the model wrote them: a JSON text, not yet validated.
+    pub arguments: String,
+}
+
+impl NativeToolCall {
+    /// A `function` call.
+    pub fn function(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        NativeToolCall {
+            id: id.into(),
+            kind: "function".to_owned(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+        }
+    }
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// Who speaks.
+    pub role: Role,
+    /// The text; empty for an assistant message that only calls tools.
+    pub content: String,
+    /// The native calls of an assistant message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<NativeToolCall>,
+    /// The call a `tool` message answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// What the message is to flycode.
+    #[serde(skip)]
+    pub kind: MessageKind,
+}
+
+impl Message {
+    fn new(role: Role, content: impl Into<String>, kind: MessageKind) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            kind,
+        }
+    }
+
+    /// The system prompt.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new(Role::System, content, MessageKind::Plain)
+    }
+
+    /// A user message: the task.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content, MessageKind::Plain)
+    }
+
+    /// A user message carrying a `flycode-result` block (text mode).
+    pub fn user_result(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content, MessageKind::Result)
+    }
+
+    /// A special user message.
+    pub fn special(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content, MessageKind::Special)
+    }
+
+    /// A model reply, with its native calls if any.
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<NativeToolCall>) -> Message {
+        Message {
+            tool_calls,
+            ..Message::new(Role::Assistant, content, MessageKind::Plain)
+        }
+    }
+
+    /// A `tool` message answering the native call `tool_call_id` (native mode).
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            tool_call_id: Some(tool_call_id.into()),
+            ..Message::new(Role::Tool, content, MessageKind::Result)
+        }
+    }
+
+    /// Whether the message carries a tool result.
+    pub fn is_result(&self) -> bool {
+        self.kind == MessageKind::Result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_serialize_as_chat_completions_messages() {
+        let call = NativeToolCall::function("c1", "fs_read", r#"{"path":"/w/a"}"#);
+        let reply = Message::assistant("", vec![call]);
+        assert_eq!(
+            serde_json::to_value(&reply).unwrap(),
+            json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "fs_read", "arguments": "{\"path\":\"/w/a\"}"}}
+            ]})
+        );
+        assert_eq!(
+            serde_json::to_value(Message::tool_result("c1", "ok")).unwrap(),
+            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
+        );
+        assert_eq!(
+            serde_json::to_value(Message::special("# TODO")).unwrap(),
+            json!({"role": "user", "content": "# TODO"})
+        );
+    }
+
+    #[test]
+    fn results_are_known_by_kind_not_by_role() {
+        assert!(Message::tool_result("c1", "x").is_result());
+        assert!(Message::user_result("```flycode-result\n```").is_result());
+        assert!(!Message::user("task").is_result());
+        assert!(!Message::special("notes").is_result());
+    }
+}

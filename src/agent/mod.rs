@@ -1,0 +1,9 @@
+//! `flycode run`: the API-backed auto loop. A task goes to an OpenAI-compatible endpoint; each
+//! call the model makes is judged by [`crate::protocol`] and run by [`crate::tools`] under the
+//! same roots and policy as everywhere else; results go back until the model answers in prose.
+//!
+//! - [`message`]: the conversation's messages, in their wire shape;
+
+pub mod message;
+
+pub use message::{Message, MessageKind, NativeToolCall, Role};
