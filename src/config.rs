@@ -11,6 +11,21 @@
 //!
 //! [tools]                            # per-tool overrides: allow | ask | deny
 //! "shell.exec" = "deny"
+//!
+//! [agent]                            # flycode run (flags and FLYCODE_* variables win)
+//! base_url = "http://127.0.0.1:8080/v1"
+//! model = "qwen2.5-coder-32b"
+//! api_key_env = "MY_PROVIDER_KEY"    # the variable holding the key; never the key itself
+//! mode = "native"                    # text | native
+//! max_turns = 50
+//! max_violations = 3
+//! stream = true
+//! connect_timeout_ms = 10000
+//! read_timeout_ms = 120000
+//! max_retries = 4
+//! role_file = "prompts/role.md"      # replaces the role definition (or role = "...")
+//! system_prompt_file = "prompt.md"   # replaces the whole system prompt
+//! system_prompt = false              # send no system prompt: the role definition takes its place
 //! ```
 
 use std::collections::BTreeMap;
@@ -56,6 +71,45 @@ struct FileConfig {
     output_cap: Option<usize>,
     timeout_ms: Option<u64>,
     tools: Option<BTreeMap<String, ToolRule>>,
+    agent: Option<AgentConfig>,
+}
+
+/// The `[agent]` table: settings of `flycode run` as the file gives them. Paths are resolved
+/// against the file's folder. The API key itself is deliberately not a setting: a project file
+/// gets committed, so only the name of the variable holding it is.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The endpoint, e.g. `https://api.openai.com/v1`.
+    pub base_url: Option<String>,
+    /// The model name.
+    pub model: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// `text` or `native`.
+    pub mode: Option<String>,
+    /// Requests per run at most.
+    pub max_turns: Option<u32>,
+    /// Consecutive invalid replies before the run stops.
+    pub max_violations: Option<u32>,
+    /// Stream replies (SSE).
+    pub stream: Option<bool>,
+    /// Connect timeout in milliseconds.
+    pub connect_timeout_ms: Option<u64>,
+    /// Longest silence within a response, in milliseconds.
+    pub read_timeout_ms: Option<u64>,
+    /// Retries on 429, 5xx, timeouts and connection failures.
+    pub max_retries: Option<u32>,
+    /// First back-off delay in milliseconds.
+    pub retry_base_ms: Option<u64>,
+    /// Replaces the role definition.
+    pub role: Option<String>,
+    /// A file replacing the role definition.
+    pub role_file: Option<PathBuf>,
+    /// A file replacing the whole system prompt.
+    pub system_prompt_file: Option<PathBuf>,
+    /// `false`: send no system prompt (the role definition becomes the system message).
+    pub system_prompt: Option<bool>,
 }
 
 /// What the command line says, before the file is read.
@@ -80,6 +134,8 @@ pub struct Config {
     pub output_cap: usize,
     /// Default process timeout in milliseconds.
     pub timeout_ms: u64,
+    /// The `[agent]` table, its paths made absolute.
+    pub agent: AgentConfig,
     /// The file the configuration came from, if any.
     pub source: Option<PathBuf>,
 }
@@ -128,12 +184,21 @@ impl Config {
             };
             overrides.insert(tool, rule);
         }
+        let base = source
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut agent = file.agent.unwrap_or_default();
+        for path in [&mut agent.role_file, &mut agent.system_prompt_file]
+            .into_iter()
+            .flatten()
+        {
+            if path.is_relative() {
+                *path = base.join(&*path);
+            }
+        }
         let roots = if flags.roots.is_empty() {
-            let base = source
-                .as_deref()
-                .and_then(Path::parent)
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
             file.roots
                 .unwrap_or_default()
                 .into_iter()
@@ -157,6 +222,7 @@ impl Config {
             protected: file.protected.unwrap_or_default(),
             output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP).max(1024),
             timeout_ms: file.timeout_ms.unwrap_or(60_000).clamp(1, 600_000),
+            agent,
             source,
         })
     }
@@ -205,6 +271,29 @@ mod tests {
         );
         assert_eq!((config.output_cap, config.timeout_ms), (4096, 5000));
         assert_eq!(config.protected, vec!["**/secrets/**".to_owned()]);
+    }
+
+    #[test]
+    fn reads_the_agent_table_with_paths_beside_the_file() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("flycode.toml");
+        std::fs::write(
+            &path,
+            "[agent]\nmodel = \"m\"\nmode = \"text\"\nmax_turns = 7\nrole_file = \"role.md\"\nsystem_prompt = false\n",
+        )
+        .unwrap();
+        let config = Config::load_from(&Flags::default(), &path).unwrap();
+        assert_eq!(config.agent.model.as_deref(), Some("m"));
+        assert_eq!(config.agent.max_turns, Some(7));
+        assert_eq!(config.agent.system_prompt, Some(false));
+        assert_eq!(config.agent.role_file, Some(temp.path().join("role.md")));
+        let error = load("[agent]\napi_key = \"sk-123\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("api_key") && error.contains(":2:"),
+            "{error}"
+        );
     }
 
     #[test]
