@@ -3,7 +3,9 @@
 //! same roots and policy as everywhere else; results go back until the model answers in prose.
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
+//! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 
 pub mod message;
+pub mod summary;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};
