@@ -4,8 +4,10 @@
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
+//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
 
 pub mod message;
 pub mod summary;
+pub mod transcript;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};
