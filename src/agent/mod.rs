@@ -4,10 +4,12 @@
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
+//! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
 
 pub mod message;
 pub mod summary;
+pub mod tools;
 pub mod transcript;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};

@@ -1,0 +1,107 @@
+//! The tools as the API sees them: function definitions for native mode, made from the schemas of
+//! `protocol/schemas/` with their names mapped to the API's allowed characters (`fs.read` ↔
+//! `fs_read`, see [`ToolName::native_name`]).
+
+use serde_json::{Map, Value, json};
+
+use crate::protocol::schema::tool_schema;
+use crate::protocol::{ToolName, ToolSet};
+
+/// The `tools` entries of a Chat Completions request: every tool of the agent set as a function
+/// whose parameters are its schema, without flycode's own `x-flycode-*` annotations and the
+/// `$schema`/`title` keys that some servers refuse.
+pub fn native_tool_definitions() -> Vec<Value> {
+    ToolSet::Agent
+        .tools()
+        .iter()
+        .map(|&tool| {
+            let schema = tool_schema(tool);
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool.native_name(),
+                    "description": schema.description,
+                    "parameters": api_schema(&schema.document, true),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The tool a native function name stands for.
+pub fn tool_for_function(name: &str) -> Option<ToolName> {
+    ToolName::from_native_name(name, ToolSet::Agent)
+}
+
+fn api_schema(value: &Value, is_top: bool) -> Value {
+    match value {
+        Value::Object(object) => {
+            let mut kept = Map::new();
+            for (key, inner) in object {
+                let is_annotation = key.starts_with("x-flycode");
+                let is_document_key = is_top && matches!(key.as_str(), "$schema" | "title");
+                // A property literally named like a keyword must stay: only strip keywords.
+                let in_properties = key == "properties";
+                if is_annotation || is_document_key {
+                    continue;
+                }
+                let inner = if in_properties {
+                    match inner {
+                        Value::Object(properties) => Value::Object(
+                            properties
+                                .iter()
+                                .map(|(name, p)| (name.clone(), api_schema(p, false)))
+                                .collect(),
+                        ),
+                        other => other.clone(),
+                    }
+                } else {
+                    api_schema(inner, false)
+                };
+                kept.insert(key.clone(), inner);
+            }
+            Value::Object(kept)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| api_schema(v, false)).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_agent_tool_is_a_function_with_its_schema() {
+        let definitions = native_tool_definitions();
+        assert_eq!(definitions.len(), ToolSet::Agent.tools().len());
+        for definition in &definitions {
+            let name = definition["function"]["name"].as_str().unwrap();
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                "{name} has characters APIs refuse"
+            );
+            let tool = tool_for_function(name).unwrap();
+            let parameters = &definition["function"]["parameters"];
+            assert_eq!(parameters["type"], "object");
+            assert_eq!(parameters["additionalProperties"], false);
+            assert!(!parameters.to_string().contains("x-flycode"), "{tool}");
+            assert_eq!(
+                parameters["required"],
+                tool_schema(tool).document["required"],
+                "{tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_map_back_both_ways() {
+        assert_eq!(
+            tool_for_function("fs_writeBatch"),
+            Some(ToolName::FsWriteBatch)
+        );
+        assert_eq!(tool_for_function("agent_todo"), Some(ToolName::AgentTodo));
+        assert_eq!(tool_for_function("fs_nope"), None);
+    }
+}
