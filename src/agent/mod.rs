@@ -3,7 +3,9 @@
 //! same roots and policy as everywhere else; results go back until the model answers in prose.
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
+//! - [`client`]: the model API client (HTTP, SSE, retries) behind the [`client::Provider`] trait;
 
+pub mod client;
 pub mod message;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};
