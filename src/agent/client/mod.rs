@@ -188,6 +188,13 @@ mod tests {
     }
 
     #[test]
+    fn the_provider_can_move_to_another_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<OpenAiProvider>();
+        assert_send::<Box<dyn Provider>>();
+    }
+
+    #[test]
     fn api_key_debug_hides_the_key() {
         let key = ApiKey::new("sk-secret");
         assert_eq!(format!("{key:?}"), "ApiKey(***)");
