@@ -134,6 +134,42 @@ pub(crate) fn human_duration(duration: Duration) -> String {
     }
 }
 
+/// A failure in a few words, for the retry notice.
+pub(crate) fn short_reason(error: &ClientError) -> String {
+    match error {
+        ClientError::Http {
+            status, message, ..
+        } => format!("HTTP {status}: {message}"),
+        ClientError::Timeout {
+            after, connecting, ..
+        } => {
+            let what = if *connecting {
+                "no connection"
+            } else {
+                "no answer"
+            };
+            format!("{what} within {}", human_duration(*after))
+        }
+        ClientError::Connect { reason, .. } => format!("could not connect: {reason}"),
+        ClientError::Network { reason, .. } => format!("connection broke: {reason}"),
+        other => other.to_string(),
+    }
+}
+
+/// An error and its sources, joined with `: `, without repeats.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::human_duration;
+use super::error::{error_chain, short_reason};
 use super::reply::{self, ReplyError, StreamAssembler, StreamStep};
 use super::retry::{self, Jitter};
 use super::sse::{SseDecoder, SseEvent};
@@ -498,38 +498,33 @@ impl Exchange<'_> {
     }
 }
 
-/// A failure in a few words, for the retry notice.
-fn short_reason(error: &ClientError) -> String {
-    match error {
-        ClientError::Http {
-            status, message, ..
-        } => format!("HTTP {status}: {message}"),
-        ClientError::Timeout {
-            after, connecting, ..
-        } => {
-            let what = if *connecting {
-                "no connection"
-            } else {
-                "no answer"
-            };
-            format!("{what} within {}", human_duration(*after))
-        }
-        ClientError::Connect { reason, .. } => format!("could not connect: {reason}"),
-        ClientError::Network { reason, .. } => format!("connection broke: {reason}"),
-        other => other.to_string(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
-/// An error and its sources, joined with `: `, without repeats.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
+    #[test]
+    fn builds_an_https_client_with_rustls_and_ring() {
+        let provider = OpenAiProvider::new(ClientSettings::new("https://api.openai.com/v1/"));
+        assert_eq!(
+            provider.unwrap().endpoint(),
+            "https://api.openai.com/v1/chat/completions"
+        );
     }
-    parts.join(": ")
+
+    #[test]
+    fn streaming_requests_ask_for_usage_and_empty_tools_are_omitted() {
+        let messages = [Message::user("hi")];
+        let request = ChatRequest {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            stream: true,
+        };
+        assert_eq!(
+            serde_json::to_value(WireRequest::from(&request)).unwrap(),
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true,
+                "stream_options": {"include_usage": true}})
+        );
+    }
 }
