@@ -3,10 +3,12 @@
 //! same roots and policy as everywhere else; results go back until the model answers in prose.
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
+//! - [`client`]: the model API client (HTTP, SSE, retries) behind the [`client::Provider`] trait;
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
 
+pub mod client;
 pub mod message;
 pub mod summary;
 pub mod tools;

@@ -1,5 +1,7 @@
 //! Integration test modules.
 
+mod agent_client;
+mod api_server;
 mod cli_check;
 mod cli_clipboard;
 mod cli_exec;

@@ -1,0 +1,206 @@
+//! The model client: one [`Provider`] call sends a conversation and returns the whole reply,
+//! streaming text to a callback as it arrives. It owns HTTP, SSE, retries, timeouts and
+//! cancellation; it must not judge or run the calls it returns (that is the loop's job).
+//!
+//! - [`openai`]: [`OpenAiProvider`], OpenAI Chat Completions over HTTP;
+//! - [`sse`]: the incremental Server-Sent Events decoder;
+//! - [`retry`]: which failures are retried, and how long to wait;
+//! - [`reply`]: response bodies and stream chunks assembled into a [`Completion`].
+
+mod error;
+pub mod openai;
+pub mod reply;
+pub mod retry;
+pub mod sse;
+
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::agent::message::{Message, NativeToolCall};
+
+pub use error::ClientError;
+pub use openai::OpenAiProvider;
+
+/// A model API: an OpenAI-compatible server today, another protocol behind the same calls later.
+///
+/// Synchronous for the caller: an implementation runs its own async machinery inside.
+pub trait Provider: Send {
+    /// One completion: sends `request`, reports progress to `on_event` (text as it arrives,
+    /// retries as they are scheduled), and returns the whole reply.
+    ///
+    /// The request is abandoned with [`ClientError::Cancelled`] soon after `cancel` becomes true,
+    /// also while waiting to retry.
+    fn complete(
+        &mut self,
+        request: &ChatRequest<'_>,
+        on_event: &mut dyn FnMut(ClientEvent),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ClientError>;
+}
+
+/// What to ask the model.
+#[derive(Clone, Copy, Debug)]
+pub struct ChatRequest<'a> {
+    /// The model name, e.g. `gpt-4.1` or whatever a local server calls its model.
+    pub model: &'a str,
+    /// The conversation, oldest first.
+    pub messages: &'a [Message],
+    /// OpenAI `tools` entries (`{"type": "function", "function": {...}}`); empty omits the field.
+    pub tools: &'a [serde_json::Value],
+    /// Whether to stream the reply (Server-Sent Events) rather than receive it whole.
+    pub stream: bool,
+}
+
+/// Progress reported while a completion runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientEvent {
+    /// More reply text, to print as it comes: pieces when streaming, the whole text otherwise.
+    TextDelta(String),
+    /// An attempt failed in a way worth another try, which starts after `delay`.
+    Retrying {
+        /// The retry about to happen: 1 for the first retry.
+        attempt: u32,
+        /// The wait before it.
+        delay: Duration,
+        /// Why the previous attempt failed, in words.
+        reason: String,
+    },
+}
+
+/// The model's whole reply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// The reply text (empty when the model only called tools).
+    pub content: String,
+    /// The native tool calls, in the order the model made them.
+    pub tool_calls: Vec<NativeToolCall>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), when the server said.
+    pub finish_reason: Option<String>,
+    /// Token counts, when the server sent them.
+    pub usage: Option<Usage>,
+}
+
+/// Token counts of one completion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    /// Tokens in the request.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Tokens in the reply.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Both.
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+/// An API key. Never printed: its `Debug` shows `ApiKey(***)` and it has no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> ApiKey {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for the `Authorization` header and for scrubbing it out of server text.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced by `***`.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(&self.0, "***")
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+/// Where and how to reach the server.
+#[derive(Clone, Debug)]
+pub struct ClientSettings {
+    /// The API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer KEY` when set; local servers usually need none.
+    pub api_key: Option<ApiKey>,
+    /// How long to wait for a connection.
+    pub connect_timeout: Duration,
+    /// The longest silence allowed while waiting for (more of) a response.
+    pub read_timeout: Duration,
+    /// How many times a failed attempt is retried (so at most `max_retries + 1` requests).
+    pub max_retries: u32,
+    /// The back-off before the first retry (doubling, capped at [`retry::BACKOFF_CAP`]).
+    pub retry_base: Duration,
+}
+
+impl ClientSettings {
+    /// Default connect timeout.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Default read timeout.
+    pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+    /// Default retry budget.
+    pub const DEFAULT_MAX_RETRIES: u32 = 4;
+    /// Default first back-off.
+    pub const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
+
+    /// Settings for `base_url` with no key and the default timeouts and retries.
+    pub fn new(base_url: impl Into<String>) -> ClientSettings {
+        ClientSettings {
+            base_url: base_url.into(),
+            api_key: None,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            read_timeout: Self::DEFAULT_READ_TIMEOUT,
+            max_retries: Self::DEFAULT_MAX_RETRIES,
+            retry_base: Self::DEFAULT_RETRY_BASE,
+        }
+    }
+}
+
+/// `{base_url}/chat/completions`, with exactly one slash between them.
+pub fn chat_completions_url(base_url: &str) -> String {
+    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_the_endpoint_without_doubling_slashes() {
+        for base in ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"] {
+            assert_eq!(
+                chat_completions_url(base),
+                "http://127.0.0.1:8080/v1/chat/completions"
+            );
+        }
+    }
+
+    #[test]
+    fn the_provider_can_move_to_another_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<OpenAiProvider>();
+        assert_send::<Box<dyn Provider>>();
+    }
+
+    #[test]
+    fn api_key_debug_hides_the_key() {
+        let key = ApiKey::new("sk-secret");
+        assert_eq!(format!("{key:?}"), "ApiKey(***)");
+        let mut settings = ClientSettings::new("http://x/v1");
+        settings.api_key = Some(key.clone());
+        assert!(!format!("{settings:?}").contains("sk-secret"));
+        assert_eq!(key.redact("bad key sk-secret!"), "bad key ***!");
+    }
+}

@@ -1,0 +1,530 @@
+//! [`OpenAiProvider`]: OpenAI Chat Completions (`POST {base_url}/chat/completions`) over HTTP
+//! with reqwest and rustls, streamed or whole, with retries, timeouts and cancellation. It owns a
+//! tokio current-thread runtime so that its callers stay synchronous.
+//!
+//! Retry rule: an attempt is retried (429, 408, 5xx, connect failures, timeouts, broken
+//! connections) only until a successful status arrives; once a stream has started, text may
+//! already be on the screen, so any failure after that ends the completion.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::{error_chain, short_reason};
+use super::reply::{self, ReplyError, StreamAssembler, StreamStep};
+use super::retry::{self, Jitter};
+use super::sse::{SseDecoder, SseEvent};
+use super::{
+    ChatRequest, ClientError, ClientEvent, ClientSettings, Completion, Provider,
+    chat_completions_url,
+};
+use crate::agent::message::Message;
+
+/// How often the cancel flag is looked at.
+const CANCEL_POLL: Duration = Duration::from_millis(25);
+
+/// The most of an error body kept to find the server's message.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// The OpenAI Chat Completions provider.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    settings: ClientSettings,
+    url: String,
+    http: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+    jitter: Jitter,
+}
+
+impl OpenAiProvider {
+    /// A provider for `settings`; fails on a base URL that is not `http(s)://...` or a key that
+    /// cannot go in a header.
+    pub fn new(settings: ClientSettings) -> Result<OpenAiProvider, ClientError> {
+        let url = chat_completions_url(&settings.base_url);
+        let parsed = reqwest::Url::parse(&url).map_err(|e| ClientError::InvalidSettings {
+            detail: format!(
+                "the base URL {:?} is not a URL ({e}); give one like http://127.0.0.1:8080/v1",
+                settings.base_url
+            ),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ClientError::InvalidSettings {
+                detail: format!(
+                    "the base URL {:?} is not http:// or https://",
+                    settings.base_url
+                ),
+            });
+        }
+        // Err means some provider is installed already, which is all reqwest needs.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &settings.api_key {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    ClientError::InvalidSettings {
+                        detail:
+                            "the API key holds characters that cannot be sent in an HTTP header"
+                                .to_owned(),
+                    }
+                })?;
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .default_headers(headers)
+            .user_agent(concat!("flycode/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::InvalidSettings {
+                detail: format!("the HTTP client cannot start: {}", error_chain(&e)),
+            })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::InvalidSettings {
+                detail: format!("the async runtime cannot start: {e}"),
+            })?;
+        Ok(OpenAiProvider {
+            settings,
+            url,
+            http,
+            runtime,
+            jitter: Jitter::from_clock(),
+        })
+    }
+
+    /// The endpoint requests go to: `{base_url}/chat/completions`.
+    pub fn endpoint(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn complete(
+        &mut self,
+        request: &ChatRequest<'_>,
+        on_event: &mut dyn FnMut(ClientEvent),
+        cancel: &AtomicBool,
+    ) -> Result<Completion, ClientError> {
+        let body = serde_json::to_vec(&WireRequest::from(request)).map_err(|e| {
+            ClientError::InvalidSettings {
+                detail: format!("the request cannot be encoded as JSON: {e}"),
+            }
+        })?;
+        let exchange = Exchange {
+            http: &self.http,
+            settings: &self.settings,
+            url: &self.url,
+            body,
+            stream: request.stream,
+            cancel,
+        };
+        self.runtime
+            .block_on(exchange.run(on_event, &mut self.jitter))
+    }
+}
+
+/// The request body.
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: &'a [Message],
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    tools: &'a [Value],
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+impl<'a> From<&ChatRequest<'a>> for WireRequest<'a> {
+    fn from(request: &ChatRequest<'a>) -> WireRequest<'a> {
+        WireRequest {
+            model: request.model,
+            messages: request.messages,
+            tools: request.tools,
+            stream: request.stream,
+            stream_options: request.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        }
+    }
+}
+
+/// How an attempt failed.
+enum Failure {
+    /// Worth another try, after `retry_after` if the server asked.
+    Retryable {
+        error: ClientError,
+        retry_after: Option<Duration>,
+    },
+    /// The end of this completion.
+    Final(ClientError),
+}
+
+impl Failure {
+    fn retry(error: ClientError) -> Failure {
+        Failure::Retryable {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// What stopped a guarded wait.
+enum Interrupt {
+    Cancelled,
+    TimedOut,
+}
+
+/// One completion in flight: everything its attempts share.
+struct Exchange<'a> {
+    http: &'a reqwest::Client,
+    settings: &'a ClientSettings,
+    url: &'a str,
+    body: Vec<u8>,
+    stream: bool,
+    cancel: &'a AtomicBool,
+}
+
+impl Exchange<'_> {
+    async fn run(
+        &self,
+        on_event: &mut dyn FnMut(ClientEvent),
+        jitter: &mut Jitter,
+    ) -> Result<Completion, ClientError> {
+        let mut retries = 0;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Err(ClientError::Cancelled);
+            }
+            let (error, retry_after) = match self.attempt(on_event).await {
+                Ok(completion) => return Ok(completion),
+                Err(Failure::Final(error)) => return Err(error),
+                Err(Failure::Retryable { error, retry_after }) => (error, retry_after),
+            };
+            if retries >= self.settings.max_retries {
+                return Err(ClientError::RetriesExhausted {
+                    attempts: retries + 1,
+                    last: Box::new(error),
+                });
+            }
+            let delay = retry::backoff_delay(
+                self.settings.retry_base,
+                retries,
+                retry_after,
+                jitter.next_unit(),
+            );
+            retries += 1;
+            on_event(ClientEvent::Retrying {
+                attempt: retries,
+                delay,
+                reason: short_reason(&error),
+            });
+            if let Err(Interrupt::Cancelled) = self.guard(tokio::time::sleep(delay), None).await {
+                return Err(ClientError::Cancelled);
+            }
+        }
+    }
+
+    /// Runs `future` until it ends, the cancel flag is set, or `limit` passes.
+    async fn guard<T>(
+        &self,
+        future: impl Future<Output = T>,
+        limit: Option<Duration>,
+    ) -> Result<T, Interrupt> {
+        let cancel = self.cancel;
+        let watch_cancel = async move {
+            while !cancel.load(Ordering::Relaxed) {
+                tokio::time::sleep(CANCEL_POLL).await;
+            }
+        };
+        let deadline = async move {
+            match limit {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = watch_cancel => Err(Interrupt::Cancelled),
+            out = future => Ok(out),
+            () = deadline => Err(Interrupt::TimedOut),
+        }
+    }
+
+    async fn attempt(&self, on_event: &mut dyn FnMut(ClientEvent)) -> Result<Completion, Failure> {
+        let accept = if self.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let send = self
+            .http
+            .post(self.url)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, accept)
+            .body(self.body.clone())
+            .send();
+        let patience = self.settings.connect_timeout + self.settings.read_timeout;
+        let response = match self.guard(send, Some(patience)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) if error.is_builder() => {
+                return Err(Failure::Final(ClientError::InvalidSettings {
+                    detail: format!("the request cannot be built: {}", error_chain(&error)),
+                }));
+            }
+            Ok(Err(error)) => return Err(Failure::retry(self.transport_error(&error))),
+            Err(Interrupt::Cancelled) => return Err(Failure::Final(ClientError::Cancelled)),
+            Err(Interrupt::TimedOut) => return Err(Failure::retry(self.read_timeout())),
+        };
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.status_failure(response).await);
+        }
+        let is_event_stream = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if is_event_stream {
+            self.read_stream(response, on_event)
+                .await
+                .map_err(Failure::Final)
+        } else {
+            let body = self.read_body(response, None).await.map_err(|e| match e {
+                ClientError::Cancelled => Failure::Final(e),
+                other => Failure::retry(other),
+            })?;
+            let completion = reply::parse_completion(&body).map_err(|e| {
+                Failure::Final(match e {
+                    ReplyError::Server(message) => self.server_error(&message),
+                    ReplyError::NotJson(detail) => {
+                        self.invalid_response(format!("not JSON: {detail}"))
+                    }
+                    ReplyError::WrongShape(detail) => self.invalid_response(detail),
+                })
+            })?;
+            if !completion.content.is_empty() {
+                on_event(ClientEvent::TextDelta(completion.content.clone()));
+            }
+            Ok(completion)
+        }
+    }
+
+    /// The failure for a non-success status: retryable for 408, 429 and 5xx.
+    async fn status_failure(&self, response: reqwest::Response) -> Failure {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
+        let body = match self.read_body(response, Some(ERROR_BODY_LIMIT)).await {
+            Ok(body) => body,
+            Err(ClientError::Cancelled) => return Failure::Final(ClientError::Cancelled),
+            Err(_) => Vec::new(),
+        };
+        let text = String::from_utf8_lossy(&body);
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|value| reply::error_message(&value))
+            .unwrap_or_else(|| reply::excerpt(text.trim()));
+        let message = if message.is_empty() {
+            status.canonical_reason().unwrap_or("no message").to_owned()
+        } else {
+            reply::excerpt(&self.redact(&message))
+        };
+        let error = ClientError::Http {
+            url: self.url.to_owned(),
+            status: status.as_u16(),
+            message,
+        };
+        if retry::is_retryable_status(status.as_u16()) {
+            Failure::Retryable { error, retry_after }
+        } else {
+            Failure::Final(error)
+        }
+    }
+
+    /// Reads a whole body (its first `limit` bytes when given), each piece within the read timeout.
+    async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+        limit: Option<usize>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk(&mut response).await? {
+            body.extend_from_slice(&chunk);
+            if let Some(limit) = limit.filter(|limit| body.len() >= *limit) {
+                body.truncate(limit);
+                break;
+            }
+        }
+        Ok(body)
+    }
+
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+    ) -> Result<Option<bytes::Bytes>, ClientError> {
+        match self
+            .guard(response.chunk(), Some(self.settings.read_timeout))
+            .await
+        {
+            Ok(Ok(chunk)) => Ok(chunk),
+            Ok(Err(error)) => Err(self.transport_error(&error)),
+            Err(Interrupt::Cancelled) => Err(ClientError::Cancelled),
+            Err(Interrupt::TimedOut) => Err(self.read_timeout()),
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<Completion, ClientError> {
+        let mut decoder = SseDecoder::new();
+        let mut assembler = StreamAssembler::new();
+        while let Some(chunk) = self.next_chunk(&mut response).await? {
+            for event in decoder.feed(&chunk) {
+                if self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done {
+                    return Ok(assembler.finish());
+                }
+            }
+        }
+        if let Some(event) = decoder.finish()
+            && self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done
+        {
+            return Ok(assembler.finish());
+        }
+        if assembler.has_finish_reason() {
+            Ok(assembler.finish())
+        } else {
+            Err(ClientError::Truncated {
+                url: self.url.to_owned(),
+            })
+        }
+    }
+
+    fn take_event(
+        &self,
+        event: &SseEvent,
+        assembler: &mut StreamAssembler,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<StreamStep, ClientError> {
+        match assembler.push(&event.data) {
+            Ok(StreamStep::Text(text)) => {
+                if !text.is_empty() {
+                    on_event(ClientEvent::TextDelta(text));
+                }
+                Ok(StreamStep::Text(String::new()))
+            }
+            Ok(StreamStep::Done) => Ok(StreamStep::Done),
+            Err(ReplyError::Server(message)) => Err(self.server_error(&message)),
+            Err(ReplyError::NotJson(detail)) => Err(self.malformed(format!("not JSON: {detail}"))),
+            Err(ReplyError::WrongShape(detail)) => Err(self.malformed(format!(
+                "JSON that is not a chat completion chunk: {detail}"
+            ))),
+        }
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> ClientError {
+        let url = self.url.to_owned();
+        if error.is_connect() && error.is_timeout() {
+            ClientError::Timeout {
+                url,
+                after: self.settings.connect_timeout,
+                connecting: true,
+            }
+        } else if error.is_connect() {
+            ClientError::Connect {
+                url,
+                reason: self.redact(&error_chain(error)),
+            }
+        } else if error.is_timeout() {
+            self.read_timeout()
+        } else {
+            ClientError::Network {
+                url,
+                reason: self.redact(&error_chain(error)),
+            }
+        }
+    }
+
+    fn read_timeout(&self) -> ClientError {
+        ClientError::Timeout {
+            url: self.url.to_owned(),
+            after: self.settings.read_timeout,
+            connecting: false,
+        }
+    }
+
+    fn server_error(&self, message: &str) -> ClientError {
+        ClientError::ServerError {
+            url: self.url.to_owned(),
+            message: reply::excerpt(&self.redact(message)),
+        }
+    }
+
+    fn malformed(&self, detail: String) -> ClientError {
+        ClientError::MalformedStream {
+            url: self.url.to_owned(),
+            detail: self.redact(&detail),
+        }
+    }
+
+    fn invalid_response(&self, detail: String) -> ClientError {
+        ClientError::InvalidResponse {
+            url: self.url.to_owned(),
+            detail: self.redact(&detail),
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match &self.settings.api_key {
+            Some(key) => key.redact(text),
+            None => text.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn builds_an_https_client_with_rustls_and_ring() {
+        let provider = OpenAiProvider::new(ClientSettings::new("https://api.openai.com/v1/"));
+        assert_eq!(
+            provider.unwrap().endpoint(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn streaming_requests_ask_for_usage_and_empty_tools_are_omitted() {
+        let messages = [Message::user("hi")];
+        let request = ChatRequest {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            stream: true,
+        };
+        assert_eq!(
+            serde_json::to_value(WireRequest::from(&request)).unwrap(),
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true,
+                "stream_options": {"include_usage": true}})
+        );
+    }
+}

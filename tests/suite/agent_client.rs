@@ -1,0 +1,505 @@
+//! The OpenAI client against the scripted loopback server: streaming and whole replies, tool
+//! calls, retries, errors, timeouts, cancellation and the API key.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use flycode::agent::client::{
+    ApiKey, ChatRequest, ClientError, ClientEvent, ClientSettings, Completion, OpenAiProvider,
+    Provider,
+};
+use flycode::agent::message::{Message, NativeToolCall};
+use serde_json::{Value, json};
+
+use super::api_server::{Reply, ScriptedServer};
+
+fn settings(server: &ScriptedServer) -> ClientSettings {
+    ClientSettings {
+        retry_base: Duration::from_millis(5),
+        ..ClientSettings::new(server.base_url())
+    }
+}
+
+fn messages() -> Vec<Message> {
+    vec![
+        Message::system("You are terse."),
+        Message::user("Say hello."),
+    ]
+}
+
+/// Runs one completion; returns it with the events seen.
+fn complete(
+    settings: ClientSettings,
+    stream: bool,
+) -> (Result<Completion, ClientError>, Vec<ClientEvent>) {
+    let cancel = AtomicBool::new(false);
+    complete_with(settings, stream, &[], &cancel)
+}
+
+fn complete_with(
+    settings: ClientSettings,
+    stream: bool,
+    tools: &[Value],
+    cancel: &AtomicBool,
+) -> (Result<Completion, ClientError>, Vec<ClientEvent>) {
+    let mut provider = OpenAiProvider::new(settings).unwrap();
+    let messages = messages();
+    let request = ChatRequest {
+        model: "test-model",
+        messages: &messages,
+        tools,
+        stream,
+    };
+    let mut events = Vec::new();
+    let result = provider.complete(&request, &mut |event| events.push(event), cancel);
+    (result, events)
+}
+
+fn streamed_text(events: &[ClientEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::TextDelta(text) => Some(text.as_str()),
+            ClientEvent::Retrying { .. } => None,
+        })
+        .collect()
+}
+
+fn retries(events: &[ClientEvent]) -> Vec<(u32, Duration, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+            } => Some((*attempt, *delay, reason.clone())),
+            ClientEvent::TextDelta(_) => None,
+        })
+        .collect()
+}
+
+const TEXT: &str = "Hello, w\u{f6}rld \u{1F600}! \u{65e5}\u{672c}\u{8a9e} done.";
+
+#[test]
+fn streams_text_split_at_odd_boundaries_inside_characters_and_crlf() {
+    for split_every in [1, 2, 3, 5, 7, 13, 64] {
+        let server = ScriptedServer::always(Reply::sse_text(TEXT, split_every));
+        let (result, events) = complete(settings(&server), true);
+        let completion = result.unwrap();
+        assert_eq!(completion.content, TEXT, "split every {split_every}");
+        assert_eq!(streamed_text(&events), TEXT);
+        assert!(events.len() > 3, "text arrives in pieces");
+        assert_eq!(completion.finish_reason.as_deref(), Some("stop"));
+        assert!(completion.tool_calls.is_empty());
+    }
+}
+
+#[test]
+fn sends_a_streaming_chat_completions_request() {
+    let server = ScriptedServer::always(Reply::sse_text("ok", 4));
+    let tools = [json!({"type": "function", "function": {"name": "fs_read", "parameters": {}}})];
+    let cancel = AtomicBool::new(false);
+    complete_with(settings(&server), true, &tools, &cancel)
+        .0
+        .unwrap();
+    let request = &server.requests()[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.body["model"], "test-model");
+    assert_eq!(request.body["stream"], true);
+    assert_eq!(
+        request.body["stream_options"],
+        json!({"include_usage": true})
+    );
+    assert_eq!(request.body["tools"], json!(tools));
+    assert_eq!(
+        request.body["messages"],
+        json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}])
+    );
+}
+
+#[test]
+fn a_whole_request_omits_stream_options_and_empty_tools() {
+    let server = ScriptedServer::always(Reply::completion_text("ok"));
+    let mut settings = settings(&server);
+    settings.base_url.push('/');
+    complete(settings, false).0.unwrap();
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.body["stream"], false);
+    assert!(request.body.get("stream_options").is_none());
+    assert!(request.body.get("tools").is_none());
+}
+
+#[test]
+fn reads_usage_from_the_final_chunk() {
+    let server = ScriptedServer::always(Reply::sse_text(TEXT, 9));
+    let usage = complete(settings(&server), true).0.unwrap().usage.unwrap();
+    let chars = TEXT.chars().count() as u64;
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens
+        ),
+        (7, chars, 7 + chars)
+    );
+}
+
+#[test]
+fn assembles_streamed_tool_calls_from_argument_pieces() {
+    let calls = [
+        (
+            "call_a",
+            "fs_read",
+            r#"{"path":"/work/src/main.rs","lines":[1,40]}"#,
+        ),
+        ("call_b", "fs_ls", r#"{"path":"/work"}"#),
+    ];
+    let server = ScriptedServer::always(Reply::sse_tool_calls(&calls));
+    let (result, events) = complete(settings(&server), true);
+    let completion = result.unwrap();
+    let expected: Vec<NativeToolCall> = calls
+        .iter()
+        .map(|(id, name, args)| NativeToolCall::function(*id, *name, *args))
+        .collect();
+    assert_eq!(completion.tool_calls, expected);
+    assert_eq!(completion.content, "");
+    assert_eq!(completion.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(completion.usage.unwrap().total_tokens, 16);
+    assert!(streamed_text(&events).is_empty());
+}
+
+#[test]
+fn reads_whole_text_and_tool_call_replies() {
+    let server = ScriptedServer::always(Reply::completion_text(TEXT));
+    let (result, events) = complete(settings(&server), false);
+    let completion = result.unwrap();
+    assert_eq!(completion.content, TEXT);
+    assert_eq!(events, vec![ClientEvent::TextDelta(TEXT.to_owned())]);
+    assert_eq!(completion.usage.unwrap().total_tokens, 13);
+
+    let server = ScriptedServer::always(Reply::completion_tool_calls(&[(
+        "c1",
+        "fs_read",
+        r#"{"path":"/w/a"}"#,
+    )]));
+    let completion = complete(settings(&server), false).0.unwrap();
+    assert_eq!(completion.content, "");
+    assert_eq!(
+        completion.tool_calls,
+        vec![NativeToolCall::function(
+            "c1",
+            "fs_read",
+            r#"{"path":"/w/a"}"#
+        )]
+    );
+    assert_eq!(completion.finish_reason.as_deref(), Some("tool_calls"));
+}
+
+#[test]
+fn retries_429_after_the_servers_retry_after() {
+    let server = ScriptedServer::sequence(vec![
+        Reply::error(429, "slow down").with_header("Retry-After", "1"),
+        Reply::completion_text("ok"),
+    ]);
+    let (result, events) = complete(settings(&server), false);
+    assert_eq!(result.unwrap().content, "ok");
+    assert_eq!(server.requests().len(), 2);
+    let retries = retries(&events);
+    assert_eq!(retries.len(), 1);
+    let (attempt, delay, reason) = &retries[0];
+    assert_eq!(*attempt, 1);
+    assert_eq!(*delay, Duration::from_secs(1));
+    assert!(
+        reason.contains("429") && reason.contains("slow down"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn gives_up_on_500_when_the_retry_budget_is_spent() {
+    let server = ScriptedServer::always(Reply::status(500));
+    let mut settings = settings(&server);
+    settings.max_retries = 3;
+    let (result, events) = complete(settings, true);
+    assert_eq!(server.requests().len(), 4);
+    let attempts: Vec<u32> = retries(&events).iter().map(|r| r.0).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    let error = result.unwrap_err();
+    assert!(
+        matches!(&error, ClientError::RetriesExhausted { attempts: 4, last }
+            if matches!(**last, ClientError::Http { status: 500, .. })),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("HTTP 500") && message.contains("4 attempts"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_400_is_not_retried_and_carries_the_servers_message() {
+    let server = ScriptedServer::always(Reply::error(400, "model 'x' does not exist"));
+    let (result, events) = complete(settings(&server), true);
+    assert_eq!(server.requests().len(), 1);
+    assert!(retries(&events).is_empty());
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, ClientError::Http { status: 400, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("model 'x' does not exist"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_long_error_body_is_cut_to_an_excerpt() {
+    let server = ScriptedServer::always(Reply::Status {
+        status: 422,
+        headers: Vec::new(),
+        body: "x".repeat(10_000),
+    });
+    let error = complete(settings(&server), false).0.unwrap_err();
+    let ClientError::Http { message, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(message.len() <= 510, "{}", message.len());
+}
+
+#[test]
+fn a_payload_that_is_not_json_is_a_malformed_stream() {
+    let good = json!({"choices": [{"index": 0, "delta": {"content": "Hi"}}]});
+    let mut body = format!("data: {good}\n\n").into_bytes();
+    body.extend_from_slice(b"data: {\"choices\": [oops\n\n");
+    let server = ScriptedServer::always(Reply::sse_bytes(&body, 5));
+    let (result, events) = complete(settings(&server), true);
+    assert_eq!(streamed_text(&events), "Hi");
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, ClientError::MalformedStream { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("not JSON") && message.contains("oops"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1, "not retried");
+}
+
+#[test]
+fn a_payload_of_the_wrong_shape_is_a_malformed_stream() {
+    let server = ScriptedServer::always(Reply::sse_events(&[json!({"choices": "many"})], true, 8));
+    let error = complete(settings(&server), true).0.unwrap_err();
+    assert!(
+        matches!(error, ClientError::MalformedStream { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("not a chat completion chunk"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_error_object_in_the_stream_is_reported_with_its_message() {
+    let events = [
+        json!({"choices": [{"index": 0, "delta": {"content": "Hi"}}]}),
+        json!({"error": {"message": "the model is overloaded", "type": "server_error"}}),
+    ];
+    let server = ScriptedServer::always(Reply::sse_events(&events, false, 11));
+    let error = complete(settings(&server), true).0.unwrap_err();
+    assert!(
+        matches!(error, ClientError::ServerError { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("the model is overloaded"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_stream_cut_before_done_and_finish_reason_is_an_error() {
+    let events = [
+        json!({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}),
+        json!({"choices": [{"index": 0, "delta": {"content": "lo"}}]}),
+    ];
+    let server = ScriptedServer::always(Reply::sse_events(&events, false, 6));
+    let (result, events) = complete(settings(&server), true);
+    assert_eq!(streamed_text(&events), "Hello");
+    let error = result.unwrap_err();
+    assert!(matches!(error, ClientError::Truncated { .. }), "{error:?}");
+}
+
+#[test]
+fn a_stream_with_finish_reason_but_no_done_is_complete() {
+    let events =
+        [json!({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]})];
+    let server = ScriptedServer::always(Reply::sse_events(&events, false, 6));
+    assert_eq!(complete(settings(&server), true).0.unwrap().content, "Hi");
+}
+
+#[test]
+fn a_server_stalling_mid_stream_ends_in_a_timeout() {
+    let events = [json!({"choices": [{"index": 0, "delta": {"content": "Hel"}}]})];
+    let server = ScriptedServer::always(Reply::sse_then_stall(&events));
+    let mut settings = settings(&server);
+    settings.read_timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let (result, events) = complete(settings, true);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(streamed_text(&events), "Hel");
+    let error = result.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                connecting: false,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("300 ms"), "{error}");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "not retried once text was shown"
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_is_retried_then_times_out() {
+    let server = ScriptedServer::always(Reply::Stall { after: Vec::new() });
+    let mut settings = settings(&server);
+    settings.read_timeout = Duration::from_millis(200);
+    settings.max_retries = 1;
+    let error = complete(settings, false).0.unwrap_err();
+    assert!(
+        matches!(&error, ClientError::RetriesExhausted { attempts: 2, last }
+            if matches!(**last, ClientError::Timeout { .. })),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_hang_up_without_answer_is_retried() {
+    let server = ScriptedServer::sequence(vec![Reply::Close, Reply::completion_text("ok")]);
+    let (result, events) = complete(settings(&server), false);
+    assert_eq!(result.unwrap().content, "ok");
+    assert_eq!(retries(&events).len(), 1);
+}
+
+#[test]
+fn a_refused_connection_is_a_connect_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut settings = ClientSettings::new(format!("http://127.0.0.1:{port}/v1"));
+    settings.max_retries = 0;
+    let error = complete(settings, true).0.unwrap_err();
+    let ClientError::RetriesExhausted { last, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(matches!(**last, ClientError::Connect { .. }), "{error:?}");
+    assert!(error.to_string().contains("--base-url"), "{error}");
+}
+
+#[test]
+fn cancellation_abandons_a_stalled_request_promptly() {
+    let server = ScriptedServer::always(Reply::sse_then_stall(&[]));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let setter = {
+        let cancel = Arc::clone(&cancel);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            cancel.store(true, Ordering::SeqCst);
+        })
+    };
+    let started = Instant::now();
+    let (result, _) = complete_with(settings(&server), true, &[], &cancel);
+    setter.join().unwrap();
+    assert!(matches!(result, Err(ClientError::Cancelled)), "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn cancellation_interrupts_a_back_off_sleep() {
+    let server = ScriptedServer::always(Reply::status(503).with_header("Retry-After", "100"));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let setter = {
+        let cancel = Arc::clone(&cancel);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            cancel.store(true, Ordering::SeqCst);
+        })
+    };
+    let started = Instant::now();
+    let (result, events) = complete_with(settings(&server), false, &[], &cancel);
+    setter.join().unwrap();
+    assert!(matches!(result, Err(ClientError::Cancelled)), "{result:?}");
+    assert_eq!(retries(&events)[0].1, Duration::from_secs(100));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn sends_the_api_key_only_when_set() {
+    let server = ScriptedServer::always(Reply::completion_text("ok"));
+    complete(settings(&server), false).0.unwrap();
+    let mut with_key = settings(&server);
+    with_key.api_key = Some(ApiKey::new("sk-test-123"));
+    complete(with_key, false).0.unwrap();
+    let requests = server.requests();
+    assert_eq!(requests[0].header("authorization"), None);
+    assert_eq!(
+        requests[1].header("authorization"),
+        Some("Bearer sk-test-123")
+    );
+}
+
+#[test]
+fn the_api_key_never_appears_in_errors() {
+    const KEY: &str = "sk-very-secret-key-42";
+    let echo = format!("Incorrect API key provided: {KEY}.");
+    let replies = [
+        Reply::error(401, &echo),
+        Reply::status(500),
+        Reply::sse_bytes(format!("data: {{{KEY}\n\n").as_bytes(), 3),
+        Reply::json(200, json!({"error": {"message": echo}})),
+    ];
+    for reply in replies {
+        let server = ScriptedServer::always(reply);
+        let mut settings = settings(&server);
+        settings.api_key = Some(ApiKey::new(KEY));
+        settings.max_retries = 1;
+        let debug_settings = format!("{settings:?}");
+        assert!(!debug_settings.contains(KEY));
+        let error = complete(settings, true).0.unwrap_err();
+        assert!(!error.to_string().contains(KEY), "{error}");
+        assert!(!format!("{error:?}").contains(KEY), "{error:?}");
+        assert_eq!(
+            server.requests()[0].header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+}
+
+#[test]
+fn a_bad_base_url_is_refused_up_front() {
+    let error = OpenAiProvider::new(ClientSettings::new("not a url")).unwrap_err();
+    assert!(
+        matches!(error, ClientError::InvalidSettings { .. }),
+        "{error:?}"
+    );
+    let error = OpenAiProvider::new(ClientSettings::new("ftp://127.0.0.1/v1")).unwrap_err();
+    assert!(error.to_string().contains("http://"), "{error}");
+}
