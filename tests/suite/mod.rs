@@ -1,5 +1,6 @@
 //! Integration test modules.
 
+mod agent_prompt;
 mod cli_check;
 mod cli_clipboard;
 mod cli_exec;
