@@ -139,7 +139,9 @@ fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
     };
     let tool_names = tool_names_for(ToolSet::Agent, naming);
     let tool_reference = match context.mode {
-        CallingMode::Text => tool_reference_for(PromptLanguage::En, ToolSet::Agent),
+        CallingMode::Text => tool_reference_for(PromptLanguage::En, ToolSet::Agent)
+            .trim_end()
+            .to_owned(),
         CallingMode::Native => String::new(),
     };
     let mut values = environment.to_vec();
