@@ -4,12 +4,17 @@
 //!
 //! - [`message`]: the conversation's messages, in their wire shape;
 //! - [`client`]: the model API client (HTTP, SSE, retries) behind the [`client::Provider`] trait;
+//! - [`prompt`]: the system prompt and role definition, assembled from modules;
+//! - [`context`]: the special user messages (role, TODO list, notes, folder notes) and where they
+//!   go in every request;
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
-//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
+//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
 
 pub mod client;
+pub mod context;
 pub mod message;
+pub mod prompt;
 pub mod summary;
 pub mod tools;
 pub mod transcript;

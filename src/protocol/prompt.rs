@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::schema::{ArgKind, ToolSchema, tool_schema};
-use super::tool_name::ToolName;
+use super::tool_name::{ToolName, ToolSet};
 
 /// The language of the prompt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -31,24 +31,33 @@ impl PromptLanguage {
 
 /// Builds the chat prompt for `roots` (already absolute, in display form).
 pub fn chat_prompt(language: PromptLanguage, roots: &[String]) -> String {
-    let first_root = roots
-        .first()
-        .map(|r| trim_trailing_separator(r))
-        .unwrap_or("/");
-    let root_json = Value::String(first_root.to_owned()).to_string();
-    let root_json = &root_json[1..root_json.len() - 1];
+    let first_root = first_root(roots);
     let root_list: Vec<String> = roots.iter().map(|r| format!("- `{r}`")).collect();
-    let tool_names: Vec<String> = ToolName::ALL
-        .iter()
-        .map(|t| format!("- `{}`", t.as_str()))
-        .collect();
     language
         .template()
         .replace("{{roots}}", &root_list.join("\n"))
-        .replace("{{tool_names}}", &tool_names.join("\n"))
+        .replace(
+            "{{tool_names}}",
+            &tool_names_for(ToolSet::Chat, ToolNaming::Protocol),
+        )
         .replace("{{tool_reference}}", &tool_reference(language))
-        .replace("{{root_json}}", root_json)
+        .replace("{{root_json}}", &json_string_body(first_root))
         .replace("{{root}}", first_root)
+}
+
+/// The first root without its trailing separator (a drive or file-system root keeps it), for
+/// prose and examples; `/` when there is no root.
+pub fn first_root(roots: &[String]) -> &str {
+    roots
+        .first()
+        .map(|r| trim_trailing_separator(r))
+        .unwrap_or("/")
+}
+
+/// `text` escaped for use between the quotes of a JSON string (`C:\\work` for `C:\work`).
+pub fn json_string_body(text: &str) -> String {
+    let quoted = Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 fn trim_trailing_separator(root: &str) -> &str {
@@ -60,10 +69,41 @@ fn trim_trailing_separator(root: &str) -> &str {
     }
 }
 
-/// The numbered per-tool argument reference.
+/// How a tool list names the tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolNaming {
+    /// The protocol names of call blocks, `fs.read`, one bullet each.
+    Protocol,
+    /// The API function names of native tool calling, `fs_read`, each with its one-line purpose.
+    Native,
+}
+
+/// The bullet list of the tools of `set`, in prompt order.
+pub fn tool_names_for(set: ToolSet, naming: ToolNaming) -> String {
+    let lines: Vec<String> = set
+        .tools()
+        .iter()
+        .map(|&tool| match naming {
+            ToolNaming::Protocol => format!("- `{}`", tool.as_str()),
+            ToolNaming::Native => format!(
+                "- `{}` — {}",
+                tool.native_name(),
+                tool_schema(tool).description
+            ),
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// The numbered per-tool argument reference of the chat whitelist.
 pub fn tool_reference(language: PromptLanguage) -> String {
+    tool_reference_for(language, ToolSet::Chat)
+}
+
+/// The numbered per-tool argument reference of the tools of `set`.
+pub fn tool_reference_for(language: PromptLanguage, set: ToolSet) -> String {
     let mut out = String::new();
-    for (number, tool) in ToolName::ALL.into_iter().enumerate() {
+    for (number, &tool) in set.tools().iter().enumerate() {
         let schema = tool_schema(tool);
         out.push_str(&format!(
             "\n{}. `{}` — {}\n- `{}`\n",
@@ -191,7 +231,10 @@ fn rules(schema: &ToolSchema, language: PromptLanguage) -> Vec<String> {
             (true, PromptLanguage::En) => format!("Exactly one of {}.", names.join(", ")),
         });
     }
-    if schema.args.iter().any(|a| a.kind == ArgKind::ObjectList) {
+    // The all-or-nothing rule is fs.writeBatch's; agent.todo's list of objects has none.
+    if schema.tool == ToolName::FsWriteBatch
+        && schema.args.iter().any(|a| a.kind == ArgKind::ObjectList)
+    {
         rules.push(match language {
             PromptLanguage::Zh => "同一路径不得出现两次；全部成功或全部不变。".to_owned(),
             PromptLanguage::En => "No path twice; all files are written or none is.".to_owned(),

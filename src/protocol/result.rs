@@ -180,7 +180,7 @@ impl ResultBlock {
             inner.push_str(body);
             inner.push('\n');
         }
-        let fence = "`".repeat(longest_backtick_run(&inner).max(2) + 1);
+        let fence = backtick_fence_for(&inner);
         format!("{fence}{RESULT_TAG}\n{inner}{fence}\n")
     }
 
@@ -290,6 +290,13 @@ fn split_header(line: &str) -> Option<(&str, &str)> {
         return Some((key, ""));
     }
     value.strip_prefix(' ').map(|value| (key, value))
+}
+
+/// A backtick fence that `text` cannot close: at least three backticks, and one more than the
+/// longest run of backticks anywhere in `text`. Whatever `text` holds (a `flycode-result` or
+/// `flycode-call` block included) stays content of the block this fence opens.
+pub fn backtick_fence_for(text: &str) -> String {
+    "`".repeat(longest_backtick_run(text).max(2) + 1)
 }
 
 fn longest_backtick_run(text: &str) -> usize {

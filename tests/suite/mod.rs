@@ -1,5 +1,6 @@
 //! Integration test modules.
 
+mod agent_prompt;
 mod agent_client;
 mod api_server;
 mod cli_check;

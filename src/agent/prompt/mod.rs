@@ -1,0 +1,166 @@
+//! The agent's system prompt, assembled from modules (seed 001): role, capabilities, the tool
+//! guide of the calling mode, output style and an environment section. The templates live in
+//! `protocol/prompts/agent/`; the tool lists and the argument reference are generated from the
+//! schemas of [`ToolSet::Agent`] by [`crate::protocol::prompt`]. Pure: no clock, no environment.
+//!
+//! Placeholders, filled in one pass (a value is never searched for placeholders, and an unknown
+//! placeholder is left as written): `{{working_directory}}`, `{{model_name}}`, `{{os_info}}`,
+//! `{{current_date}}`, `{{roots}}` (a bullet list) everywhere, including the user's own role or
+//! system prompt; the tool guides also know `{{tool_names}}`, `{{tool_reference}}` (text mode)
+//! and `{{root_json}}` (the first root escaped for a JSON string).
+
+mod template;
+
+use crate::protocol::ToolSet;
+use crate::protocol::prompt::{
+    PromptLanguage, ToolNaming, first_root, json_string_body, tool_names_for, tool_reference_for,
+};
+
+use template::fill;
+
+const ROLE: &str = include_str!("../../../protocol/prompts/agent/role.md");
+const CAPABILITIES: &str = include_str!("../../../protocol/prompts/agent/capabilities.md");
+const TOOLS_TEXT: &str = include_str!("../../../protocol/prompts/agent/tools.text.md");
+const TOOLS_NATIVE: &str = include_str!("../../../protocol/prompts/agent/tools.native.md");
+const STYLE: &str = include_str!("../../../protocol/prompts/agent/style.md");
+const ENVIRONMENT: &str = include_str!("../../../protocol/prompts/agent/environment.md");
+
+/// How the model calls tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CallingMode {
+    /// The model writes `flycode-call` blocks; results come back as user messages.
+    #[default]
+    Text,
+    /// The tools are API functions (`fs_read`); results come back as `tool` messages.
+    Native,
+}
+
+/// What the prompt is filled with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptContext {
+    /// The directory the agent starts in, absolute.
+    pub working_directory: String,
+    /// The model's name as the API knows it.
+    pub model_name: String,
+    /// The operating system and architecture, e.g. `linux x86_64` (see [`os_info`]).
+    pub os_info: String,
+    /// Today, `YYYY-MM-DD`: passed in, so the same context always gives the same prompt.
+    pub current_date: String,
+    /// The allowed roots, absolute, in display form.
+    pub roots: Vec<String>,
+    /// How the model calls tools.
+    pub mode: CallingMode,
+}
+
+/// What the user configured instead of the built-in modules.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PromptOverrides {
+    /// Replaces the role module (placeholders are filled in it too).
+    pub role: Option<String>,
+    /// Where the system prompt comes from.
+    pub system: SystemPromptSource,
+}
+
+/// Where the system prompt comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SystemPromptSource {
+    /// The built-in modules (the default).
+    #[default]
+    Built,
+    /// The user's whole system prompt (placeholders are filled in it).
+    Custom(String),
+    /// No system prompt: the role definition is then promoted to the system message by
+    /// [`crate::agent::context::assemble_request`].
+    None,
+}
+
+/// The assembled prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssembledPrompt {
+    /// The system prompt; `None` when [`SystemPromptSource::None`] was configured.
+    pub system: Option<String>,
+    /// The role definition, filled: sent as the first special message of every request.
+    pub role_definition: String,
+}
+
+/// `linux x86_64`: the operating system and architecture flycode was built for.
+pub fn os_info() -> String {
+    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+/// Assembles the system prompt and the role definition for `context`.
+pub fn assemble_prompt(context: &PromptContext, overrides: &PromptOverrides) -> AssembledPrompt {
+    let roots = root_list(&context.roots);
+    let environment = [
+        ("working_directory", context.working_directory.as_str()),
+        ("model_name", context.model_name.as_str()),
+        ("os_info", context.os_info.as_str()),
+        ("current_date", context.current_date.as_str()),
+        ("roots", roots.as_str()),
+    ];
+    let role_definition = fill(overrides.role.as_deref().unwrap_or(ROLE), &environment);
+    let system = match &overrides.system {
+        SystemPromptSource::Built => {
+            Some(built_system_prompt(&role_definition, context, &environment))
+        }
+        SystemPromptSource::Custom(text) => Some(fill(text, &environment)),
+        SystemPromptSource::None => None,
+    };
+    AssembledPrompt {
+        system,
+        role_definition,
+    }
+}
+
+/// Role, capabilities, tool guide, style and environment, separated by blank lines.
+fn built_system_prompt(
+    role_definition: &str,
+    context: &PromptContext,
+    environment: &[(&str, &str)],
+) -> String {
+    let tool_guide = tool_guide(context, environment);
+    [
+        role_definition.trim_end().to_owned(),
+        fill(CAPABILITIES, environment).trim_end().to_owned(),
+        tool_guide.trim_end().to_owned(),
+        fill(STYLE, environment).trim_end().to_owned(),
+        fill(ENVIRONMENT, environment).trim_end().to_owned(),
+    ]
+    .join("\n\n")
+        + "\n"
+}
+
+/// The tool-usage guide of the calling mode.
+fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
+    let root_json = json_string_body(first_root(&context.roots));
+    let (template, naming) = match context.mode {
+        CallingMode::Text => (TOOLS_TEXT, ToolNaming::Protocol),
+        CallingMode::Native => (TOOLS_NATIVE, ToolNaming::Native),
+    };
+    let tool_names = tool_names_for(ToolSet::Agent, naming);
+    let tool_reference = match context.mode {
+        CallingMode::Text => tool_reference_for(PromptLanguage::En, ToolSet::Agent)
+            .trim_end()
+            .to_owned(),
+        CallingMode::Native => String::new(),
+    };
+    let mut values = environment.to_vec();
+    values.extend([
+        ("tool_names", tool_names.as_str()),
+        ("tool_reference", tool_reference.as_str()),
+        ("root_json", root_json.as_str()),
+    ]);
+    fill(template, &values)
+}
+
+/// One bullet per root.
+fn root_list(roots: &[String]) -> String {
+    roots
+        .iter()
+        .map(|root| format!("- `{root}`"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests;
