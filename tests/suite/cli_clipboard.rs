@@ -144,6 +144,12 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
         root.display()
     );
     for round in 0..50 {
+        // Prose in between, seen on the clipboard before the next copy: the previous result is
+        // gone, so the result waited for below is this round's (xclip may return before it
+        // owns the clipboard).
+        let separator = format!("prose between copies, round {round}");
+        copy(&display, &separator).unwrap();
+        wait_clipboard(&display, |text| text == separator);
         copy(&display, &reply).unwrap();
         let result = wait_clipboard(&display, |text| text.starts_with("```flycode-result"));
         assert!(
