@@ -7,6 +7,8 @@
 //! - [`prompt`]: the system prompt and role definition, assembled from modules;
 //! - [`context`]: the special user messages (role, TODO list, notes, folder notes) and where they
 //!   go in every request;
+//! - [`settings`]: flags, environment and `flycode.toml` resolved into a run's settings;
+//! - [`turn`]: the loop itself, reporting events to an observer;
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
@@ -15,8 +17,10 @@ pub mod client;
 pub mod context;
 pub mod message;
 pub mod prompt;
+pub mod settings;
 pub mod summary;
 pub mod tools;
 pub mod transcript;
+pub mod turn;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};

@@ -6,6 +6,7 @@ pub mod check;
 pub mod exec;
 pub mod log;
 pub mod prompt;
+pub mod run;
 pub mod validate;
 pub mod watch;
 
@@ -26,6 +27,8 @@ pub enum Outcome {
     Usage = 2,
     /// 3: the input holds no call.
     NoCall = 3,
+    /// 130: stopped by Ctrl-C (`flycode run`), as a shell reports a process ended by SIGINT.
+    Interrupted = 130,
 }
 
 /// flycode: let a chat model work on this machine through flycode-call blocks, safely.
@@ -50,6 +53,9 @@ pub enum Command {
     Log(LogArgs),
     /// Print the system prompt to paste into a browser chat.
     Prompt(PromptArgs),
+    /// Work on a task through an OpenAI-compatible API until the model answers in prose.
+    /// Exit 0 answered, 1 stopped early or failed, 2 usage or settings, 130 Ctrl-C.
+    Run(RunArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
     /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
@@ -81,6 +87,75 @@ pub struct WatchArgs {
     /// How long a file must stay unchanged before it is read, in milliseconds.
     #[arg(long, default_value_t = 250, value_name = "MS")]
     pub quiet_ms: u64,
+}
+
+/// `flycode run` arguments. Settings not given here come from FLYCODE_* variables (OPENAI_*
+/// accepted), then the [agent] table of flycode.toml.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The task, in words; - reads it from standard input.
+    #[arg(value_name = "TASK", required_unless_present = "task_file")]
+    pub task: Option<String>,
+    /// Read the task from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "task")]
+    pub task_file: Option<PathBuf>,
+    /// The model [env: FLYCODE_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The API's base URL, e.g. https://api.openai.com/v1 [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// How the model calls tools: native function calls (default) or flycode-call blocks.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub mode: Option<ModeArg>,
+    /// Requests at most (default 50).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// Invalid replies in a row before stopping (default 3).
+    #[arg(long, value_name = "N")]
+    pub max_violations: Option<u32>,
+    /// Wait for whole replies instead of streaming them.
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Print the run's events as JSON Lines on standard output.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the transcript (JSON Lines) here.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// Connect timeout in milliseconds (default 10000).
+    #[arg(long, value_name = "MS")]
+    pub connect_timeout_ms: Option<u64>,
+    /// Longest silence allowed within a response, in milliseconds (default 120000).
+    #[arg(long, value_name = "MS")]
+    pub read_timeout_ms: Option<u64>,
+    /// Retries on 429, 5xx, timeouts and lost connections (default 4).
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// First retry delay in milliseconds, doubled each time, with jitter (default 500).
+    #[arg(long, value_name = "MS")]
+    pub retry_base_ms: Option<u64>,
+    /// Replace the role definition with this file's text.
+    #[arg(long, value_name = "FILE")]
+    pub role_file: Option<PathBuf>,
+    /// Replace the whole system prompt with this file's text.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_system_prompt")]
+    pub system_prompt_file: Option<PathBuf>,
+    /// Send no system prompt: the role definition takes its place.
+    #[arg(long)]
+    pub no_system_prompt: bool,
+    /// Roots, approval and reading flags.
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+/// A calling mode on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// The model writes flycode-call blocks, as in a browser chat.
+    Text,
+    /// The tools are API functions.
+    Native,
 }
 
 /// `flycode validate` arguments.
@@ -226,6 +301,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Exec(args) => exec::run(&args),
         Command::Log(args) => log::run(&args),
         Command::Prompt(args) => prompt::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Watch(args) => watch::run(&args),
     }

@@ -1,12 +1,13 @@
 //! Integration test modules.
 
-mod agent_prompt;
 mod agent_client;
+mod agent_prompt;
 mod api_server;
 mod cli_check;
 mod cli_clipboard;
 mod cli_exec;
 mod cli_prompt;
+mod cli_run;
 mod cli_watch;
 mod common;
 mod crash_safety;

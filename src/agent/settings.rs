@@ -1,0 +1,402 @@
+//! The settings of a run, resolved from command-line flags, then the environment, then the
+//! `[agent]` table of `flycode.toml`, then defaults. A setting that has no default and is given
+//! nowhere is an error naming the flag, the variables and the key that would give it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::prompt::CallingMode;
+use crate::config::AgentConfig;
+
+/// What the command line says.
+#[derive(Clone, Debug, Default)]
+pub struct SettingFlags {
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--mode`.
+    pub mode: Option<CallingMode>,
+    /// `--max-turns`.
+    pub max_turns: Option<u32>,
+    /// `--max-violations`.
+    pub max_violations: Option<u32>,
+    /// `--no-stream`.
+    pub no_stream: bool,
+    /// `--connect-timeout-ms`.
+    pub connect_timeout_ms: Option<u64>,
+    /// `--read-timeout-ms`.
+    pub read_timeout_ms: Option<u64>,
+    /// `--max-retries`.
+    pub max_retries: Option<u32>,
+    /// `--retry-base-ms`.
+    pub retry_base_ms: Option<u64>,
+    /// `--role-file`.
+    pub role_file: Option<PathBuf>,
+    /// `--system-prompt-file`.
+    pub system_prompt_file: Option<PathBuf>,
+    /// `--no-system-prompt`.
+    pub no_system_prompt: bool,
+}
+
+/// Where the system prompt comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SystemPromptChoice {
+    /// Built from the modules of `protocol/prompts/agent/`.
+    Built,
+    /// The user's file.
+    File(PathBuf),
+    /// None: the role definition takes its place.
+    None,
+}
+
+/// Where the role definition comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoleChoice {
+    /// The built-in module.
+    Built,
+    /// Text from `flycode.toml`.
+    Text(String),
+    /// The user's file.
+    File(PathBuf),
+}
+
+/// Everything a run needs to know before it starts.
+#[derive(Clone, Debug)]
+pub struct ResolvedSettings {
+    /// The endpoint, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// The API key, when one is set (local servers need none).
+    pub api_key: Option<String>,
+    /// Which variable the key came from, for messages.
+    pub api_key_source: Option<String>,
+    /// Text or native calls.
+    pub mode: CallingMode,
+    /// Requests at most.
+    pub max_turns: u32,
+    /// Invalid turns in a row before stopping.
+    pub max_violations: u32,
+    /// Stream replies.
+    pub stream: bool,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Longest silence within a response.
+    pub read_timeout: Duration,
+    /// Retries on 429, 5xx, timeouts and connection failures.
+    pub max_retries: u32,
+    /// First back-off delay.
+    pub retry_base: Duration,
+    /// The role definition's source.
+    pub role: RoleChoice,
+    /// The system prompt's source.
+    pub system_prompt: SystemPromptChoice,
+}
+
+/// A setting that cannot be resolved.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SettingsError {
+    /// No value anywhere.
+    #[error(
+        "no {what} is set: pass {flag}, set {variables}, or put {key} in the [agent] table of flycode.toml"
+    )]
+    Missing {
+        /// What is missing, e.g. "model".
+        what: &'static str,
+        /// The flag, e.g. `--model NAME`.
+        flag: &'static str,
+        /// The variables, e.g. `FLYCODE_MODEL`.
+        variables: &'static str,
+        /// The file key, e.g. `model = "..."`.
+        key: &'static str,
+    },
+    /// `api_key_env` names a variable that is not set.
+    #[error(
+        "flycode.toml says the API key is in {variable}, but {variable} is not set: export it, or remove api_key_env"
+    )]
+    KeyVariableUnset {
+        /// The variable.
+        variable: String,
+    },
+    /// A value is out of range or unknown.
+    #[error("{setting}: {problem}")]
+    Invalid {
+        /// The setting.
+        setting: &'static str,
+        /// What is wrong and what is accepted.
+        problem: String,
+    },
+}
+
+/// The default turn budget.
+pub const DEFAULT_MAX_TURNS: u32 = 50;
+/// The default number of invalid turns in a row that stops a run.
+pub const DEFAULT_MAX_VIOLATIONS: u32 = 3;
+
+/// Flags over the environment (`env` looks a variable up) over the file over defaults.
+pub fn resolve_settings(
+    flags: &SettingFlags,
+    file: &AgentConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ResolvedSettings, SettingsError> {
+    let from_env = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|name| env(name).filter(|value| !value.trim().is_empty()))
+    };
+    let base_url = flags
+        .base_url
+        .clone()
+        .or_else(|| from_env(&["FLYCODE_BASE_URL", "OPENAI_BASE_URL"]))
+        .or_else(|| file.base_url.clone())
+        .ok_or(SettingsError::Missing {
+            what: "API base URL",
+            flag: "--base-url URL",
+            variables: "FLYCODE_BASE_URL (or OPENAI_BASE_URL)",
+            key: "base_url = \"...\"",
+        })?;
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(SettingsError::Invalid {
+            setting: "base URL",
+            problem: format!(
+                "{base_url:?} is not an http:// or https:// address, e.g. https://api.openai.com/v1"
+            ),
+        });
+    }
+    let model = flags
+        .model
+        .clone()
+        .or_else(|| from_env(&["FLYCODE_MODEL"]))
+        .or_else(|| file.model.clone())
+        .ok_or(SettingsError::Missing {
+            what: "model",
+            flag: "--model NAME",
+            variables: "FLYCODE_MODEL",
+            key: "model = \"...\"",
+        })?;
+    let (api_key, api_key_source) = match &file.api_key_env {
+        Some(variable) => match env(variable).filter(|v| !v.trim().is_empty()) {
+            Some(key) => (Some(key), Some(variable.clone())),
+            None => {
+                return Err(SettingsError::KeyVariableUnset {
+                    variable: variable.clone(),
+                });
+            }
+        },
+        None => ["FLYCODE_API_KEY", "OPENAI_API_KEY"]
+            .into_iter()
+            .find_map(|name| {
+                env(name)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|key| (Some(key), Some(name.to_owned())))
+            })
+            .unwrap_or((None, None)),
+    };
+    let mode = match (flags.mode, file.mode.as_deref()) {
+        (Some(mode), _) => mode,
+        (None, None | Some("native")) => CallingMode::Native,
+        (None, Some("text")) => CallingMode::Text,
+        (None, Some(other)) => {
+            return Err(SettingsError::Invalid {
+                setting: "mode",
+                problem: format!("{other:?} is not a mode: use \"text\" or \"native\""),
+            });
+        }
+    };
+    let max_turns = flags
+        .max_turns
+        .or(file.max_turns)
+        .unwrap_or(DEFAULT_MAX_TURNS);
+    let max_violations = flags
+        .max_violations
+        .or(file.max_violations)
+        .unwrap_or(DEFAULT_MAX_VIOLATIONS);
+    for (setting, value) in [("max_turns", max_turns), ("max_violations", max_violations)] {
+        if value == 0 {
+            return Err(SettingsError::Invalid {
+                setting,
+                problem: "must be at least 1".to_owned(),
+            });
+        }
+    }
+    let millis = |flag: Option<u64>, file: Option<u64>, default: u64| {
+        Duration::from_millis(flag.or(file).unwrap_or(default))
+    };
+    let role = match (&flags.role_file, &file.role_file, &file.role) {
+        (Some(path), _, _) | (None, Some(path), _) => RoleChoice::File(path.clone()),
+        (None, None, Some(text)) => RoleChoice::Text(text.clone()),
+        (None, None, None) => RoleChoice::Built,
+    };
+    let system_prompt = if flags.no_system_prompt {
+        SystemPromptChoice::None
+    } else if let Some(path) = flags
+        .system_prompt_file
+        .clone()
+        .or(file.system_prompt_file.clone())
+    {
+        SystemPromptChoice::File(path)
+    } else if file.system_prompt == Some(false) {
+        SystemPromptChoice::None
+    } else {
+        SystemPromptChoice::Built
+    };
+    Ok(ResolvedSettings {
+        base_url,
+        model,
+        api_key,
+        api_key_source,
+        mode,
+        max_turns,
+        max_violations,
+        stream: !flags.no_stream && file.stream.unwrap_or(true),
+        connect_timeout: millis(flags.connect_timeout_ms, file.connect_timeout_ms, 10_000),
+        read_timeout: millis(flags.read_timeout_ms, file.read_timeout_ms, 120_000),
+        max_retries: flags.max_retries.or(file.max_retries).unwrap_or(4),
+        retry_base: millis(flags.retry_base_ms, file.retry_base_ms, 500),
+        role,
+        system_prompt,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn resolve(
+        flags: &SettingFlags,
+        file: &AgentConfig,
+        vars: &[(&str, &str)],
+    ) -> Result<ResolvedSettings, SettingsError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        resolve_settings(flags, file, &|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_which_wins_over_the_file() {
+        let file = AgentConfig {
+            base_url: Some("http://file/v1".into()),
+            model: Some("file-model".into()),
+            ..AgentConfig::default()
+        };
+        let vars = [
+            ("FLYCODE_MODEL", "env-model"),
+            ("OPENAI_BASE_URL", "http://env/v1"),
+        ];
+        let flags = SettingFlags {
+            model: Some("flag-model".into()),
+            ..SettingFlags::default()
+        };
+        let settings = resolve(&flags, &file, &vars).unwrap();
+        assert_eq!(settings.model, "flag-model");
+        assert_eq!(settings.base_url, "http://env/v1");
+        let settings = resolve(&SettingFlags::default(), &file, &[]).unwrap();
+        assert_eq!(
+            (settings.model.as_str(), settings.base_url.as_str()),
+            ("file-model", "http://file/v1")
+        );
+        assert_eq!(settings.mode, CallingMode::Native);
+        assert_eq!((settings.max_turns, settings.max_violations), (50, 3));
+        assert!(settings.stream);
+    }
+
+    #[test]
+    fn a_missing_setting_names_the_flag_and_the_variable() {
+        let error = resolve(&SettingFlags::default(), &AgentConfig::default(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--base-url") && error.contains("FLYCODE_BASE_URL"),
+            "{error}"
+        );
+        let error = resolve(
+            &SettingFlags::default(),
+            &AgentConfig::default(),
+            &[("FLYCODE_BASE_URL", "http://x/v1")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("--model") && error.contains("FLYCODE_MODEL"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_key_comes_from_the_named_variable_or_the_usual_ones() {
+        let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &base).unwrap();
+        assert_eq!(settings.api_key, None);
+        let with_openai = [base[0], base[1], ("OPENAI_API_KEY", "sk-openai")];
+        let settings = resolve(
+            &SettingFlags::default(),
+            &AgentConfig::default(),
+            &with_openai,
+        )
+        .unwrap();
+        assert_eq!(settings.api_key.as_deref(), Some("sk-openai"));
+        assert_eq!(settings.api_key_source.as_deref(), Some("OPENAI_API_KEY"));
+        let named = AgentConfig {
+            api_key_env: Some("MY_KEY".into()),
+            ..AgentConfig::default()
+        };
+        let error = resolve(&SettingFlags::default(), &named, &with_openai).unwrap_err();
+        assert_eq!(
+            error,
+            SettingsError::KeyVariableUnset {
+                variable: "MY_KEY".into()
+            }
+        );
+        assert!(!error.to_string().contains("sk-openai"));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_what_is_accepted() {
+        let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
+        let file = AgentConfig {
+            mode: Some("json".into()),
+            ..AgentConfig::default()
+        };
+        let error = resolve(&SettingFlags::default(), &file, &base)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"text\" or \"native\""), "{error}");
+        let flags = SettingFlags {
+            base_url: Some("api.openai.com".into()),
+            ..SettingFlags::default()
+        };
+        let error = resolve(&flags, &AgentConfig::default(), &base)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("https://"), "{error}");
+    }
+
+    #[test]
+    fn prompt_sources_follow_flags_then_the_file() {
+        let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
+        let file = AgentConfig {
+            role: Some("You are terse.".into()),
+            system_prompt: Some(false),
+            ..AgentConfig::default()
+        };
+        let settings = resolve(&SettingFlags::default(), &file, &base).unwrap();
+        assert_eq!(settings.role, RoleChoice::Text("You are terse.".into()));
+        assert_eq!(settings.system_prompt, SystemPromptChoice::None);
+        let flags = SettingFlags {
+            system_prompt_file: Some("/p.md".into()),
+            ..SettingFlags::default()
+        };
+        let settings = resolve(&flags, &AgentConfig::default(), &base).unwrap();
+        assert_eq!(
+            settings.system_prompt,
+            SystemPromptChoice::File("/p.md".into())
+        );
+    }
+}

@@ -1,0 +1,615 @@
+//! `flycode run`: the API-backed loop on the terminal. The reply's prose streams to standard
+//! output (call blocks left out: each call gets its own `●` line instead); calls, results,
+//! retries and the final figures go to standard error. `--json` prints the loop's events as JSON
+//! Lines on standard output instead.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+
+use super::{Outcome, RunArgs, approver, open_sandbox};
+use crate::agent::client::{ApiKey, ClientSettings, OpenAiProvider};
+use crate::agent::prompt::{
+    AssembledPrompt, CallingMode, PromptContext, PromptOverrides, SystemPromptSource,
+    assemble_prompt,
+};
+use crate::agent::settings::{
+    ResolvedSettings, RoleChoice, SettingFlags, SystemPromptChoice, resolve_settings,
+};
+use crate::agent::summary::human_duration;
+use crate::agent::transcript::{TranscriptWriter, default_transcript_path};
+use crate::agent::turn::{AgentRun, Ending, RunEvent, RunObserver, RunReport, RunSettings};
+use crate::protocol::ToolName;
+use crate::protocol::display::escape_for_terminal;
+use crate::sandbox::state::state_dir;
+use crate::sandbox::{AuditLog, Session};
+use crate::tools::Limits;
+use crate::tools::executor::{Approval, Approver, Executor};
+
+/// Runs `flycode run`.
+pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+    let task = read_task(args)?;
+    let (config, sandbox) = open_sandbox(&args.run)?;
+    let settings = resolve_settings(&setting_flags(args), &config.agent, &|name| {
+        std::env::var(name).ok()
+    })?;
+    let prompt = build_prompt(&settings, &sandbox)?;
+    let mut provider = OpenAiProvider::new(ClientSettings {
+        base_url: settings.base_url.clone(),
+        api_key: settings.api_key.clone().map(ApiKey::new),
+        connect_timeout: settings.connect_timeout,
+        read_timeout: settings.read_timeout,
+        max_retries: settings.max_retries,
+        retry_base: settings.retry_base,
+    })?;
+
+    let started = SystemTime::now();
+    let mut transcripts: Vec<PathBuf> = state_dir()
+        .map(|dir| default_transcript_path(&dir, started))
+        .into_iter()
+        .collect();
+    transcripts.extend(args.transcript.clone());
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C while the first is being honoured ends flycode at once.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&cancel))
+            .context("installing the signal handler")?;
+        signal_hook::flag::register(signal, Arc::clone(&cancel))
+            .context("installing the signal handler")?;
+    }
+
+    let color =
+        !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
+    let mut inner_approver = approver(&args.run);
+    let mut pausing = PausingApprover {
+        inner: inner_approver.as_mut(),
+        spinner: spinner.clone(),
+    };
+    let mut session = Session::in_memory();
+    let mut observer: Box<dyn RunObserver> = if args.json {
+        Box::new(JsonLines)
+    } else {
+        Box::new(Terminal::new(color, settings.mode, spinner.clone()))
+    };
+    if !args.json {
+        eprintln!(
+            "flycode: {} · {} mode · {} · Ctrl-C stops",
+            escape_for_terminal(&settings.model),
+            mode_name(settings.mode),
+            escape_for_terminal(&settings.base_url)
+        );
+    }
+    let mut run = AgentRun {
+        provider: &mut provider,
+        executor: Executor {
+            sandbox: &sandbox,
+            policy: &config.policy,
+            session: Some(&mut session),
+            audit: AuditLog::default_location(),
+            limits: Limits {
+                output_cap: config.output_cap,
+                default_timeout_ms: config.timeout_ms,
+            },
+            approver: &mut pausing,
+        },
+        settings: RunSettings {
+            model: settings.model.clone(),
+            mode: settings.mode,
+            max_turns: settings.max_turns,
+            max_violations: settings.max_violations,
+            stream: settings.stream,
+            lenient: args.run.lenient,
+        },
+        prompt,
+        transcript: TranscriptWriter::new(transcripts),
+        cancel: &cancel,
+    };
+    let report = run.run(&task, observer.as_mut());
+    Ok(match report.ending {
+        Ending::Answered => Outcome::Success,
+        Ending::Cancelled => Outcome::Interrupted,
+        _ => Outcome::Failure,
+    })
+}
+
+fn read_task(args: &RunArgs) -> anyhow::Result<String> {
+    let task = match (&args.task_file, args.task.as_deref()) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the task from {}", path.display()))?,
+        (None, Some("-")) => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the task from standard input (it must be UTF-8 text)")?;
+            text
+        }
+        (None, Some(task)) => task.to_owned(),
+        (None, None) => String::new(),
+    };
+    if task.trim().is_empty() {
+        bail!("the task is empty: say what to do, e.g. flycode run \"fix the failing test\"");
+    }
+    Ok(task)
+}
+
+fn setting_flags(args: &RunArgs) -> SettingFlags {
+    SettingFlags {
+        base_url: args.base_url.clone(),
+        model: args.model.clone(),
+        mode: args.mode.map(|mode| match mode {
+            super::ModeArg::Text => CallingMode::Text,
+            super::ModeArg::Native => CallingMode::Native,
+        }),
+        max_turns: args.max_turns,
+        max_violations: args.max_violations,
+        no_stream: args.no_stream,
+        connect_timeout_ms: args.connect_timeout_ms,
+        read_timeout_ms: args.read_timeout_ms,
+        max_retries: args.max_retries,
+        retry_base_ms: args.retry_base_ms,
+        role_file: args.role_file.clone(),
+        system_prompt_file: args.system_prompt_file.clone(),
+        no_system_prompt: args.no_system_prompt,
+    }
+}
+
+fn read_prompt_file(path: &Path, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read the {what} file {}: fix the path in flycode.toml or the flag",
+            path.display()
+        )
+    })
+}
+
+fn build_prompt(
+    settings: &ResolvedSettings,
+    sandbox: &crate::sandbox::Sandbox,
+) -> anyhow::Result<AssembledPrompt> {
+    let role = match &settings.role {
+        RoleChoice::Built => None,
+        RoleChoice::Text(text) => Some(text.clone()),
+        RoleChoice::File(path) => Some(read_prompt_file(path, "role definition")?),
+    };
+    let system = match &settings.system_prompt {
+        SystemPromptChoice::Built => SystemPromptSource::Built,
+        SystemPromptChoice::File(path) => {
+            SystemPromptSource::Custom(read_prompt_file(path, "system prompt")?)
+        }
+        SystemPromptChoice::None => SystemPromptSource::None,
+    };
+    let today = crate::protocol::time::format_rfc3339(SystemTime::now());
+    let context = PromptContext {
+        working_directory: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        model_name: settings.model.clone(),
+        os_info: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        current_date: today.get(..10).unwrap_or_default().to_owned(),
+        roots: sandbox
+            .roots()
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect(),
+        mode: settings.mode,
+    };
+    Ok(assemble_prompt(&context, &PromptOverrides { role, system }))
+}
+
+fn mode_name(mode: CallingMode) -> &'static str {
+    match mode {
+        CallingMode::Text => "text",
+        CallingMode::Native => "native",
+    }
+}
+
+/// `--json`: every event as one JSON line on standard output.
+struct JsonLines;
+
+impl RunObserver for JsonLines {
+    fn on_event(&mut self, event: &RunEvent) {
+        let mut out = std::io::stdout().lock();
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// The terminal display of seed 001.
+struct Terminal {
+    color: bool,
+    mode: CallingMode,
+    spinner: Spinner,
+    filter: CallBlockFilter,
+    streamed: bool,
+    stdout_at_line_start: bool,
+}
+
+impl Terminal {
+    fn new(color: bool, mode: CallingMode, spinner: Spinner) -> Terminal {
+        Terminal {
+            color,
+            mode,
+            spinner,
+            filter: CallBlockFilter::default(),
+            streamed: false,
+            stdout_at_line_start: true,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\u{1b}[{code}m{text}\u{1b}[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn show_text(&mut self, text: &str) {
+        let shown = match self.mode {
+            CallingMode::Text => self.filter.push(text),
+            CallingMode::Native => text.to_owned(),
+        };
+        if shown.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(escape_for_terminal(&shown).as_bytes());
+        let _ = out.flush();
+        self.stdout_at_line_start = shown.ends_with('\n');
+    }
+
+    fn end_text(&mut self) {
+        let rest = self.filter.finish();
+        if !rest.is_empty() {
+            self.show_text_raw(&rest);
+        }
+        if !self.stdout_at_line_start {
+            println!();
+            self.stdout_at_line_start = true;
+        }
+    }
+
+    fn show_text_raw(&mut self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(escape_for_terminal(text).as_bytes());
+        let _ = out.flush();
+        self.stdout_at_line_start = text.ends_with('\n');
+    }
+
+    fn finished(&self, report: &RunReport) {
+        let (mark, headline) = match &report.ending {
+            Ending::Answered => (self.paint("32", "✓"), "done".to_owned()),
+            Ending::MaxTurns => (
+                self.paint("31", "✗"),
+                format!(
+                    "stopped after {} turns without an answer (raise --max-turns)",
+                    report.turns
+                ),
+            ),
+            Ending::TooManyViolations(detail) => (
+                self.paint("31", "✗"),
+                format!("stopped: {}", escape_for_terminal(detail)),
+            ),
+            Ending::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
+            Ending::ClientFailed(detail) => (
+                self.paint("31", "✗"),
+                format!("stopped: {}", escape_for_terminal(detail)),
+            ),
+        };
+        let failed = if report.failed_calls > 0 {
+            format!(" ({} failed)", report.failed_calls)
+        } else {
+            String::new()
+        };
+        let tokens = if report.usage.prompt_tokens + report.usage.completion_tokens > 0 {
+            format!(
+                " · {} tokens in, {} out",
+                report.usage.prompt_tokens, report.usage.completion_tokens
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "{mark} {headline} · {} turns · {} calls{failed}{tokens} · {}",
+            report.turns,
+            report.calls,
+            human_duration(u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX))
+        );
+        for path in &report.transcript {
+            eprintln!(
+                "{}",
+                self.paint("2", &format!("  transcript: {}", path.display()))
+            );
+        }
+    }
+}
+
+impl RunObserver for Terminal {
+    fn on_event(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Request { .. } => self.streamed = false,
+            RunEvent::TextDelta { text } => {
+                self.streamed = true;
+                self.show_text(text);
+            }
+            RunEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint(
+                        "33",
+                        &format!(
+                            "  ↻ {} · retry {attempt} in {}",
+                            escape_for_terminal(reason),
+                            human_duration(*delay_ms)
+                        )
+                    )
+                );
+                self.streamed = false;
+            }
+            RunEvent::Reply { text, .. } => {
+                if !self.streamed {
+                    self.show_text(text);
+                }
+                self.end_text();
+            }
+            RunEvent::CallStarted { tool, subject, .. } => {
+                eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
+                if matches!(tool, ToolName::ProcessRun | ToolName::ShellExec) {
+                    self.spinner.start(subject);
+                }
+            }
+            RunEvent::CallFinished { ok, summary, .. } => {
+                self.spinner.stop();
+                let summary = if *ok {
+                    summary.clone()
+                } else {
+                    self.paint("31", summary)
+                };
+                eprintln!("  └ {summary}");
+            }
+            RunEvent::Violation {
+                code,
+                message,
+                consecutive,
+                ..
+            } => {
+                eprintln!(
+                    "{} {}",
+                    self.paint("31", "✗"),
+                    escape_for_terminal(&format!(
+                        "invalid reply ({code}, {consecutive} in a row): {message}"
+                    ))
+                );
+            }
+            RunEvent::Warning { message } => {
+                eprintln!(
+                    "{}",
+                    self.paint(
+                        "33",
+                        &format!("  warning: {}", escape_for_terminal(message))
+                    )
+                );
+            }
+            RunEvent::Finished(report) => {
+                self.end_text();
+                self.finished(report);
+            }
+        }
+    }
+}
+
+/// Leaves `flycode-call` blocks out of streamed text mode replies. Text that cannot be part of
+/// a fence line is shown at once; a line that starts like a fence is held until it ends.
+#[derive(Default)]
+struct CallBlockFilter {
+    pending: String,
+    fence: Option<String>,
+}
+
+impl CallBlockFilter {
+    fn push(&mut self, text: &str) -> String {
+        let mut shown = String::new();
+        for c in text.chars() {
+            self.pending.push(c);
+            if c == '\n' {
+                let line = std::mem::take(&mut self.pending);
+                shown.push_str(&self.judge_line(line));
+            } else if self.fence.is_none() && !self.could_be_fence() {
+                shown.push_str(&std::mem::take(&mut self.pending));
+            }
+        }
+        shown
+    }
+
+    fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.pending);
+        let shown = if self.fence.is_some() {
+            String::new()
+        } else {
+            self.judge_line(rest)
+        };
+        self.fence = None;
+        shown
+    }
+
+    /// Whether the line so far may still become an opening fence.
+    fn could_be_fence(&self) -> bool {
+        let trimmed = self.pending.trim_start_matches(' ');
+        self.pending.len() - trimmed.len() <= 3
+            && (trimmed.is_empty() || trimmed.starts_with('`') || trimmed.starts_with('~'))
+    }
+
+    fn judge_line(&mut self, line: String) -> String {
+        let trimmed = line.trim();
+        match &self.fence {
+            Some(fence) => {
+                if trimmed.starts_with(fence.as_str())
+                    && trimmed
+                        .chars()
+                        .all(|c| c == fence.chars().next().unwrap_or('`'))
+                {
+                    self.fence = None;
+                }
+                String::new()
+            }
+            None => {
+                let marker: String = trimmed
+                    .chars()
+                    .take_while(|&c| c == '`' || c == '~')
+                    .collect();
+                let info = trimmed[marker.len()..].trim();
+                if marker.len() >= 3 && info.split_whitespace().next() == Some("flycode-call") {
+                    self.fence = Some(marker);
+                    String::new()
+                } else {
+                    line
+                }
+            }
+        }
+    }
+}
+
+/// A spinner on standard error while a program runs; paused while the person is asked.
+#[derive(Clone)]
+struct Spinner {
+    enabled: bool,
+    state: Arc<SpinnerState>,
+}
+
+#[derive(Default)]
+struct SpinnerState {
+    running: AtomicBool,
+    paused: AtomicBool,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Spinner {
+    fn new(enabled: bool) -> Spinner {
+        Spinner {
+            enabled,
+            state: Arc::new(SpinnerState::default()),
+        }
+    }
+
+    fn start(&self, label: &str) {
+        if !self.enabled {
+            return;
+        }
+        self.stop();
+        self.state.running.store(true, Ordering::SeqCst);
+        let state = Arc::clone(&self.state);
+        let label = label.to_owned();
+        let handle = std::thread::spawn(move || {
+            const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+            let started = Instant::now();
+            let mut frame = 0;
+            // Quick programs finish before the first frame: no flicker.
+            std::thread::sleep(Duration::from_millis(300));
+            while state.running.load(Ordering::SeqCst) {
+                if !state.paused.load(Ordering::SeqCst) {
+                    let elapsed = human_duration(
+                        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    );
+                    let mut err = std::io::stderr().lock();
+                    let _ = write!(err, "\r\u{1b}[2K  {} {label} · {elapsed}", FRAMES[frame]);
+                    let _ = err.flush();
+                    frame = (frame + 1) % FRAMES.len();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        if let Ok(mut slot) = self.state.thread.lock() {
+            *slot = Some(handle);
+        }
+    }
+
+    fn stop(&self) {
+        self.state.running.store(false, Ordering::SeqCst);
+        let handle = self
+            .state
+            .thread
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take());
+        if let Some(handle) = handle {
+            let _ = handle.join();
+            self.clear_line();
+        }
+    }
+
+    fn pause(&self, paused: bool) {
+        self.state.paused.store(paused, Ordering::SeqCst);
+        if paused {
+            self.clear_line();
+        }
+    }
+
+    fn clear_line(&self) {
+        if self.enabled {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\u{1b}[2K");
+            let _ = err.flush();
+        }
+    }
+}
+
+/// Stops the spinner while the person reads the approval question.
+struct PausingApprover<'a> {
+    inner: &'a mut (dyn Approver + Send),
+    spinner: Spinner,
+}
+
+impl Approver for PausingApprover<'_> {
+    fn approve(&mut self, shown: &str, reason: &str) -> Approval {
+        self.spinner.pause(true);
+        let answer = self.inner.approve(shown, reason);
+        self.spinner.pause(false);
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filtered(pieces: &[&str]) -> String {
+        let mut filter = CallBlockFilter::default();
+        let mut shown: String = pieces.iter().map(|p| filter.push(p)).collect();
+        shown.push_str(&filter.finish());
+        shown
+    }
+
+    #[test]
+    fn call_blocks_are_left_out_of_streamed_text_however_it_is_split() {
+        let reply = "Let me look.\n```flycode-call\n{\"id\":\"c1\",\"tool\":\"fs.ls\",\"args\":{\"path\":\"/w\"}}\n```\nafter\n";
+        let expected = "Let me look.\nafter\n";
+        assert_eq!(filtered(&[reply]), expected);
+        let chars: Vec<String> = reply.chars().map(String::from).collect();
+        let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+        assert_eq!(filtered(&pieces), expected);
+    }
+
+    #[test]
+    fn other_code_blocks_and_prose_are_shown() {
+        let reply = "Here:\n```rust\nfn main() {}\n```\n~ not a fence\nend";
+        assert_eq!(filtered(&[reply]), reply);
+    }
+
+    #[test]
+    fn an_unterminated_call_block_shows_nothing_after_its_fence() {
+        assert_eq!(filtered(&["a\n~~~~ flycode-call\n{\"id\""]), "a\n");
+    }
+}

@@ -1,0 +1,662 @@
+//! `flycode run` end to end: the real binary against the scripted OpenAI-compatible server on
+//! loopback, on real files and real processes. Every request the server receives is checked:
+//! each call got exactly one result carrying its id, and the special messages sit where seed 004
+//! puts them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use flycode::protocol::{ClassifyOptions, ToolSet, Verdict, classify_reply};
+
+const BUGGY_LIB: &str = "add() { echo $(( $1 - $2 )); }\n";
+const FIXED_LIB: &str = "add() { echo $(( $1 + $2 )); }\n";
+const TEST_SCRIPT: &str = ". ./lib.sh\n[ \"$(add 2 3)\" = 5 ] && echo 'test add ... ok' || { echo 'test add ... FAILED'; exit 1; }\n";
+
+/// A project with a bug, a test that shows it, and folder notes.
+struct Project {
+    _temp: tempfile::TempDir,
+    base: PathBuf,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("app");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("lib.sh"), BUGGY_LIB).unwrap();
+        std::fs::write(root.join("test.sh"), TEST_SCRIPT).unwrap();
+        std::fs::write(root.join("AGENTS.md"), "Run the tests with `sh test.sh`.\n").unwrap();
+        Project {
+            _temp: temp,
+            base,
+            root,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+
+    fn transcript(&self) -> PathBuf {
+        self.base.join("run.jsonl")
+    }
+
+    /// `flycode run` against `server`, in a clean environment.
+    fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FLYCODE_") || name.starts_with("OPENAI_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .current_dir(&self.root)
+            .env("HOME", &self.base)
+            .env("FLYCODE_STATE_DIR", self.base.join("state"))
+            .env("NO_COLOR", "1")
+            .args(["run", "--base-url"])
+            .arg(server.base_url())
+            .args(["--model", "scripted-model", "--yes", "--root"])
+            .arg(&self.root)
+            .arg("--transcript")
+            .arg(self.transcript())
+            .arg("Fix the failing test in this project.")
+            .args(extra)
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+struct Finished {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn finish(mut command: Command) -> Finished {
+    let output = command.output().unwrap();
+    Finished {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// The steps of the scripted model's work: (tool, arguments).
+fn fix_steps(project: &Project) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "agent.todo",
+            json!({"items": [
+                {"content": "find the bug in add", "status": "in_progress"},
+                {"content": "run the tests", "status": "pending"}
+            ]}),
+        ),
+        ("fs.ls", json!({"path": project.root.display().to_string()})),
+        ("fs.read", json!({"path": project.path("lib.sh")})),
+        (
+            "fs.write",
+            json!({"path": project.path("lib.sh"), "mode": "overwrite", "content": FIXED_LIB}),
+        ),
+        (
+            "process.run",
+            json!({"command": "sh", "args": ["test.sh"], "cwd": project.root.display().to_string()}),
+        ),
+    ]
+}
+
+const ANSWER: &str = "Fixed `add` in lib.sh: it subtracted. `sh test.sh` now passes.";
+
+/// The model of the fix scenario in text mode: one `flycode-call` block a reply, then prose.
+fn text_model(project: &Project) -> ScriptedServer {
+    let steps = fix_steps(project);
+    ScriptedServer::start(move |_, index| match steps.get(index) {
+        Some((tool, args)) => {
+            let call = json!({"id": format!("call-{:03}", index + 1), "tool": tool, "args": args});
+            Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 5)
+        }
+        None => Reply::sse_text(ANSWER, 5),
+    })
+}
+
+/// The same model calling native functions.
+fn native_model(project: &Project) -> ScriptedServer {
+    let steps = fix_steps(project);
+    ScriptedServer::start(move |_, index| match steps.get(index) {
+        Some((tool, args)) => {
+            let id = format!("fc_{index}");
+            let name = tool.replace('.', "_");
+            let arguments = args.to_string();
+            Reply::sse_tool_calls(&[(id.as_str(), name.as_str(), arguments.as_str())])
+        }
+        None => Reply::sse_text(ANSWER, 5),
+    })
+}
+
+/// The messages of a recorded request.
+fn messages(request: &RecordedRequest) -> Vec<Value> {
+    request.body["messages"].as_array().unwrap().clone()
+}
+
+fn content(message: &Value) -> &str {
+    message["content"].as_str().unwrap_or_default()
+}
+
+fn is_special(message: &Value) -> bool {
+    message["role"] == "user" && content(message).starts_with("[flycode] ")
+}
+
+fn is_result(message: &Value) -> bool {
+    message["role"] == "tool"
+        || (message["role"] == "user" && content(message).contains("```flycode-result"))
+}
+
+/// The ids of the calls an assistant message makes.
+fn call_ids(message: &Value) -> Vec<String> {
+    if let Some(calls) = message["tool_calls"].as_array() {
+        return calls
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+    }
+    let options = ClassifyOptions {
+        tools: ToolSet::Agent,
+        ..Default::default()
+    };
+    match classify_reply(content(message), options).verdict {
+        Verdict::Call(call) => call.id.into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The id a result message answers.
+fn result_id(message: &Value) -> String {
+    if message["role"] == "tool" {
+        return message["tool_call_id"].as_str().unwrap().to_owned();
+    }
+    let text = content(message);
+    let line = text.lines().find(|l| l.starts_with("[id] ")).unwrap();
+    line["[id] ".len()..].to_owned()
+}
+
+/// Seed 004 and the pairing rule, on one request as the server received it.
+fn check_request(request: &RecordedRequest) {
+    let all = messages(request);
+    assert_eq!(all[0]["role"], "system", "the system message is first");
+    assert!(
+        all[1..].iter().all(|m| m["role"] != "system"),
+        "one system message"
+    );
+
+    // The special messages: one contiguous block, in the seed's order.
+    let special_at: Vec<usize> = (0..all.len()).filter(|&i| is_special(&all[i])).collect();
+    assert!(!special_at.is_empty(), "the role definition is always sent");
+    let start = special_at[0];
+    assert_eq!(
+        special_at,
+        (start..start + special_at.len()).collect::<Vec<_>>(),
+        "special messages are contiguous"
+    );
+    let order = [
+        "[flycode] Role",
+        "[flycode] TODO",
+        "[flycode] Useful",
+        "[flycode] Folder",
+    ];
+    let ranks: Vec<usize> = special_at
+        .iter()
+        .map(|&i| {
+            order
+                .iter()
+                .position(|p| content(&all[i]).starts_with(p))
+                .unwrap()
+        })
+        .collect();
+    assert!(ranks.windows(2).all(|w| w[0] < w[1]), "order: {ranks:?}");
+
+    // Where they must be: after the third-from-last result (and the rest of its run of
+    // results), else after the first user message.
+    let base: Vec<&Value> = all.iter().filter(|m| !is_special(m)).collect();
+    let results: Vec<usize> = (0..base.len()).filter(|&i| is_result(base[i])).collect();
+    let expected = if results.len() >= 3 {
+        let mut anchor = results[results.len() - 3];
+        while anchor + 1 < base.len() && is_result(base[anchor + 1]) {
+            anchor += 1;
+        }
+        anchor + 1
+    } else {
+        base.iter().position(|m| m["role"] == "user").unwrap() + 1
+    };
+    assert_eq!(
+        start, expected,
+        "special messages at {start}, seed 004 says {expected}"
+    );
+
+    // Every call has exactly one result with its id, right after it.
+    for (index, message) in base.iter().enumerate() {
+        if message["role"] != "assistant" {
+            continue;
+        }
+        let ids = call_ids(message);
+        let answers: Vec<String> = base[index + 1..]
+            .iter()
+            .take_while(|m| is_result(m))
+            .map(|m| result_id(m))
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        assert_eq!(
+            answers, ids,
+            "the results right after a call answer it, once each"
+        );
+        for id in &ids {
+            let count = base
+                .iter()
+                .filter(|m| is_result(m) && result_id(m) == *id)
+                .count();
+            assert_eq!(count, 1, "call {id} has exactly one result");
+        }
+    }
+}
+
+fn assert_validates(path: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .arg("validate")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "flycode validate {}: {}{}",
+        path.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn run_fix(mode: &str) -> (Project, Vec<RecordedRequest>, Finished) {
+    let project = Project::new();
+    let server = match mode {
+        "text" => text_model(&project),
+        _ => native_model(&project),
+    };
+    let finished = finish(project.command(&server, &["--mode", mode]));
+    let requests = server.requests();
+    (project, requests, finished)
+}
+
+fn check_fix_run(mode: &str) {
+    let (project, requests, finished) = run_fix(mode);
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("lib.sh")).unwrap(),
+        FIXED_LIB
+    );
+    assert_eq!(requests.len(), 6, "five calls and the answer");
+    for request in &requests {
+        check_request(request);
+    }
+    // The last request carries the test's output, the TODO list and the folder notes.
+    let last = serde_json::to_string(&requests[5].body).unwrap();
+    assert!(last.contains("test add ... ok"), "{last}");
+    assert!(last.contains("find the bug in add"), "{last}");
+    assert!(last.contains("Run the tests with `sh test.sh`."), "{last}");
+    // The answer is printed; call blocks are not.
+    assert!(finished.stdout.contains(ANSWER), "{}", finished.stdout);
+    assert!(
+        !finished.stdout.contains("flycode-call"),
+        "{}",
+        finished.stdout
+    );
+    assert!(
+        finished.stderr.contains("● fs.read (lib.sh)"),
+        "{}",
+        finished.stderr
+    );
+    assert!(finished.stderr.contains("└ Exit 0"), "{}", finished.stderr);
+    assert_validates(&project.transcript());
+    let recorded = std::fs::read_to_string(project.transcript()).unwrap();
+    assert!(recorded.contains(ANSWER));
+    let state_runs = project.base.join("state/runs");
+    assert_eq!(std::fs::read_dir(&state_runs).unwrap().count(), 1);
+}
+
+#[test]
+fn text_mode_lists_reads_fixes_and_tests_then_answers() {
+    check_fix_run("text");
+}
+
+#[test]
+fn native_mode_lists_reads_fixes_and_tests_then_answers() {
+    check_fix_run("native");
+}
+
+#[test]
+fn text_and_native_mode_reach_the_same_end_state() {
+    let (text, _, text_run) = run_fix("text");
+    let (native, _, native_run) = run_fix("native");
+    assert_eq!((text_run.code, native_run.code), (0, 0));
+    for name in ["lib.sh", "test.sh", "AGENTS.md"] {
+        assert_eq!(
+            std::fs::read(text.root.join(name)).unwrap(),
+            std::fs::read(native.root.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    let names = |root: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&text.root), names(&native.root));
+}
+
+#[test]
+fn native_requests_carry_the_tools_and_text_requests_do_not() {
+    let (_, text_requests, _) = run_fix("text");
+    let (_, native_requests, _) = run_fix("native");
+    assert!(text_requests[0].body.get("tools").is_none());
+    let tools = native_requests[0].body["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"fs_read") && names.contains(&"agent_todo"),
+        "{names:?}"
+    );
+    assert_eq!(native_requests[0].body["model"], "scripted-model");
+    assert_eq!(native_requests[0].body["stream"], true);
+}
+
+#[test]
+fn a_violation_is_answered_and_the_corrected_call_runs() {
+    let project = Project::new();
+    let path = project.path("lib.sh");
+    let server = ScriptedServer::start(move |_, index| match index {
+        0 => Reply::sse_text(
+            &format!(
+                "I will read it.\n```flycode-call\n{{\"id\":\"call-001\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{path}\"}}}}\n```"
+            ),
+            9,
+        ),
+        1 => Reply::sse_text(
+            &format!(
+                "```flycode-call\n{{\"id\":\"call-002\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{path}\"}}}}\n```"
+            ),
+            9,
+        ),
+        _ => Reply::sse_text("It subtracts.", 9),
+    });
+    let finished = finish(project.command(&server, &["--mode", "text"]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        check_request(request);
+    }
+    let second = serde_json::to_string(&requests[1].body).unwrap();
+    assert!(second.contains("[code] text_outside_block"), "{second}");
+    let third = serde_json::to_string(&requests[2].body).unwrap();
+    assert!(
+        third.contains("echo $(( $1 - $2 ))"),
+        "the corrected call ran: {third}"
+    );
+    assert!(
+        finished.stderr.contains("text_outside_block"),
+        "{}",
+        finished.stderr
+    );
+    // The record keeps the model's mistake: the checker finds it, and nothing else.
+    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["validate", "--format", "json"])
+        .arg(project.transcript())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let codes: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["text_outside_block"], "{report}");
+}
+
+#[test]
+fn consecutive_violations_stop_the_run() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_text(
+        "```flycode-call\n{\"id\":\"c\",\"tool\":\"fs.raed\",\"args\":{}}\n```",
+        9,
+    ));
+    let finished = finish(project.command(&server, &["--mode", "text", "--max-violations", "3"]));
+    assert_eq!(finished.code, 1, "{}", finished.stderr);
+    assert_eq!(server.requests().len(), 3);
+    assert!(
+        finished.stderr.contains("3 invalid replies in a row")
+            && finished.stderr.contains("unknown_tool"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn the_turn_budget_stops_a_model_that_never_answers() {
+    let project = Project::new();
+    let root = project.root.display().to_string();
+    let server = ScriptedServer::start(move |_, index| {
+        let arguments = json!({"path": root}).to_string();
+        let id = format!("ls_{index}");
+        Reply::sse_tool_calls(&[(id.as_str(), "fs_ls", arguments.as_str())])
+    });
+    let finished = finish(project.command(&server, &["--max-turns", "4"]));
+    assert_eq!(finished.code, 1);
+    assert_eq!(server.requests().len(), 4);
+    assert!(
+        finished.stderr.contains("--max-turns"),
+        "{}",
+        finished.stderr
+    );
+    assert_validates(&project.transcript());
+}
+
+#[test]
+fn a_429_is_retried_after_its_retry_after() {
+    let project = Project::new();
+    let server = ScriptedServer::sequence(vec![
+        Reply::error(429, "slow down").with_header("Retry-After", "1"),
+        Reply::sse_text("Nothing to do.", 4),
+    ]);
+    let finished = finish(project.command(&server, &[]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert_eq!(server.requests().len(), 2);
+    assert!(finished.stderr.contains("↻"), "{}", finished.stderr);
+    assert!(finished.stderr.contains("1.0 s"), "{}", finished.stderr);
+    assert!(finished.stdout.contains("Nothing to do."));
+}
+
+#[test]
+fn a_server_error_is_retried_until_the_budget_is_spent() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::error(500, "the model is overloaded"));
+    let finished =
+        finish(project.command(&server, &["--max-retries", "2", "--retry-base-ms", "10"]));
+    assert_eq!(finished.code, 1, "{}", finished.stderr);
+    assert_eq!(server.requests().len(), 3, "one try and two retries");
+    assert!(
+        finished.stderr.contains("500") && finished.stderr.contains("overloaded"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn a_malformed_stream_stops_the_run_with_a_clear_error() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_bytes(b"data: {\"choices\": [\n\n", 3));
+    let finished = finish(project.command(&server, &[]));
+    assert_eq!(finished.code, 1, "{}", finished.stderr);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "a broken stream is not sent again"
+    );
+    assert!(
+        finished.stderr.to_lowercase().contains("stream"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn a_stalled_server_times_out() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_then_stall(&[json!({
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Thinking"}}]
+    })]));
+    let started = Instant::now();
+    let finished = finish(project.command(&server, &["--read-timeout-ms", "300"]));
+    assert_eq!(finished.code, 1, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("300 ms") || finished.stderr.contains("0.3 s"),
+        "the message names the timeout: {}",
+        finished.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "it returned");
+}
+
+#[test]
+fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_then_stall(&[json!({
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me think"}}]
+    })]));
+    let mut child = project
+        .command(&server, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "flycode did not stop after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("cancelled"), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "nothing was sent after Ctrl-C");
+    assert_validates(&project.transcript());
+}
+
+#[test]
+fn the_api_key_is_sent_but_never_shown_or_given_to_programs() {
+    let project = Project::new();
+    let server = ScriptedServer::start(|_, index| match index {
+        0 => Reply::sse_tool_calls(&[("env_1", "process_run", r#"{"command":"env"}"#)]),
+        _ => Reply::sse_text("Done.", 4),
+    });
+    let secret = "sk-test-secret-4242";
+    let mut command = project.command(&server, &[]);
+    command.env("FLYCODE_API_KEY", secret);
+    let finished = finish(command);
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {secret}").as_str())
+    );
+    let second = serde_json::to_string(&requests[1].body).unwrap();
+    assert!(second.contains("FLYCODE_STATE_DIR"), "env ran: {second}");
+    assert!(!second.contains(secret), "a program saw the key");
+    assert!(!finished.stdout.contains(secret) && !finished.stderr.contains(secret));
+    let recorded = std::fs::read_to_string(project.transcript()).unwrap();
+    assert!(!recorded.contains(secret));
+}
+
+#[test]
+fn json_events_are_one_object_a_line() {
+    let project = Project::new();
+    let server = native_model(&project);
+    let finished = finish(project.command(&server, &["--json"]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let events: Vec<Value> = finished
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "request");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "finished");
+    assert_eq!(last["ending"], "answered");
+    assert_eq!(last["calls"], 5);
+    assert_eq!(last["answer"], ANSWER);
+    let finished_calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "call_finished")
+        .collect();
+    assert_eq!(finished_calls.len(), 5);
+    assert!(
+        finished_calls.iter().all(|e| e["ok"] == true),
+        "{finished_calls:?}"
+    );
+}
+
+#[test]
+fn missing_settings_name_the_flag_and_the_variable() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_text("unused", 4));
+    let command = project.command(&server, &[]);
+    // Without --model: rebuild the command line without it.
+    let args: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let position = args.iter().position(|a| a == "--model").unwrap();
+    let mut without: Vec<String> = args.clone();
+    without.drain(position..position + 2);
+    let mut bare = Command::new(env!("CARGO_BIN_EXE_flycode"));
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => bare.env(name, value),
+            None => bare.env_remove(name),
+        };
+    }
+    bare.current_dir(&project.root).args(&without);
+    let finished = finish(bare);
+    assert_eq!(finished.code, 2, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("--model") && finished.stderr.contains("FLYCODE_MODEL"),
+        "{}",
+        finished.stderr
+    );
+    assert!(server.requests().is_empty());
+}
