@@ -660,3 +660,58 @@ fn missing_settings_name_the_flag_and_the_variable() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn the_role_can_be_replaced_and_promoted_when_there_is_no_system_prompt() {
+    let project = Project::new();
+    let role = project.base.join("role.md");
+    std::fs::write(&role, "You are a terse agent on {{os_info}}.").unwrap();
+    let server = ScriptedServer::always(Reply::sse_text("Nothing to do.", 7));
+    let role_arg = role.display().to_string();
+    let finished =
+        finish(project.command(&server, &["--role-file", &role_arg, "--no-system-prompt"]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let request = &server.requests()[0];
+    check_request(request);
+    let all = messages(request);
+    let system = content(&all[0]);
+    assert!(system.starts_with("You are a terse agent on "), "{system}");
+    assert!(!system.contains("{{os_info}}"), "{system}");
+    assert!(!system.contains("flycode-call"), "only the role: {system}");
+    let special = all.iter().find(|m| is_special(m)).unwrap();
+    assert!(
+        content(special).contains("You are a terse agent"),
+        "{special}"
+    );
+}
+
+#[test]
+fn the_built_system_prompt_names_the_environment_and_a_custom_one_replaces_it() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_text("Nothing to do.", 7));
+    assert_eq!(
+        finish(project.command(&server, &["--mode", "text"])).code,
+        0
+    );
+    let built = content(&messages(&server.requests()[0])[0]).to_owned();
+    assert!(built.contains("scripted-model"), "{built}");
+    assert!(
+        built.contains(&project.root.display().to_string()),
+        "{built}"
+    );
+    assert!(
+        built.contains("flycode-call"),
+        "text mode explains the blocks"
+    );
+
+    let custom = project.base.join("system.md");
+    std::fs::write(&custom, "Work in {{working_directory}} only.").unwrap();
+    let custom_arg = custom.display().to_string();
+    let server = ScriptedServer::always(Reply::sse_text("Nothing to do.", 7));
+    assert_eq!(
+        finish(project.command(&server, &["--system-prompt-file", &custom_arg])).code,
+        0
+    );
+    let system = content(&messages(&server.requests()[0])[0]).to_owned();
+    assert_eq!(system, format!("Work in {} only.", project.root.display()));
+}
