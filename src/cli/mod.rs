@@ -90,7 +90,7 @@ pub struct WatchArgs {
 }
 
 /// `flycode run` arguments. Settings not given here come from FLYCODE_* variables (OPENAI_*
-/// accepted), then the [agent] table of flycode.toml.
+/// accepted), then the `[agent]` table of flycode.toml.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The task, in words; - reads it from standard input.
@@ -102,7 +102,7 @@ pub struct RunArgs {
     /// The model [env: FLYCODE_MODEL].
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
-    /// The API's base URL, e.g. https://api.openai.com/v1 [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
+    /// The API's base URL, e.g. `https://api.openai.com/v1` [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// How the model calls tools: native function calls (default) or flycode-call blocks.
