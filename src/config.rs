@@ -141,6 +141,14 @@ pub struct Config {
 }
 
 impl Config {
+    /// The limits the tools work within.
+    pub fn limits(&self) -> crate::tools::Limits {
+        crate::tools::Limits {
+            output_cap: self.output_cap,
+            default_timeout_ms: self.timeout_ms,
+        }
+    }
+
     /// Flags over the first configuration file found over defaults.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
         let local = PathBuf::from(CONFIG_FILE_NAME);

@@ -11,7 +11,6 @@ use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::Limits;
 use crate::tools::executor::Executor;
 
 /// Runs `flycode exec`.
@@ -35,10 +34,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         policy: &config.policy,
         session: session.as_mut(),
         audit: AuditLog::default_location(),
-        limits: Limits {
-            output_cap: config.output_cap,
-            default_timeout_ms: config.timeout_ms,
-        },
+        limits: config.limits(),
         approver: approver.as_mut(),
     };
     let execution = executor.execute(&call);

@@ -27,7 +27,6 @@ use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::Limits;
 use crate::tools::executor::{Approval, Approver, Executor};
 
 /// Runs `flycode run`.
@@ -92,10 +91,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             policy: &config.policy,
             session: Some(&mut session),
             audit: AuditLog::default_location(),
-            limits: Limits {
-                output_cap: config.output_cap,
-                default_timeout_ms: config.timeout_ms,
-            },
+            limits: config.limits(),
             approver: &mut pausing,
         },
         settings: RunSettings {

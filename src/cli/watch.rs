@@ -12,7 +12,6 @@ use super::{Outcome, WatchArgs, approver, open_sandbox};
 use crate::protocol::display::escape_for_display;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::Limits;
 use crate::tools::executor::Executor;
 use crate::watch::clipboard::{SystemClipboard, run_clipboard};
 use crate::watch::inbox::{InboxOptions, run_inbox};
@@ -46,10 +45,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             policy: &config.policy,
             session: Some(&mut session),
             audit: AuditLog::default_location(),
-            limits: Limits {
-                output_cap: config.output_cap,
-                default_timeout_ms: config.timeout_ms,
-            },
+            limits: config.limits(),
             approver: approver.as_mut(),
         },
         replay,
