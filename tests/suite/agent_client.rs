@@ -503,3 +503,31 @@ fn a_bad_base_url_is_refused_up_front() {
     let error = OpenAiProvider::new(ClientSettings::new("ftp://127.0.0.1/v1")).unwrap_err();
     assert!(error.to_string().contains("http://"), "{error}");
 }
+
+#[test]
+fn an_endless_answer_is_abandoned_at_the_size_limit() {
+    let line = format!(": {}\n", "x".repeat(1 << 20));
+    let body = line.repeat((flycode::agent::client::MAX_REPLY_BYTES >> 20) + 2);
+    let server = ScriptedServer::always(Reply::sse_bytes(body.as_bytes(), 1 << 20));
+    let (result, _) = complete(settings(&server), true);
+    let error = result.unwrap_err();
+    assert!(matches!(error, ClientError::TooLarge { .. }), "{error:?}");
+    assert!(error.to_string().contains("32 MiB"), "{error}");
+    assert_eq!(server.requests().len(), 1, "not retried");
+
+    let whole = format!(
+        "{{\"pad\": \"{}\"}}",
+        "y".repeat(flycode::agent::client::MAX_REPLY_BYTES + 1)
+    );
+    let server = ScriptedServer::always(Reply::Status {
+        status: 200,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: whole,
+    });
+    let (result, _) = complete(settings(&server), false);
+    assert!(
+        matches!(result, Err(ClientError::TooLarge { .. })),
+        "{result:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "not retried");
+}

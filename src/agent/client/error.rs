@@ -87,6 +87,16 @@ pub enum ClientError {
         /// The endpoint.
         url: String,
     },
+    /// The answer grew past [`super::MAX_REPLY_BYTES`]: a runaway or hostile server.
+    #[error(
+        "the answer from {url} passed {limit_mib} MiB and was abandoned; a chat reply is never that large: check the server"
+    )]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The limit in MiB.
+        limit_mib: usize,
+    },
     /// A whole (non-streamed) answer was not JSON, or not a chat completion.
     #[error(
         "the server at {url} sent an answer that is not a chat completion: {detail}; check that --base-url points at an OpenAI-compatible API"

@@ -24,6 +24,10 @@ use crate::agent::message::{Message, NativeToolCall};
 pub use error::ClientError;
 pub use openai::OpenAiProvider;
 
+/// The most bytes one answer may take, streamed or whole: far above any real chat reply, low
+/// enough that a runaway or hostile server cannot exhaust memory.
+pub const MAX_REPLY_BYTES: usize = 32 << 20;
+
 /// A model API: an OpenAI-compatible server today, another protocol behind the same calls later.
 ///
 /// Synchronous for the caller: an implementation runs its own async machinery inside.

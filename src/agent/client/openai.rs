@@ -302,6 +302,7 @@ impl Exchange<'_> {
                 .map_err(Failure::Final)
         } else {
             let body = self.read_body(response, None).await.map_err(|e| match e {
+                ClientError::TooLarge { .. } => Failure::Final(e),
                 ClientError::Cancelled => Failure::Final(e),
                 other => Failure::retry(other),
             })?;
@@ -369,6 +370,9 @@ impl Exchange<'_> {
                 body.truncate(limit);
                 break;
             }
+            if body.len() > super::MAX_REPLY_BYTES {
+                return Err(self.too_large());
+            }
         }
         Ok(body)
     }
@@ -395,7 +399,12 @@ impl Exchange<'_> {
     ) -> Result<Completion, ClientError> {
         let mut decoder = SseDecoder::new();
         let mut assembler = StreamAssembler::new();
+        let mut received = 0usize;
         while let Some(chunk) = self.next_chunk(&mut response).await? {
+            received = received.saturating_add(chunk.len());
+            if received > super::MAX_REPLY_BYTES {
+                return Err(self.too_large());
+            }
             for event in decoder.feed(&chunk) {
                 if self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done {
                     return Ok(assembler.finish());
@@ -458,6 +467,13 @@ impl Exchange<'_> {
                 url,
                 reason: self.redact(&error_chain(error)),
             }
+        }
+    }
+
+    fn too_large(&self) -> ClientError {
+        ClientError::TooLarge {
+            url: self.url.to_owned(),
+            limit_mib: super::MAX_REPLY_BYTES >> 20,
         }
     }
 
