@@ -300,6 +300,11 @@ impl AgentRun<'_> {
                 tool_calls: completion.tool_calls.len(),
                 usage,
             });
+            if completion.finish_reason.as_deref() == Some("length") {
+                observer.on_event(&RunEvent::Warning {
+                    message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
+                });
+            }
             let first_new = progress.history.len();
             let step = match self.settings.mode {
                 CallingMode::Text => self.text_turn(progress, completion, observer),

@@ -715,3 +715,24 @@ fn the_built_system_prompt_names_the_environment_and_a_custom_one_replaces_it() 
     let system = content(&messages(&server.requests()[0])[0]).to_owned();
     assert_eq!(system, format!("Work in {} only.", project.root.display()));
 }
+
+#[test]
+fn a_reply_cut_at_the_output_limit_is_pointed_out() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::sse_events(
+        &[
+            json!({"choices": [{"index": 0, "delta": {"content": "The answer is parti"}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+        ],
+        true,
+        6,
+    ));
+    let finished = finish(project.command(&server, &[]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert!(finished.stdout.contains("The answer is parti"));
+    assert!(
+        finished.stderr.contains("output limit"),
+        "{}",
+        finished.stderr
+    );
+}
