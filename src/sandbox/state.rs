@@ -24,20 +24,44 @@ pub fn state_dir() -> Option<PathBuf> {
 }
 
 /// Writes `bytes` to `path` through a hidden temporary file beside it and a rename, creating the
-/// directory if needed: a reader never sees half a file.
+/// directory if needed: a reader never sees half a file. The temporary file has a random name and
+/// is created exclusively (never through a link someone planted), its data is flushed before the
+/// rename and the directory after it. Only a regular file (or nothing) is replaced: a link, a
+/// directory or a device at `path` is an error, never silently turned into a file.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    if let Ok(metadata) = std::fs::symlink_metadata(path)
+        && !metadata.file_type().is_file()
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a regular file (a link, a directory or a device); name a new or regular file",
+                path.display()
+            ),
+        ));
     }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&temp, bytes)?;
-    std::fs::rename(&temp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_data()?;
+    temp.persist(path).map_err(|error| error.error)?;
+    if let Ok(directory) = std::fs::File::open(dir) {
+        // Best effort: some file systems refuse to sync a directory.
+        let _ = directory.sync_all();
+    }
+    Ok(())
 }
 
 /// Saves `value` as JSON in `file`, atomically.
@@ -77,5 +101,42 @@ mod tests {
                 .unwrap_err()
                 .contains("state.json")
         );
+    }
+
+    #[test]
+    fn a_planted_link_at_any_temporary_name_is_never_written_through() {
+        let temp = tempfile::tempdir().unwrap();
+        let victim = temp.path().join("victim.txt");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let dir = temp.path().join("out");
+        std::fs::create_dir_all(&dir).unwrap();
+        // The old predictable names, for every plausible pid.
+        for pid in [std::process::id(), 1, 2, 3] {
+            std::os::unix::fs::symlink(&victim, dir.join(format!(".run.jsonl.{pid}.tmp"))).unwrap();
+        }
+        let target = dir.join("run.jsonl");
+        write_atomically(&target, b"record\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "record\n");
+    }
+
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let temp = tempfile::tempdir().unwrap();
+        let victim = temp.path().join("victim.txt");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let link = temp.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let error = write_atomically(&link, b"x").unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let error = write_atomically(temp.path(), b"x").unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     }
 }
