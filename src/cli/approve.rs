@@ -15,6 +15,20 @@ pub fn approval_question(shown: &str, reason: &str) -> String {
     )
 }
 
+/// `--yes`: answers yes, except for the calls only a person may allow (a change to the
+/// instruction files, a dangerous environment), which still go to the terminal.
+pub struct YesApprover;
+
+impl Approver for YesApprover {
+    fn approve(&mut self, _shown: &str, _reason: &str) -> Approval {
+        Approval::Yes
+    }
+
+    fn approve_in_person(&mut self, shown: &str, reason: &str) -> Approval {
+        TerminalApprover.approve(shown, reason)
+    }
+}
+
 /// Asks on the controlling terminal (never standard input, which may carry the reply).
 pub struct TerminalApprover;
 

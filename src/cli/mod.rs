@@ -350,11 +350,10 @@ pub(crate) fn open_sandbox(
     Ok((config, sandbox))
 }
 
-/// `--yes` answers every question; otherwise the terminal asks.
+/// `--yes` answers every question a person need not answer; otherwise the terminal asks.
 pub(crate) fn approver(flags: &RunFlags) -> Box<dyn crate::tools::executor::Approver + Send> {
-    use crate::tools::executor::{Approval, FixedApprover};
     if flags.yes {
-        Box::new(FixedApprover(Approval::Yes))
+        Box::new(approve::YesApprover)
     } else {
         Box::new(approve::TerminalApprover)
     }

@@ -16,6 +16,12 @@ pub trait Approver {
     /// `true` to run. `reason` says why the call needs a yes; `shown` is the call as it will run,
     /// hidden characters escaped.
     fn approve(&mut self, shown: &str, reason: &str) -> Approval;
+
+    /// The same for a call only a person may allow (see [`Decision::Ask`]'s `in_person`): an
+    /// approver that answers for the person (`--yes`) must pass it on to the person, or refuse.
+    fn approve_in_person(&mut self, shown: &str, reason: &str) -> Approval {
+        self.approve(shown, reason)
+    }
 }
 
 /// The person's answer.
@@ -180,15 +186,28 @@ impl Executor<'_> {
                 format!("{} was not run: {reason}", call.tool),
                 Some("ask the user to change the policy, or do without this call"),
             )),
-            Decision::Ask { reason } => match self
-                .approver
-                .approve(&show_whole_call(call, command), &reason)
-            {
+            Decision::Ask { reason, in_person } => match if in_person {
+                self.approver
+                    .approve_in_person(&show_whole_call(call, command), &reason)
+            } else {
+                self.approver
+                    .approve(&show_whole_call(call, command), &reason)
+            } {
                 Approval::Yes => Ok(()),
                 Approval::No => Err(ToolError::new(
                     ErrorCode::DeniedByPolicy,
                     format!("the user declined {}", call.tool),
                     Some("ask the user what to do instead"),
+                )),
+                Approval::Unavailable if in_person => Err(ToolError::new(
+                    ErrorCode::DeniedByPolicy,
+                    format!(
+                        "{} needs the user's approval at the terminal ({reason}), and no terminal can answer",
+                        call.tool
+                    ),
+                    Some(
+                        "only a person at the terminal can allow this (--yes does not); do without this call or ask the user to make the change",
+                    ),
                 )),
                 Approval::Unavailable => Err(ToolError::new(
                     ErrorCode::DeniedByPolicy,

@@ -42,6 +42,10 @@ pub enum Decision {
     Ask {
         /// Why this call needs a yes.
         reason: String,
+        /// Only a person at the terminal may answer, never `--yes`: the call would change what
+        /// the agent is told (`AGENTS.md`, `FLYCODE.md`) or what a program loads
+        /// (`LD_PRELOAD`...).
+        in_person: bool,
     },
     /// Refuse it (`denied_by_policy`).
     Deny {
@@ -181,15 +185,20 @@ impl Policy {
             };
         }
         if let Some(reason) = always_ask(call, resolved) {
-            return Decision::Ask { reason };
+            return Decision::Ask {
+                reason,
+                in_person: true,
+            };
         }
         match (rule, self.approval) {
             (Some(ToolRule::Allow), _) | (None, Approval::Auto) => Decision::Run,
             (Some(ToolRule::Ask), _) => Decision::Ask {
                 reason: format!("the configuration asks before {tool}"),
+                in_person: false,
             },
             (None, _) if asks_by_default(tool) => Decision::Ask {
                 reason: format!("{tool} asks first (--approve ask)"),
+                in_person: false,
             },
             (None, _) => Decision::Run,
             (Some(ToolRule::Deny), _) => Decision::Deny {
