@@ -20,6 +20,7 @@ fn spawn_true(c: &mut Criterion) {
         env_remove: vec!["FLYCODE_API_KEY".to_owned()],
         timeout: Duration::from_secs(60),
         output_cap: 64 * 1024,
+        cancel: None,
     };
     let mut group = c.benchmark_group("spawn_true");
     group.bench_function("run_process", |b| {

@@ -146,6 +146,7 @@ impl Config {
         crate::tools::Limits {
             output_cap: self.output_cap,
             default_timeout_ms: self.timeout_ms,
+            ..crate::tools::Limits::default()
         }
     }
 

@@ -76,6 +76,7 @@ error_codes! {
     Timeout => "timeout", "The process ran past its deadline.",
     CommandNotFound => "command_not_found", "The program to run does not exist.",
     NonzeroExit => "nonzero_exit", "The program ran and exited with a status other than 0.",
+    Cancelled => "cancelled", "The person stopped the call (Ctrl-C in `flycode run`) before it finished, or before it started.",
 }
 
 impl fmt::Display for ErrorCode {

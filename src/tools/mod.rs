@@ -42,13 +42,19 @@ pub struct ToolError {
     pub output: Option<Box<ToolOutput>>,
 }
 
-/// Limits a tool works within, from the configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Limits a tool works within, from the configuration, and how the caller can stop it.
+#[derive(Clone, Debug)]
 pub struct Limits {
     /// Result body cap in bytes (also each process stream's capture cap).
     pub output_cap: usize,
     /// Default process timeout in milliseconds.
     pub default_timeout_ms: u64,
+    /// Set (by Ctrl-C) to stop a running program at once: it and everything it started are
+    /// killed, and the call fails with `cancelled`.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Environment variables to keep from programs besides flycode's usual secrets (the variable
+    /// `api_key_env` names).
+    pub extra_secrets: Vec<String>,
 }
 
 impl Default for Limits {
@@ -56,6 +62,8 @@ impl Default for Limits {
         Limits {
             output_cap: crate::protocol::DEFAULT_BODY_CAP,
             default_timeout_ms: 60_000,
+            cancel: None,
+            extra_secrets: Vec::new(),
         }
     }
 }

@@ -74,7 +74,8 @@ pub fn run(
     let spec = if shell {
         ProcessSpec {
             env_set,
-            env_remove: secrets(),
+            env_remove: secrets(limits),
+            cancel: limits.cancel.clone(),
             ..ProcessSpec::shell(&args.command, cwd, timeout, limits.output_cap)
         }
     } else {
@@ -83,9 +84,10 @@ pub fn run(
             args: args.args.clone(),
             cwd,
             env_set,
-            env_remove: secrets(),
+            env_remove: secrets(limits),
             timeout,
             output_cap: limits.output_cap,
+            cancel: limits.cancel.clone(),
         }
     };
     let outcome = run_process(&spec).map_err(|error| {
@@ -98,6 +100,18 @@ pub fn run(
         ToolError::new(error.code(), error.to_string(), hint)
     })?;
     let output = render(&outcome);
+    if outcome.cancelled {
+        let mut error = ToolError::new(
+            ErrorCode::Cancelled,
+            format!(
+                "{} was stopped by the user (Ctrl-C); it and everything it started were killed",
+                args.command
+            ),
+            Some("the user stopped the run: do not run it again unless asked"),
+        );
+        error.output = Some(Box::new(output));
+        return Err(error);
+    }
     if outcome.timed_out {
         let mut error = ToolError::new(
             ErrorCode::Timeout,
@@ -130,8 +144,12 @@ pub fn run(
     }
 }
 
-fn secrets() -> Vec<String> {
-    SECRET_VARIABLES.iter().map(|s| (*s).to_owned()).collect()
+fn secrets(limits: &Limits) -> Vec<String> {
+    SECRET_VARIABLES
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(limits.extra_secrets.iter().cloned())
+        .collect()
 }
 
 /// The body: stdout, then stderr, each under its own marker line; headers for the status.

@@ -59,7 +59,7 @@ use crate::protocol::ErrorCode;
 pub const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// What to run and under which limits. `cwd` must already have passed the sandbox.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ProcessSpec {
     /// The program: a path, or a name looked up in `PATH`. For `shell.exec` the caller passes
     /// `/bin/sh` with the arguments `-c` and the command.
@@ -76,6 +76,8 @@ pub struct ProcessSpec {
     pub timeout: Duration,
     /// How many bytes of stdout, and separately of stderr, to keep.
     pub output_cap: usize,
+    /// When set (by Ctrl-C), the run is killed as on a timeout and reported as cancelled.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl ProcessSpec {
@@ -89,6 +91,7 @@ impl ProcessSpec {
             env_remove: Vec::new(),
             timeout,
             output_cap,
+            cancel: None,
         }
     }
 }
@@ -114,6 +117,8 @@ pub struct ProcessOutcome {
     pub stderr_bytes: u64,
     /// Whether the deadline passed and the run was killed.
     pub timed_out: bool,
+    /// Whether the cancel flag was set and the run was killed.
+    pub cancelled: bool,
     /// From just before the spawn to the end of the clean-up.
     pub duration: Duration,
 }

@@ -4,6 +4,7 @@
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -56,7 +57,12 @@ enum Ending {
     PipeHeldOpen,
     /// The deadline passed first.
     TimedOut,
+    /// The cancel flag was set first.
+    Cancelled,
 }
+
+/// How often a run with a cancel flag looks at it.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// See [`super::run_process`].
 pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
@@ -80,7 +86,7 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     drop(events);
 
     let mut progress = Progress::default();
-    let ending = watch(&received, deadline, &mut progress);
+    let ending = watch(&received, deadline, spec.cancel.as_deref(), &mut progress);
     if ending == Ending::Complete {
         tree::sweep_after_exit(pid, &run);
     } else {
@@ -94,14 +100,7 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
         }
     }
 
-    let timed_out = ending == Ending::TimedOut;
-    outcome(
-        spec,
-        progress.status,
-        [&stdout, &stderr],
-        timed_out,
-        started,
-    )
+    outcome(spec, progress.status, [&stdout, &stderr], ending, started)
 }
 
 /// Assembles the outcome from the main child's status and what the pipes gave.
@@ -109,7 +108,7 @@ fn outcome(
     spec: &ProcessSpec,
     status: Option<io::Result<ExitStatus>>,
     [stdout, stderr]: [&SharedCapture; 2],
-    timed_out: bool,
+    ending: Ending,
     started: Instant,
 ) -> Result<ProcessOutcome, ProcessError> {
     let status = status.transpose().map_err(|error| ProcessError::Io {
@@ -127,7 +126,8 @@ fn outcome(
         stderr_truncated: stderr.is_truncated(),
         stdout_bytes: stdout.total,
         stderr_bytes: stderr.total,
-        timed_out,
+        timed_out: ending == Ending::TimedOut,
+        cancelled: ending == Ending::Cancelled,
         duration: started.elapsed(),
     })
 }
@@ -135,21 +135,38 @@ fn outcome(
 /// Records events until the run is complete, the deadline passes, or the main child has exited
 /// and [`PIPE_GRACE`] has passed without both pipes closing. The deadline no longer applies once
 /// the main child has exited: the command finished in time, only its leftovers did not.
-fn watch(received: &Receiver<Event>, deadline: Option<Instant>, progress: &mut Progress) -> Ending {
+fn watch(
+    received: &Receiver<Event>,
+    deadline: Option<Instant>,
+    cancel: Option<&AtomicBool>,
+    progress: &mut Progress,
+) -> Ending {
     let mut grace_end = None;
     loop {
         if progress.is_complete() {
             return Ending::Complete;
         }
+        if cancel.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+            return Ending::Cancelled;
+        }
         if progress.status.is_some() && grace_end.is_none() {
             grace_end = Some(Instant::now() + PIPE_GRACE);
         }
-        let event = match grace_end.or(deadline) {
-            Some(until) => received.recv_timeout(until.saturating_duration_since(Instant::now())),
+        let until = grace_end.or(deadline);
+        // With a cancel flag, wake up often enough to see it.
+        let wake = match (until, cancel) {
+            (Some(until), Some(_)) => Some(until.min(Instant::now() + CANCEL_POLL)),
+            (None, Some(_)) => Some(Instant::now() + CANCEL_POLL),
+            (until, None) => until,
+        };
+        let event = match wake {
+            Some(wake) => received.recv_timeout(wake.saturating_duration_since(Instant::now())),
             None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match event {
             Ok(event) => progress.record(event),
+            Err(RecvTimeoutError::Timeout) if until.is_some_and(|u| Instant::now() < u) => {}
+            Err(RecvTimeoutError::Timeout) if until.is_none() => {}
             Err(RecvTimeoutError::Timeout) if grace_end.is_some() => return Ending::PipeHeldOpen,
             Err(RecvTimeoutError::Timeout) => return Ending::TimedOut,
             // Every watcher is gone without completing the picture (a watcher died): clean up.

@@ -20,6 +20,7 @@ fn spec(program: &str, args: &[&str], cwd: &Path) -> ProcessSpec {
         env_remove: Vec::new(),
         timeout: Duration::from_secs(60),
         output_cap: 1024 * 1024,
+        cancel: None,
     }
 }
 
@@ -357,4 +358,33 @@ while [ ! -e "$1/go" ]; do sleep 0.01; done"#;
     let outcome = b.join().unwrap();
     assert_eq!(outcome.exit_code, Some(0));
     assert_gone(dir.path(), &["b.pid"]);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn cancelling_kills_the_whole_tree_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(STUBBORN_TREE, dir.path());
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    spec.cancel = Some(std::sync::Arc::clone(&cancel));
+    let ready = dir.path().join("orphan.pid");
+    let setter = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !ready.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let outcome = run_process(&spec).unwrap();
+    setter.join().unwrap();
+    assert!(outcome.cancelled && !outcome.timed_out, "{outcome:?}");
+    assert!(
+        outcome.duration < Duration::from_secs(30),
+        "it returned long before its 60 s timeout"
+    );
+    assert_gone(
+        dir.path(),
+        &["main.pid", "background.pid", "session.pid", "orphan.pid"],
+    );
 }
