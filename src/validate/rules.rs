@@ -12,13 +12,13 @@ use serde_json::{Map, Value};
 
 use super::finding::{Finding, FindingCode, Severity};
 use super::transcript::{Message, Role};
-use crate::protocol::ToolSet;
 use crate::protocol::call::{is_no_id, parse_native_call};
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ResultParseError, ToolName, Verdict, classify_reply,
 };
+use crate::protocol::{ErrorCode, ToolSet};
 
 /// Options for checking transcripts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,8 +32,12 @@ pub struct ValidateOptions {
 /// A call waiting for its result.
 struct PendingCall {
     id: String,
-    tool: ToolName,
-    args: Map<String, Value>,
+    /// The tool as written, for messages.
+    tool: String,
+    /// A valid call's tool and arguments, for `repeated_failed_call`; `None` for an invalid
+    /// native call, whose (error) result is paired when it comes but never missed: the call
+    /// already has its finding.
+    signature: Option<(ToolName, Map<String, Value>)>,
     index: usize,
     line: usize,
 }
@@ -145,6 +149,7 @@ impl TranscriptChecker {
     fn push_assistant(&mut self, message: &Message) {
         self.close_window();
         let mut calls = Vec::new();
+        let mut invalid = Vec::new();
         if !message.text.trim().is_empty() || message.tool_calls.is_empty() {
             self.judge_reply(message, &mut calls);
         }
@@ -156,14 +161,32 @@ impl TranscriptChecker {
                 ToolSet::Agent,
             ) {
                 Ok(call) => calls.push(call),
-                Err(error) => self.report(
-                    FindingCode::Reply(error.code()),
-                    Some(message.index),
-                    message.line,
-                    format!("native tool call {:?}: {error}", native.function.name),
-                    Some(excerpt(&native.function.arguments)),
-                ),
+                Err(error) => {
+                    self.report(
+                        FindingCode::Reply(error.code()),
+                        Some(message.index),
+                        message.line,
+                        format!("native tool call {:?}: {error}", native.function.name),
+                        Some(excerpt(&native.function.arguments)),
+                    );
+                    // The API pairs every tool call with a tool message: an invalid one may get
+                    // its error result under its id, which must not pass for another call's.
+                    if let Some(id) = native.id.as_deref().filter(|id| !is_no_id(id))
+                        && error.code() != ErrorCode::InvalidId
+                    {
+                        invalid.push((id.to_owned(), native.function.name.clone()));
+                    }
+                }
             }
+        }
+        for (id, tool) in invalid {
+            self.pending.push(PendingCall {
+                id,
+                tool,
+                signature: None,
+                index: message.index,
+                line: message.line,
+            });
         }
         for call in calls {
             self.accept_call(call, message);
@@ -244,8 +267,8 @@ impl TranscriptChecker {
         }
         self.pending.push(PendingCall {
             id,
-            tool: call.tool,
-            args: call.args,
+            tool: call.tool.to_string(),
+            signature: Some((call.tool, call.args)),
             index: message.index,
             line: message.line,
         });
@@ -328,13 +351,20 @@ impl TranscriptChecker {
         match answered {
             Some(position) => {
                 let call = self.pending.remove(position);
-                if result.ok == Some(false) {
-                    self.just_failed.push((call.tool, call.args));
+                if result.ok == Some(false)
+                    && let Some(signature) = call.signature
+                {
+                    self.just_failed.push(signature);
                 }
             }
             None => {
-                // The call this result should have answered: the oldest one waiting.
-                let call = self.pending.remove(0);
+                // The call this result should have answered: the oldest valid one waiting.
+                let oldest = self
+                    .pending
+                    .iter()
+                    .position(|call| call.signature.is_some())
+                    .unwrap_or(0);
+                let call = self.pending.remove(oldest);
                 let got = result.id.as_deref().map_or("(none)".to_owned(), |id| {
                     format!("{:?}", escape_for_display(id))
                 });
@@ -362,6 +392,9 @@ impl TranscriptChecker {
     /// The conversation moved on: every call still waiting lacks its result.
     fn close_window(&mut self) {
         for call in std::mem::take(&mut self.pending) {
+            if call.signature.is_none() {
+                continue;
+            }
             self.report(
                 FindingCode::MissingResult,
                 Some(call.index),
