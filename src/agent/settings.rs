@@ -52,6 +52,26 @@ pub enum SystemPromptChoice {
     None,
 }
 
+impl SystemPromptChoice {
+    /// The file the prompt comes from, if it is one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            SystemPromptChoice::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+impl RoleChoice {
+    /// The file the role definition comes from, if it is one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            RoleChoice::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
 /// Where the role definition comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RoleChoice {

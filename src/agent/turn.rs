@@ -25,7 +25,8 @@ use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{
-    Call, ClassifyOptions, ResultBlock, ToolName, ToolSet, Verdict, classify_reply, render_command,
+    Call, ClassifyOptions, ErrorCode, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
+    render_command,
 };
 use crate::tools::executor::Executor;
 
@@ -70,6 +71,8 @@ pub enum Ending {
     Cancelled,
     /// The API failed beyond its retries; the detail says how.
     ClientFailed(String),
+    /// The model sent an empty reply without calls; the detail is its finish reason.
+    EmptyReply(String),
 }
 
 impl Ending {
@@ -81,6 +84,7 @@ impl Ending {
             Ending::TooManyViolations(_) => "too_many_violations",
             Ending::Cancelled => "cancelled",
             Ending::ClientFailed(_) => "client_failed",
+            Ending::EmptyReply(_) => "empty_reply",
         }
     }
 }
@@ -221,6 +225,12 @@ pub struct AgentRun<'a> {
 /// The loop's state while it runs.
 struct Progress {
     history: Vec<Message>,
+    /// The latest request as sent, and where this turn's messages start in the history: what
+    /// the transcript holds.
+    request: Vec<Message>,
+    turn_start: usize,
+    /// Names given to native calls that came without an id.
+    anonymous_calls: u32,
     memory: AgentMemory,
     used_ids: HashSet<String>,
     consecutive_violations: u32,
@@ -234,6 +244,9 @@ impl AgentRun<'_> {
         let started = Instant::now();
         let mut progress = Progress {
             history: vec![Message::user(task)],
+            request: Vec::new(),
+            turn_start: 1,
+            anonymous_calls: 0,
             memory: AgentMemory::default(),
             used_ids: HashSet::new(),
             consecutive_violations: 0,
@@ -265,17 +278,18 @@ impl AgentRun<'_> {
             if self.cancel.load(Ordering::SeqCst) {
                 return Ending::Cancelled;
             }
-            let request = self.build_request(progress);
+            progress.request = self.build_request(progress);
+            progress.turn_start = progress.history.len();
             progress.report.turns = turn;
             observer.on_event(&RunEvent::Request {
                 turn,
-                messages: request.len(),
+                messages: progress.request.len(),
             });
-            self.record(&request, &[], observer);
+            self.checkpoint(progress, observer);
             let completion = match self.provider.complete(
                 &ChatRequest {
                     model: &self.settings.model,
-                    messages: &request,
+                    messages: &progress.request,
                     tools: &tools,
                     stream: self.settings.stream,
                 },
@@ -291,8 +305,11 @@ impl AgentRun<'_> {
                 completion_tokens: u.completion_tokens,
             });
             if let Some(usage) = usage {
-                progress.report.usage.prompt_tokens += usage.prompt_tokens;
-                progress.report.usage.completion_tokens += usage.completion_tokens;
+                let total = &mut progress.report.usage;
+                total.prompt_tokens = total.prompt_tokens.saturating_add(usage.prompt_tokens);
+                total.completion_tokens = total
+                    .completion_tokens
+                    .saturating_add(usage.completion_tokens);
             }
             observer.on_event(&RunEvent::Reply {
                 turn,
@@ -305,12 +322,19 @@ impl AgentRun<'_> {
                     message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
                 });
             }
-            let first_new = progress.history.len();
+            if completion.content.trim().is_empty() && completion.tool_calls.is_empty() {
+                let reason = completion.finish_reason.clone();
+                self.push(
+                    progress,
+                    Message::assistant(completion.content, Vec::new()),
+                    observer,
+                );
+                return Ending::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
+            }
             let step = match self.settings.mode {
                 CallingMode::Text => self.text_turn(progress, completion, observer),
                 CallingMode::Native => self.native_turn(progress, completion, observer),
             };
-            self.record(&request, &progress.history[first_new..], observer);
             match step {
                 Step::Continue => {}
                 Step::End(ending) => return ending,
@@ -330,10 +354,22 @@ impl AgentRun<'_> {
         assemble_request(self.prompt.system.as_deref(), &progress.history, &specials)
     }
 
-    fn record(&self, request: &[Message], after: &[Message], observer: &mut dyn RunObserver) {
-        if let Err(message) = self.transcript.save(request, after) {
+    /// Rewrites the transcript: the latest request and everything since.
+    fn checkpoint(&self, progress: &Progress, observer: &mut dyn RunObserver) {
+        let since = progress
+            .history
+            .get(progress.turn_start..)
+            .unwrap_or_default();
+        if let Err(message) = self.transcript.save(&progress.request, since) {
             observer.on_event(&RunEvent::Warning { message });
         }
+    }
+
+    /// Adds a message to the conversation and to the transcript at once, so a run killed while
+    /// a call runs still has the call on record.
+    fn push(&self, progress: &mut Progress, message: Message, observer: &mut dyn RunObserver) {
+        progress.history.push(message);
+        self.checkpoint(progress, observer);
     }
 
     fn text_turn(
@@ -350,9 +386,11 @@ impl AgentRun<'_> {
                 tools: ToolSet::Agent,
             },
         );
-        progress
-            .history
-            .push(Message::assistant(reply.clone(), Vec::new()));
+        self.push(
+            progress,
+            Message::assistant(reply.clone(), Vec::new()),
+            observer,
+        );
         match classification.verdict {
             Verdict::None => {
                 progress.report.answer = Some(reply);
@@ -362,19 +400,19 @@ impl AgentRun<'_> {
                 Ok(()) => {
                     progress.consecutive_violations = 0;
                     let block = self.run_call(progress, &call, observer);
-                    progress.history.push(Message::user_result(block.render()));
+                    self.push(progress, Message::user_result(block.render()), observer);
                     Step::Continue
                 }
                 Err(error) => {
                     let attempt = attempt_of(&call);
                     let block = self.violation(progress, &error, &attempt, observer);
-                    progress.history.push(Message::user_result(block.render()));
+                    self.push(progress, Message::user_result(block.render()), observer);
                     self.after_violation(progress, &error)
                 }
             },
             Verdict::Invalid { error, attempt } => {
                 let block = self.violation(progress, &error, &attempt, observer);
-                progress.history.push(Message::user_result(block.render()));
+                self.push(progress, Message::user_result(block.render()), observer);
                 self.after_violation(progress, &error)
             }
         }
@@ -388,12 +426,15 @@ impl AgentRun<'_> {
     ) -> Step {
         let Completion {
             content,
-            tool_calls,
+            mut tool_calls,
             ..
         } = completion;
-        progress
-            .history
-            .push(Message::assistant(content.clone(), tool_calls.clone()));
+        name_anonymous_calls(progress, &mut tool_calls);
+        self.push(
+            progress,
+            Message::assistant(content.clone(), tool_calls.clone()),
+            observer,
+        );
         if tool_calls.is_empty() {
             progress.report.answer = Some(content);
             return Step::End(Ending::Answered);
@@ -401,6 +442,16 @@ impl AgentRun<'_> {
         let mut last_error = None;
         let mut any_valid = false;
         for native in &tool_calls {
+            if self.cancel.load(Ordering::SeqCst) {
+                // Every call still gets its answer, so the conversation stays well-formed.
+                let block = cancelled_result(native);
+                self.push(
+                    progress,
+                    Message::tool_result(native.id.clone(), block.render()),
+                    observer,
+                );
+                continue;
+            }
             let block = match self.native_call(progress, native) {
                 Ok(call) => {
                     any_valid = true;
@@ -423,9 +474,11 @@ impl AgentRun<'_> {
             // violation could not read it.
             let mut block = block;
             block.id = Some(native.id.clone());
-            progress
-                .history
-                .push(Message::tool_result(native.id.clone(), block.render()));
+            self.push(
+                progress,
+                Message::tool_result(native.id.clone(), block.render()),
+                observer,
+            );
         }
         match (any_valid, last_error) {
             (false, Some(error)) => self.after_violation(progress, &error),
@@ -506,6 +559,15 @@ impl AgentRun<'_> {
         observer: &mut dyn RunObserver,
     ) -> ResultBlock {
         let command = render_command(call.tool, &call.args);
+        if self.cancel.load(Ordering::SeqCst) {
+            return ResultBlock::failure(
+                call.id.clone(),
+                command,
+                ErrorCode::Cancelled.as_str(),
+                "not run: the user stopped the run (Ctrl-C)".to_owned(),
+                None,
+            );
+        }
         observer.on_event(&RunEvent::CallStarted {
             id: call.id.clone(),
             tool: call.tool,
@@ -584,6 +646,39 @@ impl AgentRun<'_> {
 enum Step {
     Continue,
     End(Ending),
+}
+
+/// Gives calls that came without an id one that no call of this run has.
+fn name_anonymous_calls(progress: &mut Progress, calls: &mut [NativeToolCall]) {
+    let taken: HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
+    for call in calls.iter_mut().filter(|c| c.id.trim().is_empty()) {
+        loop {
+            progress.anonymous_calls += 1;
+            let id = format!("flycode_call_{}", progress.anonymous_calls);
+            if !taken.contains(&id) && !progress.used_ids.contains(&id) {
+                call.id = id;
+                break;
+            }
+        }
+    }
+}
+
+/// The answer to a native call skipped because the user stopped the run.
+fn cancelled_result(native: &NativeToolCall) -> ResultBlock {
+    let command = match super::tools::tool_for_function(&native.function.name) {
+        Some(tool) => match serde_json::from_str(&native.function.arguments) {
+            Ok(serde_json::Value::Object(args)) => render_command(tool, &args),
+            _ => format!("/{tool}"),
+        },
+        None => "(none)".to_owned(),
+    };
+    ResultBlock::failure(
+        Some(native.id.clone()),
+        command,
+        ErrorCode::Cancelled.as_str(),
+        "not run: the user stopped the run (Ctrl-C)".to_owned(),
+        None,
+    )
 }
 
 fn attempt_of(call: &Call) -> Attempt {

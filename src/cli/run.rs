@@ -27,6 +27,7 @@ use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
+use crate::tools::Limits;
 use crate::tools::executor::{Approval, Approver, Executor};
 
 /// Runs `flycode run`.
@@ -36,6 +37,30 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let settings = resolve_settings(&setting_flags(args), &config.agent, &|name| {
         std::env::var(name).ok()
     })?;
+    if let Some(path) = &args.transcript
+        && let Ok(metadata) = std::fs::symlink_metadata(path)
+        && !metadata.file_type().is_file()
+    {
+        bail!(
+            "--transcript {} is not a regular file (a link, a directory or a device); name a new or regular file",
+            path.display()
+        );
+    }
+    let started = SystemTime::now();
+    let mut transcripts: Vec<PathBuf> = state_dir()
+        .map(|dir| default_transcript_path(&dir, started))
+        .into_iter()
+        .collect();
+    transcripts.extend(args.transcript.clone());
+    // What the agent is told and what records it are flycode's own: no tool may change them.
+    let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
+        .into_iter()
+        .flatten()
+        .map(Path::to_path_buf)
+        .chain(transcripts.iter().cloned())
+        .collect();
+    let protection = sandbox.protection().clone().with_own_files(&own_files);
+    let sandbox = sandbox.with_protection(protection);
     let prompt = build_prompt(&settings, &sandbox)?;
     let mut provider = OpenAiProvider::new(ClientSettings {
         base_url: settings.base_url.clone(),
@@ -45,13 +70,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         max_retries: settings.max_retries,
         retry_base: settings.retry_base,
     })?;
-
-    let started = SystemTime::now();
-    let mut transcripts: Vec<PathBuf> = state_dir()
-        .map(|dir| default_transcript_path(&dir, started))
-        .into_iter()
-        .collect();
-    transcripts.extend(args.transcript.clone());
 
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -91,7 +109,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             policy: &config.policy,
             session: Some(&mut session),
             audit: AuditLog::default_location(),
-            limits: config.limits(),
+            limits: Limits {
+                cancel: Some(Arc::clone(&cancel)),
+                // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY.
+                extra_secrets: settings.api_key_source.clone().into_iter().collect(),
+                ..config.limits()
+            },
             approver: &mut pausing,
         },
         settings: RunSettings {
@@ -298,6 +321,13 @@ impl Terminal {
             Ending::ClientFailed(detail) => (
                 self.paint("31", "✗"),
                 format!("stopped: {}", escape_for_terminal(detail)),
+            ),
+            Ending::EmptyReply(reason) => (
+                self.paint("31", "✗"),
+                format!(
+                    "stopped: the model sent an empty reply (finish_reason {}); try again, or another model",
+                    escape_for_terminal(reason)
+                ),
             ),
         };
         let failed = if report.failed_calls > 0 {
@@ -572,6 +602,13 @@ impl Approver for PausingApprover<'_> {
     fn approve(&mut self, shown: &str, reason: &str) -> Approval {
         self.spinner.pause(true);
         let answer = self.inner.approve(shown, reason);
+        self.spinner.pause(false);
+        answer
+    }
+
+    fn approve_in_person(&mut self, shown: &str, reason: &str) -> Approval {
+        self.spinner.pause(true);
+        let answer = self.inner.approve_in_person(shown, reason);
         self.spinner.pause(false);
         answer
     }

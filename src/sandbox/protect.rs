@@ -18,6 +18,7 @@ pub struct Protection {
     config_dir: Option<PathBuf>,
     extra: GlobSet,
     extra_patterns: Vec<String>,
+    own_files: Vec<PathBuf>,
 }
 
 impl Default for Protection {
@@ -26,6 +27,7 @@ impl Default for Protection {
             config_dir: user_config_dir(),
             extra: GlobSet::empty(),
             extra_patterns: Vec::new(),
+            own_files: Vec::new(),
         }
     }
 }
@@ -55,6 +57,26 @@ impl Protection {
         Ok(self)
     }
 
+    /// Adds files flycode itself reads or writes while it runs (a role or system prompt file, a
+    /// run's transcript): the agent must not change what it is told or what is recorded.
+    pub fn with_own_files(mut self, files: &[PathBuf]) -> Protection {
+        for file in files {
+            let resolved = match (file.parent(), file.file_name()) {
+                (Some(dir), Some(name)) => std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                })
+                .map(|dir| dir.join(name))
+                .unwrap_or_else(|_| file.clone()),
+                _ => file.clone(),
+            };
+            let resolved = std::fs::canonicalize(&resolved).unwrap_or(resolved);
+            self.own_files.push(resolved);
+        }
+        self
+    }
+
     /// Sets the user configuration directory (tests, or a platform without one).
     pub fn with_config_dir(mut self, dir: Option<PathBuf>) -> Protection {
         self.config_dir = dir;
@@ -81,6 +103,9 @@ impl Protection {
             && path.starts_with(dir)
         {
             return Some("it is inside flycode's configuration directory".into());
+        }
+        if self.own_files.iter().any(|own| own == path) {
+            return Some("flycode reads or records it during this run".into());
         }
         if self.extra.is_match(path) {
             return Some("it matches a protected-path pattern of the configuration".into());

@@ -400,12 +400,22 @@ impl Exchange<'_> {
         let mut decoder = SseDecoder::new();
         let mut assembler = StreamAssembler::new();
         let mut received = 0usize;
+        // Only events count as life: a server sending nothing but keep-alive comments is silent.
+        let mut last_event = tokio::time::Instant::now();
         while let Some(chunk) = self.next_chunk(&mut response).await? {
             received = received.saturating_add(chunk.len());
             if received > super::MAX_REPLY_BYTES {
                 return Err(self.too_large());
             }
-            for event in decoder.feed(&chunk) {
+            let events = decoder.feed(&chunk);
+            if events.is_empty() {
+                if last_event.elapsed() > self.settings.read_timeout {
+                    return Err(self.read_timeout());
+                }
+            } else {
+                last_event = tokio::time::Instant::now();
+            }
+            for event in events {
                 if self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done {
                     return Ok(assembler.finish());
                 }

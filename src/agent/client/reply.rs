@@ -122,8 +122,8 @@ impl StreamAssembler {
     /// The whole reply; calls the server gave no id get `call_N`.
     pub fn finish(self) -> Completion {
         let mut completion = self.completion;
+        // Calls without an id keep an empty one: the loop names them, unique across the run.
         completion.tool_calls = self.calls.into_iter().map(|(_, call)| call).collect();
-        name_anonymous_calls(&mut completion.tool_calls);
         completion
     }
 }
@@ -146,14 +146,13 @@ pub fn parse_completion(body: &[u8]) -> Result<Completion, ReplyError> {
             "the answer has no choices".to_owned(),
         ));
     };
-    let mut tool_calls: Vec<NativeToolCall> = choice
+    let tool_calls: Vec<NativeToolCall> = choice
         .message
         .tool_calls
         .unwrap_or_default()
         .into_iter()
         .map(|call| NativeToolCall::function(call.id, call.function.name, call.function.arguments))
         .collect();
-    name_anonymous_calls(&mut tool_calls);
     Ok(Completion {
         content: choice.message.content.unwrap_or_default(),
         tool_calls,
@@ -180,14 +179,6 @@ pub fn excerpt(text: &str) -> String {
     match text.char_indices().nth(LIMIT) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
-    }
-}
-
-fn name_anonymous_calls(calls: &mut [NativeToolCall]) {
-    for (position, call) in calls.iter_mut().enumerate() {
-        if call.id.is_empty() {
-            call.id = format!("call_{position}");
-        }
     }
 }
 
@@ -357,7 +348,7 @@ mod tests {
         );
         assert_eq!(
             a.finish().tool_calls,
-            vec![NativeToolCall::function("call_0", "x", "{}")]
+            vec![NativeToolCall::function("", "x", "{}")]
         );
     }
 
