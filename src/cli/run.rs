@@ -335,7 +335,12 @@ impl Terminal {
         } else {
             String::new()
         };
-        let tokens = if report.usage.prompt_tokens + report.usage.completion_tokens > 0 {
+        let tokens = if report
+            .usage
+            .prompt_tokens
+            .saturating_add(report.usage.completion_tokens)
+            > 0
+        {
             format!(
                 " · {} tokens in, {} out",
                 report.usage.prompt_tokens, report.usage.completion_tokens

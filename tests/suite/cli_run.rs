@@ -963,3 +963,20 @@ fn a_transcript_path_that_is_not_a_regular_file_is_refused_up_front() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn absurd_token_counts_do_not_overflow() {
+    let project = Project::new();
+    let server = ScriptedServer::always(Reply::json(
+        200,
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 5, "total_tokens": 0}}),
+    ));
+    let finished = finish(project.command(&server, &["--no-stream"]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains(&u64::MAX.to_string()),
+        "{}",
+        finished.stderr
+    );
+}
