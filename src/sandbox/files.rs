@@ -137,6 +137,23 @@ impl Sandbox {
     fn explain_open_failure(&self, input: &str, error: std::io::Error) -> SandboxError {
         match self.resolve(input, LastComponent::Follow) {
             Err(refusal) => refusal,
+            // cap-std refuses a path that leads out of the root (a link swapped in after the
+            // check) with a PermissionDenied of its own, without an OS error number; it may have
+            // been swapped back by now, so say what happened rather than re-resolve.
+            Ok(_)
+                if error.kind() == std::io::ErrorKind::PermissionDenied
+                    && error.raw_os_error().is_none() =>
+            {
+                SandboxError::OutsideRoots {
+                    path: input.to_owned(),
+                    roots: self
+                        .roots
+                        .iter()
+                        .map(|r| r.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            }
             Ok(_) => SandboxError::from_io(input, error),
         }
     }
@@ -264,6 +281,21 @@ mod tests {
         let f = fixture();
         std::fs::create_dir(f.root.join("sub")).unwrap();
         assert_eq!(read(&f, "sub").unwrap_err().code(), ErrorCode::IsDirectory);
+    }
+
+    #[test]
+    fn an_escape_refused_by_cap_std_is_outside_roots_not_permission_denied() {
+        let f = fixture();
+        let input = f.root.join("file.txt").display().to_string();
+        let escape = std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "a path led outside of the filesystem",
+        );
+        let refusal = f.sandbox.explain_open_failure(&input, escape);
+        assert_eq!(refusal.code(), ErrorCode::OutsideRoots);
+        let real = std::io::Error::from_raw_os_error(13);
+        let refusal = f.sandbox.explain_open_failure(&input, real);
+        assert_eq!(refusal.code(), ErrorCode::PermissionDenied);
     }
 
     #[test]
