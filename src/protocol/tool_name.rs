@@ -64,21 +64,17 @@ impl ToolSet {
 }
 
 impl ToolName {
-    /// Every tool, in the order the contract and the prompt list them.
-    pub const ALL: [ToolName; 12] = [
-        ToolName::FsLs,
-        ToolName::FsMkdir,
-        ToolName::FsRead,
-        ToolName::FsSearch,
-        ToolName::FsWrite,
-        ToolName::FsRm,
-        ToolName::FsMv,
-        ToolName::FsChmod,
-        ToolName::FsWriteBatch,
-        ToolName::FsDiff,
-        ToolName::ProcessRun,
-        ToolName::ShellExec,
-    ];
+    /// Every tool of the chat whitelist, in the order the contract and the prompt list them:
+    /// the first twelve of [`ToolName::WITH_AGENT_TOOLS`].
+    pub const ALL: [ToolName; 12] = {
+        let mut all = [ToolName::FsLs; 12];
+        let mut index = 0;
+        while index < all.len() {
+            all[index] = ToolName::WITH_AGENT_TOOLS[index];
+            index += 1;
+        }
+        all
+    };
 
     /// The agent's own tools, known to `flycode run` only.
     pub const AGENT_TOOLS: [ToolName; 2] = [ToolName::AgentTodo, ToolName::AgentNote];

@@ -580,16 +580,15 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
     assert_validates(&project.transcript());
 }
 
-#[test]
-fn the_api_key_is_sent_but_never_shown_or_given_to_programs() {
-    let project = Project::new();
+/// Runs a model that calls `env` with the key in `variable`: the key must be sent to the server,
+/// and never reach the program, the terminal or the transcript.
+fn assert_key_is_sent_but_kept_from_programs(project: &Project, variable: &str, secret: &str) {
     let server = ScriptedServer::start(|_, index| match index {
         0 => Reply::sse_tool_calls(&[("env_1", "process_run", r#"{"command":"env"}"#)]),
         _ => Reply::sse_text("Done.", 4),
     });
-    let secret = "sk-test-secret-4242";
     let mut command = project.command(&server, &[]);
-    command.env("FLYCODE_API_KEY", secret);
+    command.env(variable, secret);
     let finished = finish(command);
     assert_eq!(finished.code, 0, "{}", finished.stderr);
     let requests = server.requests();
@@ -603,6 +602,15 @@ fn the_api_key_is_sent_but_never_shown_or_given_to_programs() {
     assert!(!finished.stdout.contains(secret) && !finished.stderr.contains(secret));
     let recorded = std::fs::read_to_string(project.transcript()).unwrap();
     assert!(!recorded.contains(secret));
+}
+
+#[test]
+fn the_api_key_is_sent_but_never_shown_or_given_to_programs() {
+    assert_key_is_sent_but_kept_from_programs(
+        &Project::new(),
+        "FLYCODE_API_KEY",
+        "sk-test-secret-4242",
+    );
 }
 
 #[test]
@@ -845,23 +853,7 @@ fn the_variable_named_by_api_key_env_is_kept_from_programs() {
         "[agent]\napi_key_env = \"MY_PROVIDER_KEY\"\n",
     )
     .unwrap();
-    let server = ScriptedServer::start(|_, index| match index {
-        0 => Reply::sse_tool_calls(&[("env_1", "process_run", r#"{"command":"env"}"#)]),
-        _ => Reply::sse_text("Done.", 4),
-    });
-    let secret = "provider-secret-9876";
-    let mut command = project.command(&server, &[]);
-    command.env("MY_PROVIDER_KEY", secret);
-    let finished = finish(command);
-    assert_eq!(finished.code, 0, "{}", finished.stderr);
-    let requests = server.requests();
-    assert_eq!(
-        requests[0].header("authorization"),
-        Some(format!("Bearer {secret}").as_str())
-    );
-    let second = serde_json::to_string(&requests[1].body).unwrap();
-    assert!(second.contains("FLYCODE_STATE_DIR"), "env ran: {second}");
-    assert!(!second.contains(secret), "a program saw the key");
+    assert_key_is_sent_but_kept_from_programs(&project, "MY_PROVIDER_KEY", "provider-secret-9876");
 }
 
 #[test]
