@@ -228,6 +228,15 @@ fn mode_name(mode: CallingMode) -> &'static str {
     }
 }
 
+/// `1 turn`, `3 turns`.
+fn count(number: u64, noun: &str) -> String {
+    if number == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{number} {noun}s")
+    }
+}
+
 /// `--json`: every event as one JSON line on standard output.
 struct JsonLines;
 
@@ -349,9 +358,9 @@ impl Terminal {
             String::new()
         };
         eprintln!(
-            "{mark} {headline} · {} turns · {} calls{failed}{tokens} · {}",
-            report.turns,
-            report.calls,
+            "{mark} {headline} · {} · {}{failed}{tokens} · {}",
+            count(u64::from(report.turns), "turn"),
+            count(u64::from(report.calls), "call"),
             human_duration(u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX))
         );
         for path in &report.transcript {
