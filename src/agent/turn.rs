@@ -322,7 +322,10 @@ impl AgentRun<'_> {
                     message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
                 });
             }
-            if completion.content.trim().is_empty() && completion.tool_calls.is_empty() {
+            // In text mode native calls are not read (no tools were offered): only text counts.
+            let has_calls =
+                self.settings.mode == CallingMode::Native && !completion.tool_calls.is_empty();
+            if completion.content.trim().is_empty() && !has_calls {
                 let reason = completion.finish_reason.clone();
                 self.push(
                     progress,

@@ -972,3 +972,23 @@ fn absurd_token_counts_do_not_overflow() {
         finished.stderr
     );
 }
+
+#[test]
+fn native_calls_in_text_mode_are_not_taken_for_an_answer() {
+    let project = Project::new();
+    let root = project.root.display().to_string();
+    let server = ScriptedServer::start(move |_, _| {
+        let arguments = json!({"path": root}).to_string();
+        Reply::sse_tool_calls(&[("ls_1", "fs_ls", arguments.as_str())])
+    });
+    let finished = finish(project.command(&server, &["--mode", "text"]));
+    assert_eq!(finished.code, 1, "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("empty reply (finish_reason tool_calls)"),
+        "{}",
+        finished.stderr
+    );
+    assert_eq!(server.requests().len(), 1);
+}
