@@ -1,6 +1,20 @@
 //! Configuration: command-line flags, then `flycode.toml`, then defaults, resolved into one
 //! [`Config`]. The file is `./flycode.toml` if present, else the user's configuration directory's
-//! `flycode.toml`; an unknown key or a bad value is an error naming the file, line and key.
+//! `flycode.toml`; an unknown key or a bad value is an error naming the file, line and key, and a
+//! number outside its range is one too (never raised or lowered into it), naming the range:
+//! `flycode.toml:3: output_cap = 10 is out of range: allowed 1024..=16777216 (bytes of a result
+//! body)`. The ranges ([`range`]), which bind the flags of `flycode run` as well:
+//!
+//! | key | allowed | default |
+//! | --- | --- | --- |
+//! | `output_cap` | 1024..=16777216 bytes | 65536 |
+//! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
+//! | `[agent] max_turns` | 1..=10000 | 50 |
+//! | `[agent] max_violations` | 1..=100 | 3 |
+//! | `[agent] connect_timeout_ms` | 1..=600000 | 10000 |
+//! | `[agent] read_timeout_ms` | 1..=3600000 | 120000 |
+//! | `[agent] max_retries` | 0..=100 | 4 |
+//! | `[agent] retry_base_ms` | 0..=30000 (the back-off is capped at 30 s) | 500 |
 //!
 //! ```toml
 //! roots = ["/home/me/project"]       # allowed roots (flags win)
@@ -27,6 +41,8 @@
 //! system_prompt_file = "prompt.md"   # replaces the whole system prompt
 //! system_prompt = false              # send no system prompt: the role definition takes its place
 //! ```
+
+pub mod range;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,7 +84,9 @@ struct FileConfig {
     roots: Option<Vec<PathBuf>>,
     approval: Option<Approval>,
     protected: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "range::output_cap")]
     output_cap: Option<usize>,
+    #[serde(default, deserialize_with = "range::timeout_ms")]
     timeout_ms: Option<u64>,
     tools: Option<BTreeMap<String, ToolRule>>,
     agent: Option<AgentConfig>,
@@ -89,18 +107,24 @@ pub struct AgentConfig {
     /// `text` or `native`.
     pub mode: Option<String>,
     /// Requests per run at most.
+    #[serde(default, deserialize_with = "range::max_turns")]
     pub max_turns: Option<u32>,
     /// Consecutive invalid replies before the run stops.
+    #[serde(default, deserialize_with = "range::max_violations")]
     pub max_violations: Option<u32>,
     /// Stream replies (SSE).
     pub stream: Option<bool>,
     /// Connect timeout in milliseconds.
+    #[serde(default, deserialize_with = "range::connect_timeout_ms")]
     pub connect_timeout_ms: Option<u64>,
     /// Longest silence within a response, in milliseconds.
+    #[serde(default, deserialize_with = "range::read_timeout_ms")]
     pub read_timeout_ms: Option<u64>,
     /// Retries on 429, 5xx, timeouts and connection failures.
+    #[serde(default, deserialize_with = "range::max_retries")]
     pub max_retries: Option<u32>,
     /// First back-off delay in milliseconds.
+    #[serde(default, deserialize_with = "range::retry_base_ms")]
     pub retry_base_ms: Option<u64>,
     /// Replaces the role definition.
     pub role: Option<String>,
@@ -229,8 +253,8 @@ impl Config {
                 overrides,
             },
             protected: file.protected.unwrap_or_default(),
-            output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP).max(1024),
-            timeout_ms: file.timeout_ms.unwrap_or(60_000).clamp(1, 600_000),
+            output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP),
+            timeout_ms: file.timeout_ms.unwrap_or(60_000),
             agent,
             source,
         })
@@ -314,6 +338,77 @@ mod tests {
         let config = load("roots = [\"/file\"]\napproval = \"ask\"\n", &flags).unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/flag")]);
         assert_eq!(config.policy.approval, Approval::Auto);
+    }
+
+    /// A file setting `key = value` at a known line, after a comment and a string that name the
+    /// same key; `[agent]` keys in their table. Returns the text and the line.
+    fn file_setting(key: &str, value: i128) -> (String, usize) {
+        let head = format!("# {key} = 1 is what a comment says\nprotected = [\"{key} = 1\"]\n");
+        if matches!(key, "output_cap" | "timeout_ms") {
+            (
+                format!("{head}{key} = {value}\n[agent]\nmodel = \"m\"\n"),
+                3,
+            )
+        } else {
+            (format!("{head}[agent]\n{key} = {value}\n"), 4)
+        }
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_an_error_naming_line_key_and_range() {
+        for range in range::ALL {
+            for bad in [i128::from(range.min) - 1, i128::from(range.max) + 1] {
+                let (text, line) = file_setting(range.key, bad);
+                let error = load(&text, &Flags::default()).unwrap_err().to_string();
+                let expected = format!(
+                    "flycode.toml:{line}: {} = {bad} is out of range: allowed {}..={} ({})",
+                    range.key, range.min, range.max, range.unit
+                );
+                assert!(error.ends_with(&expected), "{error}\nwanted {expected}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_bounds_of_a_range_are_accepted() {
+        for range in range::ALL {
+            for good in [range.min, range.max] {
+                let (text, _) = file_setting(range.key, i128::from(good));
+                let config = load(&text, &Flags::default()).unwrap();
+                let read = match range.key {
+                    "output_cap" => config.output_cap as u64,
+                    "timeout_ms" => config.timeout_ms,
+                    "max_turns" => config.agent.max_turns.map(u64::from).unwrap(),
+                    "max_violations" => config.agent.max_violations.map(u64::from).unwrap(),
+                    "connect_timeout_ms" => config.agent.connect_timeout_ms.unwrap(),
+                    "read_timeout_ms" => config.agent.read_timeout_ms.unwrap(),
+                    "max_retries" => config.agent.max_retries.map(u64::from).unwrap(),
+                    "retry_base_ms" => config.agent.retry_base_ms.unwrap(),
+                    other => panic!("no test reads {other}"),
+                };
+                assert_eq!(read, good, "{}", range.key);
+            }
+        }
+    }
+
+    #[test]
+    fn the_documented_example_error_is_the_real_one() {
+        let error = load("roots = []\n\noutput_cap = 10\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.ends_with(
+                "flycode.toml:3: output_cap = 10 is out of range: allowed 1024..=16777216 (bytes of a result body)"
+            ),
+            "{error}"
+        );
+        let error = load("timeout_ms = 0\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(":1: timeout_ms = 0 is out of range: allowed 100..=600000"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::prompt::CallingMode;
 use crate::config::AgentConfig;
+use crate::config::range::{self, SettingRange};
 
 /// What the command line says.
 #[derive(Clone, Debug, Default)]
@@ -141,7 +142,15 @@ pub enum SettingsError {
         /// The variable.
         variable: String,
     },
-    /// A value is out of range or unknown.
+    /// A number is outside its range.
+    #[error("{}", range.out_of_range(written))]
+    OutOfRange {
+        /// The setting as written, e.g. `--max-turns 0`.
+        written: String,
+        /// What is accepted.
+        range: SettingRange,
+    },
+    /// A value is unknown.
     #[error("{setting}: {problem}")]
     Invalid {
         /// The setting.
@@ -226,24 +235,16 @@ pub fn resolve_settings(
             });
         }
     };
-    let max_turns = flags
-        .max_turns
-        .or(file.max_turns)
-        .unwrap_or(DEFAULT_MAX_TURNS);
-    let max_violations = flags
-        .max_violations
-        .or(file.max_violations)
-        .unwrap_or(DEFAULT_MAX_VIOLATIONS);
-    for (setting, value) in [("max_turns", max_turns), ("max_violations", max_violations)] {
-        if value == 0 {
-            return Err(SettingsError::Invalid {
-                setting,
-                problem: "must be at least 1".to_owned(),
-            });
-        }
-    }
-    let millis = |flag: Option<u64>, file: Option<u64>, default: u64| {
-        Duration::from_millis(flag.or(file).unwrap_or(default))
+    let max_turns =
+        in_range(flags.max_turns, file.max_turns, &range::MAX_TURNS)?.unwrap_or(DEFAULT_MAX_TURNS);
+    let max_violations = in_range(
+        flags.max_violations,
+        file.max_violations,
+        &range::MAX_VIOLATIONS,
+    )?
+    .unwrap_or(DEFAULT_MAX_VIOLATIONS);
+    let millis = |flag: Option<u64>, file: Option<u64>, range: &SettingRange, default: u64| {
+        in_range(flag, file, range).map(|ms| Duration::from_millis(ms.unwrap_or(default)))
     };
     let role = match (&flags.role_file, &file.role_file, &file.role) {
         (Some(path), _, _) | (None, Some(path), _) => RoleChoice::File(path.clone()),
@@ -272,12 +273,54 @@ pub fn resolve_settings(
         max_turns,
         max_violations,
         stream: !flags.no_stream && file.stream.unwrap_or(true),
-        connect_timeout: millis(flags.connect_timeout_ms, file.connect_timeout_ms, 10_000),
-        read_timeout: millis(flags.read_timeout_ms, file.read_timeout_ms, 120_000),
-        max_retries: flags.max_retries.or(file.max_retries).unwrap_or(4),
-        retry_base: millis(flags.retry_base_ms, file.retry_base_ms, 500),
+        connect_timeout: millis(
+            flags.connect_timeout_ms,
+            file.connect_timeout_ms,
+            &range::CONNECT_TIMEOUT_MS,
+            10_000,
+        )?,
+        read_timeout: millis(
+            flags.read_timeout_ms,
+            file.read_timeout_ms,
+            &range::READ_TIMEOUT_MS,
+            120_000,
+        )?,
+        max_retries: in_range(flags.max_retries, file.max_retries, &range::MAX_RETRIES)?
+            .unwrap_or(4),
+        retry_base: millis(
+            flags.retry_base_ms,
+            file.retry_base_ms,
+            &range::RETRY_BASE_MS,
+            500,
+        )?,
         role,
         system_prompt,
+    })
+}
+
+/// The flag's value if given, else the file's, refused when outside `range`: the file was
+/// checked when it was read, but a table built in code was not, so both are checked here.
+fn in_range<T: Copy + Into<u64>>(
+    flag: Option<T>,
+    file: Option<T>,
+    range: &SettingRange,
+) -> Result<Option<T>, SettingsError> {
+    let (value, from_flag) = match (flag, file) {
+        (Some(value), _) => (value, true),
+        (None, Some(value)) => (value, false),
+        (None, None) => return Ok(None),
+    };
+    let number: u64 = value.into();
+    if range.contains(i128::from(number)) {
+        return Ok(Some(value));
+    }
+    let written = match (from_flag, range.flag) {
+        (true, Some(flag)) => format!("{flag} {number}"),
+        _ => format!("{} = {number}", range.key),
+    };
+    Err(SettingsError::OutOfRange {
+        written,
+        range: *range,
     })
 }
 
@@ -396,6 +439,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("https://"), "{error}");
+    }
+
+    #[test]
+    fn a_flag_out_of_range_is_refused_like_the_same_key_in_the_file() {
+        let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
+        let flags = SettingFlags {
+            max_turns: Some(0),
+            ..SettingFlags::default()
+        };
+        let error = resolve(&flags, &AgentConfig::default(), &base)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "--max-turns 0 is out of range: allowed 1..=10000 (requests per run)"
+        );
+        let flags = SettingFlags {
+            read_timeout_ms: Some(0),
+            ..SettingFlags::default()
+        };
+        let error = resolve(&flags, &AgentConfig::default(), &base)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("--read-timeout-ms 0 is out of range: allowed 1..=3600000"),
+            "{error}"
+        );
+        let file = AgentConfig {
+            max_violations: Some(0),
+            ..AgentConfig::default()
+        };
+        let error = resolve(&SettingFlags::default(), &file, &base)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("max_violations = 0 is out of range: allowed 1..="),
+            "{error}"
+        );
+        // A flag in range wins over the file, whose value is not looked at then.
+        let flags = SettingFlags {
+            max_violations: Some(1),
+            max_retries: Some(0),
+            retry_base_ms: Some(0),
+            ..SettingFlags::default()
+        };
+        let settings = resolve(&flags, &file, &base).unwrap();
+        assert_eq!((settings.max_violations, settings.max_retries), (1, 0));
+        assert_eq!(settings.retry_base, Duration::ZERO);
     }
 
     #[test]

@@ -9,6 +9,10 @@ use crate::sandbox::AuditLog;
 pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
     let log = AuditLog::default_location()
         .ok_or_else(|| anyhow::anyhow!("no state directory: set FLYCODE_STATE_DIR or HOME"))?;
+    if args.count == 0 {
+        // Asked for no entries: nothing at all, not even "no calls logged yet".
+        return Ok(Outcome::Success);
+    }
     let entries = log.recent(args.count)?;
     let mut stdout = std::io::stdout().lock();
     if entries.is_empty() && !args.json {

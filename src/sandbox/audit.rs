@@ -75,6 +75,9 @@ impl AuditLog {
 
     /// The last `count` entries, oldest first.
     pub fn recent(&self, count: usize) -> std::io::Result<Vec<Value>> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let file = match std::fs::File::open(&self.path) {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -169,5 +172,6 @@ mod tests {
         assert_eq!(recent[1]["args"]["env"]["TOKEN"], "<3 bytes>");
         assert_eq!(recent[1]["time"], "1970-01-01T00:00:00Z");
         assert_eq!(recent[1]["durationMs"], 3);
+        assert_eq!(log.recent(0).unwrap(), Vec::<Value>::new());
     }
 }

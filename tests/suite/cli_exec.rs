@@ -145,6 +145,32 @@ fn every_call_is_audited_and_log_prints_them() {
 }
 
 #[test]
+fn log_shows_as_many_entries_as_asked_and_none_for_zero() {
+    let w = workspace();
+    let log = |count: &str| {
+        let output = flycode()
+            .args(["log", "-n", count])
+            .env("FLYCODE_STATE_DIR", &w.state)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(log("0"), "", "an empty log");
+    for id in ["r1", "r2"] {
+        w.exec(
+            json!({"id": id, "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+            &[],
+        );
+    }
+    assert_eq!(log("0"), "");
+    let one = log("1");
+    assert_eq!(one.lines().count(), 1, "{one}");
+    assert!(one.contains("r2  fs.read  ok"), "{one}");
+    assert_eq!(log("5").lines().count(), 2);
+}
+
+#[test]
 fn the_configuration_file_can_deny_a_tool() {
     let w = workspace();
     std::fs::write(

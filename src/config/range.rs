@@ -1,0 +1,169 @@
+//! The ranges numeric settings must fall in, shared by `flycode.toml` and the flags that override
+//! it: a value outside its range is an error naming the setting and the range, never quietly
+//! raised or lowered into it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, de::Error as _};
+
+/// The values a numeric setting accepts, and what it counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingRange {
+    /// The key in `flycode.toml`, e.g. `output_cap`.
+    pub key: &'static str,
+    /// The flag that overrides it, if one does, e.g. `--max-turns`.
+    pub flag: Option<&'static str>,
+    /// The smallest value accepted.
+    pub min: u64,
+    /// The largest value accepted.
+    pub max: u64,
+    /// What the number counts, e.g. "bytes of a result body".
+    pub unit: &'static str,
+}
+
+impl SettingRange {
+    /// Whether `value` is accepted.
+    pub fn contains(&self, value: i128) -> bool {
+        (i128::from(self.min)..=i128::from(self.max)).contains(&value)
+    }
+
+    /// `"{written} is out of range: allowed {self}"`, where `written` is the setting as the user
+    /// wrote it (`output_cap = 10`, `--max-turns 0`).
+    pub fn out_of_range(&self, written: &str) -> String {
+        format!("{written} is out of range: allowed {self}")
+    }
+}
+
+impl fmt::Display for SettingRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}..={} ({})", self.min, self.max, self.unit)
+    }
+}
+
+/// `output_cap`: what a result body may hold. Below 1 KiB an error message with its hint no longer
+/// fits; above 16 MiB a result is no longer something to paste into a chat.
+pub const OUTPUT_CAP: SettingRange = SettingRange {
+    key: "output_cap",
+    flag: None,
+    min: 1024,
+    max: 16 * 1024 * 1024,
+    unit: "bytes of a result body",
+};
+
+/// `timeout_ms`: the default deadline of a program. The upper bound is the schema's for
+/// `timeoutMs`; the lower is not the schema's 1, since a default of a few milliseconds leaves no
+/// time to start a program and would fail every call with `timed_out`: 100 ms is the least that
+/// lets a trivial one run. (A call may still ask for less with `timeoutMs`.)
+pub const TIMEOUT_MS: SettingRange = SettingRange {
+    key: "timeout_ms",
+    flag: None,
+    min: 100,
+    max: 600_000,
+    unit: "milliseconds a program may run unless its call says otherwise",
+};
+
+/// `[agent] max_turns`: a run of no request does nothing; ten thousand is past any real task.
+pub const MAX_TURNS: SettingRange = SettingRange {
+    key: "max_turns",
+    flag: Some("--max-turns"),
+    min: 1,
+    max: 10_000,
+    unit: "requests per run",
+};
+
+/// `[agent] max_violations`: zero would stop a run before its first reply.
+pub const MAX_VIOLATIONS: SettingRange = SettingRange {
+    key: "max_violations",
+    flag: Some("--max-violations"),
+    min: 1,
+    max: 100,
+    unit: "invalid replies in a row before the run stops",
+};
+
+/// `[agent] connect_timeout_ms`: zero would fail every connection.
+pub const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
+    key: "connect_timeout_ms",
+    flag: Some("--connect-timeout-ms"),
+    min: 1,
+    max: 600_000,
+    unit: "milliseconds to connect",
+};
+
+/// `[agent] read_timeout_ms`: zero would fail every response; an hour of silence is a hang.
+pub const READ_TIMEOUT_MS: SettingRange = SettingRange {
+    key: "read_timeout_ms",
+    flag: Some("--read-timeout-ms"),
+    min: 1,
+    max: 3_600_000,
+    unit: "milliseconds of silence within a response",
+};
+
+/// `[agent] max_retries`: zero means no retry.
+pub const MAX_RETRIES: SettingRange = SettingRange {
+    key: "max_retries",
+    flag: Some("--max-retries"),
+    min: 0,
+    max: 100,
+    unit: "retries of a failed request",
+};
+
+/// `[agent] retry_base_ms`: zero retries at once; the back-off is capped at 30 s
+/// (`agent::client::retry::BACKOFF_CAP`), so a larger base would change nothing.
+pub const RETRY_BASE_MS: SettingRange = SettingRange {
+    key: "retry_base_ms",
+    flag: Some("--retry-base-ms"),
+    min: 0,
+    max: 30_000,
+    unit: "milliseconds before the first retry, doubled each time",
+};
+
+/// Every range, in the order the configuration's documentation lists them.
+pub const ALL: [SettingRange; 8] = [
+    OUTPUT_CAP,
+    TIMEOUT_MS,
+    MAX_TURNS,
+    MAX_VIOLATIONS,
+    CONNECT_TIMEOUT_MS,
+    READ_TIMEOUT_MS,
+    MAX_RETRIES,
+    RETRY_BASE_MS,
+];
+
+/// Reads an integer in `range` for a `#[serde(deserialize_with)]` field; the error, raised
+/// inside the value, carries its span, so the file's line is the key's.
+fn in_range<'de, D, T>(deserializer: D, range: &SettingRange) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    let value = i64::deserialize(deserializer)?;
+    let written = format!("{} = {value}", range.key);
+    u64::try_from(value)
+        .ok()
+        .filter(|_| range.contains(i128::from(value)))
+        .and_then(|value| T::try_from(value).ok())
+        .map(Some)
+        .ok_or_else(|| D::Error::custom(range.out_of_range(&written)))
+}
+
+macro_rules! deserialize_in_range {
+    ($($name:ident: $type:ty = $range:ident;)*) => {$(
+        /// Reads the setting, refusing a value outside its range.
+        pub(super) fn $name<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<$type>, D::Error> {
+            in_range(deserializer, &$range)
+        }
+    )*};
+}
+
+deserialize_in_range! {
+    output_cap: usize = OUTPUT_CAP;
+    timeout_ms: u64 = TIMEOUT_MS;
+    max_turns: u32 = MAX_TURNS;
+    max_violations: u32 = MAX_VIOLATIONS;
+    connect_timeout_ms: u64 = CONNECT_TIMEOUT_MS;
+    read_timeout_ms: u64 = READ_TIMEOUT_MS;
+    max_retries: u32 = MAX_RETRIES;
+    retry_base_ms: u64 = RETRY_BASE_MS;
+}
