@@ -177,6 +177,9 @@ pub enum RunEvent {
         code: Option<String>,
         /// One line saying what it did.
         summary: String,
+        /// What the person could do to allow a refused call (never sent to the model).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
         /// How long it took.
         duration_ms: u64,
     },
@@ -579,6 +582,7 @@ impl AgentRun<'_> {
         });
         let started = Instant::now();
         progress.report.calls += 1;
+        let mut advice = None;
         let (block, summary, code) = match call.tool {
             ToolName::AgentTodo | ToolName::AgentNote => {
                 let outcome = match call.tool {
@@ -610,6 +614,7 @@ impl AgentRun<'_> {
             }
             _ => {
                 let execution = self.executor.execute(call);
+                advice = execution.advice().map(str::to_owned);
                 if let Some(message) = &execution.audit_error {
                     observer.on_event(&RunEvent::Warning {
                         message: message.clone(),
@@ -640,6 +645,7 @@ impl AgentRun<'_> {
             ok: block.ok,
             code,
             summary,
+            advice,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
         block

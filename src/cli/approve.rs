@@ -2,17 +2,23 @@
 
 use std::io::{BufRead, BufReader, Write};
 
-use crate::protocol::display::escape_for_display;
+use crate::protocol::display::{escape_for_display, escape_lines_for_display};
 use crate::tools::executor::{Approval, Approver};
 
-/// The question put to the person: the call exactly as it will run, every control, bidirectional
-/// and invisible character escaped, and why it needs a yes.
+/// The question put to the person: the call exactly as it will run, laid out in lines (see
+/// [`show_whole_call`](crate::tools::executor::show_whole_call)), and why it needs a yes. The
+/// line breaks of `shown` stay line breaks; within each line every control, bidirectional and
+/// invisible character is escaped, tabs and carriage returns included
+/// ([`escape_lines_for_display`]). `reason` is one line: all of it is escaped.
 pub fn approval_question(shown: &str, reason: &str) -> String {
-    format!(
-        "\nflycode wants to run:\n  {}\n({})\nRun it? [y/N] ",
-        escape_for_display(shown),
-        escape_for_display(reason)
-    )
+    let mut question = String::from("\nflycode wants to run:\n");
+    for line in escape_lines_for_display(shown).split('\n') {
+        question.push_str("  ");
+        question.push_str(line);
+        question.push('\n');
+    }
+    question.push_str(&format!("({})\nRun it? [y/N] ", escape_for_display(reason)));
+    question
 }
 
 /// `--yes`: answers yes, except for the calls only a person may allow (a change to the
@@ -61,5 +67,22 @@ impl Approver for TerminalApprover {
         } else {
             Approval::No
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::approval_question;
+
+    #[test]
+    fn the_question_keeps_the_lines_of_the_call_and_escapes_within_them() {
+        let question = approval_question(
+            "/shell.exec\n  command:\n    │ echo one\r\u{2028}\u{1b}[2K\n    │ echo two",
+            "shell.exec asks first\nRun it? [y/N] y",
+        );
+        assert_eq!(
+            question,
+            "\nflycode wants to run:\n  /shell.exec\n    command:\n      │ echo one\\r\\u{2028}\\u{001B}[2K\n      │ echo two\n(shell.exec asks first\\nRun it? [y/N] y)\nRun it? [y/N] "
+        );
     }
 }

@@ -41,6 +41,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode: warning: {warning}");
     }
+    if let Some(advice) = execution.advice() {
+        eprintln!("flycode: to allow it: {}", escape_for_display(advice));
+    }
     if let Some(session) = &session {
         session
             .save()

@@ -59,8 +59,12 @@ pub enum Command {
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
     /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
-    /// folder (--inbox DIR).
+    /// folder (--inbox DIR; without a display, a folder in the state directory).
     Watch(WatchArgs),
+    /// Keep the text on standard input on the clipboard until something else is copied (used by
+    /// `prompt --copy`, as xclip does).
+    #[command(name = "hold-clipboard", hide = true)]
+    HoldClipboard,
 }
 
 /// `flycode watch` arguments.
@@ -222,12 +226,24 @@ pub struct ExecArgs {
     pub session: Option<String>,
 }
 
-/// Flags shared by the commands that run calls (`exec`, `watch`).
-#[derive(Debug, clap::Args)]
-pub struct RunFlags {
+/// The allowed roots, resolved the same way by every command that names them (`prompt`,
+/// `exec`, `watch`, `run`): `--root`, else flycode.toml's `roots`, else the current directory.
+#[derive(Debug, Default, clap::Args)]
+pub struct RootFlags {
     /// An allowed root (repeatable; default: flycode.toml's roots, else the current directory).
     #[arg(long = "root", value_name = "DIR")]
     pub roots: Vec<PathBuf>,
+    /// Allow / (or a drive root) as an allowed root.
+    #[arg(long)]
+    pub allow_filesystem_root: bool,
+}
+
+/// Flags shared by the commands that run calls (`exec`, `watch`, `run`).
+#[derive(Debug, clap::Args)]
+pub struct RunFlags {
+    /// Allowed roots.
+    #[command(flatten)]
+    pub roots: RootFlags,
     /// Approval mode.
     #[arg(long, value_enum, value_name = "MODE")]
     pub approve: Option<ApproveMode>,
@@ -237,15 +253,12 @@ pub struct RunFlags {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
-    /// Allow / (or a drive root) as an allowed root.
-    #[arg(long)]
-    pub allow_filesystem_root: bool,
 }
 
 /// `flycode log` arguments.
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    /// How many entries to show.
+    /// How many of the most recent entries to show (0 shows none).
     #[arg(short = 'n', long, default_value_t = 20)]
     pub count: usize,
     /// Print the entries as JSON Lines.
@@ -280,9 +293,13 @@ pub struct PromptArgs {
     /// The prompt's language.
     #[arg(long, value_enum, default_value_t = Language::Zh)]
     pub lang: Language,
-    /// An allowed root to name in the prompt (repeatable; default: the current directory).
-    #[arg(long = "root", value_name = "DIR")]
-    pub roots: Vec<PathBuf>,
+    /// The allowed roots to name in the prompt, resolved as `watch` and `exec` resolve them.
+    #[command(flatten)]
+    pub roots: RootFlags,
+    /// Put the prompt on the clipboard instead of printing it (without a display: write it to
+    /// a file in the state directory and print the file's path).
+    #[arg(long)]
+    pub copy: bool,
 }
 
 /// A prompt language.
@@ -304,6 +321,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::HoldClipboard => prompt::hold_clipboard(),
     }
 }
 
@@ -331,18 +349,28 @@ pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
     }
 }
 
+/// The configuration and the allowed roots: one resolution for every command, with the same
+/// refusals (a missing directory, the whole file system without `--allow-filesystem-root`).
+pub(crate) fn load_roots(
+    flags: &RootFlags,
+    approval: Option<ApproveMode>,
+) -> anyhow::Result<(crate::config::Config, crate::sandbox::Roots)> {
+    let config = crate::config::Config::load(&crate::config::Flags {
+        roots: flags.roots.clone(),
+        approval: approval.map(Into::into),
+    })?;
+    let roots = crate::sandbox::Roots::resolve(&config.roots)?;
+    roots.refuse_whole_file_system(flags.allow_filesystem_root)?;
+    Ok((config, roots))
+}
+
 /// The configuration and the sandbox the run flags describe; also makes flycode's own
 /// environment unreadable to the programs it will start.
 pub(crate) fn open_sandbox(
     flags: &RunFlags,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
     crate::sandbox::process::protect_own_environment();
-    let config = crate::config::Config::load(&crate::config::Flags {
-        roots: flags.roots.clone(),
-        approval: flags.approve.map(Into::into),
-    })?;
-    let roots = crate::sandbox::Roots::resolve(&config.roots)?;
-    roots.refuse_whole_file_system(flags.allow_filesystem_root)?;
+    let (config, roots) = load_roots(&flags.roots, flags.approve)?;
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
         .map_err(anyhow::Error::msg)?;

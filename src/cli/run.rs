@@ -411,7 +411,12 @@ impl RunObserver for Terminal {
                     self.spinner.start(subject);
                 }
             }
-            RunEvent::CallFinished { ok, summary, .. } => {
+            RunEvent::CallFinished {
+                ok,
+                summary,
+                advice,
+                ..
+            } => {
                 self.spinner.stop();
                 let summary = if *ok {
                     summary.clone()
@@ -419,6 +424,15 @@ impl RunObserver for Terminal {
                     self.paint("31", summary)
                 };
                 eprintln!("  └ {summary}");
+                if let Some(advice) = advice {
+                    eprintln!(
+                        "    {}",
+                        self.paint(
+                            "33",
+                            &format!("to allow it: {}", escape_for_terminal(advice))
+                        )
+                    );
+                }
             }
             RunEvent::Violation {
                 code,

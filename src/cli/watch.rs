@@ -1,7 +1,7 @@
 //! `flycode watch`: answer replies as they arrive, one terminal line per call.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -14,20 +14,42 @@ use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::executor::Executor;
 use crate::watch::clipboard::{SystemClipboard, run_clipboard};
-use crate::watch::inbox::{InboxOptions, run_inbox};
+use crate::watch::handler::policy_key;
+use crate::watch::inbox::{Inbox, InboxOptions};
 use crate::watch::{Answer, Handler, ReplayStore};
+
+/// Where replies come from.
+enum Source {
+    Clipboard(SystemClipboard),
+    Inbox(PathBuf),
+}
 
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
-    // Open the clipboard first: without one there is nothing to watch.
-    let mut clipboard = match &args.inbox {
-        Some(_) => None,
-        None => Some(SystemClipboard::open()?),
-    };
     let (config, sandbox) = open_sandbox(&args.run)?;
+    let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
+    // Without a display, the line saying so (printed once the folder is watched).
+    let mut no_display = None;
+    let mut source = match &args.inbox {
+        Some(dir) => Source::Inbox(dir.clone()),
+        None => match SystemClipboard::open() {
+            Ok(clipboard) => Source::Clipboard(clipboard),
+            Err(why) => {
+                // The main job still runs: a folder needs no display.
+                let dir = state.join(DEFAULT_INBOX);
+                std::fs::create_dir_all(&dir).with_context(|| {
+                    format!("{why}, and the folder {} cannot be created", dir.display())
+                })?;
+                no_display = Some(format!(
+                    "flycode: {why}, so no clipboard to watch; watching the folder {} instead: save a reply there as NAME.md, its result appears as NAME.result.md (--inbox DIR picks another folder). Ctrl-C stops.",
+                    dir.display()
+                ));
+                Source::Inbox(dir)
+            }
+        },
+    };
     let name = args.session.clone().unwrap_or_else(|| "default".to_owned());
     let mut session = Session::load(&name).map_err(anyhow::Error::msg)?;
-    let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let replay = ReplayStore::load_from(
         &state.join("watch").join(format!("{name}.json")),
         args.new_session,
@@ -39,6 +61,12 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))
             .context("installing the signal handler")?;
     }
+    let policy_key = policy_key(
+        sandbox.roots(),
+        &config.policy,
+        args.run.yes,
+        &config.protected,
+    );
     let mut handler = Handler {
         executor: Executor {
             sandbox: &sandbox,
@@ -50,46 +78,56 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         },
         replay,
         lenient: args.run.lenient,
+        policy_key,
     };
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let interval = Duration::from_millis(args.interval_ms.max(10));
-    match (&args.inbox, clipboard.as_mut()) {
-        (Some(inbox), _) => {
+    match &mut source {
+        Source::Inbox(inbox) => {
             let options = InboxOptions {
                 dir: inbox.clone(),
                 quiet: Duration::from_millis(args.quiet_ms),
                 poll: interval,
                 existing: args.existing,
             };
-            eprintln!(
-                "flycode: watching {} for reply files (*.md, *.txt); results go to NAME.result.md. Ctrl-C stops.",
-                inbox.display()
-            );
-            run_inbox(&options, &mut handler, &shutdown, &mut |path, answer| {
+            let watched = Inbox::open(&options)?;
+            // Said once the folder is watched: a reply saved after this line is answered.
+            match &no_display {
+                Some(line) => eprintln!("{line}"),
+                None => eprintln!(
+                    "flycode: watching {} for reply files (*.md, *.txt); results go to NAME.result.md. Ctrl-C stops.",
+                    inbox.display()
+                ),
+            }
+            watched.run(&mut handler, &shutdown, &mut |path, answer| {
                 print_answer(Some(path), answer, color);
-            })?;
+            });
         }
-        (None, Some(clipboard)) => {
-            eprintln!(
-                "flycode: watching the clipboard. Copy a reply with a flycode-call block; its result replaces it, ready to paste. Ctrl-C stops."
-            );
+        Source::Clipboard(clipboard) => {
             run_clipboard(
                 clipboard,
                 interval,
                 &mut handler,
                 &shutdown,
+                &mut || {
+                    eprintln!(
+                        "flycode: watching the clipboard. Copy a reply with a flycode-call block; its result replaces it, ready to paste. Ctrl-C stops."
+                    );
+                },
                 &mut |answer| {
                     print_answer(None, answer, color);
                 },
             );
         }
-        (None, None) => {}
     }
     drop(handler);
     session.save().map_err(anyhow::Error::msg)?;
     eprintln!("flycode: stopped");
     Ok(Outcome::Success)
 }
+
+/// The folder watched when there is no display, inside the state directory.
+pub const DEFAULT_INBOX: &str = "inbox";
 
 /// `● /fs.read /x/README.md` then `└ ok · 1.2 KiB · 3 ms` (or `└ failed: outside_roots`).
 fn print_answer(path: Option<&Path>, answer: &Answer, color: bool) {
@@ -123,6 +161,26 @@ fn print_answer(path: Option<&Path>, answer: &Answer, color: bool) {
         (Some(code), false) => paint("31", &format!("failed: {code} · {ms} ms")),
     };
     let _ = writeln!(err, "└ {status}");
+    if answer.reused_id {
+        let _ = writeln!(
+            err,
+            "  {}",
+            paint(
+                "2",
+                "note: this id was used before for another call (a new conversation?); it ran as a new call"
+            )
+        );
+    }
+    if let Some(advice) = &answer.advice {
+        let _ = writeln!(
+            err,
+            "  {}",
+            paint(
+                "33",
+                &format!("to allow it: {}", escape_for_display(advice))
+            )
+        );
+    }
     if let Some(problem) = &answer.store_error {
         let _ = writeln!(err, "  {}", paint("31", &format!("warning: {problem}")));
     }

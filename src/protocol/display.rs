@@ -1,7 +1,10 @@
-//! Making untrusted text safe to show on one line: control, bidirectional and zero-width
-//! characters become visible escapes, so what a person reads is what will run.
+//! Making untrusted text safe to show: control, bidirectional and zero-width characters become
+//! visible escapes, so what a person reads is what will run; a call's arguments laid out in lines
+//! for the approval question.
 
 use std::borrow::Cow;
+
+use serde_json::{Map, Value};
 
 /// Whether `c` must not reach a terminal or a header line as it is: control characters, line and
 /// paragraph separators, bidirectional controls, and Unicode's default-ignorable code points
@@ -67,9 +70,194 @@ pub fn escape_for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Like [`escape_for_display`], but keeps line feeds as line breaks: for text laid out in lines
+/// on purpose, such as the approval question. Each line is escaped as [`escape_for_display`]
+/// escapes it, so a carriage return, a vertical tab, a form feed or a line or paragraph separator
+/// (U+2028, U+2029), which could move the cursor back over a line or start one the text does not
+/// show, still appears as an escape. Tabs appear as `\t` too: a run of tabs can push the rest of a
+/// line out of sight at the terminal's right edge.
+pub fn escape_lines_for_display(text: &str) -> Cow<'_, str> {
+    if !text.contains(|c: char| c != '\n' && is_hidden_or_control(c)) {
+        return Cow::Borrowed(text);
+    }
+    let lines: Vec<Cow<'_, str>> = text.split('\n').map(escape_for_display).collect();
+    Cow::Owned(lines.join("\n"))
+}
+
+/// The margin before each line of a multi-line value in [`show_arguments`]: no line of a value
+/// can pass for a line of the listing.
+pub const BLOCK_MARGIN: char = '│';
+
+/// Lays out a call's arguments for a person, one `name: value` a line, nothing left out:
+///
+/// - a string on one line as it is; a string with line breaks as a block of its lines under its
+///   name, indented, each after [`BLOCK_MARGIN`] (a text ending with a line break ends with an
+///   empty `│` line);
+/// - numbers, booleans, `null` and lists of them as JSON on one line (`args: ["-la", "src"]`);
+/// - an object as `KEY=value` lines (`env`);
+/// - a list holding objects or multi-line strings as `- ` items (fs.writeBatch's `files`), an
+///   object's members laid out as above.
+///
+/// Every line starts with `indent` and is escaped as [`escape_for_display`] escapes it: a line
+/// break inside a one-line value (an `env` value, a JSON list) shows as `\n`, so the only line
+/// breaks of the result are the listing's own.
+pub fn show_arguments(args: &Map<String, Value>, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, value) in args {
+        push_member(&mut lines, indent, name, value);
+    }
+    lines
+}
+
+fn has_line_break(value: &Value) -> bool {
+    value.as_str().is_some_and(|text| text.contains('\n'))
+}
+
+fn push_member(lines: &mut Vec<String>, indent: &str, name: &str, value: &Value) {
+    let name = escape_for_display(name);
+    match value {
+        Value::String(text) if text.contains('\n') => {
+            lines.push(format!("{indent}{name}:"));
+            push_block(lines, &format!("{indent}  "), text);
+        }
+        Value::String(text) => lines.push(format!("{indent}{name}: {}", escape_for_display(text))),
+        Value::Object(members) if !members.is_empty() => {
+            lines.push(format!("{indent}{name}:"));
+            for (key, value) in members {
+                let value = match value {
+                    Value::String(text) => Cow::Borrowed(text.as_str()),
+                    other => Cow::Owned(other.to_string()),
+                };
+                lines.push(format!(
+                    "{indent}  {}={}",
+                    escape_for_display(key),
+                    escape_for_display(&value)
+                ));
+            }
+        }
+        Value::Array(items)
+            if items
+                .iter()
+                .any(|item| item.is_object() || has_line_break(item)) =>
+        {
+            lines.push(format!("{indent}{name}:"));
+            for item in items {
+                push_item(lines, &format!("{indent}  "), item);
+            }
+        }
+        other => lines.push(format!(
+            "{indent}{name}: {}",
+            escape_for_display(&other.to_string())
+        )),
+    }
+}
+
+/// One item of a list, after `- `; an object's first member shares the dash's line.
+fn push_item(lines: &mut Vec<String>, indent: &str, item: &Value) {
+    match item {
+        Value::Object(members) if !members.is_empty() => {
+            let inner = format!("{indent}  ");
+            let first = lines.len();
+            for (name, value) in members {
+                push_member(lines, &inner, name, value);
+            }
+            if let Some(line) = lines.get_mut(first) {
+                line.replace_range(indent.len()..inner.len(), "- ");
+            }
+        }
+        Value::String(text) if text.contains('\n') => {
+            lines.push(format!("{indent}-"));
+            push_block(lines, &format!("{indent}  "), text);
+        }
+        Value::String(text) => lines.push(format!("{indent}- {}", escape_for_display(text))),
+        other => lines.push(format!(
+            "{indent}- {}",
+            escape_for_display(&other.to_string())
+        )),
+    }
+}
+
+fn push_block(lines: &mut Vec<String>, indent: &str, text: &str) {
+    for line in text.split('\n') {
+        if line.is_empty() {
+            lines.push(format!("{indent}{BLOCK_MARGIN}"));
+        } else {
+            lines.push(format!(
+                "{indent}{BLOCK_MARGIN} {}",
+                escape_for_display(line)
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn shown(args: Value) -> String {
+        show_arguments(args.as_object().unwrap(), "  ").join("\n")
+    }
+
+    #[test]
+    fn a_multi_line_string_is_a_block_of_real_lines() {
+        assert_eq!(
+            shown(json!({"command": "echo one\necho two\n", "cwd": "/w"})),
+            "  command:\n    │ echo one\n    │ echo two\n    │\n  cwd: /w"
+        );
+    }
+
+    #[test]
+    fn hidden_characters_inside_a_line_are_escaped() {
+        let text = shown(json!({"command": "ls\n\u{1b}[2Krm -rf ~\r\u{202E}txt\u{2028}x\ty"}));
+        assert_eq!(
+            text,
+            "  command:\n    │ ls\n    │ \\u{001B}[2Krm -rf ~\\r\\u{202E}txt\\u{2028}x\\ty"
+        );
+    }
+
+    #[test]
+    fn lists_objects_and_nested_files_are_readable() {
+        let text = shown(json!({
+            "args": ["-la", "a b"],
+            "env": {"A": "1", "B\nC": "x\ny"},
+            "files": [
+                {"path": "/w/a", "content": "one\ntwo"},
+                {"path": "/w/b", "content": "x"}
+            ],
+            "timeoutMs": 5000,
+            "empty": {}
+        }));
+        assert_eq!(
+            text,
+            [
+                "  args: [\"-la\",\"a b\"]",
+                "  env:",
+                "    A=1",
+                "    B\\nC=x\\ny",
+                "  files:",
+                "    - path: /w/a",
+                "      content:",
+                "        │ one",
+                "        │ two",
+                "    - path: /w/b",
+                "      content: x",
+                "  timeoutMs: 5000",
+                "  empty: {}",
+            ]
+            .join("\n")
+        );
+    }
+
+    #[test]
+    fn line_layout_keeps_line_feeds_only() {
+        assert_eq!(
+            escape_lines_for_display("a\n\tb\r\u{1b}[2K\u{2028}\nc"),
+            "a\n\\tb\\r\\u{001B}[2K\\u{2028}\nc"
+        );
+        assert!(matches!(escape_lines_for_display("a\nb"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn terminal_text_keeps_lines_but_not_escape_sequences() {

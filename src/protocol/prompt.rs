@@ -45,6 +45,22 @@ pub fn chat_prompt(language: PromptLanguage, roots: &[String]) -> String {
         .replace("{{root}}", first_root)
 }
 
+/// Whether `text` is a copy of flycode's chat prompt (it opens with a template's first line, as
+/// `flycode prompt --copy` or a chat's copy button gives it): it holds example calls, and a
+/// watcher must leave it alone instead of answering it as a reply with many calls.
+pub fn is_chat_prompt(text: &str) -> bool {
+    let text = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}');
+    [PromptLanguage::Zh, PromptLanguage::En]
+        .iter()
+        .any(|language| {
+            language
+                .template()
+                .lines()
+                .next()
+                .is_some_and(|first| !first.trim().is_empty() && text.starts_with(first.trim()))
+        })
+}
+
 /// The first root without its trailing separator (a drive or file-system root keeps it), for
 /// prose and examples; `/` when there is no root.
 pub fn first_root(roots: &[String]) -> &str {

@@ -40,6 +40,9 @@ pub struct ToolError {
     pub hint: Option<String>,
     /// What the tool produced before it failed (a program's output, a timeout's output so far).
     pub output: Option<Box<ToolOutput>>,
+    /// What the person at the terminal could do about it (flags, configuration). Never sent to
+    /// the model, whose `hint` says what to send instead (CONTRACT §14: two audiences).
+    pub advice: Option<String>,
 }
 
 /// Limits a tool works within, from the configuration, and how the caller can stop it.
@@ -76,7 +79,14 @@ impl ToolError {
             message: message.into(),
             hint: hint.map(str::to_owned),
             output: None,
+            advice: None,
         }
+    }
+
+    /// The same error with advice for the person at the terminal.
+    pub fn with_advice(mut self, advice: impl Into<String>) -> ToolError {
+        self.advice = Some(advice.into());
+        self
     }
 }
 

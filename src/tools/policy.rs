@@ -49,8 +49,10 @@ pub enum Decision {
     },
     /// Refuse it (`denied_by_policy`).
     Deny {
-        /// Why.
+        /// Why, in words for the model (no flags: it cannot change them).
         reason: String,
+        /// What the person could change to allow it.
+        advice: String,
     },
 }
 
@@ -170,9 +172,10 @@ impl Policy {
         if self.approval == Approval::ReadOnly && call.tool.is_mutating() {
             return Decision::Deny {
                 reason: format!(
-                    "{} writes or runs, and flycode runs read-only (--approve read-only)",
+                    "{} writes or runs, and this session is read-only",
                     call.tool
                 ),
+                advice: "flycode runs read-only (--approve read-only, or approval = \"read-only\" in flycode.toml); restart it with --approve ask to allow changes".to_owned(),
             };
         }
         let rule = self
@@ -182,6 +185,7 @@ impl Policy {
         if rule == Some(&ToolRule::Deny) {
             return Decision::Deny {
                 reason: format!("{tool} is denied by the configuration"),
+                advice: deny_advice(tool),
             };
         }
         if let Some(reason) = always_ask(call, resolved) {
@@ -197,12 +201,13 @@ impl Policy {
                 in_person: false,
             },
             (None, _) if asks_by_default(tool) => Decision::Ask {
-                reason: format!("{tool} asks first (--approve ask)"),
+                reason: format!("{tool} asks first"),
                 in_person: false,
             },
             (None, _) => Decision::Run,
             (Some(ToolRule::Deny), _) => Decision::Deny {
                 reason: format!("{tool} is denied by the configuration"),
+                advice: deny_advice(tool),
             },
         }
     }
@@ -221,6 +226,13 @@ impl Policy {
         }
         call.tool
     }
+}
+
+/// Where the person allows a tool that `[tools]` denies.
+fn deny_advice(tool: ToolName) -> String {
+    format!(
+        "flycode.toml denies it ([tools] \"{tool}\" = \"deny\"); change that line to \"ask\" or \"allow\" to let it run"
+    )
 }
 
 fn asks_by_default(tool: ToolName) -> bool {

@@ -15,14 +15,46 @@ use thiserror::Error;
 
 use super::handler::{Answer, Handled, Handler};
 
-/// No clipboard could be opened (exit 2).
+/// Why no clipboard could be opened: the cause in words a person can act on.
 #[derive(Debug, Error)]
-#[error(
-    "no clipboard is available ({reason}); on a machine without a display, watch a folder instead with --inbox DIR"
-)]
-pub struct ClipboardUnavailable {
-    /// What the platform said.
-    pub reason: String,
+pub enum ClipboardUnavailable {
+    /// There is no display to hold a clipboard (SSH, containers, CI).
+    #[error("no display ({reason})")]
+    NoDisplay {
+        /// What is missing, e.g. "DISPLAY is not set".
+        reason: String,
+    },
+    /// A display is named, but its clipboard could not be reached.
+    #[error("cannot reach the clipboard of display {display} ({reason})")]
+    Unreachable {
+        /// The display named by `DISPLAY` (or the platform's).
+        display: String,
+        /// What the platform said.
+        reason: String,
+    },
+}
+
+/// Whether this platform's clipboard lives on an X11 display named by `DISPLAY` (Linux and the
+/// other Unix desktops; not macOS or Windows, whose clipboards need no display variable).
+const CLIPBOARD_NEEDS_X11: bool = cfg!(all(unix, not(target_os = "macos")));
+
+/// The display the clipboard would be on, or why there is none. Looked at before the clipboard
+/// is opened, so a machine without a display gets that cause named (the X11 library would say
+/// "connection timed out").
+pub fn display() -> Result<String, ClipboardUnavailable> {
+    if !CLIPBOARD_NEEDS_X11 {
+        return Ok("the system clipboard".to_owned());
+    }
+    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    match (set("DISPLAY"), set("WAYLAND_DISPLAY")) {
+        (Some(display), _) => Ok(display.to_string_lossy().into_owned()),
+        (None, Some(_)) => Err(ClipboardUnavailable::NoDisplay {
+            reason: "WAYLAND_DISPLAY is set but DISPLAY is not: flycode reaches the clipboard through X11, so it needs XWayland".to_owned(),
+        }),
+        (None, None) => Err(ClipboardUnavailable::NoDisplay {
+            reason: "DISPLAY is not set".to_owned(),
+        }),
+    }
 }
 
 /// Where replies are read from and results written to.
@@ -39,9 +71,27 @@ pub struct SystemClipboard(arboard::Clipboard);
 impl SystemClipboard {
     /// Opens the system clipboard.
     pub fn open() -> Result<SystemClipboard, ClipboardUnavailable> {
-        arboard::Clipboard::new()
-            .map(SystemClipboard)
-            .map_err(|e| ClipboardUnavailable {
+        let display = display()?;
+        arboard::Clipboard::new().map(SystemClipboard).map_err(|e| {
+            ClipboardUnavailable::Unreachable {
+                display,
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// Puts `text` on the clipboard and keeps serving it until another program replaces it
+    /// (an X11 clipboard's content lives only as long as the program that owns it).
+    pub fn hold_until_replaced(mut self, text: &str) -> Result<(), ClipboardUnavailable> {
+        let set = self.0.set();
+        #[cfg(all(unix, not(target_os = "macos")))]
+        let set = {
+            use arboard::SetExtLinux;
+            set.wait()
+        };
+        set.text(text.to_owned())
+            .map_err(|e| ClipboardUnavailable::Unreachable {
+                display: display().unwrap_or_default(),
                 reason: e.to_string(),
             })
     }
@@ -63,8 +113,9 @@ fn fingerprint(text: &str) -> u64 {
     hasher.finish()
 }
 
-/// Watches `clipboard` every `interval` until `shutdown` is set; `report` hears of every answer
-/// (and of a result that could not be put on the clipboard).
+/// Watches `clipboard` every `interval` until `shutdown` is set; `ready` hears once that the
+/// text on the clipboard at start was seen (what is copied after it is answered), `report` of
+/// every answer (and of a result that could not be put on the clipboard).
 ///
 /// Calls are handled on a worker thread, in the order they were copied, so a call waiting for
 /// the person's approval does not stop new copies from being noticed; a later copy of the same
@@ -74,6 +125,7 @@ pub fn run_clipboard(
     interval: Duration,
     handler: &mut Handler<'_>,
     shutdown: &AtomicBool,
+    ready: &mut dyn FnMut(),
     report: &mut dyn FnMut(&Answer),
 ) {
     let (texts, incoming) = mpsc::channel::<String>();
@@ -102,6 +154,7 @@ pub fn run_clipboard(
             };
         // What is on the clipboard at start was copied before flycode was asked to act: leave it.
         let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
+        ready();
         while !shutdown.load(Ordering::SeqCst) {
             // Wait for the interval, but deliver an answer the moment it is ready.
             match answers.recv_timeout(interval) {
@@ -199,6 +252,7 @@ mod tests {
             },
             replay: ReplayStore::in_memory(),
             lenient: false,
+            policy_key: String::new(),
         };
         let reply = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
@@ -223,6 +277,7 @@ mod tests {
             Duration::from_millis(0),
             &mut handler,
             &shutdown,
+            &mut || {},
             &mut |_| answers += 1,
         );
         // Every copy of the reply is answered (the result replaced it on the clipboard, so the
@@ -280,6 +335,7 @@ mod tests {
             },
             replay: ReplayStore::in_memory(),
             lenient: false,
+            policy_key: String::new(),
         };
         // fs.rm asks under the default policy.
         let reply = format!(
@@ -300,6 +356,7 @@ mod tests {
             Duration::from_millis(0),
             &mut handler,
             &shutdown,
+            &mut || {},
             &mut |_| {},
         );
         assert!(

@@ -2,17 +2,16 @@
 //!
 //! Text without a `flycode-call` block is ignored, and so is any text holding a
 //! `flycode-result` block (the person copying a result to paste it back, or flycode's own
-//! write). A reply with a call block earns a result: the error result of an invalid reply, the
+//! write), and a copy of flycode's chat prompt (its example calls are not calls). A reply with a call block earns a result: the error result of an invalid reply, the
 //! stored result of a call already executed (`[replayed] true`), or the result of running it.
 
 use std::time::{Duration, Instant};
 
 use crate::protocol::parse::parse_reply;
+use crate::protocol::prompt::is_chat_prompt;
 use crate::protocol::verdict::violation_result;
-use crate::protocol::{
-    ClassifyOptions, ErrorCode, ResultBlock, Verdict, classify_reply, render_command,
-};
-use crate::tools::executor::Executor;
+use crate::protocol::{Call, ClassifyOptions, ErrorCode, ResultBlock, Verdict, classify_reply};
+use crate::tools::executor::{Decided, Execution, Executor};
 
 use super::replay::{Recall, ReplayStore};
 
@@ -44,6 +43,10 @@ pub struct Answer {
     pub replayed: bool,
     /// The replay store could not be saved (the call ran; a restart might run it again).
     pub store_error: Option<String>,
+    /// The call's id was used before for a different call (a new conversation): it ran as new.
+    pub reused_id: bool,
+    /// What the person could do about a refusal (flags, configuration); not in the block.
+    pub advice: Option<String>,
 }
 
 /// Answers replies for one watch session.
@@ -54,6 +57,20 @@ pub struct Handler<'a> {
     pub replay: ReplayStore,
     /// Accept text around the call block.
     pub lenient: bool,
+    /// The session's policy key (see [`policy_key`]): a refusal is replayed only under it.
+    pub policy_key: String,
+}
+
+/// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
+/// per-tool rules and protected paths. Two sessions with the same key refuse the same calls.
+pub fn policy_key(
+    roots: &[std::path::PathBuf],
+    policy: &crate::tools::policy::Policy,
+    yes: bool,
+    protected: &[String],
+) -> String {
+    let described = format!("{roots:?}|{policy:?}|yes={yes}|{protected:?}");
+    crate::sandbox::sha256_hex(described.as_bytes())
 }
 
 impl Handler<'_> {
@@ -61,7 +78,10 @@ impl Handler<'_> {
     pub fn handle(&mut self, text: &str) -> Handled {
         let started = Instant::now();
         let parsed = parse_reply(text);
-        if parsed.has_result_block() || parsed.call_blocks().next().is_none() {
+        if parsed.has_result_block()
+            || parsed.call_blocks().next().is_none()
+            || is_chat_prompt(text)
+        {
             return Handled::Ignored;
         }
         let classification = classify_reply(
@@ -71,57 +91,67 @@ impl Handler<'_> {
                 ..Default::default()
             },
         );
-        let (command, block, replayed, store_error) = match classification.verdict {
+        let mut answer = Answer {
+            command: String::new(),
+            ok: false,
+            code: None,
+            block: String::new(),
+            body_bytes: 0,
+            duration: Duration::ZERO,
+            replayed: false,
+            store_error: None,
+            reused_id: false,
+            advice: None,
+        };
+        let block = match classification.verdict {
             Verdict::None => return Handled::Ignored,
-            Verdict::Invalid { error, attempt } => {
-                let block = violation_result(&error, &attempt);
-                (block.command.clone(), block, false, None)
-            }
-            Verdict::Call(call) => match self.replay.recall(&call) {
+            Verdict::Invalid { error, attempt } => violation_result(&error, &attempt),
+            Verdict::Call(call) => match self.replay.recall(&call, &self.policy_key) {
                 Recall::Replay(text) => match ResultBlock::parse_rendered(&text) {
-                    Ok(block) => (block.command.clone(), block, true, None),
+                    Ok(block) => {
+                        answer.replayed = true;
+                        block
+                    }
                     Err(_) => return Handled::Ignored,
                 },
-                Recall::Conflict => {
-                    let command = render_command(call.tool, &call.args);
-                    let block = ResultBlock::failure(
-                        call.id.clone(),
-                        command.clone(),
-                        ErrorCode::InvalidId.as_str(),
-                        format!(
-                            "call id {:?} was already used for a different call in this session",
-                            call.id.as_deref().unwrap_or_default()
-                        ),
-                        Some("give every call a new id, e.g. the next call-NNN".into()),
-                    );
-                    (command, block, false, None)
-                }
-                Recall::New => {
+                recall @ (Recall::New | Recall::ReusedId) => {
+                    answer.reused_id = recall == Recall::ReusedId;
                     let execution = self.executor.execute(&call);
                     let rendered = execution.block.render();
-                    let store_error = self.replay.remember(&call, &rendered).err();
-                    (
-                        execution.command.clone(),
-                        execution.block,
-                        false,
-                        store_error,
-                    )
+                    answer.advice = execution.advice().map(str::to_owned);
+                    answer.store_error = self.remember(&call, &execution, &rendered).err();
+                    execution.block
                 }
             },
         };
-        Handled::Answered(Answer {
-            command,
-            ok: block.ok,
-            code: block.code.clone(),
-            body_bytes: block.body.as_ref().map_or(0, String::len),
-            block: block.render(),
-            duration: started.elapsed(),
-            replayed,
-            store_error,
-        })
+        answer.command.clone_from(&block.command);
+        answer.ok = block.ok;
+        answer.code.clone_from(&block.code);
+        answer.body_bytes = block.body.as_ref().map_or(0, String::len);
+        answer.block = block.render();
+        answer.duration = started.elapsed();
+        Handled::Answered(answer)
+    }
+
+    /// Stores what a call earned: a result that ran for good; a refusal only under this
+    /// session's policy; a refusal nobody could answer not at all.
+    fn remember(
+        &mut self,
+        call: &Call,
+        execution: &Execution,
+        rendered: &str,
+    ) -> Result<(), String> {
+        let policy_dependent = execution.decided == Decided::Refused
+            || execution.error.as_ref().is_some_and(|e| {
+                matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots)
+            });
+        match execution.decided {
+            Decided::Unanswered => Ok(()),
+            _ if policy_dependent => self.replay.remember(call, rendered, Some(&self.policy_key)),
+            _ => self.replay.remember(call, rendered, None),
+        }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +179,7 @@ mod tests {
             },
             replay: ReplayStore::in_memory(),
             lenient: false,
+            policy_key: String::new(),
         };
         let append = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}\n```",

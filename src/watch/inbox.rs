@@ -87,81 +87,116 @@ pub fn run_inbox(
     shutdown: &AtomicBool,
     report: &mut dyn FnMut(&Path, &Answer),
 ) -> Result<(), InboxError> {
-    let unreadable = |source| InboxError::Unreadable {
-        path: options.dir.clone(),
-        source,
-    };
-    let (events, wake) = mpsc::channel();
-    // Events only wake the loop early; the folder is scanned either way, so a missed event
-    // delays a reply by one poll at most.
-    let mut watcher = notify::recommended_watcher(move |_event| {
-        let _ = events.send(());
-    })
-    .ok();
-    if let Some(watcher) = watcher.as_mut() {
-        let _ = watcher.watch(&options.dir, RecursiveMode::NonRecursive);
-    }
-    let mut tracked: HashMap<PathBuf, Tracked> = HashMap::new();
-    for (path, stamp) in scan(&options.dir).map_err(unreadable)? {
-        let answered_hash = if options.existing {
-            None
-        } else {
-            std::fs::read(&path).ok().map(|bytes| sha256_hex(&bytes))
+    Inbox::open(options)?.run(handler, shutdown, report);
+    Ok(())
+}
+
+/// An inbox being watched: the files present at start are known (and skipped unless
+/// `existing`), so a file that appears after [`Inbox::open`] returns is answered.
+pub struct Inbox {
+    options: InboxOptions,
+    tracked: HashMap<PathBuf, Tracked>,
+    wake: mpsc::Receiver<()>,
+    // Kept alive for its events.
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl Inbox {
+    /// Looks at the folder for the first time and starts listening for changes.
+    pub fn open(options: &InboxOptions) -> Result<Inbox, InboxError> {
+        let unreadable = |source| InboxError::Unreadable {
+            path: options.dir.clone(),
+            source,
         };
-        tracked.insert(
-            path,
-            Tracked {
-                stamp,
-                stable_since: Instant::now(),
-                answered_hash,
-            },
-        );
+        let (events, wake) = mpsc::channel();
+        // Events only wake the loop early; the folder is scanned either way, so a missed event
+        // delays a reply by one poll at most.
+        let mut watcher = notify::recommended_watcher(move |_event| {
+            let _ = events.send(());
+        })
+        .ok();
+        if let Some(watcher) = watcher.as_mut() {
+            let _ = watcher.watch(&options.dir, RecursiveMode::NonRecursive);
+        }
+        let mut tracked: HashMap<PathBuf, Tracked> = HashMap::new();
+        for (path, stamp) in scan(&options.dir).map_err(unreadable)? {
+            let answered_hash = if options.existing {
+                None
+            } else {
+                std::fs::read(&path).ok().map(|bytes| sha256_hex(&bytes))
+            };
+            tracked.insert(
+                path,
+                Tracked {
+                    stamp,
+                    stable_since: Instant::now(),
+                    answered_hash,
+                },
+            );
+        }
+        Ok(Inbox {
+            options: options.clone(),
+            tracked,
+            wake,
+            _watcher: watcher,
+        })
     }
-    while !shutdown.load(Ordering::SeqCst) {
-        let _ = wake.recv_timeout(options.poll);
-        while wake.try_recv().is_ok() {}
-        let now = Instant::now();
-        let Ok(files) = scan(&options.dir) else {
-            continue;
-        };
-        for (path, stamp) in files {
-            let entry = tracked.entry(path.clone()).or_insert(Tracked {
-                stamp,
-                stable_since: now,
-                answered_hash: None,
-            });
-            if entry.stamp != stamp {
-                entry.stamp = stamp;
-                entry.stable_since = now;
-                continue;
-            }
-            if now.duration_since(entry.stable_since) < options.quiet {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&path) else {
+
+    /// Answers reply files until `shutdown` is set; `report` hears of every answer.
+    pub fn run(
+        mut self,
+        handler: &mut Handler<'_>,
+        shutdown: &AtomicBool,
+        report: &mut dyn FnMut(&Path, &Answer),
+    ) {
+        let (options, tracked, wake) = (&self.options, &mut self.tracked, &self.wake);
+        while !shutdown.load(Ordering::SeqCst) {
+            let _ = wake.recv_timeout(options.poll);
+            while wake.try_recv().is_ok() {}
+            let now = Instant::now();
+            let Ok(files) = scan(&options.dir) else {
                 continue;
             };
-            let hash = sha256_hex(&bytes);
-            if entry.answered_hash.as_deref() == Some(hash.as_str()) {
-                continue;
-            }
-            entry.answered_hash = Some(hash);
-            let text = String::from_utf8_lossy(&bytes);
-            if let Handled::Answered(answer) = handler.handle(&text) {
-                if let Err(error) = write_atomically(&result_path(&path), answer.block.as_bytes()) {
-                    let mut failed = answer.clone();
-                    failed.store_error = Some(format!("cannot write the result: {error}"));
-                    report(&path, &failed);
-                } else {
-                    report(&path, &answer);
+            for (path, stamp) in files {
+                let entry = tracked.entry(path.clone()).or_insert(Tracked {
+                    stamp,
+                    stable_since: now,
+                    answered_hash: None,
+                });
+                if entry.stamp != stamp {
+                    entry.stamp = stamp;
+                    entry.stable_since = now;
+                    continue;
                 }
-            }
-            if shutdown.load(Ordering::SeqCst) {
-                break;
+                if now.duration_since(entry.stable_since) < options.quiet {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                let hash = sha256_hex(&bytes);
+                if entry.answered_hash.as_deref() == Some(hash.as_str()) {
+                    continue;
+                }
+                entry.answered_hash = Some(hash);
+                let text = String::from_utf8_lossy(&bytes);
+                if let Handled::Answered(answer) = handler.handle(&text) {
+                    if let Err(error) =
+                        write_atomically(&result_path(&path), answer.block.as_bytes())
+                    {
+                        let mut failed = answer.clone();
+                        failed.store_error = Some(format!("cannot write the result: {error}"));
+                        report(&path, &failed);
+                    } else {
+                        report(&path, &answer);
+                    }
+                }
+                if shutdown.load(Ordering::SeqCst) {
+                    break;
+                }
             }
         }
     }
-    Ok(())
 }
 
 /// Reply files in `dir` with their size and modification time.

@@ -1,8 +1,14 @@
-//! The replay store: every call id executed in a watch session with the result it earned, so a
-//! reply copied again is answered from memory (`[replayed] true`) and never runs twice. Kept as
-//! JSON in the state directory when the session has a name, so a restart does not re-run it.
+//! The replay store: every call executed in a watch session with the result it earned, so a reply
+//! copied again is answered from memory (`[replayed] true`) and never runs twice. Kept as JSON in
+//! the state directory, so a restart does not re-run it.
+//!
+//! The key is the id *and* the exact call (CONTRACT §14): a browser chat starts again at
+//! `call-001` in every new conversation, so an id seen before with a different call is a new
+//! call, not a mistake. A result that says only that the session's policy refused the call
+//! (`denied_by_policy`, `outside_roots`: nothing ran) is replayed only under the same policy, so
+//! a restart with `--yes` or another `--root` runs the same copy; the caller does not remember a
+//! denial that no person could answer at all.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -12,31 +18,69 @@ use crate::protocol::{Call, ResultBlock};
 use crate::sandbox::sha256_hex;
 use crate::sandbox::state::{load_json, save_json};
 
+/// How many calls a session remembers; the oldest are forgotten first. A forgotten call copied
+/// again runs again, so the bound is generous: far more calls than one person copies in a day.
+pub const REMEMBERED_CALLS: usize = 2000;
+
+/// How many bytes of results a session keeps at most (the file is rewritten after every call).
+pub const REMEMBERED_BYTES: usize = 16 << 20;
+
 /// One executed call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Executed {
-    /// The sha256 of the call's tool and arguments: the same id for another call is not a replay.
+    /// The call's id.
+    id: String,
+    /// The sha256 of the call's tool and arguments.
     fingerprint: String,
     /// The rendered result block.
+    result: String,
+    /// Set when the result depends on the session's policy (nothing ran): the policy's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<String>,
+}
+
+/// The first version's record, keyed by id alone (read so an update keeps what was stored).
+#[derive(Clone, Debug, Deserialize)]
+struct ExecutedById {
+    fingerprint: String,
     result: String,
 }
 
 /// What the store says about a call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Recall {
-    /// Never executed: run it.
+    /// Never executed (or refused under another policy): run it.
     New,
+    /// Its id was used before for a different call (a new conversation started again at
+    /// `call-001`): run it as the new call it is.
+    ReusedId,
     /// Executed before: this is the result, marked as replayed.
     Replay(String),
-    /// The id was used for a different call.
-    Conflict,
 }
 
-/// Executed calls by id.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// How the stored calls are written: a list, oldest first; the first version kept a map by id.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum StoredCalls {
+    List(Vec<Executed>),
+    ById(std::collections::BTreeMap<String, ExecutedById>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StoredFile {
+    executed: Option<StoredCalls>,
+}
+
+#[derive(Serialize)]
+struct SavedFile<'a> {
+    version: u32,
+    executed: &'a [Executed],
+}
+
+/// Executed calls, oldest first.
+#[derive(Clone, Debug, Default)]
 pub struct ReplayStore {
-    executed: BTreeMap<String, Executed>,
-    #[serde(skip)]
+    executed: Vec<Executed>,
     file: Option<PathBuf>,
 }
 
@@ -54,45 +98,103 @@ impl ReplayStore {
 
     /// The store in `file` (empty if new; `fresh` discards what was there).
     pub fn load_from(file: &Path, fresh: bool) -> Result<ReplayStore, String> {
-        let mut store: ReplayStore = if fresh {
-            ReplayStore::default()
+        let stored: StoredFile = if fresh {
+            StoredFile::default()
         } else {
             load_json(file)?
         };
-        store.file = Some(file.to_owned());
-        Ok(store)
+        let executed = match stored.executed {
+            None => Vec::new(),
+            Some(StoredCalls::List(list)) => list,
+            Some(StoredCalls::ById(by_id)) => by_id
+                .into_iter()
+                .map(|(id, old)| Executed {
+                    id,
+                    fingerprint: old.fingerprint,
+                    result: old.result,
+                    policy: None,
+                })
+                .collect(),
+        };
+        Ok(ReplayStore {
+            executed,
+            file: Some(file.to_owned()),
+        })
     }
 
-    /// What to do with `call`.
-    pub fn recall(&self, call: &Call) -> Recall {
+    /// What to do with `call` in a session whose policy has the key `policy`.
+    pub fn recall(&self, call: &Call, policy: &str) -> Recall {
         let Some(id) = &call.id else {
             return Recall::New;
         };
-        match self.executed.get(id) {
-            None => Recall::New,
-            Some(executed) if executed.fingerprint == fingerprint(call) => {
-                Recall::Replay(mark_replayed(&executed.result))
-            }
-            Some(_) => Recall::Conflict,
+        let print = fingerprint(call);
+        if let Some(executed) = self
+            .executed
+            .iter()
+            .find(|e| &e.id == id && e.fingerprint == print)
+        {
+            return match &executed.policy {
+                Some(key) if key != policy => Recall::New,
+                _ => Recall::Replay(mark_replayed(&executed.result)),
+            };
+        }
+        if self.executed.iter().any(|e| &e.id == id) {
+            Recall::ReusedId
+        } else {
+            Recall::New
         }
     }
 
-    /// Remembers that `call` was executed with `result`, and saves the store.
-    pub fn remember(&mut self, call: &Call, result: &str) -> Result<(), String> {
+    /// Remembers that `call` earned `result`, and saves the store. `policy` is the session's
+    /// policy key when the result depends on it (the call was refused, nothing ran).
+    pub fn remember(
+        &mut self,
+        call: &Call,
+        result: &str,
+        policy: Option<&str>,
+    ) -> Result<(), String> {
         let Some(id) = &call.id else { return Ok(()) };
-        self.executed.insert(
-            id.clone(),
-            Executed {
-                fingerprint: fingerprint(call),
-                result: result.to_owned(),
-            },
-        );
+        let print = fingerprint(call);
+        self.executed
+            .retain(|e| !(&e.id == id && e.fingerprint == print));
+        self.executed.push(Executed {
+            id: id.clone(),
+            fingerprint: print,
+            result: result.to_owned(),
+            policy: policy.map(str::to_owned),
+        });
+        let mut excess = self.executed.len().saturating_sub(REMEMBERED_CALLS);
+        let mut bytes: usize = self.executed[excess..].iter().map(|e| e.result.len()).sum();
+        for executed in &self.executed[excess..] {
+            if bytes <= REMEMBERED_BYTES || excess + 1 == self.executed.len() {
+                break;
+            }
+            bytes -= executed.result.len();
+            excess += 1;
+        }
+        self.executed.drain(..excess);
         self.save()
+    }
+
+    /// How many calls are remembered.
+    pub fn len(&self) -> usize {
+        self.executed.len()
+    }
+
+    /// Whether no call is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.executed.is_empty()
     }
 
     fn save(&self) -> Result<(), String> {
         match &self.file {
-            Some(file) => save_json(file, self),
+            Some(file) => save_json(
+                file,
+                &SavedFile {
+                    version: 2,
+                    executed: &self.executed,
+                },
+            ),
             None => Ok(()),
         }
     }
@@ -125,26 +227,94 @@ mod tests {
         }
     }
 
+    fn block(id: &str) -> String {
+        ResultBlock::success(Some(id.into()), "/fs.read /a".into(), Some("x".into())).render()
+    }
+
     #[test]
-    fn a_call_is_replayed_and_an_id_reused_for_another_call_is_a_conflict() {
+    fn the_same_call_is_replayed_and_a_reused_id_with_another_call_is_new() {
         let temp = tempfile::tempdir().unwrap();
         let file = temp.path().join("watch/s.json");
         let mut store = ReplayStore::load_from(&file, false).unwrap();
-        let block = ResultBlock::success(Some("c1".into()), "/fs.read /a".into(), Some("x".into()))
-            .render();
-        assert_eq!(store.recall(&call("c1", "/a")), Recall::New);
-        store.remember(&call("c1", "/a"), &block).unwrap();
-        let again = ReplayStore::load_from(&file, false).unwrap();
-        let Recall::Replay(replayed) = again.recall(&call("c1", "/a")) else {
+        assert_eq!(store.recall(&call("c1", "/a"), "p"), Recall::New);
+        store
+            .remember(&call("c1", "/a"), &block("c1"), None)
+            .unwrap();
+        let mut again = ReplayStore::load_from(&file, false).unwrap();
+        let Recall::Replay(replayed) = again.recall(&call("c1", "/a"), "p") else {
             panic!("not replayed")
         };
         assert!(replayed.contains("[replayed] true\n"), "{replayed}");
-        assert_eq!(again.recall(&call("c1", "/b")), Recall::Conflict);
+        assert_eq!(again.recall(&call("c1", "/b"), "p"), Recall::ReusedId);
+        // The second conversation's call-001 is remembered beside the first's.
+        again
+            .remember(&call("c1", "/b"), &block("c1"), None)
+            .unwrap();
+        let both = ReplayStore::load_from(&file, false).unwrap();
+        assert!(matches!(
+            both.recall(&call("c1", "/a"), "p"),
+            Recall::Replay(_)
+        ));
+        assert!(matches!(
+            both.recall(&call("c1", "/b"), "p"),
+            Recall::Replay(_)
+        ));
         assert_eq!(
             ReplayStore::load_from(&file, true)
                 .unwrap()
-                .recall(&call("c1", "/a")),
+                .recall(&call("c1", "/a"), "p"),
             Recall::New
         );
+    }
+
+    #[test]
+    fn a_refusal_is_replayed_only_under_the_same_policy() {
+        let mut store = ReplayStore::in_memory();
+        store
+            .remember(&call("c1", "/a"), &block("c1"), Some("ask"))
+            .unwrap();
+        assert!(matches!(
+            store.recall(&call("c1", "/a"), "ask"),
+            Recall::Replay(_)
+        ));
+        assert_eq!(store.recall(&call("c1", "/a"), "yes"), Recall::New);
+        // Run under the new policy, it is the one remembered.
+        store
+            .remember(&call("c1", "/a"), &block("c1"), None)
+            .unwrap();
+        assert_eq!(store.len(), 1);
+        assert!(matches!(
+            store.recall(&call("c1", "/a"), "ask"),
+            Recall::Replay(_)
+        ));
+    }
+
+    #[test]
+    fn the_first_versions_file_is_read() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join("old.json");
+        let old = json!({"executed": {"c1": {"fingerprint": fingerprint(&call("c1", "/a")), "result": block("c1")}}});
+        std::fs::write(&file, old.to_string()).unwrap();
+        let store = ReplayStore::load_from(&file, false).unwrap();
+        assert!(matches!(
+            store.recall(&call("c1", "/a"), "p"),
+            Recall::Replay(_)
+        ));
+    }
+
+    #[test]
+    fn the_oldest_calls_are_forgotten_past_the_bound() {
+        let mut store = ReplayStore::in_memory();
+        for n in 0..REMEMBERED_CALLS + 5 {
+            let id = format!("c{n}");
+            store.remember(&call(&id, "/a"), &block(&id), None).unwrap();
+        }
+        assert_eq!(store.len(), REMEMBERED_CALLS);
+        assert_eq!(store.recall(&call("c0", "/a"), "p"), Recall::New);
+        let last = format!("c{}", REMEMBERED_CALLS + 4);
+        assert!(matches!(
+            store.recall(&call(&last, "/a"), "p"),
+            Recall::Replay(_)
+        ));
     }
 }

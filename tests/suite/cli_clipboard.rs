@@ -93,23 +93,52 @@ fn wait_clipboard(display: &Display, done: impl Fn(&str) -> bool) -> String {
 }
 
 fn start_watch(display: &Display, root: &Path, state: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args([
-            "watch",
-            "--yes",
-            "--new-session",
-            "--interval-ms",
-            "20",
-            "--root",
-        ])
+    start_watch_with(display, root, state, &["--yes", "--new-session"])
+}
+
+/// `flycode watch` on `display` with `extra` flags, in a session of its own (no terminal can
+/// answer an approval question), once it has seen what the clipboard held at start: a copy made
+/// after this returns is answered.
+fn start_watch_with(display: &Display, root: &Path, state: &Path, extra: &[&str]) -> Child {
+    let mut child = Command::new("setsid")
+        .arg(env!("CARGO_BIN_EXE_flycode"))
+        .args(["watch", "--interval-ms", "20"])
+        .args(extra)
+        .arg("--root")
         .arg(root)
         .env("DISPLAY", &display.name)
         .env("FLYCODE_STATE_DIR", state)
+        .env("HOME", state)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    // Read up to the line saying it watches; the rest stays in the pipe for `stop`.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("watching the clipboard") {
+        match std::io::Read::read(&mut stderr, &mut byte) {
+            Ok(1) => seen.push(byte[0]),
+            _ => panic!(
+                "the watcher ended before watching: {}",
+                String::from_utf8_lossy(&seen)
+            ),
+        }
+    }
+    child.stderr = Some(stderr);
+    child
+}
+
+/// Copies `reply` the way the browser does and returns the result flycode put on the clipboard.
+/// Prose goes first and is waited for, so the result is this reply's, not an earlier one's.
+fn exchange(display: &Display, reply: &str) -> String {
+    let separator = format!("prose before {}", reply.len());
+    copy(display, &separator).unwrap();
+    wait_clipboard(display, |text| text == separator);
+    copy(display, reply).unwrap();
+    wait_clipboard(display, |text| text.starts_with("```flycode-result"))
 }
 
 fn stop(child: Child) -> String {
@@ -184,17 +213,96 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
 }
 
 #[test]
-fn without_a_display_it_points_to_the_inbox() {
-    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .arg("watch")
-        .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+fn a_new_conversation_and_a_denial_without_a_terminal_survive_restarts() {
+    let Some(display) = display(1) else { return };
+    let (temp, root) = workspace();
+    let state = temp.path().join("state");
+    let append = |id: &str, text: &str| {
+        format!(
+            "```flycode-call\n{{\"id\":\"{id}\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"{text}\"}}}}\n```\n",
+            root.display()
+        )
+    };
+    let touch = format!(
+        "```flycode-call\n{{\"id\":\"call-002\",\"tool\":\"process.run\",\"args\":{{\"command\":\"touch\",\"args\":[\"{}/ran.txt\"]}}}}\n```\n",
+        root.display()
+    );
+    // The first conversation, with no one at a terminal to allow a program.
+    let watch = start_watch_with(&display, &root, &state, &[]);
+    let first = exchange(&display, &append("call-001", "first;"));
+    assert!(first.contains("[ok] true"), "{first}");
+    let denied = exchange(&display, &touch);
+    assert!(denied.contains("[code] denied_by_policy"), "{denied}");
+    assert!(!denied.contains("--yes"), "{denied}");
+    let log = stop(watch);
+    assert!(log.contains("--yes"), "{log}");
+
+    // Restarted with --yes: the same copy runs; a new conversation's call-001 runs too.
+    let watch = start_watch_with(&display, &root, &state, &["--yes"]);
+    let ran = exchange(&display, &touch);
     assert!(
-        stderr.contains("no clipboard is available") && stderr.contains("--inbox DIR"),
-        "{stderr}"
+        ran.contains("[ok] true") && !ran.contains("[replayed]"),
+        "{ran}"
+    );
+    assert!(root.join("ran.txt").exists());
+    let second = exchange(&display, &append("call-001", "second;"));
+    assert!(
+        second.starts_with("```flycode-result\n[id] call-001\n"),
+        "{second}"
+    );
+    assert!(
+        second.contains("[ok] true") && !second.contains("[replayed]"),
+        "{second}"
+    );
+    // The same call copied twice is answered from memory.
+    let again = exchange(&display, &append("call-001", "second;"));
+    assert!(again.contains("[replayed] true"), "{again}");
+    let log = stop(watch);
+    assert!(log.contains("used before for another call"), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("log.txt")).unwrap(),
+        "first;second;"
+    );
+}
+
+#[test]
+fn the_copied_prompt_stays_on_the_clipboard_and_is_not_answered() {
+    let Some(display) = display(2) else { return };
+    let (temp, root) = workspace();
+    let state = temp.path().join("state");
+    let watch = start_watch_with(&display, &root, &state, &["--yes", "--new-session"]);
+    let prompt_command = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
+        command
+            .args(["prompt", "--lang", "en", "--root"])
+            .arg(&root)
+            .env("DISPLAY", &display.name)
+            .env("FLYCODE_STATE_DIR", &state);
+        command
+    };
+    let printed = prompt_command().output().unwrap();
+    let prompt = String::from_utf8(printed.stdout).unwrap();
+    let copied = prompt_command().arg("--copy").output().unwrap();
+    let stderr = String::from_utf8_lossy(&copied.stderr);
+    assert_eq!(copied.status.code(), Some(0), "{stderr}");
+    assert!(copied.stdout.is_empty());
+    assert!(stderr.contains("on the clipboard"), "{stderr}");
+    // flycode prompt has exited; the prompt is still there to paste, untouched by the watcher.
+    assert_eq!(paste(&display), prompt);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(paste(&display), prompt);
+    // A real reply after it is answered: the watcher was looking all along.
+    let reply = format!(
+        "```flycode-call\n{{\"id\":\"call-001\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/log.txt\"}}}}\n```\n",
+        root.display()
+    );
+    copy(&display, &reply).unwrap();
+    let result = wait_clipboard(&display, |text| text.starts_with("```flycode-result"));
+    assert!(result.contains("[ok] true"), "{result}");
+    let log = stop(watch);
+    assert_eq!(
+        log.matches("● ").count(),
+        1,
+        "only the reply is answered: {log}"
     );
 }

@@ -769,7 +769,14 @@ fn yes_does_not_let_the_model_rewrite_its_own_instructions() {
     );
     let second = serde_json::to_string(&server.requests()[1].body).unwrap();
     assert!(second.contains("[code] denied_by_policy"), "{second}");
-    assert!(second.contains("--yes does not"), "{second}");
+    // The model is told what to do; the flags are for the person, on the terminal.
+    assert!(second.contains("only the user can allow"), "{second}");
+    assert!(!second.contains("--yes"), "{second}");
+    assert!(
+        finished.stderr.contains("--yes does not"),
+        "{}",
+        finished.stderr
+    );
 }
 
 /// Waits up to 20 s for `done`.

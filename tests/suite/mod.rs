@@ -3,6 +3,7 @@
 mod agent_client;
 mod agent_prompt;
 mod api_server;
+mod cli_approval;
 mod cli_check;
 mod cli_clipboard;
 mod cli_exec;
@@ -19,3 +20,4 @@ mod result_snapshots;
 mod tool_scenarios;
 mod transcript_fixtures;
 mod validate_formats;
+mod watch_sessions;

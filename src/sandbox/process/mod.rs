@@ -55,6 +55,12 @@ use thiserror::Error;
 
 use crate::protocol::ErrorCode;
 
+/// What confines a program this module starts, in words for the person asked to approve it. The
+/// truth today: nothing at the operating-system level. The roots bind flycode's file tools only;
+/// the program's working directory is checked, but the program itself may go anywhere. When a
+/// run is confined (Landlock, a cgroup, a container), this is the one place to say so.
+pub const PROGRAM_CONTAINMENT: &str = "none: the program runs with your user's rights and can read and write anything you can (flycode's roots bind only its file tools)";
+
 /// How long a run waits for end of file on stdout and stderr once the main child has exited.
 pub const PIPE_GRACE: Duration = Duration::from_secs(1);
 
