@@ -3,7 +3,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::common::wait_for_file;
 
 struct Watching {
     _temp: tempfile::TempDir,
@@ -50,18 +52,6 @@ fn start(existing_files: &[(&str, &str)], extra: &[&str]) -> Watching {
     }
 }
 
-/// Waits (up to 30 s) for `path` to exist and returns its content.
-fn wait_for(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} never appeared", path.display());
-}
-
 fn append_call(root: &Path, id: &str) -> String {
     format!(
         "```flycode-call\n{{\"id\":\"{id}\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"{id};\"}}}}\n```\n",
@@ -103,13 +93,13 @@ fn replies_are_answered_once_with_results_beside_them() {
     std::thread::sleep(Duration::from_millis(30));
     file.write_all(&reply.as_bytes()[20..]).unwrap();
     drop(file);
-    let first = wait_for(&w.inbox.join("one.result.md"));
+    let first = wait_for_file(&w.inbox.join("one.result.md"));
     assert!(first.starts_with("```flycode-result\n[id] c1\n"), "{first}");
     assert!(first.contains("[ok] true"), "{first}");
     // Written elsewhere and renamed into place; the same call again is replayed, not re-run.
     std::fs::write(w.root.join("staged.tmp"), &reply).unwrap();
     std::fs::rename(w.root.join("staged.tmp"), w.inbox.join("two.txt")).unwrap();
-    let second = wait_for(&w.inbox.join("two.result.md"));
+    let second = wait_for_file(&w.inbox.join("two.result.md"));
     assert!(second.contains("[replayed] true"), "{second}");
     // Many at once.
     for n in 0..5 {
@@ -120,7 +110,7 @@ fn replies_are_answered_once_with_results_beside_them() {
         .unwrap();
     }
     for n in 0..5 {
-        wait_for(&w.inbox.join(format!("many{n}.result.md")));
+        wait_for_file(&w.inbox.join(format!("many{n}.result.md")));
     }
     assert_eq!(
         std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
@@ -130,7 +120,7 @@ fn replies_are_answered_once_with_results_beside_them() {
     std::fs::write(w.inbox.join("prose.md"), "Just thinking aloud.").unwrap();
     // A later reply being answered proves the prose was looked at (files go in name order).
     std::fs::write(w.inbox.join("zz-last.md"), append_call(&w.root, "z")).unwrap();
-    wait_for(&w.inbox.join("zz-last.result.md"));
+    wait_for_file(&w.inbox.join("zz-last.result.md"));
     assert!(!w.inbox.join("prose.result.md").exists());
     assert!(!w.inbox.join("old.result.md").exists());
     assert!(!w.inbox.join("one.result.result.md").exists());
@@ -150,7 +140,7 @@ fn existing_files_are_answered_when_asked_and_invalid_replies_get_errors() {
         )],
         &["--existing"],
     );
-    let answer = wait_for(&w.inbox.join("old.result.md"));
+    let answer = wait_for_file(&w.inbox.join("old.result.md"));
     assert!(
         answer.contains("[ok] false\n[code] text_outside_block"),
         "{answer}"

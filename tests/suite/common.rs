@@ -24,3 +24,15 @@ pub fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// Waits (up to 30 s) for the file at `path` to exist and returns its content.
+pub fn wait_for_file(path: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}

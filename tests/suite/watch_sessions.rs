@@ -3,10 +3,12 @@
 //! in a session of its own (`setsid`), so no terminal can answer an approval question.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use super::common::wait_for_file;
 
 /// A running watcher and what it has printed so far.
 struct Watcher {
@@ -119,24 +121,12 @@ impl Desk {
         let staged = self.base.join(format!("reply-{n}.md"));
         std::fs::write(&staged, reply).unwrap();
         std::fs::rename(&staged, self.inbox.join(format!("reply-{n}.md"))).unwrap();
-        wait_for(&self.inbox.join(format!("reply-{n}.result.md")))
+        wait_for_file(&self.inbox.join(format!("reply-{n}.result.md")))
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("log.txt")).unwrap()
     }
-}
-
-/// Waits (up to 30 s) for `path` to exist and returns its content.
-fn wait_for(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} never appeared", path.display());
 }
 
 /// Stops a watcher with SIGTERM and returns what it printed.
@@ -274,7 +264,7 @@ fn without_a_display_watch_says_so_in_one_line_and_watches_a_folder() {
     let inbox = desk.state().join("inbox");
     std::fs::write(desk.base.join("staged"), append(&desk, "call-001", "a;")).unwrap();
     std::fs::rename(desk.base.join("staged"), inbox.join("reply.md")).unwrap();
-    let result = wait_for(&inbox.join("reply.result.md"));
+    let result = wait_for_file(&inbox.join("reply.result.md"));
     assert!(result.contains("[ok] true"), "{result}");
     let terminal = stop(watcher);
     let first = terminal.lines().next().unwrap_or_default();
