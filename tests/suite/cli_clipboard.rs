@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::common::read_stderr_until;
+
 struct Display {
     server: Child,
     name: String,
@@ -114,20 +116,7 @@ fn start_watch_with(display: &Display, root: &Path, state: &Path, extra: &[&str]
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Read up to the line saying it watches; the rest stays in the pipe for `stop`.
-    let mut stderr = child.stderr.take().unwrap();
-    let mut seen = Vec::new();
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains("watching the clipboard") {
-        match std::io::Read::read(&mut stderr, &mut byte) {
-            Ok(1) => seen.push(byte[0]),
-            _ => panic!(
-                "the watcher ended before watching: {}",
-                String::from_utf8_lossy(&seen)
-            ),
-        }
-    }
-    child.stderr = Some(stderr);
+    read_stderr_until(&mut child, "watching the clipboard");
     child
 }
 
@@ -166,8 +155,6 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
     let (temp, root) = workspace();
     copy(&display, "something copied before flycode started").unwrap();
     let watch = start_watch(&display, &root, &temp.path().join("state"));
-    // Give the watcher its first look at the clipboard, then act as the browser.
-    std::thread::sleep(Duration::from_millis(300));
     let reply = format!(
         "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"ran;\"}}}}\n```\n",
         root.display()

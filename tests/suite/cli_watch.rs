@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::common::wait_for_file;
+use super::common::{read_stderr_until, wait_for_file};
 
 struct Watching {
     _temp: tempfile::TempDir,
@@ -24,7 +24,7 @@ fn start(existing_files: &[(&str, &str)], extra: &[&str]) -> Watching {
     for (name, text) in existing_files {
         std::fs::write(inbox.join(name), text).unwrap();
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_flycode"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
         .args([
             "watch",
             "--yes",
@@ -44,6 +44,8 @@ fn start(existing_files: &[(&str, &str)], extra: &[&str]) -> Watching {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // A file saved after this line is answered; one saved before it counts as present at start.
+    read_stderr_until(&mut child, "Ctrl-C stops.");
     Watching {
         _temp: temp,
         inbox,

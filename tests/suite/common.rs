@@ -36,3 +36,23 @@ pub fn wait_for_file(path: &Path) -> String {
     }
     panic!("{} never appeared", path.display());
 }
+
+/// Reads `child`'s standard error (piped) up to the first `marker` and returns what it read; the
+/// rest stays in the pipe for whoever collects the output later. Panics if the child ends first.
+pub fn read_stderr_until(child: &mut std::process::Child, marker: &str) -> String {
+    use std::io::Read;
+    let mut stderr = child.stderr.take().expect("standard error is piped");
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(marker.as_bytes()) {
+        match stderr.read(&mut byte) {
+            Ok(1) => seen.push(byte[0]),
+            _ => panic!(
+                "the program ended before it printed {marker:?}: {}",
+                String::from_utf8_lossy(&seen)
+            ),
+        }
+    }
+    child.stderr = Some(stderr);
+    String::from_utf8_lossy(&seen).into_owned()
+}
