@@ -141,5 +141,85 @@ fn turn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, turn);
+/// One turn of 8 read-only calls (fs.search over a generated tree, 8 directories of 300 source
+/// files), run one after another and as the loop runs them: at once, 4 at a time (CONTRACT §11).
+fn parallel_reads(c: &mut Criterion) {
+    use flycode::agent::parallel::run_bounded;
+    use flycode::protocol::{Call, ToolName};
+    use flycode::tools::Limits;
+    use flycode::tools::executor::{Approval, Executor, FixedApprover, Serial};
+    use flycode::tools::policy::{Approval as Mode, Policy};
+    use std::sync::atomic::AtomicBool;
+
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(temp.path()).expect("canonical");
+    let line = "    let value = compute(input, &options).context(\"computing\")?;\n";
+    for dir in 0..8 {
+        let dir = root.join(format!("module{dir}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for file in 0..300 {
+            let text = format!("{}// marker {file}\n", line.repeat(60));
+            std::fs::write(dir.join(format!("file{file}.rs")), text).expect("write");
+        }
+    }
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
+        .expect("sandbox");
+    let policy = Policy {
+        approval: Mode::Auto,
+        ..Policy::default()
+    };
+    let approver = FixedApprover(Approval::Yes);
+    let executor = Executor {
+        sandbox: &sandbox,
+        policy: &policy,
+        session: None,
+        audit: None,
+        limits: Limits::default(),
+        approver: &approver,
+        notebook: None,
+        serial: Serial::default(),
+    };
+    let calls: Vec<Call> = (0..8)
+        .map(|n| Call {
+            id: Some(format!("s{n}")),
+            tool: ToolName::FsSearch,
+            args: serde_json::json!({
+                "path": root.join(format!("module{n}")),
+                "query": "marker 299",
+            })
+            .as_object()
+            .cloned()
+            .expect("object"),
+        })
+        .collect();
+    let never = AtomicBool::new(false);
+    let mut group = c.benchmark_group("agent_turn_8_searches");
+    group.sample_size(20);
+    group.bench_function("sequential", |b| {
+        b.iter(|| {
+            calls
+                .iter()
+                .map(|call| executor.execute(black_box(call)).is_ok())
+                .filter(|ok| *ok)
+                .count()
+        })
+    });
+    group.bench_function("parallel_4", |b| {
+        b.iter(|| {
+            run_bounded(
+                black_box(&calls),
+                4,
+                &never,
+                |call| executor.execute(call).is_ok(),
+                |_| {},
+            )
+            .into_iter()
+            .filter(|ok| *ok == Some(true))
+            .count()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, turn, parallel_reads);
 criterion_main!(benches);

@@ -7,11 +7,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use flycode::sandbox::{Roots, Sandbox};
 use flycode::tools::fs::{ls, read};
-use serde_json::{Map, Value, json};
-
-fn args(value: Value) -> Map<String, Value> {
-    value.as_object().cloned().unwrap_or_default()
-}
+use serde_json::json;
 
 fn tools(c: &mut Criterion) {
     let temp = tempfile::tempdir().expect("temp dir");
@@ -33,8 +29,10 @@ fn tools(c: &mut Criterion) {
     }
     let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
         .expect("sandbox");
-    let big = args(json!({"path": root.join("big.rs")}));
-    let tree = args(json!({"path": root.join("tree"), "depth": 16}));
+    let big: read::ReadArgs =
+        serde_json::from_value(json!({"path": root.join("big.rs")})).expect("fs.read args");
+    let tree: ls::LsArgs = serde_json::from_value(json!({"path": root.join("tree"), "depth": 16}))
+        .expect("fs.ls args");
     let mut group = c.benchmark_group("tools");
     group.bench_function("fs.read_1MB", |b| {
         b.iter(|| read::run(black_box(&sandbox), &big))

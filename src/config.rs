@@ -11,6 +11,7 @@
 //! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
+//! | `[agent] max_parallel` | 1..=64 | 4 |
 //! | `[agent] connect_timeout_ms` | 1..=600000 | 10000 |
 //! | `[agent] read_timeout_ms` | 1..=3600000 | 120000 |
 //! | `[agent] max_retries` | 0..=100 | 4 |
@@ -33,6 +34,7 @@
 //! mode = "native"                    # text | native
 //! max_turns = 50
 //! max_violations = 3
+//! max_parallel = 4                   # read-only calls of one turn running at once
 //! stream = true
 //! connect_timeout_ms = 10000
 //! read_timeout_ms = 120000
@@ -112,6 +114,9 @@ pub struct AgentConfig {
     /// Consecutive invalid replies before the run stops.
     #[serde(default, deserialize_with = "range::max_violations")]
     pub max_violations: Option<u32>,
+    /// Read-only calls of one turn running at once.
+    #[serde(default, deserialize_with = "range::max_parallel")]
+    pub max_parallel: Option<u32>,
     /// Stream replies (SSE).
     pub stream: Option<bool>,
     /// Connect timeout in milliseconds.
@@ -380,6 +385,7 @@ mod tests {
                     "timeout_ms" => config.timeout_ms,
                     "max_turns" => config.agent.max_turns.map(u64::from).unwrap(),
                     "max_violations" => config.agent.max_violations.map(u64::from).unwrap(),
+                    "max_parallel" => config.agent.max_parallel.map(u64::from).unwrap(),
                     "connect_timeout_ms" => config.agent.connect_timeout_ms.unwrap(),
                     "read_timeout_ms" => config.agent.read_timeout_ms.unwrap(),
                     "max_retries" => config.agent.max_retries.map(u64::from).unwrap(),

@@ -9,6 +9,7 @@
 //!   go in every request;
 //! - [`settings`]: flags, environment and `flycode.toml` resolved into a run's settings;
 //! - [`turn`]: the loop itself, reporting events to an observer;
+//! - [`parallel`]: the read-only calls of a turn run at once (CONTRACT §11);
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
@@ -16,6 +17,7 @@
 pub mod client;
 pub mod context;
 pub mod message;
+pub mod parallel;
 pub mod prompt;
 pub mod settings;
 pub mod summary;

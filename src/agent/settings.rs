@@ -101,6 +101,8 @@ pub struct ResolvedSettings {
     pub max_turns: u32,
     /// Invalid turns in a row before stopping.
     pub max_violations: u32,
+    /// Read-only calls of one turn running at once (CONTRACT §11).
+    pub max_parallel: u32,
     /// Stream replies.
     pub stream: bool,
     /// Connect timeout.
@@ -164,6 +166,8 @@ pub enum SettingsError {
 pub const DEFAULT_MAX_TURNS: u32 = 50;
 /// The default number of invalid turns in a row that stops a run.
 pub const DEFAULT_MAX_VIOLATIONS: u32 = 3;
+/// The default number of read-only calls of one turn that run at once.
+pub const DEFAULT_MAX_PARALLEL: u32 = 4;
 
 /// Flags over the environment (`env` looks a variable up) over the file over defaults.
 pub fn resolve_settings(
@@ -243,6 +247,8 @@ pub fn resolve_settings(
         &range::MAX_VIOLATIONS,
     )?
     .unwrap_or(DEFAULT_MAX_VIOLATIONS);
+    let max_parallel =
+        in_range(None, file.max_parallel, &range::MAX_PARALLEL)?.unwrap_or(DEFAULT_MAX_PARALLEL);
     let millis = |flag: Option<u64>, file: Option<u64>, range: &SettingRange, default: u64| {
         in_range(flag, file, range).map(|ms| Duration::from_millis(ms.unwrap_or(default)))
     };
@@ -272,6 +278,7 @@ pub fn resolve_settings(
         mode,
         max_turns,
         max_violations,
+        max_parallel,
         stream: !flags.no_stream && file.stream.unwrap_or(true),
         connect_timeout: millis(
             flags.connect_timeout_ms,

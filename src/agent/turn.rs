@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
-use super::context::{AgentMemory, SpecialMessages, assemble_request, folder_notes};
+use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::message::{Message, NativeToolCall};
+use super::parallel;
 use super::prompt::{AssembledPrompt, CallingMode};
-use super::summary::{call_subject, failure_summary, success_summary};
+use super::summary::call_subject;
 use super::tools::native_tool_definitions;
 use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
@@ -28,7 +29,8 @@ use crate::protocol::{
     Call, ClassifyOptions, ErrorCode, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
     render_command,
 };
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Execution, Executor};
+use crate::tools::registry::{self, Invocation};
 
 /// How a run is driven.
 #[derive(Clone, Debug)]
@@ -42,6 +44,8 @@ pub struct RunSettings {
     /// Consecutive invalid replies (or native turns whose calls were all invalid) before the
     /// run stops.
     pub max_violations: u32,
+    /// Read-only calls of one turn running at once (1: one after another).
+    pub max_parallel: u32,
     /// Stream replies.
     pub stream: bool,
     /// Accept text around a call block in text mode (reported as a warning, not a violation).
@@ -164,6 +168,8 @@ pub enum RunEvent {
         subject: String,
         /// The slash form.
         command: String,
+        /// It runs a program (the terminal shows a spinner while it runs).
+        runs_program: bool,
     },
     /// The call ended.
     CallFinished {
@@ -223,6 +229,9 @@ pub struct AgentRun<'a> {
     pub transcript: TranscriptWriter,
     /// Set by Ctrl-C.
     pub cancel: &'a AtomicBool,
+    /// The agent's TODO list and notes: written by `agent.todo` / `agent.note` through the
+    /// executor's notebook (the same memory), read into every request.
+    pub memory: &'a SharedMemory,
 }
 
 /// The loop's state while it runs.
@@ -234,7 +243,6 @@ struct Progress {
     turn_start: usize,
     /// Names given to native calls that came without an id.
     anonymous_calls: u32,
-    memory: AgentMemory,
     used_ids: HashSet<String>,
     consecutive_violations: u32,
     report: RunReport,
@@ -250,7 +258,6 @@ impl AgentRun<'_> {
             request: Vec::new(),
             turn_start: 1,
             anonymous_calls: 0,
-            memory: AgentMemory::default(),
             used_ids: HashSet::new(),
             consecutive_violations: 0,
             report: RunReport {
@@ -355,8 +362,11 @@ impl AgentRun<'_> {
     /// The request as sent: system message, history, special messages at their place.
     fn build_request(&self, progress: &Progress) -> Vec<Message> {
         let notes = folder_notes(self.executor.sandbox);
-        let specials =
-            SpecialMessages::render(&self.prompt.role_definition, &progress.memory, &notes);
+        let specials = SpecialMessages::render(
+            &self.prompt.role_definition,
+            &self.memory.snapshot(),
+            &notes,
+        );
         assemble_request(self.prompt.system.as_deref(), &progress.history, &specials)
     }
 
@@ -447,21 +457,13 @@ impl AgentRun<'_> {
         }
         let mut last_error = None;
         let mut any_valid = false;
+        // Judged in order first; then run, read-only runs at once (CONTRACT §11).
+        let mut planned = Vec::with_capacity(tool_calls.len());
         for native in &tool_calls {
-            if self.cancel.load(Ordering::SeqCst) {
-                // Every call still gets its answer, so the conversation stays well-formed.
-                let block = cancelled_result(native);
-                self.push(
-                    progress,
-                    Message::tool_result(native.id.clone(), block.render()),
-                    observer,
-                );
-                continue;
-            }
-            let block = match self.native_call(progress, native) {
+            planned.push(match self.native_call(progress, native) {
                 Ok(call) => {
                     any_valid = true;
-                    self.run_call(progress, &call, observer)
+                    Planned::Run(call)
                 }
                 Err(error) => {
                     let attempt = Attempt {
@@ -473,12 +475,14 @@ impl AgentRun<'_> {
                     };
                     let block = self.violation(progress, &error, &attempt, observer);
                     last_error = Some(error);
-                    block
+                    Planned::Answered(block)
                 }
-            };
+            });
+        }
+        let blocks = self.run_planned(progress, planned, observer);
+        for (native, mut block) in tool_calls.iter().zip(blocks) {
             // The API pairs results by tool_call_id: answer under the API's id even when the
             // violation could not read it.
-            let mut block = block;
             block.id = Some(native.id.clone());
             self.push(
                 progress,
@@ -557,6 +561,82 @@ impl AgentRun<'_> {
         }
     }
 
+    /// Runs the calls of one turn and returns their results in call order: each maximal run of
+    /// consecutive read-only calls at once (at most `max_parallel`), every other call alone.
+    fn run_planned(
+        &mut self,
+        progress: &mut Progress,
+        planned: Vec<Planned>,
+        observer: &mut dyn RunObserver,
+    ) -> Vec<ResultBlock> {
+        let read_only: Vec<bool> = planned
+            .iter()
+            .map(|p| matches!(p, Planned::Run(call) if is_read_only(call)))
+            .collect();
+        let mut planned: Vec<Option<Planned>> = planned.into_iter().map(Some).collect();
+        let mut blocks = Vec::with_capacity(planned.len());
+        for run in parallel::runs(&read_only) {
+            let mut calls = Vec::new();
+            for slot in &mut planned[run] {
+                match slot.take() {
+                    Some(Planned::Answered(block)) => blocks.push(block),
+                    Some(Planned::Run(call)) => calls.push(call),
+                    None => {}
+                }
+            }
+            match calls.len() {
+                0 => {}
+                1 => blocks.push(self.run_call(progress, &calls[0], observer)),
+                _ => blocks.extend(self.run_at_once(progress, &calls, observer)),
+            }
+        }
+        blocks
+    }
+
+    /// Runs read-only `calls` concurrently, sharing the executor; their events reach `observer`
+    /// as they happen (each carries its call's id), their results come back in call order.
+    fn run_at_once(
+        &mut self,
+        progress: &mut Progress,
+        calls: &[Call],
+        observer: &mut dyn RunObserver,
+    ) -> Vec<ResultBlock> {
+        let executor = &self.executor;
+        let roots = executor.sandbox.roots();
+        let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
+        parallel::run_bounded(
+            calls,
+            self.settings.max_parallel as usize,
+            self.cancel,
+            |call| {
+                let started = Instant::now();
+                let execution = executor.execute(call);
+                (execution, started.elapsed())
+            },
+            |event| match event {
+                parallel::Progress::Started(index) => {
+                    progress.report.calls += 1;
+                    observer.on_event(&started_event(&calls[index], roots));
+                }
+                parallel::Progress::Finished(index, (execution, took)) => {
+                    blocks[index] = Some(report_finished(
+                        progress,
+                        &calls[index],
+                        execution,
+                        *took,
+                        observer,
+                    ));
+                }
+            },
+        );
+        // A call Ctrl-C kept from starting is answered all the same.
+        calls
+            .iter()
+            .zip(blocks)
+            .map(|(call, block)| block.unwrap_or_else(|| not_run(call)))
+            .collect()
+    }
+
     /// Runs one valid call and returns its result block.
     fn run_call(
         &mut self,
@@ -564,92 +644,78 @@ impl AgentRun<'_> {
         call: &Call,
         observer: &mut dyn RunObserver,
     ) -> ResultBlock {
-        let command = render_command(call.tool, &call.args);
         if self.cancel.load(Ordering::SeqCst) {
-            return ResultBlock::failure(
-                call.id.clone(),
-                command,
-                ErrorCode::Cancelled.as_str(),
-                "not run: the user stopped the run (Ctrl-C)".to_owned(),
-                None,
-            );
+            return not_run(call);
         }
-        observer.on_event(&RunEvent::CallStarted {
-            id: call.id.clone(),
-            tool: call.tool,
-            subject: call_subject(call, self.executor.sandbox.roots()),
-            command: command.clone(),
-        });
+        observer.on_event(&started_event(call, self.executor.sandbox.roots()));
         let started = Instant::now();
         progress.report.calls += 1;
-        let mut advice = None;
-        let (block, summary, code) = match call.tool {
-            ToolName::AgentTodo | ToolName::AgentNote => {
-                let outcome = match call.tool {
-                    ToolName::AgentTodo => progress.memory.replace_todos(&call.args),
-                    _ => progress.memory.add_note(&call.args),
-                };
-                match outcome {
-                    Ok(summary) => (
-                        ResultBlock::success(
-                            call.id.clone(),
-                            command,
-                            Some(format!("{summary}\n")),
-                        ),
-                        summary,
-                        None,
-                    ),
-                    Err(error) => (
-                        ResultBlock::failure(
-                            call.id.clone(),
-                            command,
-                            error.code().as_str(),
-                            error.to_string(),
-                            None,
-                        ),
-                        format!("Failed: {} · {error}", error.code().as_str()),
-                        Some(error.code().as_str().to_owned()),
-                    ),
-                }
-            }
-            _ => {
-                let execution = self.executor.execute(call);
-                advice = execution.advice().map(str::to_owned);
-                if let Some(message) = &execution.audit_error {
-                    observer.on_event(&RunEvent::Warning {
-                        message: message.clone(),
-                    });
-                }
-                let (summary, code) = match (&execution.output, &execution.error) {
-                    (Some(output), _) => (success_summary(call.tool, output), None),
-                    (None, Some(error)) => (
-                        failure_summary(
-                            call.tool,
-                            error.code.as_str(),
-                            &error.message,
-                            error.output.as_deref(),
-                        ),
-                        Some(error.code.as_str().to_owned()),
-                    ),
-                    (None, None) => (String::new(), None),
-                };
-                (execution.block, summary, code)
-            }
-        };
-        if !block.ok {
-            progress.report.failed_calls += 1;
-        }
-        observer.on_event(&RunEvent::CallFinished {
-            id: call.id.clone(),
-            tool: call.tool,
-            ok: block.ok,
-            code,
-            summary,
-            advice,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        });
-        block
+        let execution = self.executor.execute(call);
+        report_finished(progress, call, &execution, started.elapsed(), observer)
     }
+}
+
+/// A call of a turn: judged valid and to be run, or already answered (a violation).
+enum Planned {
+    Run(Call),
+    Answered(ResultBlock),
+}
+
+/// Whether `call` only reads, and so may run beside other reads.
+fn is_read_only(call: &Call) -> bool {
+    registry::is_read_only(call.tool)
+}
+
+fn started_event(call: &Call, roots: &[std::path::PathBuf]) -> RunEvent {
+    RunEvent::CallStarted {
+        id: call.id.clone(),
+        tool: call.tool,
+        subject: call_subject(call, roots),
+        command: render_command(call.tool, &call.args),
+        runs_program: Invocation::new(call)
+            .is_ok_and(|invocation| invocation.effects().program.is_some()),
+    }
+}
+
+/// Reports a call's end and returns its block.
+fn report_finished(
+    progress: &mut Progress,
+    call: &Call,
+    execution: &Execution,
+    took: Duration,
+    observer: &mut dyn RunObserver,
+) -> ResultBlock {
+    if let Some(message) = &execution.audit_error {
+        observer.on_event(&RunEvent::Warning {
+            message: message.clone(),
+        });
+    }
+    let advice = execution.advice().map(str::to_owned);
+    let block = execution.block.clone();
+    if !block.ok {
+        progress.report.failed_calls += 1;
+    }
+    observer.on_event(&RunEvent::CallFinished {
+        id: call.id.clone(),
+        tool: call.tool,
+        ok: block.ok,
+        code: block.code.clone(),
+        summary: execution.summary.clone(),
+        advice,
+        duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+    });
+    block
+}
+
+/// The answer to a call Ctrl-C kept from running.
+fn not_run(call: &Call) -> ResultBlock {
+    ResultBlock::failure(
+        call.id.clone(),
+        render_command(call.tool, &call.args),
+        ErrorCode::Cancelled,
+        "not run: the user stopped the run (Ctrl-C)".to_owned(),
+        None,
+    )
 }
 
 enum Step {
@@ -670,24 +736,6 @@ fn name_anonymous_calls(progress: &mut Progress, calls: &mut [NativeToolCall]) {
             }
         }
     }
-}
-
-/// The answer to a native call skipped because the user stopped the run.
-fn cancelled_result(native: &NativeToolCall) -> ResultBlock {
-    let command = match super::tools::tool_for_function(&native.function.name) {
-        Some(tool) => match serde_json::from_str(&native.function.arguments) {
-            Ok(serde_json::Value::Object(args)) => render_command(tool, &args),
-            _ => format!("/{tool}"),
-        },
-        None => "(none)".to_owned(),
-    };
-    ResultBlock::failure(
-        Some(native.id.clone()),
-        command,
-        ErrorCode::Cancelled.as_str(),
-        "not run: the user stopped the run (Ctrl-C)".to_owned(),
-        None,
-    )
 }
 
 fn attempt_of(call: &Call) -> Attempt {

@@ -26,11 +26,11 @@ pub fn approval_question(shown: &str, reason: &str) -> String {
 pub struct YesApprover;
 
 impl Approver for YesApprover {
-    fn approve(&mut self, _shown: &str, _reason: &str) -> Approval {
+    fn approve(&self, _shown: &str, _reason: &str) -> Approval {
         Approval::Yes
     }
 
-    fn approve_in_person(&mut self, shown: &str, reason: &str) -> Approval {
+    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         TerminalApprover.approve(shown, reason)
     }
 }
@@ -39,7 +39,7 @@ impl Approver for YesApprover {
 pub struct TerminalApprover;
 
 impl Approver for TerminalApprover {
-    fn approve(&mut self, shown: &str, reason: &str) -> Approval {
+    fn approve(&self, shown: &str, reason: &str) -> Approval {
         let Ok(tty) = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

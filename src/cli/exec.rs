@@ -2,6 +2,7 @@
 //! the `flycode-result` block.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -11,7 +12,7 @@ use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Executor, Serial};
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
@@ -24,18 +25,20 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
             return Ok(code);
         }
     };
-    let mut session = match &args.session {
-        Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
+    let session = match &args.session {
+        Some(name) => Some(Mutex::new(Session::load(name).map_err(anyhow::Error::msg)?)),
         None => None,
     };
-    let mut approver = approver(&args.run);
-    let mut executor = Executor {
+    let approver = approver(&args.run);
+    let executor = Executor {
         sandbox: &sandbox,
         policy: &config.policy,
-        session: session.as_mut(),
+        session: session.as_ref(),
         audit: AuditLog::default_location(),
         limits: config.limits(),
-        approver: approver.as_mut(),
+        approver: approver.as_ref(),
+        notebook: None,
+        serial: Serial::default(),
     };
     let execution = executor.execute(&call);
     if let Some(warning) = &execution.audit_error {
@@ -44,8 +47,10 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     if let Some(advice) = execution.advice() {
         eprintln!("flycode: to allow it: {}", escape_for_display(advice));
     }
-    if let Some(session) = &session {
+    if let Some(session) = session {
         session
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .save()
             .map_err(anyhow::Error::msg)
             .context("saving the session")?;
@@ -72,7 +77,7 @@ fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
                 ResultBlock::failure(
                     None,
                     escape_for_display(line.trim()).into_owned(),
-                    error.code().as_str(),
+                    error.code(),
                     error.to_string(),
                     Some(error.hint()),
                 ),

@@ -379,7 +379,7 @@ pub(crate) fn open_sandbox(
 }
 
 /// `--yes` answers every question a person need not answer; otherwise the terminal asks.
-pub(crate) fn approver(flags: &RunFlags) -> Box<dyn crate::tools::executor::Approver + Send> {
+pub(crate) fn approver(flags: &RunFlags) -> Box<dyn crate::tools::executor::Approver> {
     if flags.yes {
         Box::new(approve::YesApprover)
     } else {

@@ -5,14 +5,15 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
 use super::{Outcome, RunArgs, approver, open_sandbox};
 use crate::agent::client::{ApiKey, ClientSettings, OpenAiProvider};
+use crate::agent::context::SharedMemory;
 use crate::agent::prompt::{
     AssembledPrompt, CallingMode, PromptContext, PromptOverrides, SystemPromptSource,
     assemble_prompt,
@@ -23,12 +24,11 @@ use crate::agent::settings::{
 use crate::agent::summary::human_duration;
 use crate::agent::transcript::{TranscriptWriter, default_transcript_path};
 use crate::agent::turn::{AgentRun, Ending, RunEvent, RunObserver, RunReport, RunSettings};
-use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approval, Approver, Executor};
+use crate::tools::executor::{Approval, Approver, Executor, Serial};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -83,12 +83,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let color =
         !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
-    let mut inner_approver = approver(&args.run);
-    let mut pausing = PausingApprover {
-        inner: inner_approver.as_mut(),
+    let inner_approver = approver(&args.run);
+    let pausing = PausingApprover {
+        inner: inner_approver.as_ref(),
         spinner: spinner.clone(),
     };
-    let mut session = Session::in_memory();
+    let session = Mutex::new(Session::in_memory());
+    let memory = SharedMemory::default();
     let mut observer: Box<dyn RunObserver> = if args.json {
         Box::new(JsonLines)
     } else {
@@ -107,7 +108,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         executor: Executor {
             sandbox: &sandbox,
             policy: &config.policy,
-            session: Some(&mut session),
+            session: Some(&session),
             audit: AuditLog::default_location(),
             limits: Limits {
                 cancel: Some(Arc::clone(&cancel)),
@@ -115,19 +116,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
                 extra_secrets: settings.api_key_source.clone().into_iter().collect(),
                 ..config.limits()
             },
-            approver: &mut pausing,
+            approver: &pausing,
+            notebook: Some(&memory),
+            serial: Serial::default(),
         },
         settings: RunSettings {
             model: settings.model.clone(),
             mode: settings.mode,
             max_turns: settings.max_turns,
             max_violations: settings.max_violations,
+            max_parallel: settings.max_parallel,
             stream: settings.stream,
             lenient: args.run.lenient,
         },
         prompt,
         transcript: TranscriptWriter::new(transcripts),
         cancel: &cancel,
+        memory: &memory,
     };
     let report = run.run(&task, observer.as_mut());
     Ok(match report.ending {
@@ -252,6 +257,10 @@ impl RunObserver for JsonLines {
 
 /// The terminal display of seed 001.
 struct Terminal {
+    /// The calls started and not yet finished, by id, as their `●` line named them.
+    running: std::collections::HashMap<Option<String>, String>,
+    /// The call whose `●` line was printed last, while nothing has been printed after it.
+    last_started: Option<String>,
     color: bool,
     mode: CallingMode,
     spinner: Spinner,
@@ -263,6 +272,8 @@ struct Terminal {
 impl Terminal {
     fn new(color: bool, mode: CallingMode, spinner: Spinner) -> Terminal {
         Terminal {
+            running: std::collections::HashMap::new(),
+            last_started: None,
             color,
             mode,
             spinner,
@@ -405,13 +416,23 @@ impl RunObserver for Terminal {
                 }
                 self.end_text();
             }
-            RunEvent::CallStarted { tool, subject, .. } => {
+            RunEvent::CallStarted {
+                id,
+                tool,
+                subject,
+                runs_program,
+                ..
+            } => {
                 eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
-                if matches!(tool, ToolName::ProcessRun | ToolName::ShellExec) {
+                self.last_started = id.clone();
+                self.running
+                    .insert(id.clone(), format!("{tool} ({subject})"));
+                if *runs_program {
                     self.spinner.start(subject);
                 }
             }
             RunEvent::CallFinished {
+                id,
                 ok,
                 summary,
                 advice,
@@ -423,7 +444,14 @@ impl RunObserver for Terminal {
                 } else {
                     self.paint("31", summary)
                 };
-                eprintln!("  └ {summary}");
+                // Calls running at once finish in any order: an outcome that does not follow
+                // its own call's line names the call.
+                let named = self.running.remove(id);
+                match named {
+                    Some(call) if self.last_started != *id => eprintln!("  └ {call}: {summary}"),
+                    _ => eprintln!("  └ {summary}"),
+                }
+                self.last_started = None;
                 if let Some(advice) = advice {
                     eprintln!(
                         "    {}",
@@ -622,19 +650,19 @@ impl Spinner {
 
 /// Stops the spinner while the person reads the approval question.
 struct PausingApprover<'a> {
-    inner: &'a mut (dyn Approver + Send),
+    inner: &'a dyn Approver,
     spinner: Spinner,
 }
 
 impl Approver for PausingApprover<'_> {
-    fn approve(&mut self, shown: &str, reason: &str) -> Approval {
+    fn approve(&self, shown: &str, reason: &str) -> Approval {
         self.spinner.pause(true);
         let answer = self.inner.approve(shown, reason);
         self.spinner.pause(false);
         answer
     }
 
-    fn approve_in_person(&mut self, shown: &str, reason: &str) -> Approval {
+    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         self.spinner.pause(true);
         let answer = self.inner.approve_in_person(shown, reason);
         self.spinner.pause(false);

@@ -2,8 +2,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,7 +12,7 @@ use super::{Outcome, WatchArgs, approver, open_sandbox};
 use crate::protocol::display::escape_for_display;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Executor, Serial};
 use crate::watch::clipboard::{SystemClipboard, run_clipboard};
 use crate::watch::handler::policy_key;
 use crate::watch::inbox::{Inbox, InboxOptions};
@@ -49,13 +49,13 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         },
     };
     let name = args.session.clone().unwrap_or_else(|| "default".to_owned());
-    let mut session = Session::load(&name).map_err(anyhow::Error::msg)?;
+    let session = Mutex::new(Session::load(&name).map_err(anyhow::Error::msg)?);
     let replay = ReplayStore::load_from(
         &state.join("watch").join(format!("{name}.json")),
         args.new_session,
     )
     .map_err(anyhow::Error::msg)?;
-    let mut approver = approver(&args.run);
+    let approver = approver(&args.run);
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))
@@ -71,10 +71,12 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         executor: Executor {
             sandbox: &sandbox,
             policy: &config.policy,
-            session: Some(&mut session),
+            session: Some(&session),
             audit: AuditLog::default_location(),
             limits: config.limits(),
-            approver: approver.as_mut(),
+            approver: approver.as_ref(),
+            notebook: None,
+            serial: Serial::default(),
         },
         replay,
         lenient: args.run.lenient,
@@ -121,7 +123,11 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         }
     }
     drop(handler);
-    session.save().map_err(anyhow::Error::msg)?;
+    session
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .save()
+        .map_err(anyhow::Error::msg)?;
     eprintln!("flycode: stopped");
     Ok(Outcome::Success)
 }

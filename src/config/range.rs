@@ -80,6 +80,16 @@ pub const MAX_VIOLATIONS: SettingRange = SettingRange {
     unit: "invalid replies in a row before the run stops",
 };
 
+/// `[agent] max_parallel`: read-only calls of one turn run at most this many at once (CONTRACT
+/// §11); 1 runs them one after another. More than 64 threads would only contend for the disk.
+pub const MAX_PARALLEL: SettingRange = SettingRange {
+    key: "max_parallel",
+    flag: None,
+    min: 1,
+    max: 64,
+    unit: "read-only calls of one turn running at once",
+};
+
 /// `[agent] connect_timeout_ms`: zero would fail every connection.
 pub const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "connect_timeout_ms",
@@ -118,11 +128,12 @@ pub const RETRY_BASE_MS: SettingRange = SettingRange {
 };
 
 /// Every range, in the order the configuration's documentation lists them.
-pub const ALL: [SettingRange; 8] = [
+pub const ALL: [SettingRange; 9] = [
     OUTPUT_CAP,
     TIMEOUT_MS,
     MAX_TURNS,
     MAX_VIOLATIONS,
+    MAX_PARALLEL,
     CONNECT_TIMEOUT_MS,
     READ_TIMEOUT_MS,
     MAX_RETRIES,
@@ -162,6 +173,7 @@ deserialize_in_range! {
     timeout_ms: u64 = TIMEOUT_MS;
     max_turns: u32 = MAX_TURNS;
     max_violations: u32 = MAX_VIOLATIONS;
+    max_parallel: u32 = MAX_PARALLEL;
     connect_timeout_ms: u64 = CONNECT_TIMEOUT_MS;
     read_timeout_ms: u64 = READ_TIMEOUT_MS;
     max_retries: u32 = MAX_RETRIES;

@@ -23,6 +23,7 @@
 use thiserror::Error;
 
 use super::display::escape_for_display;
+use super::error_code::ErrorCode;
 use super::parse::RESULT_TAG;
 
 /// The default cap on a result's body: 64 KiB.
@@ -95,11 +96,11 @@ impl ResultBlock {
         }
     }
 
-    /// A failed result.
+    /// A failed result with one of the contract's error codes.
     pub fn failure(
         id: Option<String>,
         command: String,
-        code: &str,
+        code: ErrorCode,
         error: String,
         hint: Option<String>,
     ) -> ResultBlock {
@@ -107,7 +108,7 @@ impl ResultBlock {
             id,
             command,
             ok: false,
-            code: Some(code.to_owned()),
+            code: Some(code.as_str().to_owned()),
             error: Some(error),
             hint,
             fields: Vec::new(),
@@ -345,7 +346,7 @@ mod tests {
         let block = ResultBlock::failure(
             None,
             "/fs.ls /x".into(),
-            "outside_roots",
+            ErrorCode::OutsideRoots,
             "no".into(),
             Some("use a root".into()),
         );
@@ -356,8 +357,13 @@ mod tests {
 
     #[test]
     fn header_values_never_span_lines() {
-        let block =
-            ResultBlock::failure(None, "/x".into(), "io_error", "a\nb\u{1b}[31m".into(), None);
+        let block = ResultBlock::failure(
+            None,
+            "/x".into(),
+            ErrorCode::IoError,
+            "a\nb\u{1b}[31m".into(),
+            None,
+        );
         assert!(block.render().contains("[error] a\\nb\\u{001B}[31m\n"));
     }
 

@@ -167,20 +167,6 @@ impl ToolName {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(tool, _)| tool)
     }
-
-    /// Whether the tool changes files or runs programs (everything but reading, listing and the
-    /// agent's own bookkeeping).
-    pub fn is_mutating(self) -> bool {
-        !matches!(
-            self,
-            ToolName::FsLs
-                | ToolName::FsRead
-                | ToolName::FsSearch
-                | ToolName::FsDiff
-                | ToolName::AgentTodo
-                | ToolName::AgentNote
-        )
-    }
 }
 
 impl fmt::Display for ToolName {
@@ -239,7 +225,6 @@ mod tests {
             ToolName::nearest("agent.todos", ToolSet::Agent),
             Some(ToolName::AgentTodo)
         );
-        assert!(!ToolName::AgentTodo.is_mutating());
     }
 
     impl ToolName {

@@ -183,7 +183,7 @@ pub fn violation_result(error: &CallError, attempt: &Attempt) -> ResultBlock {
     ResultBlock::failure(
         attempt.id.clone(),
         command,
-        error.code().as_str(),
+        error.code(),
         error.to_string(),
         Some(error.hint()),
     )

@@ -2,12 +2,16 @@
 //! returns a body for the result block plus structured data (for `--json` and API mode).
 //!
 //! Tools never touch the file system or spawn processes themselves: they go through
-//! [`crate::sandbox`].
+//! [`crate::sandbox`]. Each tool describes itself to the [`registry`]; the [`executor`] runs a
+//! call by asking its tool.
 
+pub mod agent;
+pub mod approval;
 pub mod executor;
 pub mod fs;
 pub mod policy;
 pub mod process;
+pub mod registry;
 
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -110,37 +114,5 @@ impl From<SandboxError> for ToolError {
             _ => None,
         };
         ToolError::new(error.code(), error.to_string(), hint)
-    }
-}
-
-/// Runs a validated call's tool.
-pub fn dispatch(
-    sandbox: &crate::sandbox::Sandbox,
-    call: &crate::protocol::Call,
-    limits: &Limits,
-) -> Result<ToolOutput, ToolError> {
-    use crate::protocol::ToolName;
-    let args = &call.args;
-    match call.tool {
-        ToolName::FsLs => fs::ls::run(sandbox, args),
-        ToolName::FsMkdir => fs::mkdir::run(sandbox, args),
-        ToolName::FsRead => fs::read::run(sandbox, args),
-        ToolName::FsSearch => fs::search::run(sandbox, args),
-        ToolName::FsWrite => fs::write::run(sandbox, args),
-        ToolName::FsRm => fs::rm::run(sandbox, args),
-        ToolName::FsMv => fs::mv::run(sandbox, args),
-        ToolName::FsChmod => fs::chmod::run(sandbox, args),
-        ToolName::FsWriteBatch => fs::write_batch::run(sandbox, args),
-        ToolName::FsDiff => fs::diff::run(sandbox, args),
-        ToolName::ProcessRun => process::run(sandbox, args, limits, false),
-        ToolName::ShellExec => process::run(sandbox, args, limits, true),
-        ToolName::AgentTodo | ToolName::AgentNote => Err(ToolError::new(
-            crate::protocol::ErrorCode::UnknownTool,
-            format!(
-                "{} keeps the agent's own notes and exists only in flycode run",
-                call.tool
-            ),
-            Some("use the file-system and process tools here"),
-        )),
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::Value;
 
+use super::registry::{ApprovalClass, Effects, Invocation};
 use crate::protocol::{Call, ToolName};
 
 /// The approval mode.
@@ -161,6 +161,7 @@ pub fn is_shell_like(program: &str) -> bool {
 
 impl Policy {
     /// Decides what to do with `call`, judging instruction files by the text of its paths.
+    /// Arguments the tool cannot read are refused (the executor never runs them).
     pub fn decide(&self, call: &Call) -> Decision {
         self.decide_resolved(call, &[])
     }
@@ -168,39 +169,56 @@ impl Policy {
     /// Decides what to do with `call`; `resolved` are its paths after links and `..` were
     /// resolved, so `AGENTS.md/.` or a link to `AGENTS.md` is recognised too.
     pub fn decide_resolved(&self, call: &Call, resolved: &[std::path::PathBuf]) -> Decision {
-        let tool = self.effective_tool(call);
-        if self.approval == Approval::ReadOnly && call.tool.is_mutating() {
+        match Invocation::new(call) {
+            Ok(invocation) => self.decide_invocation(&invocation, resolved),
+            Err(error) => Decision::Deny {
+                reason: error.message,
+                advice: "the call's arguments could not be read".to_owned(),
+            },
+        }
+    }
+
+    /// Decides what to do with a call whose tool has read its arguments, asking the tool what the
+    /// call reads, changes and runs.
+    pub fn decide_invocation(
+        &self,
+        invocation: &Invocation<'_>,
+        resolved: &[std::path::PathBuf],
+    ) -> Decision {
+        let named = invocation.call.tool;
+        let tool = invocation.bound.judged_as();
+        let effects = invocation.effects();
+        if self.approval == Approval::ReadOnly && effects.is_mutating() {
             return Decision::Deny {
-                reason: format!(
-                    "{} writes or runs, and this session is read-only",
-                    call.tool
-                ),
+                reason: format!("{named} writes or runs, and this session is read-only"),
                 advice: "flycode runs read-only (--approve read-only, or approval = \"read-only\" in flycode.toml); restart it with --approve ask to allow changes".to_owned(),
             };
         }
         let rule = self
             .overrides
             .get(&tool)
-            .or_else(|| self.overrides.get(&call.tool));
+            .or_else(|| self.overrides.get(&named));
         if rule == Some(&ToolRule::Deny) {
             return Decision::Deny {
                 reason: format!("{tool} is denied by the configuration"),
                 advice: deny_advice(tool),
             };
         }
-        if let Some(reason) = always_ask(call, resolved) {
+        if let Some(reason) = always_ask(&effects, resolved) {
             return Decision::Ask {
                 reason,
                 in_person: true,
             };
         }
+        let asks_by_default = super::registry::tool(tool)
+            .is_some_and(|judged| judged.approval() == ApprovalClass::AsksFirst);
         match (rule, self.approval) {
             (Some(ToolRule::Allow), _) | (None, Approval::Auto) => Decision::Run,
             (Some(ToolRule::Ask), _) => Decision::Ask {
                 reason: format!("the configuration asks before {tool}"),
                 in_person: false,
             },
-            (None, _) if asks_by_default(tool) => Decision::Ask {
+            (None, _) if asks_by_default => Decision::Ask {
                 reason: format!("{tool} asks first"),
                 in_person: false,
             },
@@ -211,21 +229,6 @@ impl Policy {
             },
         }
     }
-
-    /// `process.run` of a shell or an interpreter running inline code is judged as `shell.exec`.
-    pub fn effective_tool(&self, call: &Call) -> ToolName {
-        if call.tool == ToolName::ProcessRun {
-            let program = call
-                .args
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if is_shell_like(program) {
-                return ToolName::ShellExec;
-            }
-        }
-        call.tool
-    }
 }
 
 /// Where the person allows a tool that `[tools]` denies.
@@ -235,70 +238,38 @@ fn deny_advice(tool: ToolName) -> String {
     )
 }
 
-fn asks_by_default(tool: ToolName) -> bool {
-    matches!(
-        tool,
-        ToolName::ProcessRun
-            | ToolName::ShellExec
-            | ToolName::FsRm
-            | ToolName::FsMv
-            | ToolName::FsChmod
-    )
-}
-
 /// Calls that ask even under `auto`: writes to instruction files, dangerous environments.
-/// Every path a call would change (none for tools that only read).
-pub fn changed_paths(call: &Call) -> Vec<&str> {
-    if !call.tool.is_mutating() {
-        return Vec::new();
-    }
-    let mut paths: Vec<&str> = ["path", "fromPath", "toPath"]
-        .iter()
-        .filter_map(|key| call.args.get(*key).and_then(Value::as_str))
-        .collect();
-    if let Some(files) = call.args.get("files").and_then(Value::as_array) {
-        paths.extend(
-            files
-                .iter()
-                .filter_map(|f| f.get("path").and_then(Value::as_str)),
-        );
-    }
-    paths
-}
-
-fn always_ask(call: &Call, resolved: &[std::path::PathBuf]) -> Option<String> {
-    if call.tool.is_mutating() {
-        let paths = changed_paths(call);
-        if call.tool != ToolName::FsMkdir {
-            // Judged by the text (`AGENTS.md/.` included) and by the resolved path (a link named
-            // otherwise that points at AGENTS.md).
-            let written = paths
-                .into_iter()
-                .map(|path| {
-                    let trimmed = path.trim_end_matches(['/', '\\', '.']);
-                    trimmed
-                        .rsplit(['/', '\\'])
-                        .next()
-                        .unwrap_or(trimmed)
-                        .to_owned()
-                })
-                .chain(
-                    resolved
-                        .iter()
-                        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
-                );
-            for name in written {
-                if INSTRUCTION_FILES
+fn always_ask(effects: &Effects<'_>, resolved: &[std::path::PathBuf]) -> Option<String> {
+    if !effects.writes.is_empty() {
+        // Judged by the text (`AGENTS.md/.` included) and by the resolved path (a link named
+        // otherwise that points at AGENTS.md).
+        let written = effects
+            .writes
+            .iter()
+            .map(|path| {
+                let trimmed = path.trim_end_matches(['/', '\\', '.']);
+                trimmed
+                    .rsplit(['/', '\\'])
+                    .next()
+                    .unwrap_or(trimmed)
+                    .to_owned()
+            })
+            .chain(
+                resolved
                     .iter()
-                    .any(|f| f.eq_ignore_ascii_case(&name))
-                {
-                    return Some(format!("{name} is fed into every API-mode prompt"));
-                }
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+            );
+        for name in written {
+            if INSTRUCTION_FILES
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case(&name))
+            {
+                return Some(format!("{name} is fed into every API-mode prompt"));
             }
         }
     }
-    if let Some(env) = call.args.get("env").and_then(Value::as_object)
-        && let Some(name) = env.keys().find(|k| is_dangerous_env(k))
+    if let Some(program) = &effects.program
+        && let Some(name) = program.env.keys().find(|k| is_dangerous_env(k))
     {
         return Some(format!(
             "the environment sets {name}, which changes what the program loads or runs"
@@ -309,15 +280,37 @@ fn always_ask(call: &Call, resolved: &[std::path::PathBuf]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    /// A valid call of `tool`: `args` over the least its schema requires.
     fn call(tool: ToolName, args: Value) -> Call {
+        let least = match tool {
+            ToolName::FsSearch => json!({"path": "/a", "query": "x"}),
+            ToolName::FsWrite => json!({"path": "/a", "mode": "overwrite", "content": ""}),
+            ToolName::FsMv => json!({"fromPath": "/a", "toPath": "/b"}),
+            ToolName::FsChmod => json!({"path": "/a", "mode": "644"}),
+            ToolName::FsWriteBatch => json!({"files": [{"path": "/a", "content": ""}]}),
+            ToolName::FsDiff => json!({"leftPath": "/a", "rightContent": ""}),
+            ToolName::ProcessRun | ToolName::ShellExec => json!({"command": "ls"}),
+            ToolName::AgentTodo => json!({"items": []}),
+            ToolName::AgentNote => json!({"note": "n"}),
+            _ => json!({"path": "/a"}),
+        };
+        let mut merged = least.as_object().cloned().unwrap();
+        for (key, value) in args.as_object().cloned().unwrap_or_default() {
+            merged.insert(key, value);
+        }
+        if let Some(files) = merged.get_mut("files").and_then(Value::as_array_mut) {
+            for file in files.iter_mut().filter_map(Value::as_object_mut) {
+                file.entry("content").or_insert(json!(""));
+            }
+        }
         Call {
             id: Some("c".into()),
             tool,
-            args: args.as_object().cloned().unwrap_or_default(),
+            args: merged,
         }
     }
 
@@ -357,11 +350,19 @@ mod tests {
     #[test]
     fn read_only_refuses_every_writing_or_running_tool() {
         let read_only = policy(Approval::ReadOnly);
-        for tool in ToolName::ALL {
+        let reads = [
+            ToolName::FsLs,
+            ToolName::FsRead,
+            ToolName::FsSearch,
+            ToolName::FsDiff,
+            ToolName::AgentTodo,
+            ToolName::AgentNote,
+        ];
+        for tool in ToolName::WITH_AGENT_TOOLS {
             let decision = read_only.decide(&call(tool, json!({})));
             assert_eq!(
                 matches!(decision, Decision::Deny { .. }),
-                tool.is_mutating(),
+                !reads.contains(&tool),
                 "{tool}"
             );
         }

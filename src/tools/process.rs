@@ -2,16 +2,20 @@
 //! directory the sandbox checked, with flycode's secrets removed from the environment; stdout and
 //! stderr captured separately; `ok` is exit status 0.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::{
     LastComponent, ProcessError, ProcessOutcome, ProcessSpec, Sandbox, run_process,
 };
-use crate::tools::{Limits, ToolError, ToolOutput, parse_args};
+use crate::tools::policy::is_shell_like;
+use crate::tools::registry::{ApprovalClass, Effects, Program, Tool, ToolContext, field};
+use crate::tools::{Limits, ToolError, ToolOutput};
 
 /// Environment variables that hold flycode's own secrets: never passed to a child.
 pub const SECRET_VARIABLES: [&str; 4] = [
@@ -42,12 +46,10 @@ pub struct ProcessArgs {
 /// Runs `process.run` (`shell` false) or `shell.exec` (`shell` true).
 pub fn run(
     sandbox: &Sandbox,
-    args: &Map<String, Value>,
+    args: &ProcessArgs,
     limits: &Limits,
     shell: bool,
 ) -> Result<ToolOutput, ToolError> {
-    let tool = if shell { "shell.exec" } else { "process.run" };
-    let args: ProcessArgs = parse_args(tool, args)?;
     let cwd =
         match &args.cwd {
             Some(cwd) => {
@@ -209,5 +211,123 @@ fn render(outcome: &ProcessOutcome) -> ToolOutput {
             "redirect the output to a file and read it with fs.read, or filter it (grep, head)"
                 .to_owned(),
         ),
+    }
+}
+
+/// `process.run` in the registry.
+pub struct ProcessRun;
+
+/// `shell.exec` in the registry.
+pub struct ShellExec;
+
+impl Tool for ProcessRun {
+    type Args = ProcessArgs;
+    const NAME: ToolName = ToolName::ProcessRun;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::AsksFirst
+    }
+
+    fn effects<'a>(&self, args: &'a ProcessArgs) -> Effects<'a> {
+        program_effects(args, false)
+    }
+
+    /// A shell, an interpreter or a program that runs other programs is judged as shell.exec.
+    fn judged_as(&self, args: &ProcessArgs) -> ToolName {
+        if is_shell_like(&args.command) {
+            ToolName::ShellExec
+        } else {
+            ToolName::ProcessRun
+        }
+    }
+
+    fn subject(&self, args: &ProcessArgs, _roots: &[PathBuf]) -> String {
+        std::iter::once(args.command.as_str())
+            .chain(args.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        process_summary(output)
+    }
+
+    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
+        program_failure_summary(code, output)
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &ProcessArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args, context.limits, false)
+    }
+}
+
+impl Tool for ShellExec {
+    type Args = ProcessArgs;
+    const NAME: ToolName = ToolName::ShellExec;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::AsksFirst
+    }
+
+    fn effects<'a>(&self, args: &'a ProcessArgs) -> Effects<'a> {
+        program_effects(args, true)
+    }
+
+    fn subject(&self, args: &ProcessArgs, _roots: &[PathBuf]) -> String {
+        args.command.clone()
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        process_summary(output)
+    }
+
+    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
+        program_failure_summary(code, output)
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &ProcessArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args, context.limits, true)
+    }
+}
+
+fn program_effects(args: &ProcessArgs, shell: bool) -> Effects<'_> {
+    Effects {
+        reads: args.cwd.as_deref().into_iter().collect(),
+        program: Some(Program {
+            command: &args.command,
+            shell,
+            env: &args.env,
+        }),
+        ..Effects::default()
+    }
+}
+
+/// `Exit 0 · 1.3 s`, `Killed by signal 9`.
+fn process_summary(output: &ToolOutput) -> String {
+    let status = match (field(output, "exitCode"), field(output, "signal")) {
+        (Some(code), _) => format!("Exit {code}"),
+        (None, Some(signal)) => format!("Killed by signal {signal}"),
+        (None, None) => "Ended".to_owned(),
+    };
+    match field(output, "durationMs").and_then(|ms| ms.parse::<u64>().ok()) {
+        Some(ms) => format!("{status} · {}", human_duration(ms)),
+        None => status,
+    }
+}
+
+/// A program that ran and failed is summed up by its exit status.
+fn program_failure_summary(code: &str, output: Option<&ToolOutput>) -> Option<String> {
+    match output {
+        Some(output) if code == ErrorCode::NonzeroExit.as_str() => Some(process_summary(output)),
+        _ => None,
+    }
+}
+
+/// `850 ms`, `1.3 s`, `2 min 5 s`.
+pub fn human_duration(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
     }
 }

@@ -240,7 +240,7 @@ mod tests {
         std::fs::write(root.join("a.txt"), "hello").unwrap();
         let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
         let policy = Policy::default();
-        let mut approver = FixedApprover(Approval::Yes);
+        let approver = FixedApprover(Approval::Yes);
         let mut handler = Handler {
             executor: Executor {
                 sandbox: &sandbox,
@@ -248,7 +248,9 @@ mod tests {
                 session: None,
                 audit: None,
                 limits: Limits::default(),
-                approver: &mut approver,
+                approver: &approver,
+                notebook: None,
+                serial: Default::default(),
             },
             replay: ReplayStore::in_memory(),
             lenient: false,
@@ -299,7 +301,7 @@ mod tests {
     }
 
     impl crate::tools::executor::Approver for Patient<'_> {
-        fn approve(&mut self, _shown: &str, _reason: &str) -> Approval {
+        fn approve(&self, _shown: &str, _reason: &str) -> Approval {
             let target = self.reads.load(Ordering::SeqCst) + self.after;
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
             while std::time::Instant::now() < deadline {
@@ -320,7 +322,7 @@ mod tests {
         let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
         let policy = Policy::default();
         let reads = std::sync::atomic::AtomicUsize::new(0);
-        let mut approver = Patient {
+        let approver = Patient {
             reads: &reads,
             after: 25,
         };
@@ -331,7 +333,9 @@ mod tests {
                 session: None,
                 audit: None,
                 limits: Limits::default(),
-                approver: &mut approver,
+                approver: &approver,
+                notebook: None,
+                serial: Default::default(),
             },
             replay: ReplayStore::in_memory(),
             lenient: false,

@@ -167,7 +167,7 @@ mod tests {
         std::fs::write(root.join("log.txt"), "").unwrap();
         let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
         let policy = Policy::default();
-        let mut approver = FixedApprover(Approval::Yes);
+        let approver = FixedApprover(Approval::Yes);
         let mut handler = Handler {
             executor: Executor {
                 sandbox: &sandbox,
@@ -175,7 +175,9 @@ mod tests {
                 session: None,
                 audit: None,
                 limits: Limits::default(),
-                approver: &mut approver,
+                approver: &approver,
+                notebook: None,
+                serial: Default::default(),
             },
             replay: ReplayStore::in_memory(),
             lenient: false,

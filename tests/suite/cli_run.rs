@@ -999,3 +999,64 @@ fn native_calls_in_text_mode_are_not_taken_for_an_answer() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+/// The JSON Lines events a `--json` run printed.
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// Where the event `kind` of call `id` is in `events`.
+fn position(events: &[Value], kind: &str, id: &str) -> usize {
+    events
+        .iter()
+        .position(|e| e["event"] == kind && e["id"] == id)
+        .unwrap_or_else(|| panic!("no {kind} for {id}"))
+}
+
+#[test]
+fn a_write_between_reads_runs_alone_and_results_keep_call_order() {
+    let project = Project::new();
+    let (lib, test) = (project.path("lib.sh"), project.path("test.sh"));
+    let new = project.path("new.txt");
+    let root = project.root.display().to_string();
+    let server = ScriptedServer::start(move |_, index| match index {
+        0 => {
+            let read = |path: &str| json!({"path": path}).to_string();
+            let search = json!({"path": root, "query": "add"}).to_string();
+            let write = json!({"path": new, "mode": "overwrite", "content": "x"}).to_string();
+            Reply::sse_tool_calls(&[
+                ("r1", "fs_read", read(&lib).as_str()),
+                ("r2", "fs_search", search.as_str()),
+                ("w1", "fs_write", write.as_str()),
+                ("r3", "fs_read", read(&test).as_str()),
+            ])
+        }
+        _ => Reply::sse_text("Done.", 2),
+    });
+    let finished = finish(project.command(&server, &["--json"]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let events = events(&finished.stdout);
+    let at = |kind: &str, id: &str| position(&events, kind, id);
+    // The write starts once both reads before it ended, and ends before the read after it.
+    assert!(at("call_started", "w1") > at("call_finished", "r1"));
+    assert!(at("call_started", "w1") > at("call_finished", "r2"));
+    assert!(at("call_finished", "w1") < at("call_started", "r3"));
+    for id in ["r1", "r2", "w1", "r3"] {
+        assert!(at("call_started", id) < at("call_finished", id), "{id}");
+    }
+    // The results go back in the order of the calls.
+    let second = &server.requests()[1];
+    let answered: Vec<String> = messages(second)
+        .iter()
+        .filter(|m| is_result(m))
+        .map(result_id)
+        .collect();
+    assert_eq!(answered, ["r1", "r2", "w1", "r3"]);
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("new.txt")).unwrap(),
+        "x"
+    );
+}

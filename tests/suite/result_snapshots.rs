@@ -59,7 +59,7 @@ fn rendered_results() {
     let failed = ResultBlock::failure(
         None,
         "/fs.ls /etc".into(),
-        "outside_roots",
+        flycode::protocol::ErrorCode::OutsideRoots,
         "/etc is outside the allowed roots".into(),
         Some("use a path inside /root/work".into()),
     );

@@ -9,6 +9,9 @@
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::tools::ToolError;
+use crate::tools::agent::Notebook;
+
 use crate::protocol::ErrorCode;
 
 /// How many notes are kept; adding one more drops the oldest.
@@ -158,6 +161,38 @@ fn todo_item(item: &Value) -> Option<TodoItem> {
         content: content.to_owned(),
         status,
     })
+}
+
+/// One agent's memory, shared by the loop (which reads it into every request) and the executor
+/// (which runs `agent.todo` and `agent.note` against it as the run's [`Notebook`]).
+#[derive(Debug, Default)]
+pub struct SharedMemory(std::sync::Mutex<AgentMemory>);
+
+impl SharedMemory {
+    /// The memory as it is now.
+    pub fn snapshot(&self) -> AgentMemory {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AgentMemory> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Notebook for SharedMemory {
+    fn replace_todos(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+        self.lock().replace_todos(args).map_err(memory_error)
+    }
+
+    fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+        self.lock().add_note(args).map_err(memory_error)
+    }
+}
+
+fn memory_error(error: MemoryError) -> ToolError {
+    ToolError::new(error.code(), error.to_string(), None)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub mod memory;
 pub mod special;
 
 pub use folder_notes::{FolderNote, folder_notes};
-pub use memory::{AgentMemory, MemoryError, TodoItem, TodoStatus};
+pub use memory::{AgentMemory, MemoryError, SharedMemory, TodoItem, TodoStatus};
 pub use special::SpecialMessages;
 
 use crate::agent::message::{Message, MessageKind, Role};

@@ -2,11 +2,14 @@
 //! sticky bits.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::{ToolError, ToolOutput};
+use std::path::PathBuf;
 
 /// The arguments of `fs.chmod`.
 #[derive(Debug, Deserialize)]
@@ -19,8 +22,7 @@ pub struct ChmodArgs {
 }
 
 /// Runs `fs.chmod`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: ChmodArgs = parse_args("fs.chmod", args)?;
+pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError> {
     let current = sandbox.mode_of(&args.path)?;
     let is_dir = sandbox.metadata(&args.path).is_ok_and(|m| m.is_dir());
     let mode = apply_mode(&args.mode, current, is_dir).map_err(|message| {
@@ -91,6 +93,46 @@ pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, String>
         };
     }
     Ok(mode)
+}
+
+/// `fs.chmod` in the registry.
+pub struct FsChmod;
+
+impl Tool for FsChmod {
+    type Args = ChmodArgs;
+    const NAME: ToolName = ToolName::FsChmod;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::AsksFirst
+    }
+
+    fn effects<'a>(&self, args: &'a ChmodArgs) -> Effects<'a> {
+        Effects::writing([args.path.as_str()])
+    }
+
+    fn guarded_paths<'a>(&self, args: &'a ChmodArgs) -> Vec<&'a str> {
+        vec![args.path.as_str()]
+    }
+
+    fn subject(&self, args: &ChmodArgs, roots: &[PathBuf]) -> String {
+        format!("{} {}", shorten_path(&args.path, roots), args.mode)
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let text = |key: &str| {
+            output
+                .data
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_owned()
+        };
+        format!("Mode {} (was {})", text("mode"), text("previous"))
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &ChmodArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
 }
 
 #[cfg(test)]

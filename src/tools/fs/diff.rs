@@ -3,13 +3,15 @@
 use std::io::Read;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use similar::TextDiff;
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
 use crate::tools::fs::read::MAX_READ_BYTES;
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.diff`.
 #[derive(Debug, Deserialize)]
@@ -31,8 +33,7 @@ fn default_context() -> usize {
 }
 
 /// Runs `fs.diff`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: DiffArgs = parse_args("fs.diff", args)?;
+pub fn run(sandbox: &Sandbox, args: &DiffArgs) -> Result<ToolOutput, ToolError> {
     let left = read_text(sandbox, &args.left_path)?;
     let (right, right_name) = match (&args.right_path, &args.right_content) {
         (Some(path), None) => (read_text(sandbox, path)?, path.clone()),
@@ -88,6 +89,51 @@ fn read_text(sandbox: &Sandbox, path: &str) -> Result<String, ToolError> {
     })
 }
 
+/// `fs.diff` in the registry.
+pub struct FsDiff;
+
+impl Tool for FsDiff {
+    type Args = DiffArgs;
+    const NAME: ToolName = ToolName::FsDiff;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+
+    fn effects<'a>(&self, args: &'a DiffArgs) -> Effects<'a> {
+        Effects::reading(std::iter::once(args.left_path.as_str()).chain(args.right_path.as_deref()))
+    }
+
+    fn subject(&self, args: &DiffArgs, roots: &[std::path::PathBuf]) -> String {
+        match &args.right_path {
+            Some(right) => format!(
+                "{} ↔ {}",
+                shorten_path(&args.left_path, roots),
+                shorten_path(right, roots)
+            ),
+            None => shorten_path(&args.left_path, roots),
+        }
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        match output.data.get("diff").and_then(Value::as_str) {
+            Some(diff) => {
+                let changed = |sign: char, other: &str| {
+                    diff.lines()
+                        .filter(|l| l.starts_with(sign) && !l.starts_with(other))
+                        .count()
+                };
+                format!("+{} -{} lines", changed('+', "+++"), changed('-', "---"))
+            }
+            None => "No differences".to_owned(),
+        }
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &DiffArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -106,7 +152,10 @@ mod tests {
     }
 
     fn diff(sandbox: &Sandbox, args: Value) -> Result<ToolOutput, ToolError> {
-        run(sandbox, args.as_object().unwrap())
+        run(
+            sandbox,
+            &crate::tools::parse_args("fs.diff", args.as_object().unwrap())?,
+        )
     }
 
     #[test]

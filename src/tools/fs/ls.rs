@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::Dir;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The most entries one listing visits; past it the listing stops and says so.
 pub const MAX_ENTRIES: usize = 20_000;
@@ -48,8 +50,7 @@ struct Entry {
 }
 
 /// Runs `fs.ls`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: LsArgs = parse_args("fs.ls", args)?;
+pub fn run(sandbox: &Sandbox, args: &LsArgs) -> Result<ToolOutput, ToolError> {
     let matcher = match &args.glob {
         Some(pattern) => Some(
             Glob::new(pattern)
@@ -241,6 +242,39 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
+/// `fs.ls` in the registry.
+pub struct FsLs;
+
+impl Tool for FsLs {
+    type Args = LsArgs;
+    const NAME: ToolName = ToolName::FsLs;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+
+    fn effects<'a>(&self, args: &'a LsArgs) -> Effects<'a> {
+        Effects::reading([args.path.as_str()])
+    }
+
+    fn subject(&self, args: &LsArgs, roots: &[PathBuf]) -> String {
+        shorten_path(&args.path, roots)
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let count = output
+            .data
+            .get("entries")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        format!("Listed {}", crate::tools::registry::plural(count, "entry"))
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &LsArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
+}
+
 #[cfg(test)]
 #[cfg(unix)]
 mod tests {
@@ -266,7 +300,10 @@ mod tests {
     }
 
     fn ls(sandbox: &Sandbox, args: Value) -> Result<ToolOutput, ToolError> {
-        run(sandbox, args.as_object().unwrap())
+        run(
+            sandbox,
+            &crate::tools::parse_args("fs.ls", args.as_object().unwrap())?,
+        )
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! `fs.mkdir`: create a directory; with `parents`, like `mkdir -p`.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
+use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::{ToolError, ToolOutput};
+use std::path::PathBuf;
 
 /// The arguments of `fs.mkdir`.
 #[derive(Debug, Deserialize)]
@@ -18,8 +21,7 @@ pub struct MkdirArgs {
 }
 
 /// Runs `fs.mkdir`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: MkdirArgs = parse_args("fs.mkdir", args)?;
+pub fn run(sandbox: &Sandbox, args: &MkdirArgs) -> Result<ToolOutput, ToolError> {
     sandbox.make_dir(&args.path, args.parents)?;
     Ok(ToolOutput {
         body: Some(format!("created {}", args.path)),
@@ -27,4 +29,35 @@ pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, T
         data: json!({"path": args.path}),
         continue_hint: None,
     })
+}
+
+/// `fs.mkdir` in the registry.
+pub struct FsMkdir;
+
+impl Tool for FsMkdir {
+    type Args = MkdirArgs;
+    const NAME: ToolName = ToolName::FsMkdir;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Write
+    }
+
+    fn effects<'a>(&self, args: &'a MkdirArgs) -> Effects<'a> {
+        Effects {
+            creates: vec![args.path.as_str()],
+            ..Effects::default()
+        }
+    }
+
+    fn subject(&self, args: &MkdirArgs, roots: &[PathBuf]) -> String {
+        shorten_path(&args.path, roots)
+    }
+
+    fn summary(&self, _output: &ToolOutput) -> String {
+        "Created".to_owned()
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &MkdirArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
 }

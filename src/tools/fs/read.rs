@@ -8,12 +8,16 @@ use std::io::Read;
 
 use base64::Engine;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{
+    ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path,
+};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The largest file read into memory; larger ones need a narrower read.
 pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -77,9 +81,8 @@ enum Selection {
 }
 
 /// Runs `fs.read`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: ReadArgs = parse_args("fs.read", args)?;
-    let selection = selection(&args)?;
+pub fn run(sandbox: &Sandbox, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
+    let selection = selection(args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
     let metadata = file
         .metadata()
@@ -340,6 +343,51 @@ fn meta_of(bytes: &[u8], metadata: &std::fs::Metadata) -> Value {
     })
 }
 
+/// `fs.read` in the registry.
+pub struct FsRead;
+
+impl Tool for FsRead {
+    type Args = ReadArgs;
+    const NAME: ToolName = ToolName::FsRead;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+
+    fn effects<'a>(&self, args: &'a ReadArgs) -> Effects<'a> {
+        Effects::reading([args.path.as_str()])
+    }
+
+    fn session_changes<'a>(
+        &self,
+        args: &'a ReadArgs,
+        _output: &ToolOutput,
+    ) -> Vec<SessionChange<'a>> {
+        vec![SessionChange::Read(&args.path)]
+    }
+
+    fn subject(&self, args: &ReadArgs, roots: &[std::path::PathBuf]) -> String {
+        shorten_path(&args.path, roots)
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let content = output
+            .data
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        format!(
+            "Read {} ({})",
+            super::ls::human_size(content.len() as u64),
+            crate::tools::registry::plural(content.lines().count(), "line")
+        )
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -371,7 +419,7 @@ mod tests {
         let mut args = args.as_object().unwrap().clone();
         let path = format!("{}/{}", f.root.display(), args["path"].as_str().unwrap());
         args.insert("path".into(), Value::String(path));
-        run(&f.sandbox, &args)
+        run(&f.sandbox, &crate::tools::parse_args("fs.read", &args)?)
     }
 
     fn body(f: &Fixture, args: Value) -> String {
@@ -494,10 +542,15 @@ mod tests {
     #[test]
     fn sandbox_refusals_keep_their_codes() {
         let f = fixture(&[("a.txt", TEXT)]);
-        let mut args = Map::new();
+        let mut args = serde_json::Map::new();
         args.insert("path".into(), Value::String("/etc/passwd".into()));
         assert_eq!(
-            run(&f.sandbox, &args).unwrap_err().code,
+            run(
+                &f.sandbox,
+                &crate::tools::parse_args("fs.read", &args).unwrap()
+            )
+            .unwrap_err()
+            .code,
             ErrorCode::OutsideRoots
         );
         let missing = read(&f, json!({"path": "missing.txt"})).unwrap_err();

@@ -59,7 +59,7 @@ use crate::protocol::ErrorCode;
 use order::{Collector, Gate};
 
 pub use bound::parse_rfc3339_bound;
-pub use tool::run;
+pub use tool::{FsSearch, SearchArgs, run};
 
 /// Lines longer than this many characters are cut, and the cut says how much was left out.
 pub const MAX_LINE_CHARS: usize = 2000;

@@ -1,11 +1,17 @@
 //! `fs.write`: overwrite atomically or append; an `expectedSha256` precondition.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::{Sandbox, WriteMode};
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::fs::ls::human_size;
+use crate::tools::registry::{
+    ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path,
+};
+use crate::tools::{ToolError, ToolOutput};
+use std::path::PathBuf;
 
 /// The arguments of `fs.write` (see `protocol/schemas/fs.write.json`).
 #[derive(Debug, Deserialize)]
@@ -32,8 +38,7 @@ pub enum ModeArg {
 }
 
 /// Runs `fs.write`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: WriteArgs = parse_args("fs.write", args)?;
+pub fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
     let mode = match args.mode {
         ModeArg::Overwrite => WriteMode::Overwrite,
         ModeArg::Append => WriteMode::Append,
@@ -80,4 +85,55 @@ pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, T
         }),
         continue_hint: None,
     })
+}
+
+/// `fs.write` in the registry.
+pub struct FsWrite;
+
+impl Tool for FsWrite {
+    type Args = WriteArgs;
+    const NAME: ToolName = ToolName::FsWrite;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Write
+    }
+
+    fn effects<'a>(&self, args: &'a WriteArgs) -> Effects<'a> {
+        Effects::writing([args.path.as_str()])
+    }
+
+    fn guarded_paths<'a>(&self, args: &'a WriteArgs) -> Vec<&'a str> {
+        match args.expected_sha256 {
+            None => vec![args.path.as_str()],
+            Some(_) => Vec::new(),
+        }
+    }
+
+    fn session_changes<'a>(
+        &self,
+        args: &'a WriteArgs,
+        output: &ToolOutput,
+    ) -> Vec<SessionChange<'a>> {
+        output.data["sha256"]
+            .as_str()
+            .map(|hash| SessionChange::Wrote(args.path.clone(), hash.to_owned()))
+            .into_iter()
+            .collect()
+    }
+
+    fn subject(&self, args: &WriteArgs, roots: &[PathBuf]) -> String {
+        shorten_path(&args.path, roots)
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let bytes = output
+            .data
+            .get("bytesWritten")
+            .and_then(serde_json::Value::as_u64);
+        format!("Wrote {}", human_size(bytes.unwrap_or(0)))
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
 }

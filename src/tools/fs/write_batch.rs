@@ -1,12 +1,17 @@
 //! `fs.writeBatch`: several files, all or nothing.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
 
 use super::write::ModeArg;
 use crate::protocol::ErrorCode;
+use crate::protocol::ToolName;
 use crate::sandbox::{BatchFile, BatchRefusal, Sandbox, WriteMode};
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::fs::ls::human_size;
+use crate::tools::registry::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.writeBatch`.
 #[derive(Debug, Deserialize)]
@@ -31,19 +36,18 @@ pub struct FileArg {
 }
 
 /// Runs `fs.writeBatch`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: WriteBatchArgs = parse_args("fs.writeBatch", args)?;
+pub fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolError> {
     let files: Vec<BatchFile> = args
         .files
-        .into_iter()
+        .iter()
         .map(|file| BatchFile {
-            path: file.path,
-            content: file.content.into_bytes(),
+            path: file.path.clone(),
+            content: file.content.clone().into_bytes(),
             mode: match file.mode {
                 Some(ModeArg::Append) => WriteMode::Append,
                 _ => WriteMode::Overwrite,
             },
-            expected_sha256: file.expected_sha256,
+            expected_sha256: file.expected_sha256.clone(),
         })
         .collect();
     let outcomes = sandbox
@@ -84,4 +88,69 @@ pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, T
         })).collect::<Vec<_>>()}),
         continue_hint: None,
     })
+}
+
+/// `fs.writeBatch` in the registry.
+pub struct FsWriteBatch;
+
+impl Tool for FsWriteBatch {
+    type Args = WriteBatchArgs;
+    const NAME: ToolName = ToolName::FsWriteBatch;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Write
+    }
+
+    fn effects<'a>(&self, args: &'a WriteBatchArgs) -> Effects<'a> {
+        Effects::writing(args.files.iter().map(|file| file.path.as_str()))
+    }
+
+    fn guarded_paths<'a>(&self, args: &'a WriteBatchArgs) -> Vec<&'a str> {
+        args.files
+            .iter()
+            .filter(|file| file.expected_sha256.is_none())
+            .map(|file| file.path.as_str())
+            .collect()
+    }
+
+    fn session_changes<'a>(
+        &self,
+        _args: &'a WriteBatchArgs,
+        output: &ToolOutput,
+    ) -> Vec<SessionChange<'a>> {
+        output.data["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|file| {
+                Some(SessionChange::Wrote(
+                    file["path"].as_str()?.to_owned(),
+                    file["sha256"].as_str()?.to_owned(),
+                ))
+            })
+            .collect()
+    }
+
+    fn subject(&self, args: &WriteBatchArgs, _roots: &[PathBuf]) -> String {
+        plural(args.files.len(), "file")
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let files = output.data.get("files").and_then(Value::as_array);
+        let bytes: u64 = files
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.get("bytesWritten").and_then(Value::as_u64))
+            .sum();
+        let count = files.map_or(0, Vec::len);
+        format!("Wrote {} ({})", plural(count, "file"), human_size(bytes))
+    }
+
+    fn run(
+        &self,
+        context: &ToolContext<'_>,
+        args: &WriteBatchArgs,
+    ) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
 }

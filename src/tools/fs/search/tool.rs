@@ -1,12 +1,17 @@
 //! The `fs.search` tool: arguments in, the engine run on the sandbox-resolved path, a body out.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
 
 use super::{SearchRequest, parse_rfc3339_bound, search};
-use crate::protocol::ErrorCode;
+use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, Sandbox};
-use crate::tools::{ToolError, ToolOutput, parse_args};
+use crate::tools::registry::{
+    ApprovalClass, Effects, Tool, ToolContext, field, plural, shorten_path,
+};
+use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.search`.
 #[derive(Debug, Deserialize)]
@@ -29,8 +34,7 @@ pub struct SearchArgs {
 }
 
 /// Runs `fs.search`.
-pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, ToolError> {
-    let args: SearchArgs = parse_args("fs.search", args)?;
+pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
     let path = sandbox.resolve(&args.path, LastComponent::Follow)?;
     if !path.exists {
         return Err(ToolError::new(
@@ -47,8 +51,8 @@ pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, T
     };
     let mut request = SearchRequest::new(path.absolute.clone(), args.query.clone());
     request.regex = args.regex;
-    request.glob = args.glob;
-    request.extensions = args.extensions;
+    request.glob.clone_from(&args.glob);
+    request.extensions.clone_from(&args.extensions);
     request.min_bytes = args.min_bytes;
     request.max_bytes = args.max_bytes;
     request.mtime_from = bound(&args.mtime_from, false)?;
@@ -93,4 +97,44 @@ pub fn run(sandbox: &Sandbox, args: &Map<String, Value>) -> Result<ToolOutput, T
             "narrow the search with path, glob, extensions or a more specific query".to_owned(),
         ),
     })
+}
+
+/// `fs.search` in the registry.
+pub struct FsSearch;
+
+impl Tool for FsSearch {
+    type Args = SearchArgs;
+    const NAME: ToolName = ToolName::FsSearch;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+
+    fn effects<'a>(&self, args: &'a SearchArgs) -> Effects<'a> {
+        Effects::reading([args.path.as_str()])
+    }
+
+    fn subject(&self, args: &SearchArgs, roots: &[PathBuf]) -> String {
+        format!("{:?} in {}", args.query, shorten_path(&args.path, roots))
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        let matches = field(output, "matches")
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        let files = output
+            .data
+            .get("filesMatched")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        format!(
+            "Found {} in {}",
+            plural(matches, "match"),
+            plural(usize::try_from(files).unwrap_or(usize::MAX), "file")
+        )
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+        run(context.sandbox, args)
+    }
 }
