@@ -10,7 +10,7 @@ use crate::tools::ToolOutput;
 use crate::tools::registry::{Invocation, tool};
 
 pub use crate::tools::process::human_duration;
-pub use crate::tools::registry::failure_line;
+pub use crate::tools::tool::failure_line;
 
 /// The call's main argument, short: a path relative to the first root that holds it, the
 /// command line of a process, the number of files of a batch.

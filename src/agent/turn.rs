@@ -3,9 +3,10 @@
 //! Every request is built afresh: the system prompt, the history, and the special messages at
 //! their place of the moment ([`super::context`]). A reply is judged by the same code as
 //! `flycode check` (text mode) or `flycode validate` (native mode); each valid call runs through
-//! the [`Executor`] (policy, approval, sandbox, audit) except the agent's own `agent.todo` and
-//! `agent.note`, which only change [`AgentMemory`]. Results go back as `flycode-result` blocks: in
-//! user messages (text mode) or `tool` messages (native mode). The loop prints nothing: it reports
+//! the [`Executor`] (policy, approval, sandbox, audit), the agent's own `agent.todo` and
+//! `agent.note` too, which write to the run's [`SharedMemory`]; the read-only calls of a turn run
+//! at once ([`super::parallel`]). Results go back as `flycode-result` blocks: in user messages
+//! (text mode) or `tool` messages (native mode). The loop prints nothing: it reports
 //! [`RunEvent`]s to an observer.
 
 use std::collections::HashSet;

@@ -6,7 +6,7 @@ use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::{Map, Value};
 
-use super::call::{CallError, json_kind};
+use super::call_types::{CallError, json_kind, signature};
 use super::paths::path_form;
 use super::schema::{ToolSchema, tool_schema};
 use super::tool_name::ToolName;
@@ -90,7 +90,7 @@ fn describe(schema: &ToolSchema, error: &ValidationError<'_>) -> String {
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             let names: Vec<String> = unexpected.iter().map(|n| format!("\"{n}\"")).collect();
             let known = if at.is_empty() {
-                format!(" (it takes: {})", super::call::signature(schema))
+                format!(" (it takes: {})", signature(schema))
             } else {
                 String::new()
             };

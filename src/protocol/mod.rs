@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod call;
+pub mod call_types;
 pub mod display;
 pub mod error_code;
 pub mod json;

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::call::{Call, CallError};
+use super::call_types::{Call, CallError};
 use super::display::escape_for_display;
 use super::schema::{ArgKind, ArgSpec, ToolSchema, tool_schema};
 use super::tool_name::{ToolName, ToolSet};
@@ -30,7 +30,7 @@ pub fn parse_slash(line: &str) -> Result<Call, CallError> {
         None => (rest, ""),
     };
     let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
-        shown: super::call::show_tool_name(name),
+        shown: super::call_types::show_tool_name(name),
         nearest: ToolName::nearest(name, ToolSet::Chat),
         set: ToolSet::Chat,
     })?;

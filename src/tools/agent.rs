@@ -6,17 +6,10 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use super::registry::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural};
+pub use super::tool::Notebook;
+use super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural};
 use super::{ToolError, ToolOutput};
 use crate::protocol::{ErrorCode, ToolName};
-
-/// Where `agent.todo` and `agent.note` keep what they are given (the loop's memory).
-pub trait Notebook: Send + Sync {
-    /// Replaces the TODO list with `args["items"]`; a one-line summary.
-    fn replace_todos(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
-    /// Adds `args["note"]`; a one-line summary.
-    fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
-}
 
 /// `agent.todo` in the registry.
 pub struct AgentTodo;

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
-use super::agent::Notebook;
 pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
 use super::policy::{Decision, Policy};
-use super::registry::{Invocation, SessionChange, ToolContext, failure_line};
+use super::registry::Invocation;
+use super::tool::{Notebook, SessionChange, ToolContext, failure_line};
 use super::{Limits, ToolError, ToolOutput};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
 use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session, sha256_hex};

@@ -12,6 +12,7 @@ pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod registry;
+pub mod tool;
 
 use serde_json::{Map, Value};
 use thiserror::Error;

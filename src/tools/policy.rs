@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::registry::{ApprovalClass, Effects, Invocation};
+pub use super::process::is_shell_like;
+use super::registry::Invocation;
+use super::tool::{ApprovalClass, Effects};
 use crate::protocol::{Call, ToolName};
 
 /// The approval mode.
@@ -96,67 +98,6 @@ pub fn is_dangerous_env(name: &str) -> bool {
     ];
     const PREFIXES: [&str; 4] = ["LD_", "DYLD_", "GIT_", "BASH_FUNC_"];
     EXACT.contains(&name) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
-}
-
-/// Programs that run code given to them (shells, interpreters) or run another program for the
-/// caller (`env`, `timeout`, `nice`, `xargs`, `find`...): whatever their arguments, running them is
-/// as powerful as a shell, so policy judges them as `shell.exec`.
-pub fn is_shell_like(program: &str) -> bool {
-    let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
-    let name = name
-        .strip_suffix(".exe")
-        .unwrap_or(name)
-        .to_ascii_lowercase();
-    const PROGRAMS: [&str; 44] = [
-        "sh",
-        "bash",
-        "dash",
-        "zsh",
-        "ksh",
-        "mksh",
-        "fish",
-        "csh",
-        "tcsh",
-        "ash",
-        "busybox",
-        "cmd",
-        "powershell",
-        "pwsh",
-        "perl",
-        "ruby",
-        "node",
-        "nodejs",
-        "deno",
-        "bun",
-        "php",
-        "lua",
-        "luajit",
-        "awk",
-        "gawk",
-        "mawk",
-        "nawk",
-        "tclsh",
-        "osascript",
-        "env",
-        "timeout",
-        "nice",
-        "nohup",
-        "setsid",
-        "xargs",
-        "find",
-        "sudo",
-        "doas",
-        "stdbuf",
-        "unshare",
-        "chroot",
-        "ionice",
-        "taskset",
-        "script",
-    ];
-    PROGRAMS.contains(&name.as_str())
-        || name.starts_with("python")
-        || name.starts_with("pypy")
-        || name.starts_with("perl5")
 }
 
 impl Policy {

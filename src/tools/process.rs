@@ -13,8 +13,7 @@ use crate::protocol::ToolName;
 use crate::sandbox::{
     LastComponent, ProcessError, ProcessOutcome, ProcessSpec, Sandbox, run_process,
 };
-use crate::tools::policy::is_shell_like;
-use crate::tools::registry::{ApprovalClass, Effects, Program, Tool, ToolContext, field};
+use crate::tools::tool::{ApprovalClass, Effects, Program, Tool, ToolContext, field};
 use crate::tools::{Limits, ToolError, ToolOutput};
 
 /// Environment variables that hold flycode's own secrets: never passed to a child.
@@ -212,6 +211,67 @@ fn render(outcome: &ProcessOutcome) -> ToolOutput {
                 .to_owned(),
         ),
     }
+}
+
+/// Programs that run code given to them (shells, interpreters) or run another program for the
+/// caller (`env`, `timeout`, `nice`, `xargs`, `find`...): whatever their arguments, running them is
+/// as powerful as a shell, so policy judges them as `shell.exec`.
+pub fn is_shell_like(program: &str) -> bool {
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(program);
+    let name = name
+        .strip_suffix(".exe")
+        .unwrap_or(name)
+        .to_ascii_lowercase();
+    const PROGRAMS: [&str; 44] = [
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "fish",
+        "csh",
+        "tcsh",
+        "ash",
+        "busybox",
+        "cmd",
+        "powershell",
+        "pwsh",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "deno",
+        "bun",
+        "php",
+        "lua",
+        "luajit",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "tclsh",
+        "osascript",
+        "env",
+        "timeout",
+        "nice",
+        "nohup",
+        "setsid",
+        "xargs",
+        "find",
+        "sudo",
+        "doas",
+        "stdbuf",
+        "unshare",
+        "chroot",
+        "ionice",
+        "taskset",
+        "script",
+    ];
+    PROGRAMS.contains(&name.as_str())
+        || name.starts_with("python")
+        || name.starts_with("pypy")
+        || name.starts_with("perl5")
 }
 
 /// `process.run` in the registry.

@@ -2,256 +2,22 @@
 //! (policy, the stale-read guard, the session, the audit log, the terminal display, the agent
 //! loop) asks it instead of matching on its name.
 //!
-//! A tool is one file holding its typed arguments and a [`Tool`] implementation: its name, what it
-//! reads, writes and runs ([`Effects`]), its [`ApprovalClass`], the files the stale-read guard
-//! covers, what it changes in the session ([`SessionChange`]), its one-line subject and outcome
-//! summary, and `run`. Arguments are parsed once, right after schema validation
-//! ([`RegisteredTool::bind`]), and every question is answered from the typed value by the
-//! [`BoundCall`] that results.
+//! A tool is one file holding its typed arguments and a [`Tool`](super::tool::Tool)
+//! implementation (see [`super::tool`]): its name, what it reads, writes and runs ([`Effects`]),
+//! its [`ApprovalClass`], the files the stale-read guard covers, what it changes in the session,
+//! its one-line subject and outcome summary, and `run`. Arguments are parsed once, right after
+//! schema validation ([`RegisteredTool::bind`]), and every question is answered from the typed
+//! value by the [`BoundCall`] that results.
 //!
 //! Adding a tool: its schema in `protocol/schemas/`, its name in the protocol's whitelist
 //! (`protocol/tool_name.rs`, the layer beneath the tools that parses calls), one new file with the
 //! `Tool` implementation, and one line in [`REGISTRY`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
-
-use super::{Limits, ToolError, ToolOutput, parse_args};
+use super::ToolError;
+use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
-use crate::sandbox::Sandbox;
-
-/// What a call does to the world, for policy: the paths it reads, the paths whose content or
-/// existence it changes, the directories it creates, and the program it runs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Effects<'a> {
-    /// Paths it reads.
-    pub reads: Vec<&'a str>,
-    /// Paths it writes, moves, removes or chmods.
-    pub writes: Vec<&'a str>,
-    /// Directories it creates (a change, but no file's content).
-    pub creates: Vec<&'a str>,
-    /// The program it runs, if it runs one.
-    pub program: Option<Program<'a>>,
-}
-
-impl<'a> Effects<'a> {
-    /// A tool that reads `paths`.
-    pub fn reading(paths: impl IntoIterator<Item = &'a str>) -> Effects<'a> {
-        Effects {
-            reads: paths.into_iter().collect(),
-            ..Effects::default()
-        }
-    }
-
-    /// A tool that changes `paths`.
-    pub fn writing(paths: impl IntoIterator<Item = &'a str>) -> Effects<'a> {
-        Effects {
-            writes: paths.into_iter().collect(),
-            ..Effects::default()
-        }
-    }
-
-    /// Whether the call changes anything or runs a program (refused under `read-only`).
-    pub fn is_mutating(&self) -> bool {
-        !self.writes.is_empty() || !self.creates.is_empty() || self.program.is_some()
-    }
-
-    /// Every path the call changes.
-    pub fn changed(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.writes.iter().chain(&self.creates).copied()
-    }
-}
-
-/// A program a call runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Program<'a> {
-    /// The program (process.run) or the command line (shell.exec).
-    pub command: &'a str,
-    /// Whether it goes through a shell.
-    pub shell: bool,
-    /// The variables it adds to the environment.
-    pub env: &'a Map<String, Value>,
-}
-
-/// How policy treats a tool under the default approval mode (`ask`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApprovalClass {
-    /// Only reads: runs at once, also concurrently with other reads (CONTRACT §11).
-    Read,
-    /// Changes files within the roots: runs at once under `ask`.
-    Write,
-    /// Runs a program, removes, moves or chmods: asks first under `ask`.
-    AsksFirst,
-    /// Keeps the agent's own notes (`flycode run` only): runs at once, changes no file.
-    AgentMemory,
-}
-
-/// What a successful call changes in the session's memory of file contents (the stale-read
-/// guard's).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SessionChange<'a> {
-    /// The model read this path: remember its current hash.
-    Read(&'a str),
-    /// flycode wrote this file with this hash.
-    Wrote(String, String),
-    /// This path no longer holds what the model read (removed, moved away).
-    Forget(&'a str),
-}
-
-/// What a tool runs with.
-pub struct ToolContext<'a> {
-    /// The allowed roots.
-    pub sandbox: &'a Sandbox,
-    /// Output cap, default timeout, cancellation.
-    pub limits: &'a Limits,
-    /// The agent's TODO list and notes (`flycode run` only).
-    pub notebook: Option<&'a dyn super::agent::Notebook>,
-}
-
-/// A tool, as its file implements it, with typed arguments.
-pub trait Tool: Send + Sync + 'static {
-    /// The arguments, read from the validated JSON.
-    type Args: DeserializeOwned + Send + Sync + 'static;
-
-    /// The tool's name on the wire.
-    const NAME: ToolName;
-
-    /// How policy treats it.
-    fn approval(&self) -> ApprovalClass;
-
-    /// What the call reads, changes and runs.
-    fn effects<'a>(&self, args: &'a Self::Args) -> Effects<'a>;
-
-    /// The tool policy judges the call as (`process.run` of a shell is judged as `shell.exec`).
-    fn judged_as(&self, _args: &Self::Args) -> ToolName {
-        Self::NAME
-    }
-
-    /// The files the call would change that the model must have seen as they are now (the
-    /// stale-read guard): those changed without an explicit `expectedSha256`.
-    fn guarded_paths<'a>(&self, _args: &'a Self::Args) -> Vec<&'a str> {
-        Vec::new()
-    }
-
-    /// What a successful call changes in the session.
-    fn session_changes<'a>(
-        &self,
-        _args: &'a Self::Args,
-        _output: &ToolOutput,
-    ) -> Vec<SessionChange<'a>> {
-        Vec::new()
-    }
-
-    /// The call's main argument, short (`src/main.rs`, `cargo test -q`, `3 files`); paths are
-    /// shown relative to the first of `roots` that holds them. Not yet escaped for a terminal.
-    fn subject(&self, args: &Self::Args, roots: &[PathBuf]) -> String;
-
-    /// What a successful call did (`Read 1.2 KiB (42 lines)`).
-    fn summary(&self, output: &ToolOutput) -> String;
-
-    /// What a failed call reported, when the tool says it better than its error code (a
-    /// program's exit status).
-    fn failure_summary(&self, _code: &str, _output: Option<&ToolOutput>) -> Option<String> {
-        None
-    }
-
-    /// Runs the call.
-    fn run(&self, context: &ToolContext<'_>, args: &Self::Args) -> Result<ToolOutput, ToolError>;
-}
-
-/// A [`Tool`] behind a uniform, object-safe face: what the registry holds.
-pub trait RegisteredTool: Send + Sync {
-    /// The tool's name on the wire.
-    fn name(&self) -> ToolName;
-    /// See [`Tool::approval`].
-    fn approval(&self) -> ApprovalClass;
-    /// See [`Tool::summary`].
-    fn summary(&self, output: &ToolOutput) -> String;
-    /// See [`Tool::failure_summary`].
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String>;
-    /// Reads the validated arguments into the tool's typed arguments, once: the call, bound to
-    /// its tool, answers every other question from them.
-    fn bind(&'static self, args: &Map<String, Value>) -> Result<Box<dyn BoundCall>, ToolError>;
-}
-
-/// A call bound to its tool, its arguments parsed: what the executor, policy and the display ask.
-pub trait BoundCall: Send + Sync {
-    /// The tool.
-    fn tool(&self) -> &'static dyn RegisteredTool;
-    /// See [`Tool::effects`].
-    fn effects(&self) -> Effects<'_>;
-    /// See [`Tool::judged_as`].
-    fn judged_as(&self) -> ToolName;
-    /// See [`Tool::guarded_paths`].
-    fn guarded_paths(&self) -> Vec<&str>;
-    /// See [`Tool::session_changes`].
-    fn session_changes(&self, output: &ToolOutput) -> Vec<SessionChange<'_>>;
-    /// See [`Tool::subject`].
-    fn subject(&self, roots: &[PathBuf]) -> String;
-    /// See [`Tool::run`].
-    fn run(&self, context: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
-}
-
-/// A tool and its typed arguments.
-struct Bound<T: Tool> {
-    tool: &'static T,
-    args: T::Args,
-}
-
-impl<T: Tool> RegisteredTool for T {
-    fn name(&self) -> ToolName {
-        T::NAME
-    }
-
-    fn approval(&self) -> ApprovalClass {
-        Tool::approval(self)
-    }
-
-    fn summary(&self, output: &ToolOutput) -> String {
-        Tool::summary(self, output)
-    }
-
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
-        Tool::failure_summary(self, code, output)
-    }
-
-    fn bind(&'static self, args: &Map<String, Value>) -> Result<Box<dyn BoundCall>, ToolError> {
-        let args: T::Args = parse_args(T::NAME.as_str(), args)?;
-        Ok(Box::new(Bound { tool: self, args }))
-    }
-}
-
-impl<T: Tool> BoundCall for Bound<T> {
-    fn tool(&self) -> &'static dyn RegisteredTool {
-        self.tool
-    }
-
-    fn effects(&self) -> Effects<'_> {
-        self.tool.effects(&self.args)
-    }
-
-    fn judged_as(&self) -> ToolName {
-        self.tool.judged_as(&self.args)
-    }
-
-    fn guarded_paths(&self) -> Vec<&str> {
-        self.tool.guarded_paths(&self.args)
-    }
-
-    fn session_changes(&self, output: &ToolOutput) -> Vec<SessionChange<'_>> {
-        self.tool.session_changes(&self.args, output)
-    }
-
-    fn subject(&self, roots: &[PathBuf]) -> String {
-        self.tool.subject(&self.args, roots)
-    }
-
-    fn run(&self, context: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        Tool::run(self.tool, context, &self.args)
-    }
-}
 
 /// Every tool, in the whitelist's order.
 pub static REGISTRY: [&dyn RegisteredTool; 14] = [
@@ -308,71 +74,15 @@ impl<'c> Invocation<'c> {
         self.bound.tool()
     }
 
-    /// See [`Tool::effects`].
+    /// See [`Tool::effects`](super::tool::Tool::effects).
     pub fn effects(&self) -> Effects<'_> {
         self.bound.effects()
     }
 
-    /// See [`Tool::subject`].
+    /// See [`Tool::subject`](super::tool::Tool::subject).
     pub fn subject(&self, roots: &[PathBuf]) -> String {
         self.bound.subject(roots)
     }
-}
-
-/// `path` relative to the first of `roots` that holds it (`.` for the root itself); as it is
-/// otherwise.
-pub fn shorten_path(path: &str, roots: &[PathBuf]) -> String {
-    let as_path = Path::new(path);
-    for root in roots {
-        if let Ok(rest) = as_path.strip_prefix(root) {
-            let rest = rest.display().to_string();
-            return if rest.is_empty() {
-                ".".to_owned()
-            } else {
-                rest
-            };
-        }
-    }
-    path.to_owned()
-}
-
-/// `1 file`, `3 files`, `2 entries`, `7 matches`.
-pub fn plural(count: usize, noun: &str) -> String {
-    match (count, noun) {
-        (1, _) => format!("1 {noun}"),
-        (_, "entry") => format!("{count} entries"),
-        (_, "match") => format!("{count} matches"),
-        _ => format!("{count} {noun}s"),
-    }
-}
-
-/// The first line of `text`, trimmed.
-pub fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().trim().to_owned()
-}
-
-/// `Failed: not_found · /w/a.txt does not exist`: the code and the message's first line, clipped
-/// and escaped for a terminal.
-pub fn failure_line(code: &str, message: &str) -> String {
-    let first = first_line(message);
-    let clipped = if first.chars().count() > 100 {
-        format!("{}…", first.chars().take(99).collect::<String>())
-    } else {
-        first
-    };
-    format!(
-        "Failed: {code} · {}",
-        crate::protocol::display::escape_for_terminal(&clipped)
-    )
-}
-
-/// The value of the header `key` of `output`.
-pub fn field<'o>(output: &'o ToolOutput, key: &str) -> Option<&'o str> {
-    output
-        .fields
-        .iter()
-        .find(|(name, _)| name == key)
-        .map(|(_, value)| value.as_str())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
 use crate::tools::fs::read::MAX_READ_BYTES;
-use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.diff`.

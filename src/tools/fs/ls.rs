@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
 /// The most entries one listing visits; past it the listing stops and says so.
@@ -267,7 +267,7 @@ impl Tool for FsLs {
             .get("entries")
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
-        format!("Listed {}", crate::tools::registry::plural(count, "entry"))
+        format!("Listed {}", crate::tools::tool::plural(count, "entry"))
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &LsArgs) -> Result<ToolOutput, ToolError> {

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::registry::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
+use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 use std::path::PathBuf;
 

@@ -14,9 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::tools::registry::{
-    ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path,
-};
+use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
 /// The largest file read into memory; larger ones need a narrower read.
@@ -379,7 +377,7 @@ impl Tool for FsRead {
         format!(
             "Read {} ({})",
             super::ls::human_size(content.len() as u64),
-            crate::tools::registry::plural(content.lines().count(), "line")
+            crate::tools::tool::plural(content.lines().count(), "line")
         )
     }
 

@@ -5,9 +5,7 @@ use serde_json::json;
 
 use crate::protocol::ToolName;
 use crate::sandbox::{Removed, Sandbox};
-use crate::tools::registry::{
-    ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path,
-};
+use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 use std::path::PathBuf;
 

@@ -7,9 +7,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::{Sandbox, WriteMode};
 use crate::tools::fs::ls::human_size;
-use crate::tools::registry::{
-    ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path,
-};
+use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 use std::path::PathBuf;
 

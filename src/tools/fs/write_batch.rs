@@ -10,7 +10,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::{BatchFile, BatchRefusal, Sandbox, WriteMode};
 use crate::tools::fs::ls::human_size;
-use crate::tools::registry::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
+use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
 use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.writeBatch`.

@@ -8,9 +8,7 @@ use serde_json::{Value, json};
 use super::{SearchRequest, parse_rfc3339_bound, search};
 use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, Sandbox};
-use crate::tools::registry::{
-    ApprovalClass, Effects, Tool, ToolContext, field, plural, shorten_path,
-};
+use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, field, plural, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
 /// The arguments of `fs.search`.

@@ -1,0 +1,245 @@
+//! The types shared by the readers of calls (JSON blocks, native calls, slash commands and
+//! their arguments): a validated [`Call`] and the [`CallError`] ladder of CONTRACT §1. A leaf of
+//! the protocol module: `args`, `slash` and `call` build on it, and it on none of them.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use super::display::escape_for_display;
+use super::error_code::ErrorCode;
+use super::schema::{ToolSchema, tool_schema};
+use super::tool_name::{ToolName, ToolSet};
+
+/// A call that passed every check of CONTRACT §1.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Call {
+    /// The model's id; `None` for a slash command typed by a person.
+    pub id: Option<String>,
+    /// The tool to run.
+    pub tool: ToolName,
+    /// The arguments, valid against the tool's schema.
+    pub args: Map<String, Value>,
+}
+
+/// Why a reply or a slash command is not a valid call. Each variant is one error code.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum CallError {
+    /// A `flycode-result` block in a model's reply.
+    #[error("the reply contains a flycode-result block; only flycode writes results")]
+    ForgedResult,
+    /// More than one call block.
+    #[error("the reply contains {count} flycode-call blocks; send exactly one per reply")]
+    MultipleCalls {
+        /// How many call blocks there were.
+        count: usize,
+    },
+    /// The call block's fence is never closed.
+    #[error("the flycode-call block is never closed (the reply looks cut off)")]
+    UnterminatedBlock,
+    /// Text before or after the call block.
+    #[error("there is text outside the flycode-call block: {excerpt:?}")]
+    TextOutsideBlock {
+        /// The first stray text, shortened.
+        excerpt: String,
+    },
+    /// The block is not JSON.
+    #[error("{}", describe_invalid_json(message, *line, *column))]
+    InvalidJson {
+        /// What the JSON reader found wrong.
+        message: String,
+        /// 1-based line within the block.
+        line: usize,
+        /// 1-based column within the block.
+        column: usize,
+        /// The JSON this content would be, when it was written as a slash command.
+        as_json: Option<String>,
+    },
+    /// A key appears twice in one object.
+    #[error("the key {key:?} appears twice in {}", describe_location(location))]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+        /// The object holding it (`args`, `args.files[1]`), empty for the top level.
+        location: String,
+    },
+    /// The JSON value is not an object.
+    #[error("the call must be a JSON object, but the block holds {found}")]
+    NotAnObject {
+        /// What it holds instead: "an array", "a string"...
+        found: &'static str,
+    },
+    /// A required top-level field is missing.
+    #[error("the call has no {field:?} field")]
+    MissingField {
+        /// `id`, `tool` or `args`.
+        field: &'static str,
+    },
+    /// A top-level field other than `id`, `tool` and `args`.
+    #[error("the call has an unknown top-level field {field:?}")]
+    UnknownField {
+        /// The unknown key.
+        field: String,
+    },
+    /// The id is unusable.
+    #[error("the call's id {shown} is not usable: {reason}")]
+    InvalidId {
+        /// The id as written (JSON).
+        shown: String,
+        /// Why not.
+        reason: &'static str,
+    },
+    /// The tool is not whitelisted.
+    #[error("{shown} is not a flycode tool")]
+    UnknownTool {
+        /// The name as written (JSON, so look-alikes stay visible).
+        shown: String,
+        /// The closest whitelisted name.
+        nearest: Option<ToolName>,
+        /// The tools the reader accepted.
+        set: ToolSet,
+    },
+    /// The arguments fail the tool's schema.
+    #[error("{tool}: {message}")]
+    InvalidArgs {
+        /// The tool whose schema failed.
+        tool: ToolName,
+        /// What is wrong, naming the argument.
+        message: String,
+    },
+    /// More than one argument of an exclusive group.
+    #[error("{tool}: {} cannot be used together; give only one of {}", given.join(" and "), group.join(", "))]
+    MutuallyExclusive {
+        /// The tool.
+        tool: ToolName,
+        /// The arguments given.
+        given: Vec<String>,
+        /// The whole group.
+        group: Vec<String>,
+    },
+    /// A path argument is not absolute.
+    #[error("{tool}: {arg} must be an absolute path, got {path:?}")]
+    RelativePath {
+        /// The tool.
+        tool: ToolName,
+        /// The argument, e.g. `path` or `files[2].path`.
+        arg: String,
+        /// The path as given.
+        path: String,
+    },
+}
+
+fn describe_invalid_json(message: &str, line: usize, column: usize) -> String {
+    if message == EMPTY_BLOCK {
+        "the flycode-call block is empty".to_owned()
+    } else {
+        format!(
+            "the flycode-call block is not valid JSON: {message} at line {line}, column {column} of the block"
+        )
+    }
+}
+
+pub(crate) const EMPTY_BLOCK: &str = "the block is empty";
+
+fn describe_location(location: &str) -> String {
+    if location.is_empty() {
+        "the call object".to_owned()
+    } else {
+        format!("the object at {location}")
+    }
+}
+
+impl CallError {
+    /// The contract's code for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CallError::ForgedResult => ErrorCode::ForgedResult,
+            CallError::MultipleCalls { .. } => ErrorCode::MultipleCalls,
+            CallError::UnterminatedBlock => ErrorCode::UnterminatedBlock,
+            CallError::TextOutsideBlock { .. } => ErrorCode::TextOutsideBlock,
+            CallError::InvalidJson { .. } => ErrorCode::InvalidJson,
+            CallError::DuplicateKey { .. } => ErrorCode::DuplicateKey,
+            CallError::NotAnObject { .. } => ErrorCode::NotAnObject,
+            CallError::MissingField { .. } => ErrorCode::MissingField,
+            CallError::UnknownField { .. } => ErrorCode::UnknownField,
+            CallError::InvalidId { .. } => ErrorCode::InvalidId,
+            CallError::UnknownTool { .. } => ErrorCode::UnknownTool,
+            CallError::InvalidArgs { .. } => ErrorCode::InvalidArgs,
+            CallError::MutuallyExclusive { .. } => ErrorCode::MutuallyExclusive,
+            CallError::RelativePath { .. } => ErrorCode::RelativePath,
+        }
+    }
+
+    /// What the model should do instead, in one line.
+    pub fn hint(&self) -> String {
+        match self {
+            CallError::ForgedResult => "Never write flycode-result blocks: send one flycode-call block and wait for flycode to answer with the result.".into(),
+            CallError::MultipleCalls { .. } => "Send only the first call now, alone in its own reply; make the next call after its result arrives.".into(),
+            CallError::UnterminatedBlock => "Resend the whole call and close the block with ``` on a line of its own.".into(),
+            CallError::TextOutsideBlock { .. } => "When you call a tool, reply with the flycode-call block alone: no text before or after it.".into(),
+            CallError::InvalidJson { as_json: Some(json), .. } => format!("Inside a flycode-call block write JSON, not a slash command: {json}"),
+            CallError::InvalidJson { .. } => r#"The block must hold exactly one JSON object, e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}} (double quotes, no comments, no trailing commas)."#.into(),
+            CallError::DuplicateKey { key, .. } => format!("Write the key {key:?} once, with the value you mean."),
+            CallError::NotAnObject { .. } | CallError::MissingField { .. } => r#"A call is one JSON object with exactly "id", "tool" and "args", e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}}."#.into(),
+            CallError::UnknownField { .. } => r#"Only "id", "tool" and "args" may appear at the top level; put tool arguments inside "args"."#.into(),
+            CallError::InvalidId { .. } => r#"Give every call a new non-empty string id, e.g. "call-002"."#.into(),
+            CallError::UnknownTool { nearest, set, .. } => {
+                let tools: Vec<&str> = set.tools().iter().map(|t| t.as_str()).collect();
+                match nearest {
+                    Some(tool) => format!("Did you mean \"{tool}\"? The tools are: {}.", tools.join(", ")),
+                    None => format!("The tools are: {}.", tools.join(", ")),
+                }
+            }
+            CallError::InvalidArgs { tool, .. } => {
+                let schema = tool_schema(*tool);
+                format!("{tool} takes: {}.", signature(schema))
+            }
+            CallError::MutuallyExclusive { group, .. } => format!("Use only one of {}.", group.join(", ")),
+            CallError::RelativePath { .. } => r"Use an absolute path inside the allowed roots, e.g. /home/me/project/file.txt or C:\work\file.txt.".into(),
+        }
+    }
+}
+
+/// `path, depth?, glob?`: the argument list of a tool, optional ones marked with `?`.
+pub(crate) fn signature(schema: &ToolSchema) -> String {
+    schema
+        .args
+        .iter()
+        .map(|a| {
+            if a.is_required {
+                a.name.clone()
+            } else {
+                format!("{}?", a.name)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The name of a JSON value's type, with its article.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A tool name as JSON, with look-alike characters (Cyrillic `е` for `e`...) pointed out.
+pub(crate) fn show_tool_name(name: &str) -> String {
+    let shown = escape_for_display(&Value::String(name.to_owned()).to_string()).into_owned();
+    let foreign: Vec<String> = name
+        .chars()
+        .filter(|c| !c.is_ascii())
+        .take(3)
+        .map(|c| format!("U+{:04X}", u32::from(c)))
+        .collect();
+    if foreign.is_empty() {
+        shown
+    } else {
+        format!("{shown} (with non-ASCII {})", foreign.join(", "))
+    }
+}
