@@ -25,6 +25,7 @@ use crate::agent::summary::human_duration;
 use crate::agent::transcript::{TranscriptWriter, default_transcript_path};
 use crate::agent::turn::{AgentRun, Ending, RunEvent, RunObserver, RunReport, RunSettings};
 use crate::protocol::display::escape_for_terminal;
+use crate::protocol::stream::CallBlockFilter;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::Limits;
@@ -493,77 +494,6 @@ impl RunObserver for Terminal {
     }
 }
 
-/// Leaves `flycode-call` blocks out of streamed text mode replies. Text that cannot be part of
-/// a fence line is shown at once; a line that starts like a fence is held until it ends.
-#[derive(Default)]
-struct CallBlockFilter {
-    pending: String,
-    fence: Option<String>,
-}
-
-impl CallBlockFilter {
-    fn push(&mut self, text: &str) -> String {
-        let mut shown = String::new();
-        for c in text.chars() {
-            self.pending.push(c);
-            if c == '\n' {
-                let line = std::mem::take(&mut self.pending);
-                shown.push_str(&self.judge_line(line));
-            } else if self.fence.is_none() && !self.could_be_fence() {
-                shown.push_str(&std::mem::take(&mut self.pending));
-            }
-        }
-        shown
-    }
-
-    fn finish(&mut self) -> String {
-        let rest = std::mem::take(&mut self.pending);
-        let shown = if self.fence.is_some() {
-            String::new()
-        } else {
-            self.judge_line(rest)
-        };
-        self.fence = None;
-        shown
-    }
-
-    /// Whether the line so far may still become an opening fence.
-    fn could_be_fence(&self) -> bool {
-        let trimmed = self.pending.trim_start_matches(' ');
-        self.pending.len() - trimmed.len() <= 3
-            && (trimmed.is_empty() || trimmed.starts_with('`') || trimmed.starts_with('~'))
-    }
-
-    fn judge_line(&mut self, line: String) -> String {
-        let trimmed = line.trim();
-        match &self.fence {
-            Some(fence) => {
-                if trimmed.starts_with(fence.as_str())
-                    && trimmed
-                        .chars()
-                        .all(|c| c == fence.chars().next().unwrap_or('`'))
-                {
-                    self.fence = None;
-                }
-                String::new()
-            }
-            None => {
-                let marker: String = trimmed
-                    .chars()
-                    .take_while(|&c| c == '`' || c == '~')
-                    .collect();
-                let info = trimmed[marker.len()..].trim();
-                if marker.len() >= 3 && info.split_whitespace().next() == Some("flycode-call") {
-                    self.fence = Some(marker);
-                    String::new()
-                } else {
-                    line
-                }
-            }
-        }
-    }
-}
-
 /// A spinner on standard error while a program runs; paused while the person is asked.
 #[derive(Clone)]
 struct Spinner {
@@ -667,38 +597,5 @@ impl Approver for PausingApprover<'_> {
         let answer = self.inner.approve_in_person(shown, reason);
         self.spinner.pause(false);
         answer
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn filtered(pieces: &[&str]) -> String {
-        let mut filter = CallBlockFilter::default();
-        let mut shown: String = pieces.iter().map(|p| filter.push(p)).collect();
-        shown.push_str(&filter.finish());
-        shown
-    }
-
-    #[test]
-    fn call_blocks_are_left_out_of_streamed_text_however_it_is_split() {
-        let reply = "Let me look.\n```flycode-call\n{\"id\":\"c1\",\"tool\":\"fs.ls\",\"args\":{\"path\":\"/w\"}}\n```\nafter\n";
-        let expected = "Let me look.\nafter\n";
-        assert_eq!(filtered(&[reply]), expected);
-        let chars: Vec<String> = reply.chars().map(String::from).collect();
-        let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-        assert_eq!(filtered(&pieces), expected);
-    }
-
-    #[test]
-    fn other_code_blocks_and_prose_are_shown() {
-        let reply = "Here:\n```rust\nfn main() {}\n```\n~ not a fence\nend";
-        assert_eq!(filtered(&[reply]), reply);
-    }
-
-    #[test]
-    fn an_unterminated_call_block_shows_nothing_after_its_fence() {
-        assert_eq!(filtered(&["a\n~~~~ flycode-call\n{\"id\""]), "a\n");
     }
 }

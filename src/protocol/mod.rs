@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod result;
 pub mod schema;
 pub mod slash;
+pub mod stream;
 pub mod time;
 pub mod tool_name;
 pub mod verdict;

@@ -219,6 +219,20 @@ fn find_ignore_ascii_case(haystack: &str, needle: &str) -> Option<usize> {
         .position(|window| window.eq_ignore_ascii_case(needle))
 }
 
+/// What a fenced block with this info string is: the first word decides. Zero-width and
+/// no-break spaces separate words here too: a pasted "```\u{200B}flycode-call" is still a call
+/// (or a forged result).
+pub fn block_kind(info: &str) -> Option<BlockKind> {
+    let first_word = info
+        .split(|c: char| c.is_whitespace() || is_paste_artefact(c))
+        .find(|word| !word.is_empty());
+    match first_word {
+        Some(CALL_TAG) => Some(BlockKind::Call),
+        Some(RESULT_TAG) => Some(BlockKind::Result),
+        _ => None,
+    }
+}
+
 /// Walks the CommonMark events of `text[from..]` and collects call and result blocks.
 fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
     let body = &text[from..];
@@ -228,16 +242,7 @@ fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
     for (event, range) in Parser::new_ext(body, Options::empty()).into_offset_iter() {
         match event {
             Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-                // Zero-width and no-break spaces separate words here too: a pasted
-                // "```\u{200B}flycode-call" is still a call (or a forged result).
-                let first_word = info
-                    .split(|c: char| c.is_whitespace() || is_paste_artefact(c))
-                    .find(|word| !word.is_empty());
-                let kind = match first_word {
-                    Some(CALL_TAG) => Some(BlockKind::Call),
-                    Some(RESULT_TAG) => Some(BlockKind::Result),
-                    _ => None,
-                };
+                let kind = block_kind(&info);
                 artefact_in_info = info.contains(is_paste_artefact);
                 open = kind.map(|kind| (kind, range.start, String::new()));
             }

@@ -2,6 +2,14 @@
 //! with reqwest and rustls, streamed or whole, with retries, timeouts and cancellation. It owns a
 //! tokio current-thread runtime so that its callers stay synchronous.
 //!
+//! Time: the runtime's timer is the client's only clock. Every wait (the back-off before a retry,
+//! a `Retry-After`, the connect and read timeouts, the poll of the cancel flag) is a
+//! `tokio::time` sleep, timeout or instant, never `std::thread::sleep` or `std::time::Instant`.
+//! [`OpenAiProvider::with_runtime`] takes the runtime from the caller, so a test can build one
+//! whose clock starts paused (`Builder::start_paused`): then every wait passes in virtual time,
+//! the clock jumping to the next timer whenever the runtime is idle. The wall clock
+//! ([`SystemTime`]) is read only to turn a `Retry-After` date into a wait.
+//!
 //! Retry rule: an attempt is retried (429, 408, 5xx, connect failures, timeouts, broken
 //! connections) only until a successful status arrives; once a stream has started, text may
 //! already be on the screen, so any failure after that ends the completion.
@@ -41,9 +49,26 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// A provider for `settings`; fails on a base URL that is not `http(s)://...` or a key that
-    /// cannot go in a header.
+    /// A provider for `settings` on a runtime of its own; fails on a base URL that is not
+    /// `http(s)://...` or a key that cannot go in a header.
     pub fn new(settings: ClientSettings) -> Result<OpenAiProvider, ClientError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::InvalidSettings {
+                detail: format!("the async runtime cannot start: {e}"),
+            })?;
+        OpenAiProvider::with_runtime(settings, runtime)
+    }
+
+    /// A provider for `settings` whose requests, and all their waits, run on `runtime`: a
+    /// current-thread runtime with I/O and time enabled (`enable_all`). Its clock is the
+    /// client's: one built with `start_paused(true)` makes back-off, `Retry-After` and timeouts
+    /// pass in virtual time.
+    pub fn with_runtime(
+        settings: ClientSettings,
+        runtime: tokio::runtime::Runtime,
+    ) -> Result<OpenAiProvider, ClientError> {
         let url = chat_completions_url(&settings.base_url);
         let parsed = reqwest::Url::parse(&url).map_err(|e| ClientError::InvalidSettings {
             detail: format!(
@@ -82,12 +107,6 @@ impl OpenAiProvider {
             .build()
             .map_err(|e| ClientError::InvalidSettings {
                 detail: format!("the HTTP client cannot start: {}", error_chain(&e)),
-            })?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| ClientError::InvalidSettings {
-                detail: format!("the async runtime cannot start: {e}"),
             })?;
         Ok(OpenAiProvider {
             settings,
@@ -236,7 +255,8 @@ impl Exchange<'_> {
         }
     }
 
-    /// Runs `future` until it ends, the cancel flag is set, or `limit` passes.
+    /// Runs `future` until it ends, the cancel flag is set, or `limit` passes (all measured by
+    /// the runtime's clock).
     async fn guard<T>(
         &self,
         future: impl Future<Output = T>,
@@ -248,17 +268,18 @@ impl Exchange<'_> {
                 tokio::time::sleep(CANCEL_POLL).await;
             }
         };
-        let deadline = async move {
+        let bounded = async move {
             match limit {
-                Some(limit) => tokio::time::sleep(limit).await,
-                None => std::future::pending().await,
+                Some(limit) => tokio::time::timeout(limit, future)
+                    .await
+                    .map_err(|_| Interrupt::TimedOut),
+                None => Ok(future.await),
             }
         };
         tokio::select! {
             biased;
             () = watch_cancel => Err(Interrupt::Cancelled),
-            out = future => Ok(out),
-            () = deadline => Err(Interrupt::TimedOut),
+            out = bounded => out,
         }
     }
 
@@ -528,6 +549,91 @@ impl Exchange<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
+
+    /// A provider on a runtime whose clock starts paused (no server: its waits are tested alone).
+    fn paused_provider() -> OpenAiProvider {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        OpenAiProvider::with_runtime(ClientSettings::new("http://127.0.0.1:9/v1"), runtime).unwrap()
+    }
+
+    fn exchange<'a>(provider: &'a OpenAiProvider, cancel: &'a AtomicBool) -> Exchange<'a> {
+        Exchange {
+            http: &provider.http,
+            settings: &provider.settings,
+            url: &provider.url,
+            body: Vec::new(),
+            stream: false,
+            cancel,
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(100);
+
+    #[test]
+    fn a_wait_passes_in_the_runtimes_virtual_time() {
+        let provider = paused_provider();
+        let cancel = AtomicBool::new(false);
+        let exchange = exchange(&provider, &cancel);
+        let (finished, waited) = provider.runtime.block_on(async {
+            let started = tokio::time::Instant::now();
+            let outcome = exchange.guard(tokio::time::sleep(LONG), None).await;
+            (outcome.is_ok(), started.elapsed())
+        });
+        assert!(finished);
+        // The cancel poll ticks along: the wait ends at the first tick at or after its end.
+        assert!(waited >= LONG && waited <= LONG + CANCEL_POLL, "{waited:?}");
+    }
+
+    #[test]
+    fn the_cancel_flag_cuts_a_wait_short() {
+        let provider = paused_provider();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let exchange = exchange(&provider, &cancel);
+        let set_after = Duration::from_secs(10);
+        let (cancelled, waited) = provider.runtime.block_on(async {
+            let setter = Arc::clone(&cancel);
+            tokio::spawn(async move {
+                tokio::time::sleep(set_after).await;
+                setter.store(true, Ordering::Relaxed);
+            });
+            let started = tokio::time::Instant::now();
+            let outcome = exchange.guard(tokio::time::sleep(LONG), None).await;
+            (
+                matches!(outcome, Err(Interrupt::Cancelled)),
+                started.elapsed(),
+            )
+        });
+        assert!(cancelled);
+        assert!(waited >= set_after && waited < LONG, "{waited:?}");
+    }
+
+    #[test]
+    fn a_limit_ends_a_silent_wait_as_timed_out() {
+        let provider = paused_provider();
+        let cancel = AtomicBool::new(false);
+        let exchange = exchange(&provider, &cancel);
+        let limit = Duration::from_secs(30);
+        let (timed_out, waited) = provider.runtime.block_on(async {
+            let started = tokio::time::Instant::now();
+            let outcome = exchange
+                .guard(std::future::pending::<()>(), Some(limit))
+                .await;
+            (
+                matches!(outcome, Err(Interrupt::TimedOut)),
+                started.elapsed(),
+            )
+        });
+        assert!(timed_out);
+        assert!(
+            waited >= limit && waited <= limit + CANCEL_POLL,
+            "{waited:?}"
+        );
+    }
 
     #[test]
     fn builds_an_https_client_with_rustls_and_ring() {
