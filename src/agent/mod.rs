@@ -8,14 +8,18 @@
 //! - [`context`]: the special user messages (role, TODO list, notes, folder notes) and where they
 //!   go in every request;
 //! - [`settings`]: flags, environment and `flycode.toml` resolved into a run's settings;
-//! - [`turn`]: the loop itself, reporting events to an observer;
+//! - [`launch`]: a run put together from its settings (prompt, client, transcripts) and started;
+//! - [`turn`]: the loop itself, reporting [`events`] to an observer;
 //! - [`parallel`]: the read-only calls of a turn run at once (CONTRACT §11);
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
 
+mod calls;
 pub mod client;
 pub mod context;
+pub mod events;
+pub mod launch;
 pub mod message;
 pub mod parallel;
 pub mod prompt;

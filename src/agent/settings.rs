@@ -11,34 +11,48 @@ use super::prompt::CallingMode;
 use crate::config::AgentConfig;
 use crate::config::range::{self, SettingRange};
 
-/// What the command line says.
-#[derive(Clone, Debug, Default)]
+/// What the command line says: the flags of `flycode run` that override the environment and the
+/// `[agent]` table (the CLI flattens them into its arguments).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct SettingFlags {
-    /// `--base-url`.
+    /// The API's base URL, e.g. `https://api.openai.com/v1` [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
+    #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// `--model`.
+    /// The model [env: FLYCODE_MODEL].
+    #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
-    /// `--mode`.
+    /// How the model calls tools: native function calls (default) or flycode-call blocks.
+    #[arg(long, value_enum, value_name = "MODE")]
     pub mode: Option<CallingMode>,
-    /// `--max-turns`.
+    /// Requests at most (default 50).
+    #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
-    /// `--max-violations`.
+    /// Invalid replies in a row before stopping (default 3).
+    #[arg(long, value_name = "N")]
     pub max_violations: Option<u32>,
-    /// `--no-stream`.
+    /// Wait for whole replies instead of streaming them.
+    #[arg(long)]
     pub no_stream: bool,
-    /// `--connect-timeout-ms`.
+    /// Connect timeout in milliseconds (default 10000).
+    #[arg(long, value_name = "MS")]
     pub connect_timeout_ms: Option<u64>,
-    /// `--read-timeout-ms`.
+    /// Longest silence allowed within a response, in milliseconds (default 120000).
+    #[arg(long, value_name = "MS")]
     pub read_timeout_ms: Option<u64>,
-    /// `--max-retries`.
+    /// Retries on 429, 5xx, timeouts and lost connections (default 4).
+    #[arg(long, value_name = "N")]
     pub max_retries: Option<u32>,
-    /// `--retry-base-ms`.
+    /// First retry delay in milliseconds, doubled each time, with jitter (default 500).
+    #[arg(long, value_name = "MS")]
     pub retry_base_ms: Option<u64>,
-    /// `--role-file`.
+    /// Replace the role definition with this file's text.
+    #[arg(long, value_name = "FILE")]
     pub role_file: Option<PathBuf>,
-    /// `--system-prompt-file`.
+    /// Replace the whole system prompt with this file's text.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_system_prompt")]
     pub system_prompt_file: Option<PathBuf>,
-    /// `--no-system-prompt`.
+    /// Send no system prompt: the role definition takes its place.
+    #[arg(long)]
     pub no_system_prompt: bool,
 }
 

@@ -10,211 +10,22 @@
 //! [`RunEvent`]s to an observer.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
+use super::calls::{Planned, TurnCalls};
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
+pub use super::events::{Ending, RunEvent, RunObserver, RunReport, TokenUsage};
 use super::message::{Message, NativeToolCall};
-use super::parallel;
 use super::prompt::{AssembledPrompt, CallingMode};
-use super::summary::call_subject;
+use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
 use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::verdict::violation_result;
-use crate::protocol::{
-    Call, ClassifyOptions, ErrorCode, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
-    render_command,
-};
-use crate::tools::executor::{Execution, Executor};
-use crate::tools::registry::{self, Invocation};
-
-/// How a run is driven.
-#[derive(Clone, Debug)]
-pub struct RunSettings {
-    /// The model name sent with every request.
-    pub model: String,
-    /// Calls as `flycode-call` blocks or as native function calls.
-    pub mode: CallingMode,
-    /// Requests at most.
-    pub max_turns: u32,
-    /// Consecutive invalid replies (or native turns whose calls were all invalid) before the
-    /// run stops.
-    pub max_violations: u32,
-    /// Read-only calls of one turn running at once (1: one after another).
-    pub max_parallel: u32,
-    /// Stream replies.
-    pub stream: bool,
-    /// Accept text around a call block in text mode (reported as a warning, not a violation).
-    pub lenient: bool,
-}
-
-/// Token counts summed over a run's requests, where the server reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TokenUsage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
-/// Why a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "ending", content = "detail")]
-pub enum Ending {
-    /// The model answered in prose: the task is done (or the model says why not).
-    Answered,
-    /// The turn budget ran out first.
-    MaxTurns,
-    /// Too many invalid replies in a row; the detail is the last error.
-    TooManyViolations(String),
-    /// The person pressed Ctrl-C.
-    Cancelled,
-    /// The API failed beyond its retries; the detail says how.
-    ClientFailed(String),
-    /// The model sent an empty reply without calls; the detail is its finish reason.
-    EmptyReply(String),
-}
-
-impl Ending {
-    /// `answered`, `max_turns`...
-    pub fn name(&self) -> &'static str {
-        match self {
-            Ending::Answered => "answered",
-            Ending::MaxTurns => "max_turns",
-            Ending::TooManyViolations(_) => "too_many_violations",
-            Ending::Cancelled => "cancelled",
-            Ending::ClientFailed(_) => "client_failed",
-            Ending::EmptyReply(_) => "empty_reply",
-        }
-    }
-}
-
-/// What a run did.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunReport {
-    /// Why it ended.
-    #[serde(flatten)]
-    pub ending: Ending,
-    /// The model's final prose answer, when it gave one.
-    pub answer: Option<String>,
-    /// Requests sent.
-    pub turns: u32,
-    /// Calls run (agent tools included), and how many of them failed.
-    pub calls: u32,
-    /// Calls that failed.
-    pub failed_calls: u32,
-    /// Invalid replies or native calls.
-    pub violations: u32,
-    /// Tokens, as reported by the server.
-    pub usage: TokenUsage,
-    /// Wall-clock time.
-    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
-    pub duration: Duration,
-    /// Where the transcript was written.
-    pub transcript: Vec<PathBuf>,
-}
-
-fn as_millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// What happens during a run, for the terminal or `--json`.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum RunEvent {
-    /// A request is about to be sent.
-    Request {
-        /// 1-based.
-        turn: u32,
-        /// Messages in it, special messages included.
-        messages: usize,
-    },
-    /// A piece of the reply's text, as it streams.
-    TextDelta {
-        /// The piece.
-        text: String,
-    },
-    /// The request failed and is tried again.
-    Retrying {
-        /// The retry's number, 1-based.
-        attempt: u32,
-        /// The wait before it.
-        delay_ms: u64,
-        /// What failed.
-        reason: String,
-    },
-    /// The whole reply arrived.
-    Reply {
-        /// 1-based.
-        turn: u32,
-        /// Its text.
-        text: String,
-        /// Native calls in it.
-        tool_calls: usize,
-        /// Its tokens, when reported.
-        usage: Option<TokenUsage>,
-    },
-    /// A valid call starts (approval, if needed, comes after this).
-    CallStarted {
-        /// The call's id.
-        id: Option<String>,
-        /// The tool.
-        tool: ToolName,
-        /// Its main argument, short.
-        subject: String,
-        /// The slash form.
-        command: String,
-        /// It runs a program (the terminal shows a spinner while it runs).
-        runs_program: bool,
-    },
-    /// The call ended.
-    CallFinished {
-        /// The call's id.
-        id: Option<String>,
-        /// The tool.
-        tool: ToolName,
-        /// Whether it succeeded.
-        ok: bool,
-        /// The error code, when it failed.
-        code: Option<String>,
-        /// One line saying what it did.
-        summary: String,
-        /// What the person could do to allow a refused call (never sent to the model).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        advice: Option<String>,
-        /// How long it took.
-        duration_ms: u64,
-    },
-    /// A reply (or a native call) broke the protocol; its result tells the model how.
-    Violation {
-        /// The call's id, when readable.
-        id: Option<String>,
-        /// The error code.
-        code: String,
-        /// The message.
-        message: String,
-        /// Invalid turns in a row.
-        consecutive: u32,
-    },
-    /// Something went wrong that does not stop the run (a transcript or audit write).
-    Warning {
-        /// What.
-        message: String,
-    },
-    /// The run ended.
-    Finished(RunReport),
-}
-
-/// Receives a run's events.
-pub trait RunObserver {
-    /// One event, in order.
-    fn on_event(&mut self, event: &RunEvent);
-}
+use crate::protocol::{Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply};
+use crate::tools::executor::Executor;
 
 /// One run of the loop, with everything it works with.
 pub struct AgentRun<'a> {
@@ -223,7 +34,9 @@ pub struct AgentRun<'a> {
     /// Runs the calls (policy, approval, sandbox, audit, stale-read guard).
     pub executor: Executor<'a>,
     /// Model, mode and budgets.
-    pub settings: RunSettings,
+    pub settings: &'a ResolvedSettings,
+    /// Accept text around a call block in text mode (reported as a warning, not a violation).
+    pub lenient: bool,
     /// The system prompt and the role definition.
     pub prompt: AssembledPrompt,
     /// Where the run is recorded.
@@ -250,6 +63,15 @@ struct Progress {
 }
 
 impl AgentRun<'_> {
+    /// What runs the valid calls of a turn.
+    fn calls(&self) -> TurnCalls<'_, '_> {
+        TurnCalls {
+            executor: &self.executor,
+            max_parallel: self.settings.max_parallel as usize,
+            cancel: self.cancel,
+        }
+    }
+
     /// Works on `task` until the model answers in prose, a budget runs out, the API fails, or
     /// Ctrl-C.
     pub fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
@@ -399,7 +221,7 @@ impl AgentRun<'_> {
         let classification = classify_reply(
             &reply,
             ClassifyOptions {
-                lenient: self.settings.lenient,
+                lenient: self.lenient,
                 tools: ToolSet::Agent,
             },
         );
@@ -416,7 +238,7 @@ impl AgentRun<'_> {
             Verdict::Call(call) => match self.claim_id(progress, &call) {
                 Ok(()) => {
                     progress.consecutive_violations = 0;
-                    let block = self.run_call(progress, &call, observer);
+                    let block = self.calls().run_call(&mut progress.report, &call, observer);
                     self.push(progress, Message::user_result(block.render()), observer);
                     Step::Continue
                 }
@@ -480,7 +302,9 @@ impl AgentRun<'_> {
                 }
             });
         }
-        let blocks = self.run_planned(progress, planned, observer);
+        let blocks = self
+            .calls()
+            .run_planned(&mut progress.report, planned, observer);
         for (native, mut block) in tool_calls.iter().zip(blocks) {
             // The API pairs results by tool_call_id: answer under the API's id even when the
             // violation could not read it.
@@ -561,162 +385,6 @@ impl AgentRun<'_> {
             Step::Continue
         }
     }
-
-    /// Runs the calls of one turn and returns their results in call order: each maximal run of
-    /// consecutive read-only calls at once (at most `max_parallel`), every other call alone.
-    fn run_planned(
-        &mut self,
-        progress: &mut Progress,
-        planned: Vec<Planned>,
-        observer: &mut dyn RunObserver,
-    ) -> Vec<ResultBlock> {
-        let read_only: Vec<bool> = planned
-            .iter()
-            .map(|p| matches!(p, Planned::Run(call) if is_read_only(call)))
-            .collect();
-        let mut planned: Vec<Option<Planned>> = planned.into_iter().map(Some).collect();
-        let mut blocks = Vec::with_capacity(planned.len());
-        for run in parallel::runs(&read_only) {
-            let mut calls = Vec::new();
-            for slot in &mut planned[run] {
-                match slot.take() {
-                    Some(Planned::Answered(block)) => blocks.push(block),
-                    Some(Planned::Run(call)) => calls.push(call),
-                    None => {}
-                }
-            }
-            match calls.len() {
-                0 => {}
-                1 => blocks.push(self.run_call(progress, &calls[0], observer)),
-                _ => blocks.extend(self.run_at_once(progress, &calls, observer)),
-            }
-        }
-        blocks
-    }
-
-    /// Runs read-only `calls` concurrently, sharing the executor; their events reach `observer`
-    /// as they happen (each carries its call's id), their results come back in call order.
-    fn run_at_once(
-        &mut self,
-        progress: &mut Progress,
-        calls: &[Call],
-        observer: &mut dyn RunObserver,
-    ) -> Vec<ResultBlock> {
-        let executor = &self.executor;
-        let roots = executor.sandbox.roots();
-        let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
-        parallel::run_bounded(
-            calls,
-            self.settings.max_parallel as usize,
-            self.cancel,
-            |call| {
-                let started = Instant::now();
-                let execution = executor.execute(call);
-                (execution, started.elapsed())
-            },
-            |event| match event {
-                parallel::Progress::Started(index) => {
-                    progress.report.calls += 1;
-                    observer.on_event(&started_event(&calls[index], roots));
-                }
-                parallel::Progress::Finished(index, (execution, took)) => {
-                    blocks[index] = Some(report_finished(
-                        progress,
-                        &calls[index],
-                        execution,
-                        *took,
-                        observer,
-                    ));
-                }
-            },
-        );
-        // A call Ctrl-C kept from starting is answered all the same.
-        calls
-            .iter()
-            .zip(blocks)
-            .map(|(call, block)| block.unwrap_or_else(|| not_run(call)))
-            .collect()
-    }
-
-    /// Runs one valid call and returns its result block.
-    fn run_call(
-        &mut self,
-        progress: &mut Progress,
-        call: &Call,
-        observer: &mut dyn RunObserver,
-    ) -> ResultBlock {
-        if self.cancel.load(Ordering::SeqCst) {
-            return not_run(call);
-        }
-        observer.on_event(&started_event(call, self.executor.sandbox.roots()));
-        let started = Instant::now();
-        progress.report.calls += 1;
-        let execution = self.executor.execute(call);
-        report_finished(progress, call, &execution, started.elapsed(), observer)
-    }
-}
-
-/// A call of a turn: judged valid and to be run, or already answered (a violation).
-enum Planned {
-    Run(Call),
-    Answered(ResultBlock),
-}
-
-/// Whether `call` only reads, and so may run beside other reads.
-fn is_read_only(call: &Call) -> bool {
-    registry::is_read_only(call.tool)
-}
-
-fn started_event(call: &Call, roots: &[std::path::PathBuf]) -> RunEvent {
-    RunEvent::CallStarted {
-        id: call.id.clone(),
-        tool: call.tool,
-        subject: call_subject(call, roots),
-        command: render_command(call.tool, &call.args),
-        runs_program: Invocation::new(call)
-            .is_ok_and(|invocation| invocation.effects().program.is_some()),
-    }
-}
-
-/// Reports a call's end and returns its block.
-fn report_finished(
-    progress: &mut Progress,
-    call: &Call,
-    execution: &Execution,
-    took: Duration,
-    observer: &mut dyn RunObserver,
-) -> ResultBlock {
-    if let Some(message) = &execution.audit_error {
-        observer.on_event(&RunEvent::Warning {
-            message: message.clone(),
-        });
-    }
-    let advice = execution.advice().map(str::to_owned);
-    let block = execution.block.clone();
-    if !block.ok {
-        progress.report.failed_calls += 1;
-    }
-    observer.on_event(&RunEvent::CallFinished {
-        id: call.id.clone(),
-        tool: call.tool,
-        ok: block.ok,
-        code: block.code.clone(),
-        summary: execution.summary.clone(),
-        advice,
-        duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-    });
-    block
-}
-
-/// The answer to a call Ctrl-C kept from running.
-fn not_run(call: &Call) -> ResultBlock {
-    ResultBlock::failure(
-        call.id.clone(),
-        render_command(call.tool, &call.args),
-        ErrorCode::Cancelled,
-        "not run: the user stopped the run (Ctrl-C)".to_owned(),
-        None,
-    )
 }
 
 enum Step {

@@ -103,63 +103,18 @@ pub struct RunArgs {
     /// Read the task from this file.
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,
-    /// The model [env: FLYCODE_MODEL].
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-    /// The API's base URL, e.g. `https://api.openai.com/v1` [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// How the model calls tools: native function calls (default) or flycode-call blocks.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub mode: Option<ModeArg>,
-    /// Requests at most (default 50).
-    #[arg(long, value_name = "N")]
-    pub max_turns: Option<u32>,
-    /// Invalid replies in a row before stopping (default 3).
-    #[arg(long, value_name = "N")]
-    pub max_violations: Option<u32>,
-    /// Wait for whole replies instead of streaming them.
-    #[arg(long)]
-    pub no_stream: bool,
     /// Print the run's events as JSON Lines on standard output.
     #[arg(long)]
     pub json: bool,
     /// Also write the transcript (JSON Lines) here.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
-    /// Connect timeout in milliseconds (default 10000).
-    #[arg(long, value_name = "MS")]
-    pub connect_timeout_ms: Option<u64>,
-    /// Longest silence allowed within a response, in milliseconds (default 120000).
-    #[arg(long, value_name = "MS")]
-    pub read_timeout_ms: Option<u64>,
-    /// Retries on 429, 5xx, timeouts and lost connections (default 4).
-    #[arg(long, value_name = "N")]
-    pub max_retries: Option<u32>,
-    /// First retry delay in milliseconds, doubled each time, with jitter (default 500).
-    #[arg(long, value_name = "MS")]
-    pub retry_base_ms: Option<u64>,
-    /// Replace the role definition with this file's text.
-    #[arg(long, value_name = "FILE")]
-    pub role_file: Option<PathBuf>,
-    /// Replace the whole system prompt with this file's text.
-    #[arg(long, value_name = "FILE", conflicts_with = "no_system_prompt")]
-    pub system_prompt_file: Option<PathBuf>,
-    /// Send no system prompt: the role definition takes its place.
-    #[arg(long)]
-    pub no_system_prompt: bool,
+    /// The model, endpoint, mode, budgets, timeouts and prompt files.
+    #[command(flatten)]
+    pub settings: crate::agent::settings::SettingFlags,
     /// Roots, approval and reading flags.
     #[command(flatten)]
     pub run: RunFlags,
-}
-
-/// A calling mode on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    /// The model writes flycode-call blocks, as in a browser chat.
-    Text,
-    /// The tools are API functions.
-    Native,
 }
 
 /// `flycode validate` arguments.

@@ -4,73 +4,32 @@
 //! Lines on standard output instead.
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use super::{Outcome, RunArgs, approver, open_sandbox};
-use crate::agent::client::{ApiKey, ClientSettings, OpenAiProvider};
-use crate::agent::context::SharedMemory;
-use crate::agent::prompt::{
-    AssembledPrompt, CallingMode, PromptContext, PromptOverrides, SystemPromptSource,
-    assemble_prompt,
-};
-use crate::agent::settings::{
-    ResolvedSettings, RoleChoice, SettingFlags, SystemPromptChoice, resolve_settings,
-};
+use crate::agent::launch::{Launch, RunOptions};
+use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
-use crate::agent::transcript::{TranscriptWriter, default_transcript_path};
-use crate::agent::turn::{AgentRun, Ending, RunEvent, RunObserver, RunReport, RunSettings};
+use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
-use crate::sandbox::state::state_dir;
-use crate::sandbox::{AuditLog, Session};
-use crate::tools::Limits;
-use crate::tools::executor::{Approval, Approver, Executor, Serial};
+use crate::tools::executor::{Approval, Approver};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let task = read_task(args)?;
     let (config, sandbox) = open_sandbox(&args.run)?;
-    let settings = resolve_settings(&setting_flags(args), &config.agent, &|name| {
-        std::env::var(name).ok()
-    })?;
-    if let Some(path) = &args.transcript
-        && let Ok(metadata) = std::fs::symlink_metadata(path)
-        && !metadata.file_type().is_file()
-    {
-        bail!(
-            "--transcript {} is not a regular file (a link, a directory or a device); name a new or regular file",
-            path.display()
-        );
-    }
-    let started = SystemTime::now();
-    let mut transcripts: Vec<PathBuf> = state_dir()
-        .map(|dir| default_transcript_path(&dir, started))
-        .into_iter()
-        .collect();
-    transcripts.extend(args.transcript.clone());
-    // What the agent is told and what records it are flycode's own: no tool may change them.
-    let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
-        .into_iter()
-        .flatten()
-        .map(Path::to_path_buf)
-        .chain(transcripts.iter().cloned())
-        .collect();
-    let protection = sandbox.protection().clone().with_own_files(&own_files);
-    let sandbox = sandbox.with_protection(protection);
-    let prompt = build_prompt(&settings, &sandbox)?;
-    let mut provider = OpenAiProvider::new(ClientSettings {
-        base_url: settings.base_url.clone(),
-        api_key: settings.api_key.clone().map(ApiKey::new),
-        connect_timeout: settings.connect_timeout,
-        read_timeout: settings.read_timeout,
-        max_retries: settings.max_retries,
-        retry_base: settings.retry_base,
-    })?;
+    let mut launch = Launch::prepare(
+        &args.settings,
+        &config,
+        sandbox,
+        args.transcript.as_deref(),
+        &|name| std::env::var(name).ok(),
+    )?;
 
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -81,6 +40,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             .context("installing the signal handler")?;
     }
 
+    let settings = &launch.settings;
     let color =
         !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
@@ -89,8 +49,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         inner: inner_approver.as_ref(),
         spinner: spinner.clone(),
     };
-    let session = Mutex::new(Session::in_memory());
-    let memory = SharedMemory::default();
     let mut observer: Box<dyn RunObserver> = if args.json {
         Box::new(JsonLines)
     } else {
@@ -104,38 +62,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             escape_for_terminal(&settings.base_url)
         );
     }
-    let mut run = AgentRun {
-        provider: &mut provider,
-        executor: Executor {
-            sandbox: &sandbox,
-            policy: &config.policy,
-            session: Some(&session),
-            audit: AuditLog::default_location(),
-            limits: Limits {
-                cancel: Some(Arc::clone(&cancel)),
-                // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY.
-                extra_secrets: settings.api_key_source.clone().into_iter().collect(),
-                ..config.limits()
-            },
-            approver: &pausing,
-            notebook: Some(&memory),
-            serial: Serial::default(),
-        },
-        settings: RunSettings {
-            model: settings.model.clone(),
-            mode: settings.mode,
-            max_turns: settings.max_turns,
-            max_violations: settings.max_violations,
-            max_parallel: settings.max_parallel,
-            stream: settings.stream,
-            lenient: args.run.lenient,
-        },
-        prompt,
-        transcript: TranscriptWriter::new(transcripts),
+    let options = RunOptions {
+        approver: &pausing,
         cancel: &cancel,
-        memory: &memory,
+        lenient: args.run.lenient,
     };
-    let report = run.run(&task, observer.as_mut());
+    let report = launch.run(&task, &options, observer.as_mut());
     Ok(match report.ending {
         Ending::Answered => Outcome::Success,
         Ending::Cancelled => Outcome::Interrupted,
@@ -161,70 +93,6 @@ fn read_task(args: &RunArgs) -> anyhow::Result<String> {
         bail!("the task is empty: say what to do, e.g. flycode run \"fix the failing test\"");
     }
     Ok(task)
-}
-
-fn setting_flags(args: &RunArgs) -> SettingFlags {
-    SettingFlags {
-        base_url: args.base_url.clone(),
-        model: args.model.clone(),
-        mode: args.mode.map(|mode| match mode {
-            super::ModeArg::Text => CallingMode::Text,
-            super::ModeArg::Native => CallingMode::Native,
-        }),
-        max_turns: args.max_turns,
-        max_violations: args.max_violations,
-        no_stream: args.no_stream,
-        connect_timeout_ms: args.connect_timeout_ms,
-        read_timeout_ms: args.read_timeout_ms,
-        max_retries: args.max_retries,
-        retry_base_ms: args.retry_base_ms,
-        role_file: args.role_file.clone(),
-        system_prompt_file: args.system_prompt_file.clone(),
-        no_system_prompt: args.no_system_prompt,
-    }
-}
-
-fn read_prompt_file(path: &Path, what: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read the {what} file {}: fix the path in flycode.toml or the flag",
-            path.display()
-        )
-    })
-}
-
-fn build_prompt(
-    settings: &ResolvedSettings,
-    sandbox: &crate::sandbox::Sandbox,
-) -> anyhow::Result<AssembledPrompt> {
-    let role = match &settings.role {
-        RoleChoice::Built => None,
-        RoleChoice::Text(text) => Some(text.clone()),
-        RoleChoice::File(path) => Some(read_prompt_file(path, "role definition")?),
-    };
-    let system = match &settings.system_prompt {
-        SystemPromptChoice::Built => SystemPromptSource::Built,
-        SystemPromptChoice::File(path) => {
-            SystemPromptSource::Custom(read_prompt_file(path, "system prompt")?)
-        }
-        SystemPromptChoice::None => SystemPromptSource::None,
-    };
-    let today = crate::protocol::time::format_rfc3339(SystemTime::now());
-    let context = PromptContext {
-        working_directory: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-        model_name: settings.model.clone(),
-        os_info: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        current_date: today.get(..10).unwrap_or_default().to_owned(),
-        roots: sandbox
-            .roots()
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect(),
-        mode: settings.mode,
-    };
-    Ok(assemble_prompt(&context, &PromptOverrides { role, system }))
 }
 
 fn mode_name(mode: CallingMode) -> &'static str {

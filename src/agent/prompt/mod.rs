@@ -26,7 +26,7 @@ const STYLE: &str = include_str!("../../../protocol/prompts/agent/style.md");
 const ENVIRONMENT: &str = include_str!("../../../protocol/prompts/agent/environment.md");
 
 /// How the model calls tools.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallingMode {
     /// The model writes `flycode-call` blocks; results come back as user messages.
     #[default]

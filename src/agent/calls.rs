@@ -1,0 +1,182 @@
+//! Running the valid calls of one turn (for the loop of `flycode run`): each maximal run of
+//! consecutive read-only calls at once ([`super::parallel`]), every other call alone, each call's
+//! start and end reported to the observer, the results kept in call order.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::events::{RunEvent, RunObserver, RunReport};
+use super::parallel;
+use super::summary::call_subject;
+use crate::protocol::{Call, ErrorCode, ResultBlock, render_command};
+use crate::tools::executor::{Execution, Executor};
+use crate::tools::registry::{self, Invocation};
+
+/// What runs the valid calls of a turn: the run's executor, how many read-only calls may run at
+/// once, and Ctrl-C.
+pub(super) struct TurnCalls<'r, 'a> {
+    /// The run's executor, shared by the calls that run at once.
+    pub executor: &'r Executor<'a>,
+    /// Read-only calls running at once at most.
+    pub max_parallel: usize,
+    /// Set by Ctrl-C.
+    pub cancel: &'r AtomicBool,
+}
+
+impl TurnCalls<'_, '_> {
+    /// Runs the calls of one turn and returns their results in call order: each maximal run of
+    /// consecutive read-only calls at once (at most `max_parallel`), every other call alone.
+    pub(super) fn run_planned(
+        &self,
+        report: &mut RunReport,
+        planned: Vec<Planned>,
+        observer: &mut dyn RunObserver,
+    ) -> Vec<ResultBlock> {
+        let read_only: Vec<bool> = planned
+            .iter()
+            .map(|p| matches!(p, Planned::Run(call) if is_read_only(call)))
+            .collect();
+        let mut planned: Vec<Option<Planned>> = planned.into_iter().map(Some).collect();
+        let mut blocks = Vec::with_capacity(planned.len());
+        for run in parallel::runs(&read_only) {
+            let mut calls = Vec::new();
+            for slot in &mut planned[run] {
+                match slot.take() {
+                    Some(Planned::Answered(block)) => blocks.push(block),
+                    Some(Planned::Run(call)) => calls.push(call),
+                    None => {}
+                }
+            }
+            match calls.len() {
+                0 => {}
+                1 => blocks.push(self.run_call(report, &calls[0], observer)),
+                _ => blocks.extend(self.run_at_once(report, &calls, observer)),
+            }
+        }
+        blocks
+    }
+
+    /// Runs read-only `calls` concurrently, sharing the executor; their events reach `observer`
+    /// as they happen (each carries its call's id), their results come back in call order.
+    fn run_at_once(
+        &self,
+        report: &mut RunReport,
+        calls: &[Call],
+        observer: &mut dyn RunObserver,
+    ) -> Vec<ResultBlock> {
+        let executor = &self.executor;
+        let roots = executor.sandbox.roots();
+        let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
+        parallel::run_bounded(
+            calls,
+            self.max_parallel,
+            self.cancel,
+            |call| {
+                let started = Instant::now();
+                let execution = executor.execute(call);
+                (execution, started.elapsed())
+            },
+            |event| match event {
+                parallel::Progress::Started(index) => {
+                    report.calls += 1;
+                    observer.on_event(&started_event(&calls[index], roots));
+                }
+                parallel::Progress::Finished(index, (execution, took)) => {
+                    blocks[index] = Some(report_finished(
+                        report,
+                        &calls[index],
+                        execution,
+                        *took,
+                        observer,
+                    ));
+                }
+            },
+        );
+        // A call Ctrl-C kept from starting is answered all the same.
+        calls
+            .iter()
+            .zip(blocks)
+            .map(|(call, block)| block.unwrap_or_else(|| not_run(call)))
+            .collect()
+    }
+
+    /// Runs one valid call and returns its result block.
+    pub(super) fn run_call(
+        &self,
+        report: &mut RunReport,
+        call: &Call,
+        observer: &mut dyn RunObserver,
+    ) -> ResultBlock {
+        if self.cancel.load(Ordering::SeqCst) {
+            return not_run(call);
+        }
+        observer.on_event(&started_event(call, self.executor.sandbox.roots()));
+        let started = Instant::now();
+        report.calls += 1;
+        let execution = self.executor.execute(call);
+        report_finished(report, call, &execution, started.elapsed(), observer)
+    }
+}
+
+/// A call of a turn: judged valid and to be run, or already answered (a violation).
+pub(super) enum Planned {
+    Run(Call),
+    Answered(ResultBlock),
+}
+
+/// Whether `call` only reads, and so may run beside other reads.
+fn is_read_only(call: &Call) -> bool {
+    registry::is_read_only(call.tool)
+}
+
+fn started_event(call: &Call, roots: &[std::path::PathBuf]) -> RunEvent {
+    RunEvent::CallStarted {
+        id: call.id.clone(),
+        tool: call.tool,
+        subject: call_subject(call, roots),
+        command: render_command(call.tool, &call.args),
+        runs_program: Invocation::new(call)
+            .is_ok_and(|invocation| invocation.effects().program.is_some()),
+    }
+}
+
+/// Reports a call's end and returns its block.
+fn report_finished(
+    report: &mut RunReport,
+    call: &Call,
+    execution: &Execution,
+    took: Duration,
+    observer: &mut dyn RunObserver,
+) -> ResultBlock {
+    if let Some(message) = &execution.audit_error {
+        observer.on_event(&RunEvent::Warning {
+            message: message.clone(),
+        });
+    }
+    let advice = execution.advice().map(str::to_owned);
+    let block = execution.block.clone();
+    if !block.ok {
+        report.failed_calls += 1;
+    }
+    observer.on_event(&RunEvent::CallFinished {
+        id: call.id.clone(),
+        tool: call.tool,
+        ok: block.ok,
+        code: block.code.clone(),
+        summary: execution.summary.clone(),
+        advice,
+        duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+    });
+    block
+}
+
+/// The answer to a call Ctrl-C kept from running.
+fn not_run(call: &Call) -> ResultBlock {
+    ResultBlock::failure(
+        call.id.clone(),
+        render_command(call.tool, &call.args),
+        ErrorCode::Cancelled,
+        "not run: the user stopped the run (Ctrl-C)".to_owned(),
+        None,
+    )
+}

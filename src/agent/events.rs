@@ -1,0 +1,172 @@
+//! What a run reports while it runs and when it ends: the [`RunEvent`]s an observer hears (the
+//! terminal display, `--json`), and the [`RunReport`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::protocol::ToolName;
+
+/// Token counts summed over a run's requests, where the server reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// Why a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "ending", content = "detail")]
+pub enum Ending {
+    /// The model answered in prose: the task is done (or the model says why not).
+    Answered,
+    /// The turn budget ran out first.
+    MaxTurns,
+    /// Too many invalid replies in a row; the detail is the last error.
+    TooManyViolations(String),
+    /// The person pressed Ctrl-C.
+    Cancelled,
+    /// The API failed beyond its retries; the detail says how.
+    ClientFailed(String),
+    /// The model sent an empty reply without calls; the detail is its finish reason.
+    EmptyReply(String),
+}
+
+impl Ending {
+    /// `answered`, `max_turns`...
+    pub fn name(&self) -> &'static str {
+        match self {
+            Ending::Answered => "answered",
+            Ending::MaxTurns => "max_turns",
+            Ending::TooManyViolations(_) => "too_many_violations",
+            Ending::Cancelled => "cancelled",
+            Ending::ClientFailed(_) => "client_failed",
+            Ending::EmptyReply(_) => "empty_reply",
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// Why it ended.
+    #[serde(flatten)]
+    pub ending: Ending,
+    /// The model's final prose answer, when it gave one.
+    pub answer: Option<String>,
+    /// Requests sent.
+    pub turns: u32,
+    /// Calls run (agent tools included), and how many of them failed.
+    pub calls: u32,
+    /// Calls that failed.
+    pub failed_calls: u32,
+    /// Invalid replies or native calls.
+    pub violations: u32,
+    /// Tokens, as reported by the server.
+    pub usage: TokenUsage,
+    /// Wall-clock time.
+    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    pub duration: Duration,
+    /// Where the transcript was written.
+    pub transcript: Vec<PathBuf>,
+}
+
+fn as_millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What happens during a run, for the terminal or `--json`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// A request is about to be sent.
+    Request {
+        /// 1-based.
+        turn: u32,
+        /// Messages in it, special messages included.
+        messages: usize,
+    },
+    /// A piece of the reply's text, as it streams.
+    TextDelta {
+        /// The piece.
+        text: String,
+    },
+    /// The request failed and is tried again.
+    Retrying {
+        /// The retry's number, 1-based.
+        attempt: u32,
+        /// The wait before it.
+        delay_ms: u64,
+        /// What failed.
+        reason: String,
+    },
+    /// The whole reply arrived.
+    Reply {
+        /// 1-based.
+        turn: u32,
+        /// Its text.
+        text: String,
+        /// Native calls in it.
+        tool_calls: usize,
+        /// Its tokens, when reported.
+        usage: Option<TokenUsage>,
+    },
+    /// A valid call starts (approval, if needed, comes after this).
+    CallStarted {
+        /// The call's id.
+        id: Option<String>,
+        /// The tool.
+        tool: ToolName,
+        /// Its main argument, short.
+        subject: String,
+        /// The slash form.
+        command: String,
+        /// It runs a program (the terminal shows a spinner while it runs).
+        runs_program: bool,
+    },
+    /// The call ended.
+    CallFinished {
+        /// The call's id.
+        id: Option<String>,
+        /// The tool.
+        tool: ToolName,
+        /// Whether it succeeded.
+        ok: bool,
+        /// The error code, when it failed.
+        code: Option<String>,
+        /// One line saying what it did.
+        summary: String,
+        /// What the person could do to allow a refused call (never sent to the model).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
+        /// How long it took.
+        duration_ms: u64,
+    },
+    /// A reply (or a native call) broke the protocol; its result tells the model how.
+    Violation {
+        /// The call's id, when readable.
+        id: Option<String>,
+        /// The error code.
+        code: String,
+        /// The message.
+        message: String,
+        /// Invalid turns in a row.
+        consecutive: u32,
+    },
+    /// Something went wrong that does not stop the run (a transcript or audit write).
+    Warning {
+        /// What.
+        message: String,
+    },
+    /// The run ended.
+    Finished(RunReport),
+}
+
+/// Receives a run's events.
+pub trait RunObserver {
+    /// One event, in order.
+    fn on_event(&mut self, event: &RunEvent);
+}

@@ -1,0 +1,223 @@
+//! Everything a run needs before its first request, put together from the resolved settings, the
+//! configuration and the sandbox: the system prompt (with the user's role or prompt files), the
+//! API client, where the run is recorded, and flycode's own files added to the protected paths.
+//! Then the run itself: the executor shared by the turn's calls, the agent's memory, the loop.
+//! The command line only parses, chooses a display and prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use thiserror::Error;
+
+use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider};
+use super::context::SharedMemory;
+use super::prompt::{
+    AssembledPrompt, PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt,
+};
+use super::settings::{
+    ResolvedSettings, RoleChoice, SettingFlags, SettingsError, SystemPromptChoice, resolve_settings,
+};
+use super::transcript::{TranscriptWriter, default_transcript_path};
+use super::turn::{AgentRun, RunObserver, RunReport};
+use crate::config::Config;
+use crate::sandbox::state::state_dir;
+use crate::sandbox::{AuditLog, Sandbox, Session};
+use crate::tools::Limits;
+use crate::tools::executor::{Approver, Executor, Serial};
+use crate::tools::policy::Policy;
+
+/// Why a run cannot start (exit 2).
+#[derive(Debug, Error)]
+pub enum LaunchError {
+    /// A setting is missing or wrong.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// `--transcript` names something that is not a regular file.
+    #[error(
+        "--transcript {} is not a regular file (a link, a directory or a device); name a new or regular file",
+        path.display()
+    )]
+    TranscriptNotAFile {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A role or system prompt file cannot be read.
+    #[error(
+        "cannot read the {what} file {}: {source}; fix the path in flycode.toml or the flag",
+        path.display()
+    )]
+    PromptFile {
+        /// "role definition" or "system prompt".
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The API client cannot be set up.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// A run ready to start.
+pub struct Launch {
+    /// The settings it runs with.
+    pub settings: ResolvedSettings,
+    /// The system prompt and the role definition.
+    pub prompt: AssembledPrompt,
+    /// Where the run is recorded: the state directory's `runs/`, and `--transcript`.
+    pub transcripts: Vec<PathBuf>,
+    provider: OpenAiProvider,
+    sandbox: Sandbox,
+    policy: Policy,
+    limits: Limits,
+}
+
+/// What the caller decides for one run: who answers approval questions, what stops it, and
+/// whether text around a call block is accepted.
+pub struct RunOptions<'a> {
+    /// Answers the approval questions.
+    pub approver: &'a dyn Approver,
+    /// Set by Ctrl-C: stops the request, the running program and the calls not yet started.
+    pub cancel: &'a Arc<AtomicBool>,
+    /// Accept text around a call block (text mode).
+    pub lenient: bool,
+}
+
+impl Launch {
+    /// Resolves the settings (`flags` over `env` over `config`'s `[agent]`), builds the prompt and
+    /// the client, and protects the files that tell the agent what to do or record what it did.
+    pub fn prepare(
+        flags: &SettingFlags,
+        config: &Config,
+        sandbox: Sandbox,
+        transcript: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Launch, LaunchError> {
+        let settings = resolve_settings(flags, &config.agent, env)?;
+        if let Some(path) = transcript
+            && let Ok(metadata) = std::fs::symlink_metadata(path)
+            && !metadata.file_type().is_file()
+        {
+            return Err(LaunchError::TranscriptNotAFile {
+                path: path.to_owned(),
+            });
+        }
+        let mut transcripts: Vec<PathBuf> = state_dir()
+            .map(|dir| default_transcript_path(&dir, SystemTime::now()))
+            .into_iter()
+            .collect();
+        transcripts.extend(transcript.map(Path::to_path_buf));
+        // What the agent is told and what records it are flycode's own: no tool may change them.
+        let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
+            .into_iter()
+            .flatten()
+            .map(Path::to_path_buf)
+            .chain(transcripts.iter().cloned())
+            .collect();
+        let protection = sandbox.protection().clone().with_own_files(&own_files);
+        let sandbox = sandbox.with_protection(protection);
+        let prompt = build_prompt(&settings, &sandbox)?;
+        let provider = OpenAiProvider::new(ClientSettings {
+            base_url: settings.base_url.clone(),
+            api_key: settings.api_key.clone().map(ApiKey::new),
+            connect_timeout: settings.connect_timeout,
+            read_timeout: settings.read_timeout,
+            max_retries: settings.max_retries,
+            retry_base: settings.retry_base,
+        })?;
+        let limits = Limits {
+            // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY.
+            extra_secrets: settings.api_key_source.clone().into_iter().collect(),
+            ..config.limits()
+        };
+        Ok(Launch {
+            settings,
+            prompt,
+            transcripts,
+            provider,
+            sandbox,
+            policy: config.policy.clone(),
+            limits,
+        })
+    }
+
+    /// Works on `task` until the model answers, a budget runs out, the API fails, or Ctrl-C;
+    /// every event goes to `observer`.
+    pub fn run(
+        &mut self,
+        task: &str,
+        options: &RunOptions<'_>,
+        observer: &mut dyn RunObserver,
+    ) -> RunReport {
+        let session = Mutex::new(Session::in_memory());
+        let memory = SharedMemory::default();
+        let mut run = AgentRun {
+            provider: &mut self.provider,
+            executor: Executor {
+                sandbox: &self.sandbox,
+                policy: &self.policy,
+                session: Some(&session),
+                audit: AuditLog::default_location(),
+                limits: Limits {
+                    cancel: Some(Arc::clone(options.cancel)),
+                    ..self.limits.clone()
+                },
+                approver: options.approver,
+                notebook: Some(&memory),
+                serial: Serial::default(),
+            },
+            settings: &self.settings,
+            lenient: options.lenient,
+            prompt: self.prompt.clone(),
+            transcript: TranscriptWriter::new(self.transcripts.clone()),
+            cancel: options.cancel,
+            memory: &memory,
+        };
+        run.run(task, observer)
+    }
+}
+
+fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchError> {
+    std::fs::read_to_string(path).map_err(|source| LaunchError::PromptFile {
+        what,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn build_prompt(
+    settings: &ResolvedSettings,
+    sandbox: &Sandbox,
+) -> Result<AssembledPrompt, LaunchError> {
+    let role = match &settings.role {
+        RoleChoice::Built => None,
+        RoleChoice::Text(text) => Some(text.clone()),
+        RoleChoice::File(path) => Some(read_prompt_file(path, "role definition")?),
+    };
+    let system = match &settings.system_prompt {
+        SystemPromptChoice::Built => SystemPromptSource::Built,
+        SystemPromptChoice::File(path) => {
+            SystemPromptSource::Custom(read_prompt_file(path, "system prompt")?)
+        }
+        SystemPromptChoice::None => SystemPromptSource::None,
+    };
+    let today = crate::protocol::time::format_rfc3339(SystemTime::now());
+    let context = PromptContext {
+        working_directory: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        model_name: settings.model.clone(),
+        os_info: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        current_date: today.get(..10).unwrap_or_default().to_owned(),
+        roots: sandbox
+            .roots()
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect(),
+        mode: settings.mode,
+    };
+    Ok(assemble_prompt(&context, &PromptOverrides { role, system }))
+}
