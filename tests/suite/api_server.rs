@@ -1,13 +1,20 @@
 //! A scripted OpenAI-compatible server on `127.0.0.1:0` for tests: plain HTTP/1.1 written by hand
 //! over `std::net`, one thread per connection, `Connection: close` on every answer, so tests
 //! control the framing byte by byte (chunk boundaries, stalls, hang-ups).
+//!
+//! On a [`VirtualClock`] (the paused clock of the client's runtime, [`ScriptedServer::on_clock`])
+//! the server's silences are virtual: a paused runtime that has nothing to do jumps its clock to
+//! the next timer, also while a request is on the wire, so the server holds the clock (see
+//! [`ClockHold`]) from the moment it takes a connection until it goes silent on purpose (a
+//! stall, the pause between two chunks) or has answered. A client's timeout then fires only in
+//! a silence the script asked for, whatever the machine's speed.
 
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -223,6 +230,92 @@ fn usage_chunk(prompt: u64, completion: u64) -> Value {
         "total_tokens": prompt + completion}})
 }
 
+/// The paused clock of a client's tokio runtime, as the server's threads see it.
+#[derive(Clone, Debug)]
+pub struct VirtualClock {
+    handle: tokio::runtime::Handle,
+}
+
+impl VirtualClock {
+    /// A current-thread runtime (I/O and time on) whose clock starts paused, and its clock.
+    pub fn paused_runtime() -> (tokio::runtime::Runtime, VirtualClock) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let clock = VirtualClock {
+            handle: runtime.handle().clone(),
+        };
+        (runtime, clock)
+    }
+
+    /// The runtime's time now (from any thread).
+    pub fn now(&self) -> tokio::time::Instant {
+        let _context = self.handle.enter();
+        tokio::time::Instant::now()
+    }
+
+    /// Stops the clock from jumping ahead until the hold is dropped or the runtime shuts down.
+    /// (A blocking task of a current-thread runtime keeps its paused clock from auto-advancing
+    /// while it runs; this one runs until either happens.)
+    pub fn hold(&self) -> ClockHold {
+        let (signal, signalled) = mpsc::channel::<()>();
+        let on_shutdown = Signal(signal.clone());
+        let watch = self.handle.spawn(async move {
+            let _on_shutdown = on_shutdown;
+            std::future::pending::<()>().await
+        });
+        drop(self.handle.spawn_blocking(move || {
+            let _ = signalled.recv();
+        }));
+        ClockHold {
+            _release: Signal(signal),
+            watch,
+        }
+    }
+
+    /// Drops `hold`, lets `silence` pass on the clock, and holds it again at once; `None` when
+    /// the runtime is gone (the client finished).
+    fn keep_silent(&self, hold: ClockHold, silence: Duration) -> Option<ClockHold> {
+        let (held, regained) = mpsc::channel();
+        let clock = self.clone();
+        // Spawned while still held, so the silence starts now; the new hold is taken on the
+        // runtime's thread the moment the silence ends, before its clock can move on.
+        drop(self.handle.spawn(async move {
+            tokio::time::sleep(silence).await;
+            let _ = held.send(clock.hold());
+        }));
+        drop(hold);
+        regained.recv().ok()
+    }
+}
+
+/// While alive, the client's paused clock stands still; virtual time passes only once every
+/// hold is dropped and the runtime is idle.
+#[derive(Debug)]
+pub struct ClockHold {
+    _release: Signal,
+    /// A task that ends the hold if the runtime shuts down first (dropping its tasks).
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ClockHold {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// Sends once, when dropped.
+#[derive(Debug)]
+struct Signal(mpsc::Sender<()>);
+
+impl Drop for Signal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
 type Responder = dyn Fn(&RecordedRequest, usize) -> Reply + Send + Sync;
 
 /// The running server; it stops accepting when dropped.
@@ -238,11 +331,25 @@ impl ScriptedServer {
     pub fn start(
         respond: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
     ) -> ScriptedServer {
+        ScriptedServer::launch(None, Arc::new(respond))
+    }
+
+    /// Like [`ScriptedServer::start`], for a client whose runtime runs on `clock`: the pauses
+    /// between [`Reply::Sse`] chunks pass on `clock`, and the clock is held while the server
+    /// works (from now, for the first connection, so the client cannot time out before it).
+    pub fn on_clock(
+        clock: &VirtualClock,
+        respond: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedServer {
+        ScriptedServer::launch(Some(clock.clone()), Arc::new(respond))
+    }
+
+    fn launch(clock: Option<VirtualClock>, respond: Arc<Responder>) -> ScriptedServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let respond: Arc<Responder> = Arc::new(respond);
+        let mut first_hold = clock.as_ref().map(VirtualClock::hold);
         let acceptor = {
             let requests = Arc::clone(&requests);
             let stop = Arc::clone(&stop);
@@ -252,9 +359,13 @@ impl ScriptedServer {
                         break;
                     }
                     let Ok(stream) = stream else { continue };
+                    let hold = first_hold
+                        .take()
+                        .or_else(|| clock.as_ref().map(VirtualClock::hold));
+                    let paced = clock.clone().zip(hold);
                     let requests = Arc::clone(&requests);
                     let respond = Arc::clone(&respond);
-                    thread::spawn(move || serve(stream, &requests, &*respond));
+                    thread::spawn(move || serve(stream, &requests, &*respond, paced));
                 }
             })
         };
@@ -298,7 +409,15 @@ impl Drop for ScriptedServer {
     }
 }
 
-fn serve(stream: TcpStream, requests: &Mutex<Vec<RecordedRequest>>, respond: &Responder) {
+/// A server's clock and its hold on it while it works.
+type Paced = Option<(VirtualClock, ClockHold)>;
+
+fn serve(
+    stream: TcpStream,
+    requests: &Mutex<Vec<RecordedRequest>>,
+    respond: &Responder,
+    mut paced: Paced,
+) {
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
     stream.set_nodelay(true).ok();
     let Some(request) = read_request(&stream) else {
@@ -310,7 +429,9 @@ fn serve(stream: TcpStream, requests: &Mutex<Vec<RecordedRequest>>, respond: &Re
         requests.len() - 1
     };
     let reply = respond(&request, index);
-    let _ = write_reply(stream, reply);
+    let _ = write_reply(stream, reply, &mut paced);
+    // Only now, with the connection closed, may the client's clock move on.
+    drop(paced);
 }
 
 fn read_request(stream: &TcpStream) -> Option<RecordedRequest> {
@@ -348,7 +469,9 @@ fn read_request(stream: &TcpStream) -> Option<RecordedRequest> {
     })
 }
 
-fn write_reply(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {
+/// Writes `reply` and closes the connection; a hold on the client's clock is let go while the
+/// script is silent (and kept through the pauses between chunks).
+fn write_reply(mut stream: TcpStream, reply: Reply, paced: &mut Paced) -> std::io::Result<()> {
     match reply {
         Reply::Json {
             status,
@@ -373,7 +496,13 @@ fn write_reply(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {
             stream.write_all(SSE_HEAD.as_bytes())?;
             stream.flush()?;
             for chunk in chunks {
-                thread::sleep(delay_between);
+                match paced.take() {
+                    Some((clock, hold)) => match clock.keep_silent(hold, delay_between) {
+                        Some(hold) => *paced = Some((clock, hold)),
+                        None => return Ok(()),
+                    },
+                    None => thread::sleep(delay_between),
+                }
                 stream.write_all(&chunk)?;
                 stream.flush()?;
             }
@@ -382,6 +511,7 @@ fn write_reply(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {
         Reply::Stall { after } => {
             stream.write_all(&after)?;
             stream.flush()?;
+            drop(paced.take());
             // Waits for the client to hang up (read returns 0 or fails), 30 s at most.
             let mut sink = [0u8; 1024];
             while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}

@@ -73,6 +73,36 @@ fn copy(display: &Display, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Copies `text` with an xclip that serves `reads` requests for it and then exits, and waits (up
+/// to 20 s) for it to exit: the watcher, the only reader, has then read `text` (or replaced it,
+/// which would be an answer in its log).
+fn copy_until_read(display: &Display, text: &str, reads: u32) {
+    let mut xclip = Command::new("xclip")
+        .args(["-selection", "clipboard", "-i", "-quiet", "-loops"])
+        .arg(reads.to_string())
+        .env("DISPLAY", &display.name)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    xclip
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while xclip.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = xclip.kill();
+            let _ = xclip.wait();
+            panic!("the watcher did not read the clipboard {reads} times: {text:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn paste(display: &Display) -> String {
     Command::new("xclip")
         .args(["-selection", "clipboard", "-o"])
@@ -182,14 +212,11 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
         std::fs::read_to_string(root.join("log.txt")).unwrap(),
         "ran;"
     );
-    // A copied result is left alone, and so is prose.
+    // A copied result is left alone, and so is prose: the watcher reads them (three reads each,
+    // so at least one whole one) and answers neither (counted in its log below).
     let foreign = "```flycode-result\n[id] z9\n[command] /fs.ls /\n[ok] true\n```\n";
-    copy(&display, foreign).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(paste(&display), foreign);
-    copy(&display, "just some prose").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(paste(&display), "just some prose");
+    copy_until_read(&display, foreign, 3);
+    copy_until_read(&display, "just some prose", 3);
     // An invalid reply earns its error result.
     copy(&display, "Let me check.\n```flycode-call\n{\"id\":\"c2\",\"tool\":\"fs.ls\",\"args\":{\"path\":\"/\"}}\n```").unwrap();
     let error = wait_clipboard(&display, |text| text.starts_with("```flycode-result"));
@@ -197,6 +224,11 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
     let log = stop(watch);
     assert_eq!(log.matches("● /fs.write").count(), 50, "{log}");
     assert_eq!(log.matches("replayed").count(), 49, "{log}");
+    assert_eq!(
+        log.matches("● ").count(),
+        51,
+        "the fifty writes and the invalid reply, nothing for the result or the prose: {log}"
+    );
 }
 
 #[test]
@@ -274,10 +306,11 @@ fn the_copied_prompt_stays_on_the_clipboard_and_is_not_answered() {
     assert_eq!(copied.status.code(), Some(0), "{stderr}");
     assert!(copied.stdout.is_empty());
     assert!(stderr.contains("on the clipboard"), "{stderr}");
-    // flycode prompt has exited; the prompt is still there to paste, untouched by the watcher.
+    // flycode prompt has exited; the prompt is still there to paste.
     assert_eq!(paste(&display), prompt);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(paste(&display), prompt);
+    // The watcher reads it (offered again, the same text, by an xclip that counts its readers)
+    // and leaves it: nothing is answered before the reply below.
+    copy_until_read(&display, &prompt, 3);
     // A real reply after it is answered: the watcher was looking all along.
     let reply = format!(
         "```flycode-call\n{{\"id\":\"call-001\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/log.txt\"}}}}\n```\n",

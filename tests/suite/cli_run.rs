@@ -528,15 +528,33 @@ fn a_stalled_server_times_out() {
     let server = ScriptedServer::always(Reply::sse_then_stall(&[json!({
         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Thinking"}}]
     })]));
-    let started = Instant::now();
-    let finished = finish(project.command(&server, &["--read-timeout-ms", "300"]));
+    // The stall lasts until flycode hangs up (the server gives up after 30 s, and then the
+    // message would not name the timeout); the wait for flycode fails rather than hangs.
+    let mut child = project
+        .command(&server, &["--read-timeout-ms", "300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(|| child.try_wait().unwrap().is_some());
+    let finished = finish_spawned(child);
     assert_eq!(finished.code, 1, "{}", finished.stderr);
     assert!(
         finished.stderr.contains("300 ms") || finished.stderr.contains("0.3 s"),
         "the message names the timeout: {}",
         finished.stderr
     );
-    assert!(started.elapsed() < Duration::from_secs(60), "it returned");
+    assert!(finished.stdout.contains("Thinking"), "{}", finished.stdout);
+}
+
+/// The outcome of a child that has exited (its output piped, and small).
+fn finish_spawned(child: std::process::Child) -> Finished {
+    let output = child.wait_with_output().unwrap();
+    Finished {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 #[test]
@@ -551,11 +569,25 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while server.requests().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    // Ctrl-C once the streamed text is on the screen: the run is waiting for more of the stream.
+    let shown = {
+        use std::io::Read as _;
+        let mut stdout = child.stdout.take().unwrap();
+        let (shown, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut text, mut buffer) = (Vec::new(), [0u8; 256]);
+            while let Ok(read @ 1..) = stdout.read(&mut buffer) {
+                text.extend_from_slice(&buffer[..read]);
+                if String::from_utf8_lossy(&text).contains("Let me think") {
+                    let _ = shown.send(());
+                }
+            }
+        });
+        seen
+    };
+    shown
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the streamed text was shown");
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -793,7 +825,8 @@ fn ctrl_c_stops_a_running_program_and_the_calls_after_it() {
     let project = Project::new();
     let marker = project.path("marker.txt");
     let pid_file = project.path("sleep.pid");
-    let script = format!("echo $$ > {pid_file}; exec sleep 37");
+    // Far longer than the wait for flycode below: gone afterwards means killed.
+    let script = format!("echo $$ > {pid_file}; exec sleep 300");
     let run = json!({"command": "sh", "args": ["-c", script], "timeoutMs": 600000}).to_string();
     let write = json!({"path": marker, "mode": "overwrite", "content": "should not be written"})
         .to_string();

@@ -6,6 +6,10 @@
 //! - [`sse`]: the incremental Server-Sent Events decoder;
 //! - [`retry`]: which failures are retried, and how long to wait;
 //! - [`reply`]: response bodies and stream chunks assembled into a [`Completion`].
+//!
+//! Every wait (back-off, `Retry-After`, timeouts) is measured by the clock of the tokio runtime
+//! the provider runs on, which [`OpenAiProvider::with_runtime`] lets a test supply with its clock
+//! paused.
 
 mod error;
 pub mod openai;
