@@ -3,8 +3,8 @@
 //! model's reply.
 //!
 //! Target: one turn's work under 1 ms with a history of 1000 messages.
-
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
+#![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
 
 use std::hint::black_box;
 

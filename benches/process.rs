@@ -3,6 +3,8 @@
 //! Target: `run_process("/bin/true")` within 2 ms of `Command::new("/bin/true").status()` (pipes,
 //! three watcher threads, the process-group and stray-child clean-up).
 
+#![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::Command;

@@ -3,8 +3,9 @@
 //! (no limit is reached), so this is the engine's full-scan throughput; the comparison with
 //! ripgrep is `bench/search-vs-rg.sh`.
 
-// A benchmark, like a test, fails loudly when its setup fails.
+// A benchmark, like a test, fails loudly when its setup fails, and makes its fixtures directly.
 #![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)]
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Tools through the sandbox: fs.read of a 1 MB file and fs.ls of a deep tree.
-
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
+#![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
 
 use std::hint::black_box;
 

@@ -98,7 +98,7 @@ impl Launch {
     ) -> Result<Launch, LaunchError> {
         let settings = resolve_settings(flags, &config.agent, env)?;
         if let Some(path) = transcript
-            && let Ok(metadata) = std::fs::symlink_metadata(path)
+            && let Ok(metadata) = crate::sandbox::host::symlink_metadata(path)
             && !metadata.file_type().is_file()
         {
             return Err(LaunchError::TranscriptNotAFile {
@@ -181,7 +181,7 @@ impl Launch {
 }
 
 fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchError> {
-    std::fs::read_to_string(path).map_err(|source| LaunchError::PromptFile {
+    crate::sandbox::host::read_to_string(path).map_err(|source| LaunchError::PromptFile {
         what,
         path: path.to_owned(),
         source,

@@ -59,6 +59,7 @@ pub fn default_transcript_path(state_dir: &Path, started: std::time::SystemTime)
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
 

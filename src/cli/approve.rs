@@ -40,11 +40,7 @@ pub struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve(&self, shown: &str, reason: &str) -> Approval {
-        let Ok(tty) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-        else {
+        let Ok(tty) = crate::sandbox::host::open_terminal() else {
             return Approval::Unavailable;
         };
         let Ok(mut writer) = tty.try_clone() else {

@@ -284,7 +284,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
     let (bytes, name) = match input {
         Some(path) if path.as_os_str() != "-" => (
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
+            crate::sandbox::host::read(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
             path.display().to_string(),
         ),
         _ => {

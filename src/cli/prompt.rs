@@ -1,7 +1,6 @@
 //! `flycode prompt`: the system prompt for a browser chat, printed or put on the clipboard.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -63,8 +62,8 @@ fn copy_to_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
         display: display.clone(),
         reason,
     };
-    let program = std::env::current_exe().map_err(|e| unreachable(e.to_string()))?;
-    let mut holder = spawn_holder(&program).map_err(|e| unreachable(e.to_string()))?;
+    let mut holder = crate::sandbox::host::spawn_detached_self(HOLD_CLIPBOARD_COMMAND)
+        .map_err(|e| unreachable(e.to_string()))?;
     if let Some(mut input) = holder.stdin.take() {
         input
             .write_all(text.as_bytes())
@@ -86,23 +85,6 @@ fn copy_to_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
     Err(unreachable(
         "the prompt did not appear on the clipboard within 10 s".to_owned(),
     ))
-}
-
-/// Starts `flycode hold-clipboard` in a process group of its own (Ctrl-C in the terminal is not
-/// for it), with nothing but the text on its standard input.
-fn spawn_holder(program: &PathBuf) -> std::io::Result<std::process::Child> {
-    let mut command = std::process::Command::new(program);
-    command
-        .arg(HOLD_CLIPBOARD_COMMAND)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-    }
-    command.spawn()
 }
 
 /// Runs `flycode hold-clipboard`: reads the text on standard input, owns the clipboard until

@@ -77,7 +77,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
 
 fn read_task(args: &RunArgs) -> anyhow::Result<String> {
     let task = match (&args.task_file, args.task.as_deref()) {
-        (Some(path), _) => std::fs::read_to_string(path)
+        (Some(path), _) => crate::sandbox::host::read_to_string(path)
             .with_context(|| format!("cannot read the task from {}", path.display()))?,
         (None, Some("-")) => {
             let mut text = String::new();

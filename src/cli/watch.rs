@@ -37,7 +37,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             Err(why) => {
                 // The main job still runs: a folder needs no display.
                 let dir = state.join(DEFAULT_INBOX);
-                std::fs::create_dir_all(&dir).with_context(|| {
+                crate::sandbox::host::create_dir_all(&dir).with_context(|| {
                     format!("{why}, and the folder {} cannot be created", dir.display())
                 })?;
                 no_display = Some(format!(

@@ -352,6 +352,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
 

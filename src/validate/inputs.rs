@@ -124,6 +124,7 @@ fn expand_glob(pattern: &str) -> Result<Vec<PathBuf>, InputError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
 

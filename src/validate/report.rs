@@ -1,7 +1,6 @@
 //! Checking many transcripts: files are read in parallel on all cores, and the report lists them
 //! in input order whatever finished first.
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -122,7 +121,7 @@ fn check_path(path: &Path, options: ValidateOptions) -> Result<FileReport, OpenE
             options,
         ));
     }
-    let file = File::open(path).map_err(|source| OpenError {
+    let file = crate::sandbox::host::open(path).map_err(|source| OpenError {
         path: name.clone(),
         source,
     })?;

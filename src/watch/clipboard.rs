@@ -188,6 +188,7 @@ pub fn run_clipboard(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use std::collections::VecDeque;
 

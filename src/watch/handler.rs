@@ -153,6 +153,7 @@ impl Handler<'_> {
     }
 }
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
     use crate::sandbox::{Roots, Sandbox};

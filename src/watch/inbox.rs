@@ -123,7 +123,9 @@ impl Inbox {
             let answered_hash = if options.existing {
                 None
             } else {
-                std::fs::read(&path).ok().map(|bytes| sha256_hex(&bytes))
+                crate::sandbox::host::read(&path)
+                    .ok()
+                    .map(|bytes| sha256_hex(&bytes))
             };
             tracked.insert(
                 path,
@@ -171,7 +173,7 @@ impl Inbox {
                 if now.duration_since(entry.stable_since) < options.quiet {
                     continue;
                 }
-                let Ok(bytes) = std::fs::read(&path) else {
+                let Ok(bytes) = crate::sandbox::host::read(&path) else {
                     continue;
                 };
                 let hash = sha256_hex(&bytes);
@@ -202,7 +204,7 @@ impl Inbox {
 /// Reply files in `dir` with their size and modification time.
 fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
+    for entry in crate::sandbox::host::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
         if !is_reply_file(&path) {

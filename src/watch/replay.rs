@@ -213,6 +213,7 @@ fn mark_replayed(result: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use serde_json::json;
 

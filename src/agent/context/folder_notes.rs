@@ -75,6 +75,7 @@ fn read_note(sandbox: &Sandbox, path: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
     use crate::sandbox::roots::Roots;

@@ -135,6 +135,7 @@ impl Tool for FsDiff {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use std::path::PathBuf;
 

@@ -277,6 +277,7 @@ impl Tool for FsLs {
 
 #[cfg(test)]
 #[cfg(unix)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use std::os::unix::fs::symlink;
 

@@ -387,6 +387,7 @@ impl Tool for FsRead {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use std::path::PathBuf;
 
