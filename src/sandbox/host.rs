@@ -27,6 +27,12 @@ pub fn open(path: &Path) -> io::Result<File> {
     File::open(path)
 }
 
+/// `path` with every link and `..` resolved (a path the caller gives with its own authority,
+/// outside any sandbox: the search engine's benchmarks and tests).
+pub fn canonicalize(path: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}
+
 /// The entries of a folder (the inbox).
 pub fn read_dir(path: &Path) -> io::Result<ReadDir> {
     std::fs::read_dir(path)

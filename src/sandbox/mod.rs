@@ -11,6 +11,7 @@ pub mod audit;
 pub mod batch;
 pub mod error;
 pub mod files;
+pub mod handles;
 pub mod host;
 pub mod ops;
 pub mod process;

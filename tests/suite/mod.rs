@@ -17,6 +17,7 @@ mod prompt_matches_schemas;
 mod properties;
 mod reply_fixtures;
 mod result_snapshots;
+mod search_race;
 mod tool_scenarios;
 mod transcript_fixtures;
 mod validate_formats;

@@ -1,7 +1,7 @@
 //! The content-search engine behind `fs.search`, built on ripgrep's own crates (`ignore`,
 //! `grep-searcher`, `grep-regex`). It owns walking, filtering, matching and the `path:line:text`
-//! rendering; it must not resolve or check roots (the sandbox has resolved `path` before) nor
-//! render result blocks.
+//! rendering; it must not resolve or check roots (the sandbox has resolved `path` and opened it
+//! before, see [`Start`]) nor render result blocks.
 //!
 //! Semantics are ripgrep's defaults, as `rg -n --sort path` gives them:
 //!
@@ -22,6 +22,20 @@
 //!   ripgrep searches a file named on its command line), but the filters below still apply to it,
 //!   the glob being matched against its file name.
 //!
+//! The walk stays inside through directory handles, never through path strings (`walk.rs`): the
+//! search path is opened by the sandbox from its root's handle, and from there every directory is
+//! opened relative to its parent's open handle, one name at a time and never following a link
+//! (`openat` with `O_NOFOLLOW | O_DIRECTORY`), and listed through its own handle; every file is
+//! opened relative to its directory's handle (`O_NOFOLLOW | O_NONBLOCK`) and checked to be a
+//! regular file once open. A directory swapped for a link to somewhere else while the search runs
+//! therefore fails to open (and is skipped) instead of being followed: nothing outside is ever
+//! listed or read. The ignore files are read through the same handles (`rules.rs`), and decided
+//! per entry with the `ignore` crate's matchers and its walker's precedence; those of the
+//! directories above the search path are opened the same way, from the root's handle inside the
+//! root and from `/` above it. A link to an ignore file is followed only inside the root, and a
+//! linked worktree's exclude file is read only when its repository lies inside the root; the
+//! global excludes file is the one file read by its path, as the user's git configuration names it.
+//!
 //! Filters: `glob` with ripgrep's `-g` semantics (gitignore syntax, matched against the path
 //! relative to the search path, `!` to exclude), `extensions` (case-sensitive, as `-g '*.ts'`),
 //! size and modification-time bounds (inclusive).
@@ -33,33 +47,39 @@
 
 mod bound;
 mod order;
+mod rules;
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests;
 mod tool;
+mod walk;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::SystemTime;
+
+use cap_std::fs::Dir;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use ignore::WalkBuilder;
 use ignore::overrides::{Override, OverrideBuilder};
 use thiserror::Error;
 
 use crate::protocol::ErrorCode;
 use order::{Collector, Gate};
+use walk::{Target, Walk};
 
 pub use bound::parse_rfc3339_bound;
 pub use tool::{FsSearch, SearchArgs, run};
+pub use walk::Start;
 
 /// Lines longer than this many characters are cut, and the cut says how much was left out.
 pub const MAX_LINE_CHARS: usize = 2000;
@@ -230,71 +250,127 @@ impl SearchError {
     }
 }
 
-/// Searches `request.path` for `request.query`; see the module documentation for the rules.
+/// Searches `request.path` for `request.query`, opening it with the process's own authority (see
+/// [`Start::ambient`]); see the module documentation for the rules.
 pub fn search(request: &SearchRequest) -> Result<SearchOutput, SearchError> {
-    let matcher = build_matcher(&request.query, request.regex)?;
-    let root = request.path.as_path();
-    let io_error = |source| SearchError::Io {
-        path: root.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(root).map_err(io_error)?;
-    let base = if meta.is_dir() {
-        std::fs::read_dir(root).map_err(io_error)?;
-        root
-    } else if meta.is_file() {
-        root.parent().unwrap_or(root)
-    } else {
-        return Err(SearchError::SpecialFile {
+    let query = Query::new(request)?;
+    query.search(Start::ambient(&request.path)?)
+}
+
+/// A request whose query and glob are known to be valid, ready to search an opened [`Start`].
+pub struct Query<'a> {
+    request: &'a SearchRequest,
+    matcher: RegexMatcher,
+}
+
+impl<'a> Query<'a> {
+    /// Checks the query and the glob, before anything is opened.
+    pub fn new(request: &'a SearchRequest) -> Result<Query<'a>, SearchError> {
+        let matcher = build_matcher(&request.query, request.regex)?;
+        build_glob(&request.path, request.glob.as_deref())?;
+        Ok(Query { request, matcher })
+    }
+
+    /// Searches `start`, the request's path already opened, whose paths are shown below
+    /// `request.path`.
+    pub fn search(self, start: Start) -> Result<SearchOutput, SearchError> {
+        let Query { request, matcher } = self;
+        let root = request.path.as_path();
+        let io_error = |source| SearchError::Io {
             path: root.to_path_buf(),
-        });
-    };
-    let names = NameFilter {
-        glob: build_glob(base, request.glob.as_deref())?,
-        extensions: request
-            .extensions
-            .iter()
-            .map(|e| e.trim_start_matches('.').to_owned())
-            .collect(),
-    };
-    let limit = request.limit.max(1);
-    let gate = Gate::default();
-    let (job_tx, job_rx) = mpsc::channel::<Job>();
-    let (result_tx, result_rx) = mpsc::channel::<(usize, Vec<Outcome>)>();
-    let job_rx = Mutex::new(job_rx);
-    let mut collector = Collector::new(limit, request.context_lines);
-    let threads = thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(MAX_THREADS);
-    thread::scope(|scope| {
-        let (job_rx, matcher, gate, names) = (&job_rx, &matcher, &gate, &names);
-        let mut workers = 0;
-        for _ in 0..threads {
-            let results = result_tx.clone();
-            let spawned = thread::Builder::new()
-                .name("fs.search".into())
-                .spawn_scoped(scope, move || {
-                    search_files(job_rx, results, matcher, request, limit, gate)
-                });
-            workers += usize::from(spawned.is_ok());
-        }
-        drop(result_tx);
-        if workers == 0 {
-            return Err(io_error(io::Error::other(
-                "could not start a search thread",
-            )));
-        }
-        let is_file = meta.is_file();
-        thread::Builder::new()
-            .name("fs.search walk".into())
-            .spawn_scoped(scope, move || {
-                walk(root, is_file, names, job_tx, gate);
-            })
-            .map_err(io_error)?;
-        collector.collect(result_rx, gate);
-        Ok(())
-    })?;
-    Ok(collector.out)
+            source,
+        };
+        let Start {
+            target,
+            ancestors,
+            canonical,
+            root: allowed_root,
+        } = start;
+        let (base, source) = match target {
+            Target::Dir(dir) => {
+                let entries = walk::list(&dir).map_err(io_error)?;
+                let walk = Walk {
+                    dir,
+                    entries,
+                    ancestors,
+                    canonical,
+                    root: allowed_root,
+                };
+                (root, Source::Walk(walk))
+            }
+            Target::File(file) => (root.parent().unwrap_or(root), Source::File(file)),
+        };
+        let names = NameFilter {
+            glob: build_glob(base, request.glob.as_deref())?,
+            extensions: request
+                .extensions
+                .iter()
+                .map(|e| e.trim_start_matches('.').to_owned())
+                .collect(),
+        };
+        let limit = request.limit.max(1);
+        let gate = Gate::default();
+        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        let (result_tx, result_rx) = mpsc::channel::<(usize, Vec<Outcome>)>();
+        let job_rx = Mutex::new(job_rx);
+        let mut collector = Collector::new(limit, request.context_lines);
+        let threads = thread::available_parallelism()
+            .map_or(1, NonZeroUsize::get)
+            .min(MAX_THREADS);
+        let matcher = &matcher;
+        thread::scope(|scope| {
+            let (job_rx, gate, names) = (&job_rx, &gate, &names);
+            let mut workers = 0;
+            for _ in 0..threads {
+                let results = result_tx.clone();
+                let spawned = thread::Builder::new()
+                    .name("fs.search".into())
+                    .spawn_scoped(scope, move || {
+                        search_files(job_rx, results, matcher, request, limit, gate)
+                    });
+                workers += usize::from(spawned.is_ok());
+            }
+            drop(result_tx);
+            if workers == 0 {
+                return Err(io_error(io::Error::other(
+                    "could not start a search thread",
+                )));
+            }
+            thread::Builder::new()
+                .name("fs.search walk".into())
+                .spawn_scoped(scope, move || match source {
+                    Source::File(file) => hand_out_file(file, root, names, &job_tx),
+                    Source::Walk(walk) => walk.run(root, names, job_tx, gate),
+                })
+                .map_err(io_error)?;
+            collector.collect(result_rx, gate);
+            Ok(())
+        })?;
+        Ok(collector.out)
+    }
+}
+
+/// What the walk thread goes through: one opened file, or a directory and its first listing.
+enum Source {
+    File(File),
+    Walk(Walk),
+}
+
+/// The search path is a single file: it is searched if the glob (against its name) and the
+/// extensions let it through.
+fn hand_out_file(file: File, path: &Path, names: &NameFilter, jobs: &mpsc::Sender<Job>) {
+    let name = path.file_name().map_or(path, Path::new);
+    let globbed = names
+        .glob
+        .as_ref()
+        .is_none_or(|g| !g.matched(name, false).is_ignore());
+    if globbed && names.has_extension(path) {
+        let items = vec![Item::Open {
+            file,
+            path: path.to_path_buf(),
+        }];
+        let _ = jobs.send(Job { first: 0, items });
+    }
 }
 
 /// The regex for a query: escaped when literal, one line only, ripgrep's defaults otherwise.
@@ -353,8 +429,14 @@ struct Job {
 
 /// One item of the walk.
 enum Item {
-    /// A file to open and search.
-    File(PathBuf),
+    /// A file to open through its directory's handle and search.
+    File {
+        dir: Arc<Dir>,
+        name: OsString,
+        path: PathBuf,
+    },
+    /// The search path itself, a file already open.
+    Open { file: File, path: PathBuf },
     /// A directory entry the walk could not read.
     Unreadable,
 }
@@ -365,63 +447,6 @@ enum Outcome {
     Binary,
     Skipped,
     Unreadable,
-}
-
-/// Walks `root` in path order and hands out files in batches of [`BATCH`] until the walk ends or
-/// the search stops.
-fn walk(root: &Path, is_file: bool, names: &NameFilter, jobs: mpsc::Sender<Job>, gate: &Gate) {
-    if is_file {
-        let name = root.file_name().map_or(root, Path::new);
-        let globbed = names
-            .glob
-            .as_ref()
-            .is_none_or(|g| !g.matched(name, false).is_ignore());
-        if globbed && names.has_extension(root) {
-            let items = vec![Item::File(root.to_path_buf())];
-            let _ = jobs.send(Job { first: 0, items });
-        }
-        return;
-    }
-    let mut builder = WalkBuilder::new(root);
-    builder
-        .standard_filters(true)
-        .require_git(true)
-        .follow_links(false)
-        .add_custom_ignore_filename(".rgignore")
-        .sort_by_file_name(|a, b| a.cmp(b));
-    if let Some(glob) = &names.glob {
-        builder.overrides(glob.clone());
-    }
-    let mut first = 0;
-    let mut items = Vec::with_capacity(BATCH);
-    for entry in builder.build() {
-        if gate.is_stopped() {
-            return;
-        }
-        items.push(match entry {
-            Ok(entry) if entry.file_type().is_some_and(|t| t.is_file()) => {
-                if !names.has_extension(entry.path()) {
-                    continue;
-                }
-                Item::File(entry.into_path())
-            }
-            Ok(_) => continue,
-            Err(_) => Item::Unreadable,
-        });
-        if items.len() == BATCH {
-            let job = Job {
-                first,
-                items: std::mem::replace(&mut items, Vec::with_capacity(BATCH)),
-            };
-            first += BATCH;
-            if !gate.wait_for_room(first) || jobs.send(job).is_err() {
-                return;
-            }
-        }
-    }
-    if !items.is_empty() {
-        let _ = jobs.send(Job { first, items });
-    }
 }
 
 /// A worker: takes batches from `jobs` and sends back what each file gave, until there are no
@@ -450,7 +475,16 @@ fn search_files(
             }
             outcomes.push(match item {
                 Item::Unreadable => Outcome::Unreadable,
-                Item::File(path) => search_file(&mut searcher, matcher, path, request, limit, gate),
+                Item::File { dir, name, path } => {
+                    let opened = walk::open_file(&dir, &name);
+                    // This file no longer holds its directory open (the last one closes it).
+                    drop(dir);
+                    search_file(&mut searcher, matcher, opened, path, request, limit, gate)
+                }
+                Item::Open { file, path } => {
+                    let opened = file.metadata().map(|meta| (file, meta));
+                    search_file(&mut searcher, matcher, opened, path, request, limit, gate)
+                }
             });
         }
         if results.send((job.first, outcomes)).is_err() {
@@ -459,16 +493,17 @@ fn search_files(
     }
 }
 
-/// Opens one file (a regular one only, never blocking) and searches it for at most `cap` matches.
+/// Searches one opened file (a regular one only) for at most `cap` matches.
 fn search_file(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
+    opened: io::Result<(File, Metadata)>,
     path: PathBuf,
     request: &SearchRequest,
     cap: usize,
     gate: &Gate,
 ) -> Outcome {
-    let Ok((file, meta)) = open_regular(&path) else {
+    let Ok((file, meta)) = opened else {
         return Outcome::Unreadable;
     };
     if !meta.is_file() || !passes_metadata(&meta, request) {
@@ -488,22 +523,6 @@ fn search_file(
         },
         Err(_) => Outcome::Unreadable,
     }
-}
-
-/// Opens `path` for reading without following a final link and without blocking on a FIFO.
-fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
-        // The flag bits are small positive constants: the conversion cannot fail.
-        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-    }
-    let file = options.open(path)?;
-    let meta = file.metadata()?;
-    Ok((file, meta))
 }
 
 /// The size and modification-time filters, all bounds inclusive.

@@ -45,6 +45,11 @@ impl Gate {
         !state.stopped
     }
 
+    /// Waits until the item at `index` has been reported; false once the search has stopped.
+    pub(super) fn wait_for_reported(&self, index: usize) -> bool {
+        self.wait_for_room(index + 1 + LOOKAHEAD)
+    }
+
     pub(super) fn advance(&self, reported: usize) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.reported = reported;

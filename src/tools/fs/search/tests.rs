@@ -536,3 +536,178 @@ fn invalid_utf8_is_replaced_not_an_error() {
     let out = search(&SearchRequest::new(dir.path(), "hit")).unwrap();
     assert_eq!(out.lines[0].text, "hit \u{fffd}\u{fffd} end");
 }
+
+/// The files holding `hit` that `ignore`'s own walker picks, configured as ripgrep (and the engine before it walked
+/// through handles) configures it, in its order.
+fn walker_files(root: &Path, glob: Option<&str>) -> Vec<PathBuf> {
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .standard_filters(true)
+        .require_git(true)
+        .follow_links(false)
+        .add_custom_ignore_filename(".rgignore")
+        .sort_by_file_name(|a, b| a.cmp(b));
+    if let Some(glob) = glob {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+        overrides.add(glob).unwrap();
+        builder.overrides(overrides.build().unwrap());
+    }
+    builder
+        .build()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(ignore::DirEntry::into_path)
+        // Only files holding a match show in the engine's output.
+        .filter(|p| fs::read_to_string(p).unwrap().contains("hit"))
+        .collect()
+}
+
+/// The files the engine searched (every file holds a match), in its order.
+fn engine_files(root: &Path, glob: Option<&str>) -> Vec<PathBuf> {
+    let request = SearchRequest {
+        glob: glob.map(str::to_owned),
+        limit: usize::MAX,
+        ..SearchRequest::new(root, "hit")
+    };
+    let mut paths: Vec<PathBuf> = search(&request)
+        .unwrap()
+        .lines
+        .into_iter()
+        .map(|l| l.path)
+        .collect();
+    paths.dedup();
+    paths
+}
+
+#[test]
+fn ignore_rules_and_order_are_those_of_ignores_own_walker() {
+    let hit = "hit\n";
+    let dir = tree(&[
+        (".ignore", "parent-ignored.txt\n"),
+        (".gitignore", "normal.txt\n"),
+        ("repo/.git/info/exclude", "excluded.txt\n"),
+        (
+            "repo/.gitignore",
+            "*.log\n!keep.log\nbuild/\n/anchored.txt\nsub/**/deep.txt\n",
+        ),
+        ("repo/.ignore", "!.hidden-kept\nby-ignore.txt\n"),
+        ("repo/.rgignore", "!by-ignore.txt\nby-rgignore.txt\n"),
+        ("repo/a.log", hit),
+        ("repo/keep.log", hit),
+        ("repo/excluded.txt", hit),
+        ("repo/anchored.txt", hit),
+        ("repo/normal.txt", hit),
+        ("repo/parent-ignored.txt", hit),
+        ("repo/.hidden-kept", hit),
+        ("repo/.hidden-dropped", hit),
+        ("repo/by-ignore.txt", hit),
+        ("repo/by-rgignore.txt", hit),
+        ("repo/build/out.txt", hit),
+        ("repo/sub/.gitignore", "!a.log\n"),
+        ("repo/sub/a.log", hit),
+        ("repo/sub/b.log", hit),
+        ("repo/sub/anchored.txt", hit),
+        ("repo/sub/deep.txt", hit),
+        ("repo/sub/x/deep.txt", hit),
+        ("repo/sub/build/y.txt", hit),
+        ("repo/nested/.gitignore", "n.txt\n"),
+        ("repo/nested/n.txt", hit),
+        ("repo/nested/a.log", hit),
+        ("repo/a-b.txt", hit),
+        ("repo/a/x.txt", hit),
+        ("repo/x.d/x.txt", hit),
+        ("repo/x/x.txt", hit),
+        ("repo/.config/c.txt", hit),
+        ("plain/.gitignore", "g.txt\n"),
+        ("plain/g.txt", hit),
+        ("plain/.ignore", "i.txt\n"),
+        ("plain/i.txt", hit),
+    ]);
+    fs::create_dir(dir.path().join("repo/nested/.git")).unwrap();
+    // An ignore file that is a link (inside the tree) is read like ripgrep reads it.
+    #[cfg(unix)]
+    {
+        write(dir.path(), "plain/shared-ignore", b"s.txt\n");
+        write(dir.path(), "plain/linked/s.txt", hit.as_bytes());
+        write(dir.path(), "plain/linked/t.txt", hit.as_bytes());
+        std::os::unix::fs::symlink("../shared-ignore", dir.path().join("plain/linked/.ignore"))
+            .unwrap();
+    }
+    let root = dir.path();
+    for (path, glob) in [
+        (root.to_path_buf(), None),
+        (root.join("repo"), None),
+        (root.join("repo/sub"), None),
+        (root.join("repo/nested"), None),
+        (root.join("plain"), None),
+        (root.join("repo"), Some("*.txt")),
+        (root.join("repo"), Some("!*.log")),
+        (root.join("repo"), Some("sub/**")),
+        (root.join("repo"), Some(".hidden-dropped")),
+        (root.join("repo"), Some("*.log")),
+    ] {
+        let expected = walker_files(&path, glob);
+        assert!(!expected.is_empty(), "{path:?} {glob:?}");
+        assert_eq!(engine_files(&path, glob), expected, "{path:?} {glob:?}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn the_opened_directory_is_searched_even_if_its_name_is_swapped_for_a_link_out_afterwards() {
+    let outside = tree(&[
+        ("secret.txt", "hit SECRET\n"),
+        ("sub/two.txt", "hit SECRET\n"),
+    ]);
+    let dir = tree(&[("work/one.txt", "hit\n"), ("work/sub/two.txt", "hit\n")]);
+    let work = dir.path().join("work");
+    let start = super::Start::ambient(&work).unwrap();
+    // Once the search path is open, its name (and so every path below it) leads outside.
+    fs::rename(&work, dir.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &work).unwrap();
+    let request = SearchRequest::new(&work, "hit");
+    let out = super::Query::new(&request).unwrap().search(start).unwrap();
+    let found: Vec<_> = out
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.path.strip_prefix(&work).unwrap().to_owned(),
+                l.text.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (PathBuf::from("one.txt"), "hit"),
+            (PathBuf::from("sub/two.txt"), "hit")
+        ]
+    );
+}
+
+#[test]
+fn many_directories_are_all_searched_in_path_order() {
+    // More directories than may hold a handle at once while their files wait to be reported.
+    let files: Vec<(String, &str)> = (0..700)
+        .map(|i| (format!("d{i:03}/f.txt"), "hit\n"))
+        .collect();
+    let pairs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    let dir = tree(&pairs);
+    let request = SearchRequest {
+        limit: usize::MAX,
+        ..SearchRequest::new(dir.path(), "hit")
+    };
+    let out = search(&request).unwrap();
+    let expected: Vec<PathBuf> = files.iter().map(|(p, _)| dir.path().join(p)).collect();
+    let got: Vec<PathBuf> = out.lines.into_iter().map(|l| l.path).collect();
+    assert_eq!(got, expected);
+    assert_eq!(out.files_searched, 700);
+    // Stopping early while the walk waits for the report does not hang.
+    let out = search(&SearchRequest {
+        limit: 5,
+        ..request
+    })
+    .unwrap();
+    assert_eq!((out.lines.len(), out.truncated), (5, true));
+}

@@ -1,13 +1,14 @@
-//! The `fs.search` tool: arguments in, the engine run on the sandbox-resolved path, a body out.
+//! The `fs.search` tool: arguments in, the search path opened through the sandbox's handles, the
+//! engine run on it, a body out.
 
 use serde::Deserialize;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::{SearchRequest, parse_rfc3339_bound, search};
+use super::{Query, SearchError, SearchRequest, Start, parse_rfc3339_bound};
 use crate::protocol::{ErrorCode, ToolName};
-use crate::sandbox::{LastComponent, Sandbox};
+use crate::sandbox::{LastComponent, RootedPath, Sandbox};
 use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, field, plural, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
@@ -57,8 +58,10 @@ pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError
     request.mtime_to = bound(&args.mtime_to, true)?;
     request.context_lines = args.context_lines.min(20);
     request.limit = args.limit.unwrap_or(100).max(1);
-    let output =
-        search(&request).map_err(|error| ToolError::new(error.code(), error.to_string(), None))?;
+    let engine_error = |error: SearchError| ToolError::new(error.code(), error.to_string(), None);
+    let query = Query::new(&request).map_err(engine_error)?;
+    let start = open_start(sandbox, &args.path, &path)?;
+    let output = query.search(start).map_err(engine_error)?;
     let matches = output.lines.iter().filter(|l| !l.is_context).count();
     let mut body = output.render();
     if body.is_empty() {
@@ -95,6 +98,35 @@ pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError
             "narrow the search with path, glob, extensions or a more specific query".to_owned(),
         ),
     })
+}
+
+/// Opens the search path through the sandbox: a directory from its root's handle (the walk goes on
+/// from that handle), a file as a regular file that never blocks; anything else is refused.
+fn open_start(sandbox: &Sandbox, input: &str, path: &RootedPath) -> Result<Start, ToolError> {
+    let meta = sandbox.metadata(input)?;
+    if meta.is_dir() {
+        let (dir, _) = sandbox.open_dir(input)?;
+        let root = sandbox.root_dir(path);
+        let root_path = path
+            .absolute
+            .ancestors()
+            .nth(path.relative.components().count())
+            .unwrap_or(&path.absolute);
+        return Ok(Start::directory(
+            dir,
+            path.absolute.clone(),
+            root,
+            root_path,
+            &path.relative,
+        ));
+    }
+    if meta.is_file() {
+        return Ok(Start::file(sandbox.open_for_reading(input)?));
+    }
+    let error = SearchError::SpecialFile {
+        path: path.absolute.clone(),
+    };
+    Err(ToolError::new(error.code(), error.to_string(), None))
 }
 
 /// `fs.search` in the registry.

@@ -1,0 +1,442 @@
+//! The walk of `fs.search` through directory handles: every directory is opened relative to the
+//! already-open handle of its parent, one name at a time, never following a link (`openat` with
+//! `O_NOFOLLOW | O_DIRECTORY` on Unix), and listed through its own handle; files are opened the
+//! same way (`O_NOFOLLOW | O_NONBLOCK`) by the workers and checked once open. A directory swapped
+//! for a link after it was listed therefore fails to open instead of leading elsewhere, and a
+//! directory renamed away after it was opened is still the one searched. No path string is ever
+//! resolved again once the search has started.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, mpsc};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+use super::order::Gate;
+use super::rules::{Level, Markers, Rules};
+use super::{BATCH, Item, Job, NameFilter, SearchError};
+pub(super) use crate::sandbox::handles::{open_file, open_subdir};
+
+/// At most this many directories that are done being walked may still hold an open handle for
+/// files not yet reported (the walk waits for the report to catch up), which bounds the open
+/// descriptors whatever the shape of the tree.
+const MAX_OPEN_DIRS: usize = 256;
+
+/// What a directory entry is, as its directory listing says (a link is never looked through).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    File,
+    Dir,
+    Link,
+    Other,
+}
+
+impl Kind {
+    pub(super) fn of(file_type: &cap_std::fs::FileType) -> Kind {
+        if file_type.is_symlink() {
+            Kind::Link
+        } else if file_type.is_dir() {
+            Kind::Dir
+        } else if file_type.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// One entry of a directory listing; `kind` is `None` when the entry could not be read.
+pub(super) struct Entry {
+    pub(super) name: OsString,
+    pub(super) kind: Option<Kind>,
+}
+
+/// The search path, opened through directory handles before the search starts.
+pub struct Start {
+    pub(super) target: Target,
+    /// The directories above a directory target, outermost first, with their link-free paths:
+    /// only their ignore files are read.
+    pub(super) ancestors: Vec<(PathBuf, Dir)>,
+    /// The directory target's link-free absolute path.
+    pub(super) canonical: PathBuf,
+    /// The root inside which a link to an ignore file may be followed, and its absolute path.
+    pub(super) root: Option<(Dir, PathBuf)>,
+}
+
+/// What the search path is.
+pub(super) enum Target {
+    Dir(Dir),
+    File(File),
+}
+
+impl Start {
+    /// A directory already opened inside the allowed root `root` (whose absolute path is
+    /// `root_path`), at `relative` below it; `canonical` is its link-free absolute path. The
+    /// directories above it are opened one name at a time without following links: inside the
+    /// root from the root's handle, above the root from `/`.
+    pub fn directory(
+        dir: Dir,
+        canonical: PathBuf,
+        root: &Dir,
+        root_path: &Path,
+        relative: &Path,
+    ) -> Start {
+        let mut ancestors = Vec::new();
+        let above = names(root_path);
+        if let Some((_, above)) = above.split_last()
+            && let Ok(slash) = Dir::open_ambient_dir("/", ambient_authority())
+        {
+            ancestors.extend(descend(slash, Path::new("/"), above));
+        }
+        let inside = names(relative);
+        if let Some((_, inside)) = inside.split_last()
+            && let Ok(root) = root.try_clone()
+        {
+            ancestors.extend(descend(root, root_path, inside));
+        }
+        Start {
+            target: Target::Dir(dir),
+            ancestors,
+            canonical,
+            root: root.try_clone().ok().map(|r| (r, root_path.to_path_buf())),
+        }
+    }
+
+    /// A single file, already opened for reading.
+    pub fn file(file: File) -> Start {
+        Start {
+            target: Target::File(file),
+            ancestors: Vec::new(),
+            canonical: PathBuf::new(),
+            root: None,
+        }
+    }
+
+    /// Opens `path` with the process's own authority, for callers without a sandbox (benchmarks,
+    /// the engine's tests): its link-free form is opened from `/` one name at a time.
+    pub fn ambient(path: &Path) -> Result<Start, SearchError> {
+        let io_error = |source| SearchError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let canonical = crate::sandbox::host::canonicalize(path).map_err(io_error)?;
+        let slash = Dir::open_ambient_dir("/", ambient_authority()).map_err(io_error)?;
+        let all = names(&canonical);
+        let Some((last, above)) = all.split_last() else {
+            return Ok(Start {
+                root: slash.try_clone().ok().map(|r| (r, PathBuf::from("/"))),
+                target: Target::Dir(slash),
+                ancestors: Vec::new(),
+                canonical,
+            });
+        };
+        let root = slash.try_clone().ok().map(|r| (r, PathBuf::from("/")));
+        let mut ancestors = descend(slash, Path::new("/"), above);
+        if ancestors.len() != all.len() {
+            return Err(io_error(io::Error::other(
+                "a directory on the way could not be opened",
+            )));
+        }
+        let file_type = match ancestors.last() {
+            Some((_, parent)) => parent.symlink_metadata(last).map_err(io_error)?.file_type(),
+            None => return Err(io_error(io::ErrorKind::NotFound.into())),
+        };
+        match Kind::of(&file_type) {
+            Kind::Dir => {
+                let Some((_, parent)) = ancestors.last() else {
+                    return Err(io_error(io::ErrorKind::NotFound.into()));
+                };
+                let dir = open_subdir(parent, last).map_err(io_error)?;
+                Ok(Start {
+                    target: Target::Dir(dir),
+                    ancestors,
+                    canonical,
+                    root,
+                })
+            }
+            Kind::File => {
+                let Some((_, parent)) = ancestors.pop() else {
+                    return Err(io_error(io::ErrorKind::NotFound.into()));
+                };
+                let (file, _) = open_file(&parent, last).map_err(io_error)?;
+                Ok(Start::file(file))
+            }
+            // A link where the link-free path was a moment ago: it changed while being opened.
+            Kind::Link => Err(io_error(io::Error::other(
+                "the path was replaced by a link while it was opened",
+            ))),
+            Kind::Other => Err(SearchError::SpecialFile {
+                path: path.to_path_buf(),
+            }),
+        }
+    }
+}
+
+/// The normal components of a path, as names.
+fn names(path: &Path) -> Vec<&OsStr> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `start` (at `start_path`) and the directories below it along `names`, each opened from the one
+/// before without following links; stops at the first that cannot be opened.
+fn descend(start: Dir, start_path: &Path, names: &[&OsStr]) -> Vec<(PathBuf, Dir)> {
+    let mut chain = Vec::with_capacity(names.len() + 1);
+    let mut path = start_path.to_path_buf();
+    let mut current = start;
+    for name in names {
+        let next = open_subdir(&current, name);
+        chain.push((path.clone(), current));
+        path.push(name);
+        match next {
+            Ok(next) => current = next,
+            Err(_) => return chain,
+        }
+    }
+    chain.push((path, current));
+    chain
+}
+
+/// A directory's entries through its handle, sorted by name (entries that could not be read
+/// first, as `walkdir` sorts them).
+pub(super) fn list(dir: &Dir) -> io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for entry in dir.entries()? {
+        entries.push(match entry {
+            Ok(entry) => {
+                let name = entry.file_name();
+                let kind = match entry.file_type() {
+                    Ok(t) if t.is_file() || t.is_dir() || t.is_symlink() => Some(Kind::of(&t)),
+                    // The listing did not say (or said something rare): ask without following.
+                    _ => dir
+                        .symlink_metadata(&name)
+                        .ok()
+                        .map(|m| Kind::of(&m.file_type())),
+                };
+                Entry { name, kind }
+            }
+            Err(_) => Entry {
+                name: OsString::new(),
+                kind: None,
+            },
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// One directory being walked.
+struct Frame {
+    dir: Arc<Dir>,
+    path: PathBuf,
+    level: Option<Arc<Level>>,
+    entries: std::vec::IntoIter<Entry>,
+    /// The index of the last file of this directory handed out.
+    last_item: Option<usize>,
+}
+
+/// Hands out items in batches of [`BATCH`], never more than the gate allows ahead.
+struct Batcher<'a> {
+    jobs: mpsc::Sender<Job>,
+    gate: &'a Gate,
+    first: usize,
+    items: Vec<Item>,
+}
+
+impl Batcher<'_> {
+    /// The index the next item will have.
+    fn next_index(&self) -> usize {
+        self.first + self.items.len()
+    }
+
+    /// Adds an item; false once the search has stopped.
+    fn push(&mut self, item: Item) -> bool {
+        self.items.push(item);
+        self.items.len() < BATCH || self.flush()
+    }
+
+    /// Sends what is gathered, once there is room for it; false once the search has stopped.
+    fn flush(&mut self) -> bool {
+        if self.items.is_empty() {
+            return true;
+        }
+        let end = self.next_index();
+        if !self.gate.wait_for_room(end) {
+            return false;
+        }
+        let items = std::mem::replace(&mut self.items, Vec::with_capacity(BATCH));
+        let job = Job {
+            first: self.first,
+            items,
+        };
+        self.first = end;
+        self.jobs.send(job).is_ok()
+    }
+}
+
+/// The walk below the search directory, its first listing already read.
+pub(super) struct Walk {
+    pub(super) dir: Dir,
+    pub(super) entries: Vec<Entry>,
+    /// The rest of the [`Start`]: the directories above, the link-free path, the root.
+    pub(super) ancestors: Vec<(PathBuf, Dir)>,
+    pub(super) canonical: PathBuf,
+    pub(super) root: Option<(Dir, PathBuf)>,
+}
+
+impl Walk {
+    /// Walks the directory (shown as `shown`) in path order (names sorted, a directory's contents
+    /// right after its name) and hands out the files to search until the walk ends or the search
+    /// stops.
+    pub(super) fn run(
+        self,
+        shown: &Path,
+        names: &NameFilter,
+        jobs: mpsc::Sender<Job>,
+        gate: &Gate,
+    ) {
+        let Walk {
+            dir,
+            entries,
+            ancestors,
+            canonical,
+            root,
+        } = self;
+        let rules = Rules::new(shown.to_path_buf(), canonical, root);
+        let mut level = None;
+        for (path, ancestor) in ancestors {
+            level = rules.level(&ancestor, &path, &Markers::probe(&ancestor), true, level);
+        }
+        let level = rules.level(&dir, shown, &Markers::from_entries(&entries), false, level);
+        let mut stack = vec![Frame {
+            dir: Arc::new(dir),
+            path: shown.to_path_buf(),
+            level,
+            entries: entries.into_iter(),
+            last_item: None,
+        }];
+        let mut batcher = Batcher {
+            jobs,
+            gate,
+            first: 0,
+            items: Vec::with_capacity(BATCH),
+        };
+        // Directories done being walked that still hold a handle, by the index of their last file.
+        let mut open_dirs: VecDeque<usize> = VecDeque::new();
+        while let Some(frame) = stack.last_mut() {
+            if gate.is_stopped() {
+                return;
+            }
+            let Some(entry) = frame.entries.next() else {
+                if let Some(last) = frame.last_item {
+                    open_dirs.push_back(last);
+                }
+                stack.pop();
+                continue;
+            };
+            let kind = match entry.kind {
+                Some(Kind::File) => Kind::File,
+                Some(Kind::Dir) => Kind::Dir,
+                // Links are never followed; FIFOs, sockets and devices are never opened.
+                Some(Kind::Link | Kind::Other) => continue,
+                None => {
+                    if !batcher.push(Item::Unreadable) {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let path = frame.path.join(&entry.name);
+            let is_dir = kind == Kind::Dir;
+            if is_skipped(
+                &rules,
+                names,
+                frame.level.as_deref(),
+                &path,
+                &entry.name,
+                is_dir,
+            ) {
+                continue;
+            }
+            if !is_dir {
+                if !names.has_extension(&path) {
+                    continue;
+                }
+                frame.last_item = Some(batcher.next_index());
+                let dir = Arc::clone(&frame.dir);
+                let item = Item::File {
+                    dir,
+                    name: entry.name,
+                    path,
+                };
+                if !batcher.push(item) {
+                    return;
+                }
+                continue;
+            }
+            let parent = Arc::clone(&frame.dir);
+            let parent_level = frame.level.clone();
+            if open_dirs.len() >= MAX_OPEN_DIRS {
+                // Wait until the older half of them is reported (their handles closed by then).
+                let half = MAX_OPEN_DIRS / 2;
+                let last = open_dirs.drain(..half).max().unwrap_or(0);
+                if !batcher.flush() || !gate.wait_for_reported(last) {
+                    return;
+                }
+            }
+            let opened =
+                open_subdir(&parent, &entry.name).and_then(|dir| list(&dir).map(|e| (dir, e)));
+            match opened {
+                Ok((dir, entries)) => {
+                    let markers = Markers::from_entries(&entries);
+                    let level = rules.level(&dir, &path, &markers, false, parent_level);
+                    stack.push(Frame {
+                        dir: Arc::new(dir),
+                        path,
+                        level,
+                        entries: entries.into_iter(),
+                        last_item: None,
+                    });
+                }
+                // Gone, not readable, or swapped for a link since it was listed.
+                Err(_) => {
+                    if !batcher.push(Item::Unreadable) {
+                        return;
+                    }
+                }
+            }
+        }
+        batcher.flush();
+    }
+}
+
+/// Whether the walk skips an entry, decided as ripgrep decides it: the glob first (a match either
+/// way settles it), then the ignore files, then hidden names.
+fn is_skipped(
+    rules: &Rules,
+    names: &NameFilter,
+    level: Option<&Level>,
+    path: &Path,
+    name: &OsStr,
+    is_dir: bool,
+) -> bool {
+    if let Some(glob) = &names.glob {
+        let m = glob.matched(path, is_dir);
+        if !m.is_none() {
+            return m.is_ignore();
+        }
+    }
+    let m = rules.matched(level, path, is_dir);
+    if !m.is_none() {
+        return m.is_ignore();
+    }
+    name.as_encoded_bytes().first() == Some(&b'.')
+}
