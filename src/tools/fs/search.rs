@@ -60,9 +60,10 @@ use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use cap_std::fs::Dir;
 
@@ -81,6 +82,9 @@ pub use bound::parse_rfc3339_bound;
 pub use tool::{FsSearch, SearchArgs, run};
 pub use walk::Start;
 
+/// How often a running search looks at its cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(10);
+
 /// Lines longer than this many characters are cut, and the cut says how much was left out.
 pub const MAX_LINE_CHARS: usize = 2000;
 
@@ -94,7 +98,7 @@ const BATCH: usize = 16;
 const MAX_THREADS: usize = 8;
 
 /// What to search for, where, and which files to consider.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct SearchRequest {
     /// A directory or a single file, already resolved inside the allowed roots by the sandbox.
     pub path: PathBuf,
@@ -118,6 +122,8 @@ pub struct SearchRequest {
     pub context_lines: usize,
     /// Stop after this many matching lines (at least one is always allowed).
     pub limit: usize,
+    /// Set (by Ctrl-C) to stop the search at once: it ends with [`SearchError::Cancelled`].
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl SearchRequest {
@@ -135,6 +141,7 @@ impl SearchRequest {
             mtime_to: None,
             context_lines: 0,
             limit: 100,
+            cancel: None,
         }
     }
 }
@@ -223,6 +230,9 @@ pub enum SearchError {
         /// The search path.
         path: PathBuf,
     },
+    /// The user stopped the search (Ctrl-C).
+    #[error("the search was stopped by the user (Ctrl-C)")]
+    Cancelled,
     /// The search path cannot be read, or a thread could not be started.
     #[error("{path}: {source}")]
     Io {
@@ -241,6 +251,7 @@ impl SearchError {
                 ErrorCode::InvalidArgs
             }
             SearchError::SpecialFile { .. } => ErrorCode::SpecialFile,
+            SearchError::Cancelled => ErrorCode::Cancelled,
             SearchError::Io { source, .. } => match source.kind() {
                 io::ErrorKind::NotFound => ErrorCode::NotFound,
                 io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
@@ -318,6 +329,7 @@ impl<'a> Query<'a> {
             .map_or(1, NonZeroUsize::get)
             .min(MAX_THREADS);
         let matcher = &matcher;
+        let finished = AtomicBool::new(false);
         thread::scope(|scope| {
             let (job_rx, gate, names) = (&job_rx, &gate, &names);
             let mut workers = 0;
@@ -343,9 +355,30 @@ impl<'a> Query<'a> {
                     Source::Walk(walk) => walk.run(root, names, job_tx, gate),
                 })
                 .map_err(io_error)?;
+            if let Some(cancel) = request.cancel.as_deref() {
+                // Ctrl-C stops the workers and the walk as the limit does.
+                let finished = &finished;
+                scope.spawn(move || {
+                    while !finished.load(Ordering::SeqCst) {
+                        if cancel.load(Ordering::SeqCst) {
+                            gate.stop();
+                            return;
+                        }
+                        thread::sleep(CANCEL_POLL);
+                    }
+                });
+            }
             collector.collect(result_rx, gate);
+            finished.store(true, Ordering::SeqCst);
             Ok(())
         })?;
+        if request
+            .cancel
+            .as_deref()
+            .is_some_and(|cancel| cancel.load(Ordering::SeqCst))
+        {
+            return Err(SearchError::Cancelled);
+        }
         Ok(collector.out)
     }
 }

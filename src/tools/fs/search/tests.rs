@@ -711,3 +711,26 @@ fn many_directories_are_all_searched_in_path_order() {
     .unwrap();
     assert_eq!((out.lines.len(), out.truncated), (5, true));
 }
+
+#[test]
+fn a_cancelled_search_ends_as_cancelled_and_an_uncancelled_one_does_not() {
+    let files: Vec<(String, String)> = (0..50)
+        .map(|n| (format!("f{n}.txt"), "needle\n".repeat(10)))
+        .collect();
+    let listed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_str()))
+        .collect();
+    let dir = tree(&listed);
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = SearchRequest {
+        cancel: Some(std::sync::Arc::clone(&flag)),
+        limit: 1000,
+        ..SearchRequest::new(dir.path(), "needle")
+    };
+    assert_eq!(search(&running).unwrap().lines.len(), 500);
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    let error = search(&running).unwrap_err();
+    assert!(matches!(error, SearchError::Cancelled), "{error}");
+    assert_eq!(error.code(), ErrorCode::Cancelled);
+}

@@ -34,6 +34,15 @@ pub struct SearchArgs {
 
 /// Runs `fs.search`.
 pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+    search_in(sandbox, args, None)
+}
+
+/// Runs `fs.search`, stopping at once when `cancel` is set (Ctrl-C in `flycode run`).
+pub fn search_in(
+    sandbox: &Sandbox,
+    args: &SearchArgs,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<ToolOutput, ToolError> {
     let path = sandbox.resolve(&args.path, LastComponent::Follow)?;
     if !path.exists {
         return Err(ToolError::new(
@@ -58,6 +67,7 @@ pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError
     request.mtime_to = bound(&args.mtime_to, true)?;
     request.context_lines = args.context_lines.min(20);
     request.limit = args.limit.unwrap_or(100).max(1);
+    request.cancel = cancel;
     let engine_error = |error: SearchError| ToolError::new(error.code(), error.to_string(), None);
     let query = Query::new(&request).map_err(engine_error)?;
     let start = open_start(sandbox, &args.path, &path)?;
@@ -165,6 +175,6 @@ impl Tool for FsSearch {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args)
+        search_in(context.sandbox, args, context.limits.cancel.clone())
     }
 }
