@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::protocol::display::escape_for_terminal;
-use crate::protocol::{Call, ToolName};
+use crate::protocol::{Call, ErrorCode, ToolName};
 use crate::tools::ToolOutput;
 use crate::tools::registry::{Invocation, tool};
 
@@ -32,13 +32,13 @@ pub fn success_summary(name: ToolName, output: &ToolOutput) -> String {
 /// exit status.
 pub fn failure_summary(
     name: ToolName,
-    code: &str,
+    code: ErrorCode,
     message: &str,
     output: Option<&ToolOutput>,
 ) -> String {
     tool(name)
         .and_then(|tool| tool.failure_summary(code, output))
-        .unwrap_or_else(|| failure_line(code, message))
+        .unwrap_or_else(|| failure_line(code.as_str(), message))
 }
 
 fn clip(text: &str, max: usize) -> String {
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(
             failure_summary(
                 ToolName::FsRead,
-                "not_found",
+                ErrorCode::NotFound,
                 "/w/a does not exist\nmore",
                 None
             ),
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(
             failure_summary(
                 ToolName::ShellExec,
-                "nonzero_exit",
+                ErrorCode::NonzeroExit,
                 "exit 101",
                 Some(&failed_run)
             ),

@@ -172,9 +172,7 @@ impl Executor<'_> {
                     block = block.capped(self.limits.output_cap, output.continue_hint.as_deref());
                 }
                 let summary = tool
-                    .and_then(|tool| {
-                        tool.failure_summary(error.code.as_str(), error.output.as_deref())
-                    })
+                    .and_then(|tool| tool.failure_summary(error.code, error.output.as_deref()))
                     .unwrap_or_else(|| failure_line(error.code.as_str(), &error.message));
                 (block, summary)
             }

@@ -312,7 +312,7 @@ impl Tool for ProcessRun {
         process_summary(output)
     }
 
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
+    fn failure_summary(&self, code: ErrorCode, output: Option<&ToolOutput>) -> Option<String> {
         program_failure_summary(code, output)
     }
 
@@ -341,7 +341,7 @@ impl Tool for ShellExec {
         process_summary(output)
     }
 
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
+    fn failure_summary(&self, code: ErrorCode, output: Option<&ToolOutput>) -> Option<String> {
         program_failure_summary(code, output)
     }
 
@@ -376,9 +376,9 @@ fn process_summary(output: &ToolOutput) -> String {
 }
 
 /// A program that ran and failed is summed up by its exit status.
-fn program_failure_summary(code: &str, output: Option<&ToolOutput>) -> Option<String> {
+fn program_failure_summary(code: ErrorCode, output: Option<&ToolOutput>) -> Option<String> {
     match output {
-        Some(output) if code == ErrorCode::NonzeroExit.as_str() => Some(process_summary(output)),
+        Some(output) if code == ErrorCode::NonzeroExit => Some(process_summary(output)),
         _ => None,
     }
 }

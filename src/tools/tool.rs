@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::{Limits, ToolError, ToolOutput, parse_args};
-use crate::protocol::ToolName;
+use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::Sandbox;
 
 /// What a call does to the world, for policy: the paths it reads, the paths whose content or
@@ -152,7 +152,7 @@ pub trait Tool: Send + Sync + 'static {
 
     /// What a failed call reported, when the tool says it better than its error code (a
     /// program's exit status).
-    fn failure_summary(&self, _code: &str, _output: Option<&ToolOutput>) -> Option<String> {
+    fn failure_summary(&self, _code: ErrorCode, _output: Option<&ToolOutput>) -> Option<String> {
         None
     }
 
@@ -169,7 +169,7 @@ pub trait RegisteredTool: Send + Sync {
     /// See [`Tool::summary`].
     fn summary(&self, output: &ToolOutput) -> String;
     /// See [`Tool::failure_summary`].
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String>;
+    fn failure_summary(&self, code: ErrorCode, output: Option<&ToolOutput>) -> Option<String>;
     /// Reads the validated arguments into the tool's typed arguments, once: the call, bound to
     /// its tool, answers every other question from them.
     fn bind(&'static self, args: &Map<String, Value>) -> Result<Box<dyn BoundCall>, ToolError>;
@@ -212,7 +212,7 @@ impl<T: Tool> RegisteredTool for T {
         Tool::summary(self, output)
     }
 
-    fn failure_summary(&self, code: &str, output: Option<&ToolOutput>) -> Option<String> {
+    fn failure_summary(&self, code: ErrorCode, output: Option<&ToolOutput>) -> Option<String> {
         Tool::failure_summary(self, code, output)
     }
 
