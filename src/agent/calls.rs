@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::events::{RunEvent, RunObserver, RunReport};
 use super::parallel;
-use super::summary::call_subject;
+use super::summary::invocation_subject;
 use crate::protocol::{Call, ErrorCode, ResultBlock, render_command};
 use crate::tools::executor::{Execution, Executor};
 use crate::tools::registry::{self, Invocation};
@@ -66,20 +66,21 @@ impl TurnCalls<'_, '_> {
     ) -> Vec<ResultBlock> {
         let executor = &self.executor;
         let roots = executor.sandbox.roots();
+        let read: Vec<ReadCall<'_>> = calls.iter().map(ReadCall::new).collect();
         let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
         parallel::run_bounded(
-            calls,
+            &read,
             self.max_parallel,
             self.cancel,
             |call| {
                 let started = Instant::now();
-                let execution = executor.execute(call);
+                let execution = call.execute(executor);
                 (execution, started.elapsed())
             },
             |event| match event {
                 parallel::Progress::Started(index) => {
                     report.calls += 1;
-                    observer.on_event(&started_event(&calls[index], roots));
+                    observer.on_event(&read[index].started_event(roots));
                 }
                 parallel::Progress::Finished(index, (execution, took)) => {
                     blocks[index] = Some(report_finished(
@@ -110,10 +111,11 @@ impl TurnCalls<'_, '_> {
         if self.cancel.load(Ordering::SeqCst) {
             return not_run(call);
         }
-        observer.on_event(&started_event(call, self.executor.sandbox.roots()));
+        let read = ReadCall::new(call);
+        observer.on_event(&read.started_event(self.executor.sandbox.roots()));
         let started = Instant::now();
         report.calls += 1;
-        let execution = self.executor.execute(call);
+        let execution = read.execute(self.executor);
         report_finished(report, call, &execution, started.elapsed(), observer)
     }
 }
@@ -129,14 +131,45 @@ fn is_read_only(call: &Call) -> bool {
     registry::is_read_only(call.tool)
 }
 
-fn started_event(call: &Call, roots: &[std::path::PathBuf]) -> RunEvent {
-    RunEvent::CallStarted {
-        id: call.id.clone(),
-        tool: call.tool,
-        subject: call_subject(call, roots),
-        command: render_command(call.tool, &call.args),
-        runs_program: Invocation::new(call)
-            .is_ok_and(|invocation| invocation.effects().program.is_some()),
+/// A call its tool has read once, for its display line and for its run.
+struct ReadCall<'c> {
+    call: &'c Call,
+    /// `None` where the tool cannot read arguments the schema let through (a schema bug): the
+    /// executor answers that call with the tool's error.
+    invocation: Option<Invocation<'c>>,
+}
+
+impl<'c> ReadCall<'c> {
+    fn new(call: &'c Call) -> ReadCall<'c> {
+        ReadCall {
+            call,
+            invocation: Invocation::new(call).ok(),
+        }
+    }
+
+    fn started_event(&self, roots: &[std::path::PathBuf]) -> RunEvent {
+        let call = self.call;
+        RunEvent::CallStarted {
+            id: call.id.clone(),
+            tool: call.tool,
+            subject: self
+                .invocation
+                .as_ref()
+                .map(|invocation| invocation_subject(invocation, roots))
+                .unwrap_or_default(),
+            command: render_command(call.tool, &call.args),
+            runs_program: self
+                .invocation
+                .as_ref()
+                .is_some_and(|invocation| invocation.effects().program.is_some()),
+        }
+    }
+
+    fn execute(&self, executor: &Executor<'_>) -> Execution {
+        match &self.invocation {
+            Some(invocation) => executor.execute_invocation(invocation),
+            None => executor.execute(self.call),
+        }
     }
 }
 

@@ -15,10 +15,14 @@ pub use crate::tools::tool::failure_line;
 /// The call's main argument, short: a path relative to the first root that holds it, the
 /// command line of a process, the number of files of a batch.
 pub fn call_subject(call: &Call, roots: &[PathBuf]) -> String {
-    let subject = Invocation::new(call)
-        .map(|invocation| invocation.subject(roots))
-        .unwrap_or_default();
-    escape_for_terminal(&clip(&subject, 80)).into_owned()
+    Invocation::new(call)
+        .map(|invocation| invocation_subject(&invocation, roots))
+        .unwrap_or_default()
+}
+
+/// [`call_subject`] of a call its tool has already read.
+pub fn invocation_subject(invocation: &Invocation<'_>, roots: &[PathBuf]) -> String {
+    escape_for_terminal(&clip(&invocation.subject(roots), 80)).into_owned()
 }
 
 /// What a successful call did, e.g. `Read 1.2 KiB (42 lines)` or `Exit 0 · 1.3 s`.

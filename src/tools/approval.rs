@@ -4,7 +4,6 @@
 use serde_json::Value;
 
 use super::registry::Invocation;
-use crate::protocol::Call;
 
 /// Asks the person whether a call may run.
 pub trait Approver: Send + Sync {
@@ -48,11 +47,11 @@ impl Approver for FixedApprover {
 /// sandbox it runs in
 /// ([`PROGRAM_CONTAINMENT`](crate::sandbox::process::PROGRAM_CONTAINMENT)). Hidden characters are escaped in every line;
 /// the line breaks are the listing's own.
-pub fn show_whole_call(call: &Call, command: &str) -> String {
+pub fn show_whole_call(invocation: &Invocation<'_>, command: &str) -> String {
+    let call = invocation.call;
     use crate::protocol::display::{escape_for_display, show_arguments};
     use crate::sandbox::process::PROGRAM_CONTAINMENT;
-    let runs_program =
-        Invocation::new(call).is_ok_and(|invocation| invocation.effects().program.is_some());
+    let runs_program = invocation.effects().program.is_some();
     let mut args = call.args.clone();
     let (cwd, timeout) = if runs_program {
         (args.shift_remove("cwd"), args.shift_remove("timeoutMs"))
@@ -97,7 +96,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::protocol::{ToolName, render_command};
+    use crate::protocol::{Call, ToolName, render_command};
 
     fn shown(tool: ToolName, args: Value) -> String {
         let call = Call {
@@ -105,7 +104,8 @@ mod tests {
             tool,
             args: args.as_object().cloned().unwrap(),
         };
-        show_whole_call(&call, &render_command(call.tool, &call.args))
+        let invocation = Invocation::new(&call).unwrap();
+        show_whole_call(&invocation, &render_command(call.tool, &call.args))
     }
 
     #[test]

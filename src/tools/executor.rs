@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime};
 pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
 use super::policy::{Decision, Policy};
 use super::registry::Invocation;
-use super::tool::{Notebook, SessionChange, ToolContext, failure_line};
+use super::tool::{Notebook, RegisteredTool, SessionChange, ToolContext, failure_line};
 use super::{Limits, ToolError, ToolOutput};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
 use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session, sha256_hex};
@@ -102,32 +102,66 @@ pub struct Serial {
 impl Executor<'_> {
     /// Runs `call` and renders its result block.
     pub fn execute(&self, call: &Call) -> Execution {
-        let command = render_command(call.tool, &call.args);
+        match Invocation::new(call) {
+            Ok(invocation) => self.execute_invocation(&invocation),
+            // Arguments the schema let through but the tool cannot read (a schema bug).
+            Err(error) => {
+                let command = render_command(call.tool, &call.args);
+                self.conclude(
+                    call,
+                    command,
+                    Instant::now(),
+                    Err(error),
+                    Decided::Ran,
+                    None,
+                )
+            }
+        }
+    }
+
+    /// Runs a call its tool has already read (the loop reads each call once, for its display
+    /// and its run) and renders its result block.
+    pub fn execute_invocation(&self, invocation: &Invocation<'_>) -> Execution {
+        let call = invocation.call;
         let started = Instant::now();
-        let mut audit_error = None;
-        let (result, decided, tool) = match Invocation::new(call) {
-            Err(error) => (Err(error), Decided::Ran, None),
-            Ok(invocation) => {
-                let tool = Some(invocation.tool());
-                let (result, decided) = match self.permit(&invocation, &command) {
-                    Err(refusal) => (Err(refusal.error), refusal.decided),
-                    Ok(()) => {
-                        let result = self.check_stale(&invocation).and_then(|()| {
-                            invocation.bound.run(&ToolContext {
-                                sandbox: self.sandbox,
-                                limits: &self.limits,
-                                notebook: self.notebook,
-                            })
-                        });
-                        if let Ok(output) = &result {
-                            self.update_session(&invocation, output);
-                        }
-                        (result, Decided::Ran)
-                    }
-                };
-                (result, decided, tool)
+        let command = render_command(call.tool, &call.args);
+        let (result, decided) = match self.permit(invocation, &command) {
+            Err(refusal) => (Err(refusal.error), refusal.decided),
+            Ok(()) => {
+                let result = self.check_stale(invocation).and_then(|()| {
+                    invocation.bound.run(&ToolContext {
+                        sandbox: self.sandbox,
+                        limits: &self.limits,
+                        notebook: self.notebook,
+                    })
+                });
+                if let Ok(output) = &result {
+                    self.update_session(invocation, output);
+                }
+                (result, Decided::Ran)
             }
         };
+        self.conclude(
+            call,
+            command,
+            started,
+            result,
+            decided,
+            Some(invocation.tool()),
+        )
+    }
+
+    /// Logs what became of a call and renders its result block.
+    fn conclude(
+        &self,
+        call: &Call,
+        command: String,
+        started: Instant,
+        result: Result<ToolOutput, ToolError>,
+        decided: Decided,
+        tool: Option<&'static dyn RegisteredTool>,
+    ) -> Execution {
+        let mut audit_error = None;
         if let Some(audit) = &self.audit {
             let entry = AuditEntry {
                 time: SystemTime::now(),
@@ -221,7 +255,7 @@ impl Executor<'_> {
             }
             Decision::Ask { reason, in_person } => (reason, in_person),
         };
-        let shown = show_whole_call(call, command);
+        let shown = show_whole_call(invocation, command);
         let answer = {
             let _one_question_at_a_time = lock(&self.serial.asking);
             if in_person {

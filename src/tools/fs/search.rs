@@ -355,8 +355,9 @@ impl<'a> Query<'a> {
                     Source::Walk(walk) => walk.run(root, names, job_tx, gate),
                 })
                 .map_err(io_error)?;
-            if let Some(cancel) = request.cancel.as_deref() {
-                // Ctrl-C stops the workers and the walk as the limit does.
+            // Ctrl-C stops the workers and the walk as the limit does. The watcher is woken when
+            // the search ends, so it never delays the answer.
+            let watcher = request.cancel.as_deref().map(|cancel| {
                 let finished = &finished;
                 scope.spawn(move || {
                     while !finished.load(Ordering::SeqCst) {
@@ -364,12 +365,15 @@ impl<'a> Query<'a> {
                             gate.stop();
                             return;
                         }
-                        thread::sleep(CANCEL_POLL);
+                        thread::park_timeout(CANCEL_POLL);
                     }
-                });
-            }
+                })
+            });
             collector.collect(result_rx, gate);
             finished.store(true, Ordering::SeqCst);
+            if let Some(watcher) = &watcher {
+                watcher.thread().unpark();
+            }
             Ok(())
         })?;
         if request
