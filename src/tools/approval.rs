@@ -47,7 +47,11 @@ impl Approver for FixedApprover {
 /// sandbox it runs in
 /// ([`PROGRAM_CONTAINMENT`](crate::sandbox::process::PROGRAM_CONTAINMENT)). Hidden characters are escaped in every line;
 /// the line breaks are the listing's own.
-pub fn show_whole_call(invocation: &Invocation<'_>, command: &str) -> String {
+pub fn show_whole_call(
+    invocation: &Invocation<'_>,
+    command: &str,
+    default_timeout_ms: u64,
+) -> String {
     let call = invocation.call;
     use crate::protocol::display::{escape_for_display, show_arguments};
     use crate::sandbox::process::PROGRAM_CONTAINMENT;
@@ -73,8 +77,7 @@ pub fn show_whole_call(invocation: &Invocation<'_>, command: &str) -> String {
         });
         lines.push(match timeout {
             Some(ms) => format!("  timeout: {} ms", escape_for_display(&ms.to_string())),
-            None => "  timeout: flycode's default (timeout_ms in flycode.toml, 60000 ms if unset)"
-                .to_owned(),
+            None => format!("  timeout: {default_timeout_ms} ms (flycode's default)"),
         });
         lines.push(format!("  sandbox: {PROGRAM_CONTAINMENT}"));
     }
@@ -105,7 +108,7 @@ mod tests {
             args: args.as_object().cloned().unwrap(),
         };
         let invocation = Invocation::new(&call).unwrap();
-        show_whole_call(&invocation, &render_command(call.tool, &call.args))
+        show_whole_call(&invocation, &render_command(call.tool, &call.args), 60_000)
     }
 
     #[test]
@@ -173,7 +176,7 @@ mod tests {
                 "  env:",
                 "    RUST_LOG=debug",
                 "  cwd: the first allowed root (no cwd given)",
-                "  timeout: flycode's default (timeout_ms in flycode.toml, 60000 ms if unset)",
+                "  timeout: 60000 ms (flycode's default)",
                 &format!(
                     "  sandbox: {}",
                     crate::sandbox::process::PROGRAM_CONTAINMENT

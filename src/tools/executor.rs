@@ -255,7 +255,7 @@ impl Executor<'_> {
             }
             Decision::Ask { reason, in_person } => (reason, in_person),
         };
-        let shown = show_whole_call(invocation, command);
+        let shown = show_whole_call(invocation, command, self.limits.default_timeout_ms);
         let answer = {
             let _one_question_at_a_time = lock(&self.serial.asking);
             if in_person {
