@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::common::read_stderr_until;
+use super::common::{read_stderr_until, send_signal};
 
 struct Display {
     server: Child,
@@ -161,11 +161,7 @@ fn exchange(display: &Display, reply: &str) -> String {
 }
 
 fn stop(child: Child) -> String {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
+    send_signal(child.id(), "TERM");
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     String::from_utf8_lossy(&output.stderr).into_owned()

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::common::send_signal;
 use flycode::protocol::{ClassifyOptions, ToolSet, Verdict, classify_reply};
 
 const BUGGY_LIB: &str = "add() { echo $(( $1 - $2 )); }\n";
@@ -588,11 +589,7 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
     shown
         .recv_timeout(Duration::from_secs(20))
         .expect("the streamed text was shown");
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(child.id(), "INT");
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -851,10 +848,7 @@ fn ctrl_c_stops_a_running_program_and_the_calls_after_it() {
         .unwrap()
         .trim()
         .to_owned();
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    send_signal(child.id(), "INT");
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::common::{read_stderr_until, wait_for_file};
+use super::common::{read_stderr_until, send_signal, wait_for_file};
 
 struct Watching {
     _temp: tempfile::TempDir,
@@ -62,12 +62,7 @@ fn append_call(root: &Path, id: &str) -> String {
 }
 
 fn stop(watching: Watching) -> String {
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(watching.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(watching.child.id(), "TERM");
     let output = watching.child.wait_with_output().unwrap();
     assert_eq!(
         output.status.code(),

@@ -56,3 +56,13 @@ pub fn read_stderr_until(child: &mut std::process::Child, marker: &str) -> Strin
     child.stderr = Some(stderr);
     String::from_utf8_lossy(&seen).into_owned()
 }
+
+/// Sends `signal` (`TERM`, `INT`) to the process `pid`, as a person's `kill` or Ctrl-C would.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}

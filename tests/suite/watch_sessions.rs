@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::common::wait_for_file;
+use super::common::{send_signal, wait_for_file};
 
 /// A running watcher and what it has printed so far.
 struct Watcher {
@@ -131,12 +131,7 @@ impl Desk {
 
 /// Stops a watcher with SIGTERM and returns what it printed.
 fn stop(mut watcher: Watcher) -> String {
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(watcher.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(watcher.child.id(), "TERM");
     let status = watcher.child.wait().unwrap();
     watcher.reader.join().unwrap();
     let printed = watcher.printed.lock().unwrap().clone();
