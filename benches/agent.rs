@@ -146,8 +146,7 @@ fn turn(c: &mut Criterion) {
 fn parallel_reads(c: &mut Criterion) {
     use flycode::agent::parallel::run_bounded;
     use flycode::protocol::{Call, ToolName};
-    use flycode::tools::Limits;
-    use flycode::tools::executor::{Approval, Executor, FixedApprover, Serial};
+    use flycode::tools::executor::{Approval, Executor, FixedApprover};
     use flycode::tools::policy::{Approval as Mode, Policy};
     use std::sync::atomic::AtomicBool;
 
@@ -169,16 +168,7 @@ fn parallel_reads(c: &mut Criterion) {
         ..Policy::default()
     };
     let approver = FixedApprover(Approval::Yes);
-    let executor = Executor {
-        sandbox: &sandbox,
-        policy: &policy,
-        session: None,
-        audit: None,
-        limits: Limits::default(),
-        approver: &approver,
-        notebook: None,
-        serial: Serial::default(),
-    };
+    let executor = Executor::new(&sandbox, &policy, &approver);
     let calls: Vec<Call> = (0..8)
         .map(|n| Call {
             id: Some(format!("s{n}")),

@@ -99,7 +99,26 @@ pub struct Serial {
     logging: Mutex<()>,
 }
 
-impl Executor<'_> {
+impl<'a> Executor<'a> {
+    /// An executor with no session memory, no audit log, the default limits and no notebook:
+    /// what a one-off caller (a test, a benchmark) needs; set the fields it wants otherwise.
+    pub fn new(
+        sandbox: &'a Sandbox,
+        policy: &'a Policy,
+        approver: &'a dyn Approver,
+    ) -> Executor<'a> {
+        Executor {
+            sandbox,
+            policy,
+            session: None,
+            audit: None,
+            limits: Limits::default(),
+            approver,
+            notebook: None,
+            serial: Serial::default(),
+        }
+    }
+
     /// Runs `call` and renders its result block.
     pub fn execute(&self, call: &Call) -> Execution {
         match Invocation::new(call) {
@@ -409,14 +428,8 @@ mod tests {
         };
         let session = Mutex::new(Session::in_memory());
         let executor = Executor {
-            sandbox: &sandbox,
-            policy: &policy,
             session: Some(&session),
-            audit: None,
-            limits: Limits::default(),
-            approver: &FixedApprover(Approval::Yes),
-            notebook: None,
-            serial: Serial::default(),
+            ..Executor::new(&sandbox, &policy, &FixedApprover(Approval::Yes))
         };
         let path = root.join("a.txt");
         let call = |tool: ToolName, args: serde_json::Value| Call {

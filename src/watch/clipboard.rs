@@ -194,7 +194,6 @@ mod tests {
 
     use super::*;
     use crate::sandbox::{Roots, Sandbox};
-    use crate::tools::Limits;
     use crate::tools::executor::{Approval, Executor, FixedApprover};
     use crate::tools::policy::Policy;
     use crate::watch::ReplayStore;
@@ -243,16 +242,7 @@ mod tests {
         let policy = Policy::default();
         let approver = FixedApprover(Approval::Yes);
         let mut handler = Handler {
-            executor: Executor {
-                sandbox: &sandbox,
-                policy: &policy,
-                session: None,
-                audit: None,
-                limits: Limits::default(),
-                approver: &approver,
-                notebook: None,
-                serial: Default::default(),
-            },
+            executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
             policy_key: String::new(),
@@ -328,16 +318,7 @@ mod tests {
             after: 25,
         };
         let mut handler = Handler {
-            executor: Executor {
-                sandbox: &sandbox,
-                policy: &policy,
-                session: None,
-                audit: None,
-                limits: Limits::default(),
-                approver: &approver,
-                notebook: None,
-                serial: Default::default(),
-            },
+            executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
             policy_key: String::new(),

@@ -157,7 +157,6 @@ impl Handler<'_> {
 mod tests {
     use super::*;
     use crate::sandbox::{Roots, Sandbox};
-    use crate::tools::Limits;
     use crate::tools::executor::{Approval, FixedApprover};
     use crate::tools::policy::Policy;
 
@@ -170,16 +169,7 @@ mod tests {
         let policy = Policy::default();
         let approver = FixedApprover(Approval::Yes);
         let mut handler = Handler {
-            executor: Executor {
-                sandbox: &sandbox,
-                policy: &policy,
-                session: None,
-                audit: None,
-                limits: Limits::default(),
-                approver: &approver,
-                notebook: None,
-                serial: Default::default(),
-            },
+            executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
             policy_key: String::new(),
