@@ -24,8 +24,12 @@
 //! output_cap = 65536                 # bytes of a result body
 //! timeout_ms = 60000                 # default process timeout
 //!
+//! tools = "extended"                 # the tool set of prompt/check/exec/watch/validate:
+//!                                    # seed (default) | extended (--tools wins)
+//!
 //! [tools]                            # per-tool overrides: allow | ask | deny
-//! "shell.exec" = "deny"
+//! set = "extended"                   # the tool set, when the table is present (TOML cannot
+//! "shell.exec" = "deny"              # have both `tools = "..."` and `[tools]`)
 //!
 //! [agent]                            # flycode run (flags and FLYCODE_* variables win)
 //! base_url = "http://127.0.0.1:8080/v1"
@@ -52,7 +56,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
+use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::tools::policy::{Approval, Policy, ToolRule};
 
@@ -90,8 +94,20 @@ struct FileConfig {
     output_cap: Option<usize>,
     #[serde(default, deserialize_with = "range::timeout_ms")]
     timeout_ms: Option<u64>,
-    tools: Option<BTreeMap<String, ToolRule>>,
+    tools: Option<ToolsSetting>,
     agent: Option<AgentConfig>,
+}
+
+/// `tools`: the tool set's name (`tools = "extended"`), or the `[tools]` table of per-tool rules
+/// with an optional `set` key.
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a tool set (\"seed\" or \"extended\") or a [tools] table"
+)]
+enum ToolsSetting {
+    Set(String),
+    Table(BTreeMap<String, String>),
 }
 
 /// The `[agent]` table: settings of `flycode run` as the file gives them. Paths are resolved
@@ -148,6 +164,8 @@ pub struct Flags {
     pub roots: Vec<PathBuf>,
     /// `--approve`.
     pub approval: Option<Approval>,
+    /// `--tools`.
+    pub tool_set: Option<ToolSet>,
 }
 
 /// The resolved configuration.
@@ -163,6 +181,9 @@ pub struct Config {
     pub output_cap: usize,
     /// Default process timeout in milliseconds.
     pub timeout_ms: u64,
+    /// The tool set of the chat front ends (CONTRACT §8): `--tools`, else the file's, else
+    /// `seed`.
+    pub tool_set: ToolSet,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The file the configuration came from, if any.
@@ -205,22 +226,59 @@ impl Config {
         file: FileConfig,
         source: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
+        let invalid = |key: &str, message: String| {
+            let line = source
+                .as_deref()
+                .and_then(|p| crate::sandbox::host::read_to_string(p).ok())
+                .and_then(|text| text.lines().position(|l| l.contains(key)))
+                .map_or(1, |i| i + 1);
+            ConfigError::Invalid {
+                path: source.clone().unwrap_or_default(),
+                line,
+                message,
+            }
+        };
+        let set_name = |name: &str, key: &str| {
+            ToolSet::from_name(name).ok_or_else(|| {
+                invalid(
+                    key,
+                    format!("{key} = {name:?} is not a tool set: use \"seed\" or \"extended\""),
+                )
+            })
+        };
         let mut overrides = BTreeMap::new();
-        for (name, rule) in file.tools.unwrap_or_default() {
-            let Some(tool) = ToolName::from_name(&name) else {
-                let path = source.clone().unwrap_or_default();
-                let line = source
-                    .as_deref()
-                    .and_then(|p| crate::sandbox::host::read_to_string(p).ok())
-                    .and_then(|text| text.lines().position(|l| l.contains(&name)))
-                    .map_or(1, |i| i + 1);
-                return Err(ConfigError::Invalid {
-                    path,
-                    line,
-                    message: format!("[tools] names {name:?}, which is not a flycode tool"),
-                });
-            };
-            overrides.insert(tool, rule);
+        let mut file_set = None;
+        match file.tools {
+            None => {}
+            Some(ToolsSetting::Set(name)) => file_set = Some(set_name(&name, "tools")?),
+            Some(ToolsSetting::Table(table)) => {
+                for (name, rule) in table {
+                    if name == "set" {
+                        file_set = Some(set_name(&rule, "set")?);
+                        continue;
+                    }
+                    let Some(tool) = ToolName::from_name(&name) else {
+                        return Err(invalid(
+                            &name,
+                            format!("[tools] names {name:?}, which is not a flycode tool"),
+                        ));
+                    };
+                    let rule = match rule.as_str() {
+                        "allow" => ToolRule::Allow,
+                        "ask" => ToolRule::Ask,
+                        "deny" => ToolRule::Deny,
+                        other => {
+                            return Err(invalid(
+                                &name,
+                                format!(
+                                    "[tools] {name:?} = {other:?} is not a rule: use \"allow\", \"ask\" or \"deny\""
+                                ),
+                            ));
+                        }
+                    };
+                    overrides.insert(tool, rule);
+                }
+            }
         }
         let base = source
             .as_deref()
@@ -260,6 +318,7 @@ impl Config {
             protected: file.protected.unwrap_or_default(),
             output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP),
             timeout_ms: file.timeout_ms.unwrap_or(60_000),
+            tool_set: flags.tool_set.or(file_set).unwrap_or_default(),
             agent,
             source,
         })
@@ -337,13 +396,52 @@ mod tests {
     }
 
     #[test]
+    fn the_tool_set_is_a_string_or_the_set_key_of_the_tools_table() {
+        let config = load("tools = \"extended\"\n", &Flags::default()).unwrap();
+        assert_eq!(config.tool_set, ToolSet::Extended);
+        let config = load(
+            "[tools]\nset = \"extended\"\n\"fs.edit\" = \"deny\"\n",
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(config.tool_set, ToolSet::Extended);
+        assert_eq!(
+            config.policy.overrides.get(&ToolName::FsEdit),
+            Some(&ToolRule::Deny)
+        );
+        assert_eq!(load("", &Flags::default()).unwrap().tool_set, ToolSet::Seed);
+        let error = load("roots = []\ntools = \"all\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.ends_with(
+                "flycode.toml:2: tools = \"all\" is not a tool set: use \"seed\" or \"extended\""
+            ),
+            "{error}"
+        );
+        let error = load("[tools]\n\"fs.read\" = \"maybe\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("flycode.toml:2:") && error.contains("\"allow\", \"ask\" or \"deny\""),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn flags_win_over_the_file() {
         let flags = Flags {
             roots: vec![PathBuf::from("/flag")],
             approval: Some(Approval::Auto),
+            tool_set: Some(ToolSet::Seed),
         };
-        let config = load("roots = [\"/file\"]\napproval = \"ask\"\n", &flags).unwrap();
+        let config = load(
+            "roots = [\"/file\"]\napproval = \"ask\"\ntools = \"extended\"\n",
+            &flags,
+        )
+        .unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/flag")]);
+        assert_eq!(config.tool_set, ToolSet::Seed);
         assert_eq!(config.policy.approval, Approval::Auto);
     }
 

@@ -18,7 +18,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
         &reply,
         ClassifyOptions {
             lenient: args.lenient,
-            ..Default::default()
+            tools: super::tool_set(args.tools)?,
         },
     );
     let outcome = match &classification.verdict {

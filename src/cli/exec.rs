@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::{ExecArgs, Outcome, approver, open_sandbox, read_input};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result;
-use crate::protocol::{Call, ClassifyOptions, ResultBlock, Verdict, classify_reply, parse_slash};
+use crate::protocol::{
+    Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
+};
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::executor::{Executor, Serial};
 
@@ -18,7 +20,7 @@ use crate::tools::executor::{Executor, Serial};
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&args.run)?;
 
-    let call = match read_call(args)? {
+    let call = match read_call(args, config.tool_set)? {
         CallOrAnswer::Call(call) => call,
         CallOrAnswer::Answer(block, code) => {
             print_result(args.json, &block, None, None)?;
@@ -69,9 +71,9 @@ enum CallOrAnswer {
     Answer(ResultBlock, Outcome),
 }
 
-fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
+fn read_call(args: &ExecArgs, tools: ToolSet) -> anyhow::Result<CallOrAnswer> {
     if let Some(line) = &args.slash {
-        return Ok(match parse_slash(line) {
+        return Ok(match parse_slash_in(line, tools) {
             Ok(call) => CallOrAnswer::Call(call),
             Err(error) => CallOrAnswer::Answer(
                 ResultBlock::failure(
@@ -93,7 +95,7 @@ fn read_call(args: &ExecArgs) -> anyhow::Result<CallOrAnswer> {
         &reply,
         ClassifyOptions {
             lenient: args.run.lenient,
-            ..Default::default()
+            tools,
         },
     );
     for warning in &classification.warnings {

@@ -132,6 +132,11 @@ pub struct ValidateArgs {
     /// Treat warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// The tool set the calls in text blocks may name (native tool calls, which only `flycode
+    /// run` makes, are judged against its set): seed (the twelve tools, the default) or extended (adds fs.readMany and
+    /// fs.edit); default: flycode.toml's `tools`, else seed.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
 }
 
 /// An output format of `flycode validate`.
@@ -159,6 +164,10 @@ pub struct CheckArgs {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
+    /// The tool set: seed (the twelve tools, the default) or extended (adds fs.readMany and
+    /// fs.edit); default: flycode.toml's `tools`, else seed.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
 }
 
 /// `flycode exec` arguments.
@@ -208,6 +217,10 @@ pub struct RunFlags {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
+    /// The tool set: seed (the twelve tools, the default) or extended (adds fs.readMany and
+    /// fs.edit); default: flycode.toml's `tools`, else seed.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
 }
 
 /// `flycode log` arguments.
@@ -255,6 +268,28 @@ pub struct PromptArgs {
     /// a file in the state directory and print the file's path).
     #[arg(long)]
     pub copy: bool,
+    /// The tool set: seed (the twelve tools, the default) or extended (adds fs.readMany and
+    /// fs.edit); default: flycode.toml's `tools`, else seed.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
+}
+
+/// A tool set on the command line (CONTRACT §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ToolSetChoice {
+    /// The twelve tools of the seed protocol.
+    Seed,
+    /// The twelve plus fs.readMany and fs.edit.
+    Extended,
+}
+
+impl From<ToolSetChoice> for crate::protocol::ToolSet {
+    fn from(choice: ToolSetChoice) -> Self {
+        match choice {
+            ToolSetChoice::Seed => crate::protocol::ToolSet::Seed,
+            ToolSetChoice::Extended => crate::protocol::ToolSet::Extended,
+        }
+    }
 }
 
 /// A prompt language.
@@ -310,10 +345,12 @@ pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
 pub(crate) fn load_roots(
     flags: &RootFlags,
     approval: Option<ApproveMode>,
+    tools: Option<ToolSetChoice>,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Roots)> {
     let config = crate::config::Config::load(&crate::config::Flags {
         roots: flags.roots.clone(),
         approval: approval.map(Into::into),
+        tool_set: tools.map(Into::into),
     })?;
     let roots = crate::sandbox::Roots::resolve(&config.roots)?;
     roots.refuse_whole_file_system(flags.allow_filesystem_root)?;
@@ -326,12 +363,21 @@ pub(crate) fn open_sandbox(
     flags: &RunFlags,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
     crate::sandbox::process::protect_own_environment();
-    let (config, roots) = load_roots(&flags.roots, flags.approve)?;
+    let (config, roots) = load_roots(&flags.roots, flags.approve, flags.tools)?;
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
         .map_err(anyhow::Error::msg)?;
     let sandbox = crate::sandbox::Sandbox::open(&roots)?.with_protection(protection);
     Ok((config, sandbox))
+}
+
+/// The tool set of a command that names no roots (`check`, `validate`): `--tools`, else
+/// flycode.toml's, else seed.
+pub(crate) fn tool_set(tools: Option<ToolSetChoice>) -> anyhow::Result<crate::protocol::ToolSet> {
+    if let Some(choice) = tools {
+        return Ok(choice.into());
+    }
+    Ok(crate::config::Config::load(&crate::config::Flags::default())?.tool_set)
 }
 
 /// `--yes` answers every question a person need not answer; otherwise the terminal asks.

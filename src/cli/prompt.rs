@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{Language, Outcome, PromptArgs, load_roots};
-use crate::protocol::prompt::{PromptLanguage, chat_prompt};
+use crate::protocol::prompt::{PromptLanguage, chat_prompt_for};
 use crate::sandbox::state::{state_dir, write_atomically};
 use crate::watch::clipboard::{Clipboard, ClipboardUnavailable, SystemClipboard, display};
 
@@ -15,12 +15,12 @@ pub const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
 
 /// Runs `flycode prompt`.
 pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
-    let (_, roots) = load_roots(&args.roots, None)?;
+    let (config, roots) = load_roots(&args.roots, None, args.tools)?;
     let language = match args.lang {
         Language::Zh => PromptLanguage::Zh,
         Language::En => PromptLanguage::En,
     };
-    let prompt = chat_prompt(language, &roots.display_strings());
+    let prompt = chat_prompt_for(language, config.tool_set, &roots.display_strings());
     if !args.copy {
         std::io::stdout().lock().write_all(prompt.as_bytes())?;
         return Ok(Outcome::Success);

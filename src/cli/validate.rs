@@ -14,6 +14,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Outcome> {
     let options = ValidateOptions {
         lenient: args.lenient,
         strict: args.strict,
+        tools: super::tool_set(args.tools)?,
     };
     let report = validate_files(&files, options, threads)?;
     let format = match args.format {

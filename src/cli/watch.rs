@@ -80,6 +80,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         },
         replay,
         lenient: args.run.lenient,
+        tools: config.tool_set,
         policy_key,
     };
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

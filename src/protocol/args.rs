@@ -249,6 +249,16 @@ fn check_paths(
                 }
                 Value::Array(items) => {
                     for (index, item) in items.iter().enumerate() {
+                        if let Value::String(path) = item
+                            && property["items"]["x-flycode-path"] == Value::Bool(true)
+                            && !path_form(path).is_absolute()
+                        {
+                            return Err(CallError::RelativePath {
+                                tool,
+                                arg: format!("{arg}[{index}]"),
+                                path: path.clone(),
+                            });
+                        }
                         if let Value::Object(inner) = item {
                             let prefix = format!("{arg}[{index}].");
                             walk(tool, &property["items"]["properties"], inner, &prefix)?;

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 pub use super::call_types::{Call, CallError};
-use super::call_types::{EMPTY_BLOCK, json_kind, show_tool_name};
+use super::call_types::{EMPTY_BLOCK, json_kind};
 use super::display::{escape_for_display, is_hidden_or_control};
 use super::json::{JsonProblem, parse_strict};
 use super::tool_name::{ToolName, ToolSet};
@@ -46,7 +46,7 @@ impl Attempt {
 
 /// Validates a call block's content (already free of paste artefacts outside strings).
 pub fn parse_call(content: &str) -> Result<Call, CallError> {
-    parse_call_in(content, ToolSet::Chat)
+    parse_call_in(content, ToolSet::Seed)
 }
 
 /// Validates a call block's content against the tools of `set`.
@@ -88,16 +88,13 @@ pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
     }?;
     let tool = match &object["tool"] {
         Value::String(name) => {
-            ToolName::from_name_in(name, set).ok_or_else(|| CallError::UnknownTool {
-                shown: show_tool_name(name),
-                nearest: ToolName::nearest(name, set),
-                set,
-            })
+            ToolName::from_name_in(name, set).ok_or_else(|| CallError::unknown_tool(name, set))
         }
         other => Err(CallError::UnknownTool {
             shown: other.to_string(),
             nearest: None,
             set,
+            elsewhere: None,
         }),
     }?;
     let args = object.remove("args").unwrap_or(Value::Null);
@@ -134,11 +131,8 @@ pub fn parse_native_call(
             reason: "a native tool call needs an id",
         }),
     }?;
-    let tool = ToolName::from_native_name(name, set).ok_or_else(|| CallError::UnknownTool {
-        shown: show_tool_name(name),
-        nearest: ToolName::nearest(name, set),
-        set,
-    })?;
+    let tool =
+        ToolName::from_native_name(name, set).ok_or_else(|| CallError::unknown_tool(name, set))?;
     let args = super::args::validate_args(tool, args)?;
     Ok(Call {
         id: Some(id),

@@ -98,6 +98,8 @@ pub enum CallError {
         nearest: Option<ToolName>,
         /// The tools the reader accepted.
         set: ToolSet,
+        /// The tool of that exact name in a larger set (`fs.edit` asked of the seed set).
+        elsewhere: Option<ToolName>,
     },
     /// The arguments fail the tool's schema.
     #[error("{tool}: {message}")]
@@ -183,6 +185,14 @@ impl CallError {
             CallError::NotAnObject { .. } | CallError::MissingField { .. } => r#"A call is one JSON object with exactly "id", "tool" and "args", e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}}."#.into(),
             CallError::UnknownField { .. } => r#"Only "id", "tool" and "args" may appear at the top level; put tool arguments inside "args"."#.into(),
             CallError::InvalidId { .. } => r#"Give every call a new non-empty string id, e.g. "call-002"."#.into(),
+            CallError::UnknownTool { elsewhere: Some(tool), set, .. } => {
+                let tools: Vec<&str> = set.tools().iter().map(|t| t.as_str()).collect();
+                let switch = match tool.home_set() {
+                    ToolSet::Agent => "it exists only in flycode run".to_owned(),
+                    home => format!("it belongs to the {} tool set, which the user turns on with --tools {} or tools = \"{}\" in flycode.toml", home.as_str(), home.as_str(), home.as_str()),
+                };
+                format!("{tool} is not offered here: {switch}. The tools here are: {}.", tools.join(", "))
+            }
             CallError::UnknownTool { nearest, set, .. } => {
                 let tools: Vec<&str> = set.tools().iter().map(|t| t.as_str()).collect();
                 match nearest {
@@ -225,6 +235,19 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+impl CallError {
+    /// `unknown_tool` for `name` (as written) asked of a reader of `set`: the nearest name of
+    /// the set, and the tool of that exact name in a larger set.
+    pub(crate) fn unknown_tool(name: &str, set: ToolSet) -> CallError {
+        CallError::UnknownTool {
+            shown: show_tool_name(name),
+            nearest: ToolName::nearest(name, set),
+            set,
+            elsewhere: ToolName::from_native_name(name, ToolSet::Agent),
+        }
     }
 }
 

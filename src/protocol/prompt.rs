@@ -2,8 +2,9 @@
 //! reference are generated from the schemas, and whose roots and examples use the user's roots.
 //!
 //! Placeholders: `{{roots}}` (a bullet list), `{{root}}` (the first root, for prose),
-//! `{{root_json}}` (the first root escaped for use inside a JSON string), `{{tool_names}}` and
-//! `{{tool_reference}}`.
+//! `{{root_json}}` (the first root escaped for use inside a JSON string), `{{tool_names}}`,
+//! `{{tool_reference}}`, `{{risky_extended}}` (`/fs.edit`: the risky tools beyond the seed's)
+//! and `{{extended_examples}}` (the extended tools' examples; empty for the seed set).
 
 use serde_json::Value;
 
@@ -27,20 +28,48 @@ impl PromptLanguage {
             PromptLanguage::En => include_str!("../../protocol/prompts/chat.en.md"),
         }
     }
+
+    fn extended_examples(self) -> &'static str {
+        match self {
+            PromptLanguage::Zh => include_str!("../../protocol/prompts/chat.extended.zh.md"),
+            PromptLanguage::En => include_str!("../../protocol/prompts/chat.extended.en.md"),
+        }
+    }
 }
 
-/// Builds the chat prompt for `roots` (already absolute, in display form).
+/// Builds the chat prompt of the seed set for `roots` (already absolute, in display form).
 pub fn chat_prompt(language: PromptLanguage, roots: &[String]) -> String {
+    chat_prompt_for(language, ToolSet::Seed, roots)
+}
+
+/// Builds the chat prompt of the tool set `set` for `roots`: its whitelist, its argument
+/// reference and, for the extended set, the extended tools' examples.
+pub fn chat_prompt_for(language: PromptLanguage, set: ToolSet, roots: &[String]) -> String {
     let first_root = first_root(roots);
     let root_list: Vec<String> = roots.iter().map(|r| format!("- `{r}`")).collect();
+    let extended_examples = match set {
+        ToolSet::Seed => String::new(),
+        ToolSet::Extended | ToolSet::Agent => {
+            format!("\n{}", language.extended_examples().trim_end())
+        }
+    };
+    let risky_extended: String = set
+        .tools()
+        .iter()
+        .filter(|&&tool| {
+            !ToolSet::Seed.contains(tool)
+                && !tool_schema(tool).is_read_only
+                && !ToolName::AGENT_TOOLS.contains(&tool)
+        })
+        .map(|tool| format!("/{tool}"))
+        .collect();
     language
         .template()
+        .replace("{{extended_examples}}", &extended_examples)
         .replace("{{roots}}", &root_list.join("\n"))
-        .replace(
-            "{{tool_names}}",
-            &tool_names_for(ToolSet::Chat, ToolNaming::Protocol),
-        )
-        .replace("{{tool_reference}}", &tool_reference(language))
+        .replace("{{tool_names}}", &tool_names_for(set, ToolNaming::Protocol))
+        .replace("{{tool_reference}}", &tool_reference_for(language, set))
+        .replace("{{risky_extended}}", &risky_extended)
         .replace("{{root_json}}", &json_string_body(first_root))
         .replace("{{root}}", first_root)
 }
@@ -113,7 +142,7 @@ pub fn tool_names_for(set: ToolSet, naming: ToolNaming) -> String {
 
 /// The numbered per-tool argument reference of the chat whitelist.
 pub fn tool_reference(language: PromptLanguage) -> String {
-    tool_reference_for(language, ToolSet::Chat)
+    tool_reference_for(language, ToolSet::Seed)
 }
 
 /// The numbered per-tool argument reference of the tools of `set`.
@@ -285,9 +314,33 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         for language in [PromptLanguage::Zh, PromptLanguage::En] {
-            let prompt = chat_prompt(language, &["/srv/app/".to_owned()]);
-            assert!(!prompt.contains("{{"), "{language:?}");
-            assert!(prompt.contains("\"/srv/app/README.md\""));
+            for set in [ToolSet::Seed, ToolSet::Extended] {
+                let prompt = chat_prompt_for(language, set, &["/srv/app/".to_owned()]);
+                assert!(!prompt.contains("{{"), "{language:?} {set:?}");
+                assert!(prompt.contains("\"/srv/app/README.md\""));
+            }
+        }
+    }
+
+    #[test]
+    fn the_seed_prompt_names_only_the_twelve_and_the_extended_one_its_fourteen() {
+        for language in [PromptLanguage::Zh, PromptLanguage::En] {
+            let seed = chat_prompt_for(language, ToolSet::Seed, &["/srv".to_owned()]);
+            assert!(!seed.contains("fs.readMany") && !seed.contains("fs.edit"));
+            assert!(
+                seed.contains("fs.write/fs.writeBatch/fs.rm/fs.mv/fs.chmod/process.run/shell.exec")
+            );
+            let extended = chat_prompt_for(language, ToolSet::Extended, &["/srv".to_owned()]);
+            assert!(extended.contains("- `fs.readMany`") && extended.contains("- `fs.edit`"));
+            assert!(
+                extended.contains("\"tool\":\"fs.edit\""),
+                "an fs.edit example"
+            );
+            assert!(
+                extended.contains("\"tool\":\"fs.readMany\""),
+                "an fs.readMany example"
+            );
+            assert!(extended.contains("process.run/shell.exec/fs.edit"));
         }
     }
 }

@@ -10,7 +10,9 @@
 //!   tool has no slash form; a final array-typed positional takes all remaining words;
 //! - `x-flycode-exclusive`: groups `{"fields": [...], "required": bool}` of which at most one (or,
 //!   when required, exactly one) may be given;
-//! - `x-flycode-unique`: on an array of objects, a property whose value must not repeat.
+//! - `x-flycode-unique`: on an array of objects, a property whose value must not repeat;
+//! - `x-flycode-read-only: true`: the tool only reads (the prompt leaves it out of the tools to
+//!   call only when asked; the registry's approval class agrees, a test holds it).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -76,6 +78,8 @@ pub struct ToolSchema {
     pub positional: Option<Vec<String>>,
     /// Mutually exclusive groups.
     pub exclusive: Vec<ExclusiveGroup>,
+    /// Whether the tool only reads.
+    pub is_read_only: bool,
     validator: jsonschema::Validator,
 }
 
@@ -111,6 +115,8 @@ pub fn schema_source(tool: ToolName) -> &'static str {
         ToolName::FsDiff => include_str!("../../protocol/schemas/fs.diff.json"),
         ToolName::ProcessRun => include_str!("../../protocol/schemas/process.run.json"),
         ToolName::ShellExec => include_str!("../../protocol/schemas/shell.exec.json"),
+        ToolName::FsReadMany => include_str!("../../protocol/schemas/fs.readMany.json"),
+        ToolName::FsEdit => include_str!("../../protocol/schemas/fs.edit.json"),
         ToolName::AgentTodo => include_str!("../../protocol/schemas/agent.todo.json"),
         ToolName::AgentNote => include_str!("../../protocol/schemas/agent.note.json"),
     }
@@ -198,6 +204,7 @@ fn load(tool: ToolName) -> ToolSchema {
         args,
         positional,
         exclusive,
+        is_read_only: document["x-flycode-read-only"] == Value::Bool(true),
         validator,
         document,
     }
@@ -253,11 +260,11 @@ mod tests {
     }
 
     #[test]
-    fn only_write_batch_lacks_a_slash_form() {
-        for tool in ToolName::ALL {
+    fn only_write_batch_and_edit_lack_a_slash_form() {
+        for tool in ToolName::EXTENDED {
             assert_eq!(
                 tool_schema(tool).positional.is_none(),
-                tool == ToolName::FsWriteBatch
+                matches!(tool, ToolName::FsWriteBatch | ToolName::FsEdit)
             );
         }
     }

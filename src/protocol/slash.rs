@@ -15,25 +15,28 @@ use super::display::escape_for_display;
 use super::schema::{ArgKind, ArgSpec, ToolSchema, tool_schema};
 use super::tool_name::{ToolName, ToolSet};
 
-/// Parses a slash command into a validated call with no id.
+/// Parses a slash command of the seed set into a validated call with no id.
 pub fn parse_slash(line: &str) -> Result<Call, CallError> {
+    parse_slash_in(line, ToolSet::Seed)
+}
+
+/// Parses a slash command naming a tool of `set` into a validated call with no id.
+pub fn parse_slash_in(line: &str, set: ToolSet) -> Result<Call, CallError> {
     let line = line.trim();
     let Some(rest) = line.strip_prefix('/') else {
         return Err(CallError::UnknownTool {
             shown: format!("{:?}", first_word(line)),
-            nearest: ToolName::nearest(first_word(line), ToolSet::Chat),
-            set: ToolSet::Chat,
+            nearest: ToolName::nearest(first_word(line), set),
+            set,
+            elsewhere: None,
         });
     };
     let (name, remainder) = match rest.find(char::is_whitespace) {
         Some(end) => (&rest[..end], &rest[end..]),
         None => (rest, ""),
     };
-    let tool = ToolName::from_name(name).ok_or_else(|| CallError::UnknownTool {
-        shown: super::call_types::show_tool_name(name),
-        nearest: ToolName::nearest(name, ToolSet::Chat),
-        set: ToolSet::Chat,
-    })?;
+    let tool =
+        ToolName::from_name_in(name, set).ok_or_else(|| CallError::unknown_tool(name, set))?;
     let invalid = |message: String| CallError::InvalidArgs { tool, message };
     let schema = tool_schema(tool);
     let Some(positional) = &schema.positional else {

@@ -31,20 +31,26 @@ pub enum ToolName {
     ProcessRun,
     /// `shell.exec`
     ShellExec,
+    /// `fs.readMany`: several files in one call (the extended set).
+    FsReadMany,
+    /// `fs.edit`: exact-text replacements in one file (the extended set).
+    FsEdit,
     /// `agent.todo`: replace the agent's TODO list (`flycode run` only).
     AgentTodo,
     /// `agent.note`: save a piece of useful information (`flycode run` only).
     AgentNote,
 }
 
-/// Which tools a reader accepts: the chat whitelist of the contract, or that plus the agent's own
-/// tools of `flycode run`.
+/// Which tools a reader accepts (CONTRACT §8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ToolSet {
-    /// The twelve tools of CONTRACT §4: browser chats, `check`, `exec`, `watch`.
+    /// The twelve tools of CONTRACT §4, exactly the seed protocol's whitelist: the default of
+    /// the chat front ends (`prompt`, `check`, `exec`, `watch`, `validate`).
     #[default]
-    Chat,
-    /// The twelve plus `agent.todo` and `agent.note`: `flycode run` and recorded runs.
+    Seed,
+    /// The twelve plus `fs.readMany` and `fs.edit` (`--tools extended`).
+    Extended,
+    /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`): `flycode run`.
     Agent,
 }
 
@@ -52,7 +58,8 @@ impl ToolSet {
     /// The tools of the set, in prompt order.
     pub fn tools(self) -> &'static [ToolName] {
         match self {
-            ToolSet::Chat => &ToolName::ALL,
+            ToolSet::Seed => &ToolName::WITH_AGENT_TOOLS[..12],
+            ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..14],
             ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS,
         }
     }
@@ -61,26 +68,39 @@ impl ToolSet {
     pub fn contains(self, tool: ToolName) -> bool {
         self.tools().contains(&tool)
     }
+
+    /// The set's name as `--tools` and `flycode.toml` spell it (`seed`, `extended`); the agent
+    /// set is `flycode run`'s and has no switch.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSet::Seed => "seed",
+            ToolSet::Extended => "extended",
+            ToolSet::Agent => "agent",
+        }
+    }
+
+    /// The chat set called `name` (`seed` or `extended`).
+    pub fn from_name(name: &str) -> Option<ToolSet> {
+        match name {
+            "seed" => Some(ToolSet::Seed),
+            "extended" => Some(ToolSet::Extended),
+            _ => None,
+        }
+    }
 }
 
 impl ToolName {
-    /// Every tool of the chat whitelist, in the order the contract and the prompt list them:
-    /// the first twelve of [`ToolName::WITH_AGENT_TOOLS`].
-    pub const ALL: [ToolName; 12] = {
-        let mut all = [ToolName::FsLs; 12];
-        let mut index = 0;
-        while index < all.len() {
-            all[index] = ToolName::WITH_AGENT_TOOLS[index];
-            index += 1;
-        }
-        all
-    };
+    /// The seed whitelist, in the order the contract and the prompt list them.
+    pub const ALL: [ToolName; 12] = ToolName::first_of_all::<12>();
+
+    /// The extended set: the seed whitelist, then `fs.readMany` and `fs.edit`.
+    pub const EXTENDED: [ToolName; 14] = ToolName::first_of_all::<14>();
 
     /// The agent's own tools, known to `flycode run` only.
     pub const AGENT_TOOLS: [ToolName; 2] = [ToolName::AgentTodo, ToolName::AgentNote];
 
-    /// Every tool of [`ToolName::ALL`] followed by the agent's own tools.
-    pub const WITH_AGENT_TOOLS: [ToolName; 14] = [
+    /// Every tool: the extended set followed by the agent's own tools.
+    pub const WITH_AGENT_TOOLS: [ToolName; 16] = [
         ToolName::FsLs,
         ToolName::FsMkdir,
         ToolName::FsRead,
@@ -93,9 +113,29 @@ impl ToolName {
         ToolName::FsDiff,
         ToolName::ProcessRun,
         ToolName::ShellExec,
+        ToolName::FsReadMany,
+        ToolName::FsEdit,
         ToolName::AgentTodo,
         ToolName::AgentNote,
     ];
+
+    const fn first_of_all<const N: usize>() -> [ToolName; N] {
+        let mut first = [ToolName::FsLs; N];
+        let mut index = 0;
+        while index < N {
+            first[index] = ToolName::WITH_AGENT_TOOLS[index];
+            index += 1;
+        }
+        first
+    }
+
+    /// The smallest set holding the tool: what a reader of another set names in its hint.
+    pub fn home_set(self) -> ToolSet {
+        [ToolSet::Seed, ToolSet::Extended, ToolSet::Agent]
+            .into_iter()
+            .find(|set| set.contains(self))
+            .unwrap_or(ToolSet::Agent)
+    }
 
     /// The name as the model writes it, e.g. `fs.read`.
     pub fn as_str(self) -> &'static str {
@@ -112,14 +152,16 @@ impl ToolName {
             ToolName::FsDiff => "fs.diff",
             ToolName::ProcessRun => "process.run",
             ToolName::ShellExec => "shell.exec",
+            ToolName::FsReadMany => "fs.readMany",
+            ToolName::FsEdit => "fs.edit",
             ToolName::AgentTodo => "agent.todo",
             ToolName::AgentNote => "agent.note",
         }
     }
 
-    /// The chat whitelist's tool with exactly this name (case-sensitive, no look-alikes).
+    /// The tool of any set with exactly this name (case-sensitive, no look-alikes).
     pub fn from_name(name: &str) -> Option<ToolName> {
-        ToolName::from_name_in(name, ToolSet::Chat)
+        ToolName::from_name_in(name, ToolSet::Agent)
     }
 
     /// The tool of `set` with exactly this name.
@@ -196,11 +238,11 @@ mod tests {
     fn native_names_replace_dots_with_underscores() {
         assert_eq!(ToolName::FsWriteBatch.native_name(), "fs_writeBatch");
         assert_eq!(
-            ToolName::from_native_name("process_run", ToolSet::Chat),
+            ToolName::from_native_name("process_run", ToolSet::Seed),
             Some(ToolName::ProcessRun)
         );
         assert_eq!(
-            ToolName::from_native_name("shell.exec", ToolSet::Chat),
+            ToolName::from_native_name("shell.exec", ToolSet::Seed),
             Some(ToolName::ShellExec)
         );
         assert_eq!(ToolName::from_native_name("fs_Read", ToolSet::Agent), None);
@@ -212,9 +254,9 @@ mod tests {
 
     #[test]
     fn agent_tools_exist_only_in_the_agent_set() {
-        assert_eq!(ToolName::from_name("agent.todo"), None);
+        assert_eq!(ToolName::from_name_in("agent.todo", ToolSet::Seed), None);
         assert_eq!(
-            ToolName::from_native_name("agent_note", ToolSet::Chat),
+            ToolName::from_native_name("agent_note", ToolSet::Seed),
             None
         );
         assert_eq!(
@@ -229,13 +271,14 @@ mod tests {
 
     impl ToolName {
         fn nearest_chat(name: &str) -> Option<ToolName> {
-            ToolName::nearest(name, ToolSet::Chat)
+            ToolName::nearest(name, ToolSet::Seed)
         }
     }
 
     #[test]
     fn look_alike_names_are_not_tools() {
         assert_eq!(ToolName::from_name("fs.Read"), None);
+        assert_eq!(ToolName::from_name("fs.readmany"), None);
         assert_eq!(ToolName::from_name("fs.r\u{0435}ad"), None); // Cyrillic e
         assert_eq!(ToolName::from_name(" fs.read"), None);
     }

@@ -20,7 +20,7 @@ use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
 
 /// Every tool, in the whitelist's order.
-pub static REGISTRY: [&dyn RegisteredTool; 14] = [
+pub static REGISTRY: [&dyn RegisteredTool; 16] = [
     &super::fs::ls::FsLs,
     &super::fs::mkdir::FsMkdir,
     &super::fs::read::FsRead,
@@ -33,6 +33,8 @@ pub static REGISTRY: [&dyn RegisteredTool; 14] = [
     &super::fs::diff::FsDiff,
     &super::process::ProcessRun,
     &super::process::ShellExec,
+    &super::fs::read_many::FsReadMany,
+    &super::fs::edit::FsEdit,
     &super::agent::AgentTodo,
     &super::agent::AgentNote,
 ];
@@ -109,8 +111,21 @@ mod tests {
                 ToolName::FsLs,
                 ToolName::FsRead,
                 ToolName::FsSearch,
-                ToolName::FsDiff
+                ToolName::FsDiff,
+                ToolName::FsReadMany,
             ]
         );
+    }
+
+    #[test]
+    fn the_schemas_mark_exactly_the_read_only_tools() {
+        for tool in REGISTRY {
+            assert_eq!(
+                crate::protocol::schema::tool_schema(tool.name()).is_read_only,
+                is_read_only(tool.name()),
+                "{}",
+                tool.name()
+            );
+        }
     }
 }

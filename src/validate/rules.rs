@@ -27,6 +27,9 @@ pub struct ValidateOptions {
     pub lenient: bool,
     /// Report warnings as errors.
     pub strict: bool,
+    /// The tools a call block may name (native tool calls come from `flycode run` only and are
+    /// judged against its set).
+    pub tools: ToolSet,
 }
 
 /// A call waiting for its result.
@@ -86,7 +89,18 @@ impl TranscriptChecker {
     pub fn push(&mut self, message: &Message) {
         self.messages += 1;
         match message.role {
-            Role::System | Role::Developer => {}
+            Role::System | Role::Developer => {
+                // flycode run's prompt lists its own tools: its record is judged against its
+                // set, whatever --tools says (a chat prompt never names them).
+                if message.index == 0
+                    && ToolName::AGENT_TOOLS.iter().any(|tool| {
+                        message.text.contains(&format!("`{}`", tool.as_str()))
+                            || message.text.contains(&format!("`{}`", tool.native_name()))
+                    })
+                {
+                    self.options.tools = ToolSet::Agent;
+                }
+            }
             Role::Assistant => self.push_assistant(message),
             Role::User | Role::Tool => self.push_user_or_tool(message),
         }
@@ -200,7 +214,7 @@ impl TranscriptChecker {
             &message.text,
             ClassifyOptions {
                 lenient: self.options.lenient,
-                tools: ToolSet::Agent,
+                tools: self.options.tools,
             },
         );
         for warning in &classification.warnings {

@@ -245,6 +245,7 @@ mod tests {
             executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
+            tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
         };
         let reply = format!(
@@ -321,6 +322,7 @@ mod tests {
             executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
+            tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
         };
         // fs.rm asks under the default policy.

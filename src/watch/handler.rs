@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use crate::protocol::parse::parse_reply;
 use crate::protocol::prompt::is_chat_prompt;
 use crate::protocol::verdict::violation_result;
-use crate::protocol::{Call, ClassifyOptions, ErrorCode, ResultBlock, Verdict, classify_reply};
+use crate::protocol::{
+    Call, ClassifyOptions, ErrorCode, ResultBlock, ToolSet, Verdict, classify_reply,
+};
 use crate::tools::executor::{Decided, Execution, Executor};
 
 use super::replay::{Recall, ReplayStore};
@@ -57,6 +59,8 @@ pub struct Handler<'a> {
     pub replay: ReplayStore,
     /// Accept text around the call block.
     pub lenient: bool,
+    /// The tools a call may name.
+    pub tools: ToolSet,
     /// The session's policy key (see [`policy_key`]): a refusal is replayed only under it.
     pub policy_key: String,
 }
@@ -88,7 +92,7 @@ impl Handler<'_> {
             text,
             ClassifyOptions {
                 lenient: self.lenient,
-                ..Default::default()
+                tools: self.tools,
             },
         );
         let mut answer = Answer {
@@ -172,6 +176,7 @@ mod tests {
             executor: Executor::new(&sandbox, &policy, &approver),
             replay: ReplayStore::in_memory(),
             lenient: false,
+            tools: ToolSet::Seed,
             policy_key: String::new(),
         };
         let append = format!(

@@ -19,6 +19,7 @@ mod reply_fixtures;
 mod result_snapshots;
 mod search_race;
 mod tool_scenarios;
+mod tool_sets;
 mod transcript_fixtures;
 mod validate_formats;
 mod watch_sessions;

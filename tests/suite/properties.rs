@@ -132,7 +132,7 @@ proptest! {
         let _ = flycode::validate::report::check_reader(
             std::io::BufReader::new(text.as_bytes()),
             "fuzz".into(),
-            flycode::validate::ValidateOptions { lenient: false, strict },
+            flycode::validate::ValidateOptions { lenient: false, strict, ..Default::default() },
         );
     }
 }

@@ -42,6 +42,11 @@ fn options(args: &[String]) -> ValidateOptions {
     ValidateOptions {
         lenient: args.iter().any(|a| a == "--lenient"),
         strict: args.iter().any(|a| a == "--strict"),
+        tools: if args.iter().any(|a| a == "--tools=extended") {
+            flycode::protocol::ToolSet::Extended
+        } else {
+            flycode::protocol::ToolSet::Seed
+        },
     }
 }
 

@@ -2,10 +2,12 @@
 
 pub mod chmod;
 pub mod diff;
+pub mod edit;
 pub mod ls;
 pub mod mkdir;
 pub mod mv;
 pub mod read;
+pub mod read_many;
 pub mod rm;
 pub mod search;
 pub mod write;
