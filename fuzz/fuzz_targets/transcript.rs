@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     for strict in [false, true] {
-        let options = ValidateOptions { lenient: strict, strict };
+        let options = ValidateOptions { lenient: strict, strict, ..Default::default() };
         let _ = check_reader(BufReader::new(data), "fuzz".into(), options);
     }
 });
