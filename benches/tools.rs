@@ -1,4 +1,5 @@
-//! Tools through the sandbox: fs.read of a 1 MB file and fs.ls of a deep tree.
+//! Tools through the sandbox: fs.read of a 1 MB file and of parts of a 32 MiB one, and fs.ls of
+//! a deep tree.
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 #![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
 
@@ -44,5 +45,38 @@ fn tools(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, tools);
+/// fs.read of parts of a 32 MiB log (1,048,576 lines of 32 bytes): head and tail read a block
+/// or less whatever the file's size, lines stream to the line asked for.
+fn large_reads(c: &mut Criterion) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(temp.path()).expect("canonical");
+    let log = root.join("big.log");
+    let text: String = (1..=1024 * 1024)
+        .map(|n| format!("line {n:09} xxxxxxxxxxxxxxxx\n"))
+        .collect();
+    std::fs::write(&log, text).expect("write");
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
+        .expect("sandbox");
+    let args = |extra: serde_json::Value| -> read::ReadArgs {
+        let mut args = extra;
+        args["path"] = json!(log);
+        serde_json::from_value(args).expect("fs.read args")
+    };
+    let mut group = c.benchmark_group("tools");
+    for (name, call) in [
+        ("fs.read_head_200_of_32MiB", args(json!({"head": 200}))),
+        ("fs.read_tail_200_of_32MiB", args(json!({"tail": 200}))),
+        (
+            "fs.read_lines_1000000-1000010_of_32MiB",
+            args(json!({"lines": "1000000-1000010"})),
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| read::run(black_box(&sandbox), &call).expect("fs.read"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, tools, large_reads);
 criterion_main!(benches);

@@ -8,6 +8,7 @@
 //! | key | allowed | default |
 //! | --- | --- | --- |
 //! | `output_cap` | 1024..=16777216 bytes | 65536 |
+//! | `max_reply_bytes` | 1024..=1073741824 bytes | 16777216 |
 //! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
@@ -22,7 +23,13 @@
 //! approval = "ask"                   # auto | ask | read-only
 //! protected = ["**/secrets/**"]      # extra protected paths (globs)
 //! output_cap = 65536                 # bytes of a result body
+//! max_reply_bytes = 16777216         # a larger reply is refused as too_large, unparsed
 //! timeout_ms = 60000                 # default process timeout
+//! process_sandbox = "workspace-write" # what programs may write (Linux, Landlock): workspace-write
+//!                                    # (the roots and a private TMPDIR) | read-only | off
+//! process_network = true             # false: programs get no TCP connect or bind (Linux 6.7+)
+//! secret_env = ["GITHUB_TOKEN"]      # more variables kept from programs, their values masked
+//!                                    # as *** in every result (8 characters or longer)
 //!
 //! tools = "extended"                 # the tool set of prompt/check/exec/watch/validate:
 //!                                    # seed (default) | extended (--tools wins)
@@ -49,6 +56,7 @@
 //! ```
 
 pub mod range;
+pub mod reply_limit;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +65,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
+use crate::sandbox::contain::ProgramSandbox;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::tools::policy::{Approval, Policy, ToolRule};
 
@@ -92,9 +101,14 @@ struct FileConfig {
     protected: Option<Vec<String>>,
     #[serde(default, deserialize_with = "range::output_cap")]
     output_cap: Option<usize>,
+    #[serde(default, deserialize_with = "range::max_reply_bytes")]
+    max_reply_bytes: Option<usize>,
     #[serde(default, deserialize_with = "range::timeout_ms")]
     timeout_ms: Option<u64>,
     tools: Option<ToolsSetting>,
+    process_sandbox: Option<ProgramSandbox>,
+    process_network: Option<bool>,
+    secret_env: Option<Vec<String>>,
     agent: Option<AgentConfig>,
 }
 
@@ -179,11 +193,20 @@ pub struct Config {
     pub protected: Vec<String>,
     /// Result body cap in bytes.
     pub output_cap: usize,
+    /// The largest reply read and parsed, in bytes (CONTRACT §9); a larger one is `too_large`.
+    pub max_reply_bytes: usize,
     /// Default process timeout in milliseconds.
     pub timeout_ms: u64,
     /// The tool set of the chat front ends (CONTRACT §8): `--tools`, else the file's, else
     /// `seed`.
     pub tool_set: ToolSet,
+    /// `process_sandbox`: how programs are contained (CONTRACT §12); `workspace-write` unless
+    /// set.
+    pub process_sandbox: ProgramSandbox,
+    /// `process_network`: whether programs may use TCP; `true` unless set.
+    pub process_network: bool,
+    /// `secret_env`: more variables holding secrets (kept from programs, masked in results).
+    pub secret_env: Vec<String>,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The file the configuration came from, if any.
@@ -196,6 +219,9 @@ impl Config {
         crate::tools::Limits {
             output_cap: self.output_cap,
             default_timeout_ms: self.timeout_ms,
+            secret_env: self.secret_env.clone(),
+            program_sandbox: self.process_sandbox,
+            program_network: self.process_network,
             ..crate::tools::Limits::default()
         }
     }
@@ -317,8 +343,14 @@ impl Config {
             },
             protected: file.protected.unwrap_or_default(),
             output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP),
+            max_reply_bytes: file
+                .max_reply_bytes
+                .unwrap_or(reply_limit::DEFAULT_MAX_REPLY_BYTES),
             timeout_ms: file.timeout_ms.unwrap_or(60_000),
             tool_set: flags.tool_set.or(file_set).unwrap_or_default(),
+            process_sandbox: file.process_sandbox.unwrap_or_default(),
+            process_network: file.process_network.unwrap_or(true),
+            secret_env: file.secret_env.unwrap_or_default(),
             agent,
             source,
         })
@@ -358,7 +390,7 @@ mod tests {
     #[test]
     fn reads_every_key() {
         let config = load(
-            "roots = [\"/srv/app\"]\napproval = \"read-only\"\nprotected = [\"**/secrets/**\"]\noutput_cap = 4096\ntimeout_ms = 5000\n[tools]\n\"shell.exec\" = \"deny\"\n",
+            "roots = [\"/srv/app\"]\napproval = \"read-only\"\nprotected = [\"**/secrets/**\"]\noutput_cap = 4096\nmax_reply_bytes = 1048576\ntimeout_ms = 5000\n[tools]\n\"shell.exec\" = \"deny\"\n",
             &Flags::default(),
         )
         .unwrap();
@@ -369,7 +401,47 @@ mod tests {
             Some(&ToolRule::Deny)
         );
         assert_eq!((config.output_cap, config.timeout_ms), (4096, 5000));
+        assert_eq!(config.max_reply_bytes, 1 << 20);
+        assert_eq!(
+            load("", &Flags::default()).unwrap().max_reply_bytes,
+            16 << 20
+        );
         assert_eq!(config.protected, vec!["**/secrets/**".to_owned()]);
+    }
+
+    #[test]
+    fn reads_the_program_settings_and_checks_their_values() {
+        let config = load("", &Flags::default()).unwrap();
+        assert_eq!(config.process_sandbox, ProgramSandbox::WorkspaceWrite);
+        assert!(config.process_network);
+        assert!(config.secret_env.is_empty());
+        let config = load(
+            "process_sandbox = \"read-only\"\nprocess_network = false\nsecret_env = [\"GITHUB_TOKEN\"]\n",
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(config.process_sandbox, ProgramSandbox::ReadOnly);
+        assert!(!config.process_network);
+        let limits = config.limits();
+        assert_eq!(limits.program_sandbox, ProgramSandbox::ReadOnly);
+        assert!(!limits.program_network);
+        assert!(limits.secret_names().contains(&"GITHUB_TOKEN".to_owned()));
+        assert_eq!(
+            load("process_sandbox = \"off\"\n", &Flags::default())
+                .unwrap()
+                .process_sandbox,
+            ProgramSandbox::Off
+        );
+        let error = load(
+            "roots = []\nprocess_sandbox = \"strict\"\n",
+            &Flags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("flycode.toml:2:") && error.contains("workspace-write"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -449,7 +521,7 @@ mod tests {
     /// same key; `[agent]` keys in their table. Returns the text and the line.
     fn file_setting(key: &str, value: i128) -> (String, usize) {
         let head = format!("# {key} = 1 is what a comment says\nprotected = [\"{key} = 1\"]\n");
-        if matches!(key, "output_cap" | "timeout_ms") {
+        if matches!(key, "output_cap" | "max_reply_bytes" | "timeout_ms") {
             (
                 format!("{head}{key} = {value}\n[agent]\nmodel = \"m\"\n"),
                 3,
@@ -482,6 +554,7 @@ mod tests {
                 let config = load(&text, &Flags::default()).unwrap();
                 let read = match range.key {
                     "output_cap" => config.output_cap as u64,
+                    "max_reply_bytes" => config.max_reply_bytes as u64,
                     "timeout_ms" => config.timeout_ms,
                     "max_turns" => config.agent.max_turns.map(u64::from).unwrap(),
                     "max_violations" => config.agent.max_violations.map(u64::from).unwrap(),

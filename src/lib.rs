@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod mcp;
 pub mod protocol;
 pub mod sandbox;
 pub mod tools;

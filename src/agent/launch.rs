@@ -127,6 +127,7 @@ impl Launch {
             read_timeout: settings.read_timeout,
             max_retries: settings.max_retries,
             retry_base: settings.retry_base,
+            max_reply_bytes: config.max_reply_bytes,
         })?;
         let limits = Limits {
             // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY.

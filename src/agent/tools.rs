@@ -28,6 +28,13 @@ pub fn native_tool_definitions() -> Vec<Value> {
         .collect()
 }
 
+/// A tool's schema as other programs take it (the API's `parameters`, an MCP tool's
+/// `inputSchema`): without flycode's `x-flycode-*` annotations and the document keys
+/// `$schema`/`title`.
+pub fn api_parameters(tool: ToolName) -> Value {
+    api_schema(&tool_schema(tool).document, true)
+}
+
 /// The tool a native function name stands for.
 pub fn tool_for_function(name: &str) -> Option<ToolName> {
     ToolName::from_native_name(name, ToolSet::Agent)

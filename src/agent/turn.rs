@@ -23,7 +23,7 @@ use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
 use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
-use crate::protocol::verdict::violation_result;
+use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply};
 use crate::tools::executor::Executor;
 
@@ -369,7 +369,9 @@ impl AgentRun<'_> {
             message: error.to_string(),
             consecutive: progress.consecutive_violations + 1,
         });
-        violation_result(error, attempt)
+        let root = self.executor.sandbox.roots().first();
+        let root = root.map(|root| root.display().to_string());
+        violation_result_with_root(error, attempt, root.as_deref())
     }
 
     fn after_violation(&mut self, progress: &mut Progress, error: &CallError) -> Step {

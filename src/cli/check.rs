@@ -4,23 +4,36 @@ use std::io::{IsTerminal, Write};
 
 use serde_json::{Value, json};
 
-use super::{CheckArgs, Outcome, read_input};
-use crate::protocol::verdict::violation_result;
-use crate::protocol::{ClassifyOptions, Verdict, classify_reply};
+use super::{CheckArgs, Outcome, advise_too_large, read_input};
+use crate::config::reply_limit::ReplyTooLarge;
+use crate::protocol::verdict::violation_result_with_root;
+use crate::protocol::{ClassifyOptions, ErrorCode, Verdict, classify_reply};
 
 /// Runs `flycode check`.
 pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode check: reading the reply from standard input (end it with Ctrl-D)");
     }
-    let reply = read_input(args.input.as_ref())?;
+    let config = crate::config::Config::load(&crate::config::Flags {
+        tool_set: args.tools.map(Into::into),
+        ..crate::config::Flags::default()
+    })?;
+    let reply = match read_input(args.input.as_ref(), config.max_reply_bytes)? {
+        Ok(reply) => reply,
+        Err(too_large) => return refuse_too_large(args.json, &too_large),
+    };
     let classification = classify_reply(
         &reply,
         ClassifyOptions {
             lenient: args.lenient,
-            tools: super::tool_set(args.tools)?,
+            tools: config.tool_set,
         },
     );
+    // check names no roots of its own: the configured first root, if any, is the example a
+    // relative path's hint shows (else a generic one).
+    let example_root = (config.roots.first())
+        .filter(|root| root.is_absolute())
+        .map(|root| root.display().to_string());
     let outcome = match &classification.verdict {
         Verdict::None => Outcome::NoCall,
         Verdict::Call(_) => Outcome::Success,
@@ -33,7 +46,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
             Verdict::Call(call) => (json!(call), Value::Null),
             Verdict::Invalid { error, .. } => (
                 Value::Null,
-                json!({"code": error.code(), "message": error.to_string(), "hint": error.hint()}),
+                json!({"code": error.code(), "message": error.to_string(), "hint": error.hint_with_root(example_root.as_deref())}),
             ),
         };
         let report = json!({
@@ -54,8 +67,31 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
         }
         Verdict::Call(call) => writeln!(stdout, "{}", json!(call))?,
         Verdict::Invalid { error, attempt } => {
-            write!(stdout, "{}", violation_result(error, attempt).render())?;
+            let result = violation_result_with_root(error, attempt, example_root.as_deref());
+            write!(stdout, "{}", result.render())?;
         }
     }
     Ok(outcome)
+}
+
+/// A reply over the reply limit: the invalid verdict with `too_large`, without parsing it.
+fn refuse_too_large(as_json: bool, too_large: &ReplyTooLarge) -> anyhow::Result<Outcome> {
+    let mut stdout = std::io::stdout().lock();
+    if as_json {
+        let report = json!({
+            "verdict": "invalid",
+            "call": null,
+            "error": {
+                "code": ErrorCode::TooLarge,
+                "message": too_large.to_string(),
+                "hint": too_large.hint(),
+            },
+            "warnings": [],
+        });
+        writeln!(stdout, "{report}")?;
+    } else {
+        write!(stdout, "{}", too_large.result_block().render())?;
+    }
+    advise_too_large(too_large);
+    Ok(Outcome::Failure)
 }

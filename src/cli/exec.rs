@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::{ExecArgs, Outcome, approver, open_sandbox, read_input};
+use super::{ExecArgs, Outcome, advise_too_large, approver, open_sandbox, read_input};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
-use crate::protocol::verdict::violation_result;
+use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
@@ -20,7 +20,17 @@ use crate::tools::executor::{Executor, Serial};
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&args.run)?;
 
-    let call = match read_call(args, config.tool_set)? {
+    // A relative path's hint shows a path inside the first root.
+    let first_root = sandbox
+        .roots()
+        .first()
+        .map(|root| root.display().to_string());
+    let call = match read_call(
+        args,
+        config.tool_set,
+        config.max_reply_bytes,
+        first_root.as_deref(),
+    )? {
         CallOrAnswer::Call(call) => call,
         CallOrAnswer::Answer(block, code) => {
             print_result(args.json, &block, None, None)?;
@@ -71,7 +81,12 @@ enum CallOrAnswer {
     Answer(ResultBlock, Outcome),
 }
 
-fn read_call(args: &ExecArgs, tools: ToolSet) -> anyhow::Result<CallOrAnswer> {
+fn read_call(
+    args: &ExecArgs,
+    tools: ToolSet,
+    max_reply_bytes: usize,
+    example_root: Option<&str>,
+) -> anyhow::Result<CallOrAnswer> {
     if let Some(line) = &args.slash {
         return Ok(match parse_slash_in(line, tools) {
             Ok(call) => CallOrAnswer::Call(call),
@@ -81,7 +96,7 @@ fn read_call(args: &ExecArgs, tools: ToolSet) -> anyhow::Result<CallOrAnswer> {
                     escape_for_display(line.trim()).into_owned(),
                     error.code(),
                     error.to_string(),
-                    Some(error.hint()),
+                    Some(error.hint_with_root(example_root)),
                 ),
                 Outcome::Failure,
             ),
@@ -90,7 +105,16 @@ fn read_call(args: &ExecArgs, tools: ToolSet) -> anyhow::Result<CallOrAnswer> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
-    let reply = read_input(args.input.as_ref())?;
+    let reply = match read_input(args.input.as_ref(), max_reply_bytes)? {
+        Ok(reply) => reply,
+        Err(too_large) => {
+            advise_too_large(&too_large);
+            return Ok(CallOrAnswer::Answer(
+                too_large.result_block(),
+                Outcome::Failure,
+            ));
+        }
+    };
     let classification = classify_reply(
         &reply,
         ClassifyOptions {
@@ -104,7 +128,8 @@ fn read_call(args: &ExecArgs, tools: ToolSet) -> anyhow::Result<CallOrAnswer> {
     Ok(match classification.verdict {
         Verdict::Call(call) => CallOrAnswer::Call(call),
         Verdict::Invalid { error, attempt } => {
-            CallOrAnswer::Answer(violation_result(&error, &attempt), Outcome::Failure)
+            let answer = violation_result_with_root(&error, &attempt, example_root);
+            CallOrAnswer::Answer(answer, Outcome::Failure)
         }
         Verdict::None => {
             eprintln!("no call: the reply holds no flycode-call block (verdict none)");

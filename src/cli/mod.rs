@@ -5,16 +5,18 @@ pub mod approve;
 pub mod check;
 pub mod exec;
 pub mod log;
+pub mod mcp;
 pub mod prompt;
 pub mod run;
 pub mod validate;
 pub mod watch;
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::reply_limit::{ReplyTooLarge, read_reply};
 
 /// How a command ended, as the process exit status (CONTRACT §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub enum Command {
     Exec(ExecArgs),
     /// Print the most recent entries of the audit log.
     Log(LogArgs),
+    /// Serve the tools to an MCP client (Claude Desktop, Cursor, Codex...) over standard input
+    /// and output, under the same roots, policy and audit log.
+    Mcp(McpArgs),
     /// Print the system prompt to paste into a browser chat.
     Prompt(PromptArgs),
     /// Work on a task through an OpenAI-compatible API until the model answers in prose.
@@ -223,6 +228,20 @@ pub struct RunFlags {
     pub tools: Option<ToolSetChoice>,
 }
 
+/// `flycode mcp` arguments.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// Allowed roots (a client's own roots can only narrow them).
+    #[command(flatten)]
+    pub roots: RootFlags,
+    /// Approval mode; `ask` asks through the client's elicitation form where it has one.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<ApproveMode>,
+    /// The tool set served: extended (the default: adds fs.readMany and fs.edit) or seed.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
+}
+
 /// `flycode log` arguments.
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
@@ -307,6 +326,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Check(args) => check::run(&args),
         Command::Exec(args) => exec::run(&args),
         Command::Log(args) => log::run(&args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Prompt(args) => prompt::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => validate::run(&args),
@@ -315,29 +335,51 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Reads a whole input as UTF-8 text: a file, or standard input for `-` or nothing.
-pub(crate) fn read_input(input: Option<&PathBuf>) -> anyhow::Result<String> {
-    let (bytes, name) = match input {
-        Some(path) if path.as_os_str() != "-" => (
-            crate::sandbox::host::read(path)
-                .with_context(|| format!("cannot read {}", path.display()))?,
-            path.display().to_string(),
-        ),
-        _ => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .context("cannot read standard input")?;
-            (bytes, "standard input".to_owned())
+/// Reads a reply as UTF-8 text: a file, or standard input for `-` or nothing; `Ok(Err(..))`
+/// for a reply over `limit` bytes (CONTRACT §9), of which at most `limit + 1` bytes are read (a
+/// file's length is looked at first, so an oversized file is not read at all). Standard input is
+/// not drained past the limit: the writer sees the pipe close, as with `head`.
+pub(crate) fn read_input(
+    input: Option<&PathBuf>,
+    limit: usize,
+) -> anyhow::Result<Result<String, ReplyTooLarge>> {
+    let (read, name) = match input {
+        Some(path) if path.as_os_str() != "-" => {
+            let file = crate::sandbox::host::open(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let size = file.metadata().ok().map(|meta| meta.len());
+            (
+                read_reply(file, limit, size)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                path.display().to_string(),
+            )
         }
+        _ => (
+            read_reply(std::io::stdin().lock(), limit, None)
+                .context("cannot read standard input")?,
+            "standard input".to_owned(),
+        ),
+    };
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(too_large) => return Ok(Err(too_large)),
     };
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(text),
+        Ok(text) => Ok(Ok(text)),
         Err(error) => bail!(
             "{name} is not UTF-8 text (invalid byte at offset {}); save the reply as UTF-8",
             error.utf8_error().valid_up_to()
         ),
     }
+}
+
+/// Tells the person on the terminal how to accept a refused reply (the result block speaks to
+/// the model, which cannot change the configuration).
+pub(crate) fn advise_too_large(too_large: &ReplyTooLarge) {
+    eprintln!(
+        "flycode: the reply is over the reply limit; to accept it, {}",
+        too_large.advice()
+    );
 }
 
 /// The configuration and the allowed roots: one resolution for every command, with the same
@@ -357,13 +399,23 @@ pub(crate) fn load_roots(
     Ok((config, roots))
 }
 
-/// The configuration and the sandbox the run flags describe; also makes flycode's own
-/// environment unreadable to the programs it will start.
+/// The configuration and the sandbox the run flags describe; also readies flycode to run
+/// programs (its environment unreadable to them, a child subreaper) and says once, on stderr,
+/// when this kernel cannot contain them as configured (they will then be refused).
 pub(crate) fn open_sandbox(
     flags: &RunFlags,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
-    crate::sandbox::process::protect_own_environment();
+    crate::sandbox::process::prepare_to_run_programs();
+    // Before anything can write: finish or undo what a killed flycode left (CONTRACT §13).
+    for line in crate::sandbox::journal::recover_interrupted() {
+        eprintln!("flycode: {line}");
+    }
     let (config, roots) = load_roots(&flags.roots, flags.approve, flags.tools)?;
+    if let Some(warning) =
+        crate::sandbox::contain::startup_warning(config.process_sandbox, config.process_network)
+    {
+        eprintln!("flycode: {warning}");
+    }
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
         .map_err(anyhow::Error::msg)?;

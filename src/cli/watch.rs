@@ -82,6 +82,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         lenient: args.run.lenient,
         tools: config.tool_set,
         policy_key,
+        max_reply_bytes: config.max_reply_bytes,
     };
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let interval = Duration::from_millis(args.interval_ms.max(10));

@@ -50,6 +50,16 @@ pub const OUTPUT_CAP: SettingRange = SettingRange {
     unit: "bytes of a result body",
 };
 
+/// `max_reply_bytes`: the largest reply flycode reads (CONTRACT §9). Below 1 KiB not even a
+/// short call with its path fits; above 1 GiB parsing one reply would take gigabytes.
+pub const MAX_REPLY_BYTES: SettingRange = SettingRange {
+    key: "max_reply_bytes",
+    flag: None,
+    min: 1024,
+    max: 1 << 30,
+    unit: "bytes of one model reply",
+};
+
 /// `timeout_ms`: the default deadline of a program. The upper bound is the schema's for
 /// `timeoutMs`; the lower is not the schema's 1, since a default of a few milliseconds leaves no
 /// time to start a program and would fail every call with `timed_out`: 100 ms is the least that
@@ -128,8 +138,9 @@ pub const RETRY_BASE_MS: SettingRange = SettingRange {
 };
 
 /// Every range, in the order the configuration's documentation lists them.
-pub const ALL: [SettingRange; 9] = [
+pub const ALL: [SettingRange; 10] = [
     OUTPUT_CAP,
+    MAX_REPLY_BYTES,
     TIMEOUT_MS,
     MAX_TURNS,
     MAX_VIOLATIONS,
@@ -170,6 +181,7 @@ macro_rules! deserialize_in_range {
 
 deserialize_in_range! {
     output_cap: usize = OUTPUT_CAP;
+    max_reply_bytes: usize = MAX_REPLY_BYTES;
     timeout_ms: u64 = TIMEOUT_MS;
     max_turns: u32 = MAX_TURNS;
     max_violations: u32 = MAX_VIOLATIONS;

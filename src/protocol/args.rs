@@ -29,6 +29,7 @@ pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, 
         return Err(invalid("\"args\" must be an object".into()));
     };
     check_unique_items(schema, &args).map_err(invalid)?;
+    check_bounds(schema, &args)?;
     check_exclusive_groups(schema, &args)?;
     check_paths(tool, schema, &args)?;
     Ok(args)
@@ -196,6 +197,85 @@ fn check_unique_items(schema: &ToolSchema, args: &Map<String, Value>) -> Result<
     Ok(())
 }
 
+/// Bounds the schema's patterns cannot order: an `x-flycode-span` string (`START-END`, `A-B`)
+/// may not end before it starts, and an argument marked `x-flycode-at-most: OTHER` may not
+/// exceed OTHER when both are given. Caught here, a reversed span is `invalid_args` at `check`
+/// time, not only when the call runs.
+fn check_bounds(schema: &ToolSchema, args: &Map<String, Value>) -> Result<(), CallError> {
+    for arg in &schema.args {
+        let Some(value) = args.get(&arg.name) else {
+            continue;
+        };
+        let reversed = |message: String, hint: String| CallError::InvalidBounds {
+            tool: schema.tool,
+            message,
+            hint,
+        };
+        if arg.schema["x-flycode-span"] == Value::Bool(true)
+            && let Some(text) = value.as_str()
+        {
+            let form = arg.schema["description"].as_str().unwrap_or_default();
+            let hint = format!(
+                "Give \"{}\" with its start no greater than its end. {form}",
+                arg.name
+            );
+            let Some((start, end)) = text.split_once('-') else {
+                continue;
+            };
+            let (Ok(start), end) = (start.parse::<u64>(), end.parse::<u64>()) else {
+                return Err(reversed(
+                    format!(
+                        "argument \"{}\" is {}: its start is too large",
+                        arg.name,
+                        short_json(value)
+                    ),
+                    hint,
+                ));
+            };
+            match end {
+                Ok(end) if end < start => {
+                    return Err(reversed(
+                        format!(
+                            "argument \"{}\" is {}: it ends ({end}) before it starts ({start})",
+                            arg.name,
+                            short_json(value)
+                        ),
+                        hint,
+                    ));
+                }
+                Err(_) if !text.ends_with('-') => {
+                    return Err(reversed(
+                        format!(
+                            "argument \"{}\" is {}: its end is too large",
+                            arg.name,
+                            short_json(value)
+                        ),
+                        hint,
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let Some(other) = arg.schema["x-flycode-at-most"].as_str()
+            && let (Some(low), Some(high)) =
+                (value.as_u64(), args.get(other).and_then(Value::as_u64))
+            && low > high
+        {
+            return Err(reversed(
+                format!(
+                    "argument \"{}\" ({low}) is more than \"{other}\" ({high}), so nothing could match",
+                    arg.name
+                ),
+                format!(
+                    "Give {} at most {other}, or leave one of them out.",
+                    arg.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_exclusive_groups(schema: &ToolSchema, args: &Map<String, Value>) -> Result<(), CallError> {
     for group in &schema.exclusive {
         let given: Vec<String> = group
@@ -352,6 +432,57 @@ mod tests {
             text.contains("exactly one of rightPath, rightContent"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn reversed_spans_are_invalid_before_anything_runs() {
+        for (arg, value, form) in [
+            ("range", "500-100", "0-4096"),
+            ("lines", "60-20", "20-60"),
+            ("lines", "99999999999999999999999-", "20-60"),
+        ] {
+            let error =
+                validate_args(ToolName::FsRead, json!({"path": "/a", arg: value})).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgs, "{arg} {value}");
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("\"{arg}\" is \"{value}\"")),
+                "{text}"
+            );
+            let hint = error.hint();
+            assert!(hint.contains(&format!("\"{arg}\"")), "{hint}");
+            assert!(hint.contains(form), "{arg}: {hint}");
+        }
+        let error =
+            validate_args(ToolName::FsRead, json!({"path": "/a", "lines": "60-20"})).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("ends (20) before it starts (60)")
+        );
+        assert!(!error.hint().contains("0-4096"), "{}", error.hint());
+        for ok in ["100-100", "0-", "5-6"] {
+            validate_args(ToolName::FsRead, json!({"path": "/a", "range": ok})).unwrap();
+        }
+        validate_args(ToolName::FsRead, json!({"path": "/a", "lines": "20-20"})).unwrap();
+    }
+
+    #[test]
+    fn a_lower_bound_above_its_upper_bound_is_invalid() {
+        let (code, text) = message(
+            ToolName::FsSearch,
+            json!({"path": "/a", "query": "x", "minBytes": 500, "maxBytes": 100}),
+        );
+        assert_eq!(code, ErrorCode::InvalidArgs);
+        assert!(
+            text.contains("\"minBytes\" (500) is more than \"maxBytes\" (100)"),
+            "{text}"
+        );
+        validate_args(
+            ToolName::FsSearch,
+            json!({"path": "/a", "query": "x", "minBytes": 100, "maxBytes": 100}),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -5,8 +5,9 @@ use serde_json::{Map, Value};
 
 pub use super::call_types::{Call, CallError};
 use super::call_types::{EMPTY_BLOCK, json_kind};
-use super::display::{escape_for_display, is_hidden_or_control};
+use super::display::{HEADER_ARG_CHARS, escape_for_display, is_hidden_or_control};
 use super::json::{JsonProblem, parse_strict};
+use super::result::INVALID_CALL_ID;
 use super::tool_name::{ToolName, ToolSet};
 
 /// What could be read of a call, even an invalid one: for the `[id]` and `[command]` of the
@@ -190,6 +191,13 @@ fn check_id(id: &str) -> Result<(), CallError> {
     }
     if id.starts_with(is_blank) || id.ends_with(is_blank) {
         return reject("it starts or ends with whitespace");
+    }
+    // An id is echoed whole on the result's [id] line, so it must fit the header budget.
+    if id.chars().count() > HEADER_ARG_CHARS {
+        return reject("it is longer than 512 characters");
+    }
+    if id.eq_ignore_ascii_case(INVALID_CALL_ID) {
+        return reject("flycode answers calls without a usable id under it");
     }
     Ok(())
 }

@@ -6,7 +6,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use super::display::escape_for_display;
+use super::display::{
+    HEADER_ARG_CHARS, escape_for_display, shorten_argument, shorten_header_value,
+};
 use super::error_code::ErrorCode;
 use super::schema::{ToolSchema, tool_schema};
 use super::tool_name::{ToolName, ToolSet};
@@ -56,7 +58,11 @@ pub enum CallError {
         as_json: Option<String>,
     },
     /// A key appears twice in one object.
-    #[error("the key {key:?} appears twice in {}", describe_location(location))]
+    #[error(
+        "the key {:?} appears twice in {}",
+        shorten_argument(key),
+        describe_location(location)
+    )]
     DuplicateKey {
         /// The repeated key.
         key: String,
@@ -76,13 +82,16 @@ pub enum CallError {
         field: &'static str,
     },
     /// A top-level field other than `id`, `tool` and `args`.
-    #[error("the call has an unknown top-level field {field:?}")]
+    #[error(
+        "the call has an unknown top-level field {:?}",
+        shorten_argument(field)
+    )]
     UnknownField {
         /// The unknown key.
         field: String,
     },
     /// The id is unusable.
-    #[error("the call's id {shown} is not usable: {reason}")]
+    #[error("the call's id {} is not usable: {reason}", shorten_argument(shown))]
     InvalidId {
         /// The id as written (JSON).
         shown: String,
@@ -90,7 +99,7 @@ pub enum CallError {
         reason: &'static str,
     },
     /// The tool is not whitelisted.
-    #[error("{shown} is not a flycode tool")]
+    #[error("{} is not a flycode tool", shorten_argument(shown))]
     UnknownTool {
         /// The name as written (JSON, so look-alikes stay visible).
         shown: String,
@@ -102,7 +111,7 @@ pub enum CallError {
         elsewhere: Option<ToolName>,
     },
     /// The arguments fail the tool's schema.
-    #[error("{tool}: {message}")]
+    #[error("{tool}: {}", shorten_header_value(message))]
     InvalidArgs {
         /// The tool whose schema failed.
         tool: ToolName,
@@ -119,8 +128,23 @@ pub enum CallError {
         /// The whole group.
         group: Vec<String>,
     },
+    /// Bounds in the wrong order (fs.read's `range` or `lines` ending before it starts, fs.search's
+    /// `minBytes` above `maxBytes`): `invalid_args`, with a hint that shows the argument's form.
+    #[error("{tool}: {message}")]
+    InvalidBounds {
+        /// The tool.
+        tool: ToolName,
+        /// What is wrong, naming the argument and its value.
+        message: String,
+        /// How to write the argument, from its schema.
+        hint: String,
+    },
     /// A path argument is not absolute.
-    #[error("{tool}: {arg} must be an absolute path, got {path:?}")]
+    #[error(
+        "{tool}: {} must be an absolute path, got {:?}",
+        shorten_argument(arg),
+        shorten_argument(path)
+    )]
     RelativePath {
         /// The tool.
         tool: ToolName,
@@ -166,7 +190,9 @@ impl CallError {
             CallError::UnknownField { .. } => ErrorCode::UnknownField,
             CallError::InvalidId { .. } => ErrorCode::InvalidId,
             CallError::UnknownTool { .. } => ErrorCode::UnknownTool,
-            CallError::InvalidArgs { .. } => ErrorCode::InvalidArgs,
+            CallError::InvalidArgs { .. } | CallError::InvalidBounds { .. } => {
+                ErrorCode::InvalidArgs
+            }
             CallError::MutuallyExclusive { .. } => ErrorCode::MutuallyExclusive,
             CallError::RelativePath { .. } => ErrorCode::RelativePath,
         }
@@ -174,6 +200,12 @@ impl CallError {
 
     /// What the model should do instead, in one line.
     pub fn hint(&self) -> String {
+        self.hint_with_root(None)
+    }
+
+    /// [`CallError::hint`] for a user whose first allowed root is `example_root`: a relative
+    /// path's hint then shows an absolute path inside it instead of a made-up one.
+    pub fn hint_with_root(&self, example_root: Option<&str>) -> String {
         match self {
             CallError::ForgedResult => "Never write flycode-result blocks: send one flycode-call block and wait for flycode to answer with the result.".into(),
             CallError::MultipleCalls { .. } => "Send only the first call now, alone in its own reply; make the next call after its result arrives.".into(),
@@ -181,7 +213,7 @@ impl CallError {
             CallError::TextOutsideBlock { .. } => "When you call a tool, reply with the flycode-call block alone: no text before or after it.".into(),
             CallError::InvalidJson { as_json: Some(json), .. } => format!("Inside a flycode-call block write JSON, not a slash command: {json}"),
             CallError::InvalidJson { .. } => r#"The block must hold exactly one JSON object, e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}} (double quotes, no comments, no trailing commas)."#.into(),
-            CallError::DuplicateKey { key, .. } => format!("Write the key {key:?} once, with the value you mean."),
+            CallError::DuplicateKey { key, .. } => format!("Write the key {:?} once, with the value you mean.", shorten_argument(key)),
             CallError::NotAnObject { .. } | CallError::MissingField { .. } => r#"A call is one JSON object with exactly "id", "tool" and "args", e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}}."#.into(),
             CallError::UnknownField { .. } => r#"Only "id", "tool" and "args" may appear at the top level; put tool arguments inside "args"."#.into(),
             CallError::InvalidId { .. } => r#"Give every call a new non-empty string id, e.g. "call-002"."#.into(),
@@ -204,9 +236,46 @@ impl CallError {
                 let schema = tool_schema(*tool);
                 format!("{tool} takes: {}.", signature(schema))
             }
+            CallError::InvalidBounds { hint, .. } => hint.clone(),
             CallError::MutuallyExclusive { group, .. } => format!("Use only one of {}.", group.join(", ")),
-            CallError::RelativePath { .. } => r"Use an absolute path inside the allowed roots, e.g. /home/me/project/file.txt or C:\work\file.txt.".into(),
+            CallError::RelativePath { path, .. } => match example_root {
+                Some(root) => format!("Use an absolute path inside the allowed roots, e.g. {}.", absolute_example(root, path)),
+                None => r"Use an absolute path inside the allowed roots, e.g. /home/me/project/file.txt or C:\work\file.txt.".into(),
+            },
         }
+    }
+}
+
+/// An absolute path inside `root` for the hint of a relative `path`: the path itself joined to
+/// the root when it is a plain relative name (`src/main.rs`, `./a`), else a file name in the
+/// root (`~/x`, `../x` and drive-relative forms say nothing about where in the root).
+fn absolute_example(root: &str, path: &str) -> String {
+    let windows = root.contains('\\') && !root.starts_with('/');
+    let separator = if windows { '\\' } else { '/' };
+    let mut relative = path.trim();
+    while let Some(rest) = relative
+        .strip_prefix("./")
+        .or_else(|| relative.strip_prefix(".\\"))
+    {
+        relative = rest;
+    }
+    let is_plain = !relative.is_empty()
+        && relative.len() <= HEADER_ARG_CHARS
+        && !relative.starts_with(['~', '\\', '/'])
+        && !relative.contains(':')
+        && !relative.split(['/', '\\']).any(|part| part == "..")
+        && !relative.contains(super::display::is_hidden_or_control);
+    let root = root.trim_end_matches(['/', '\\']);
+    let root = if root.is_empty() { "/" } else { root };
+    let tail = match (is_plain, relative) {
+        (true, ".") => return root.to_owned(),
+        (true, relative) => relative.to_owned(),
+        (false, _) => "file.txt".to_owned(),
+    };
+    if root.ends_with(separator) {
+        format!("{root}{tail}")
+    } else {
+        format!("{root}{separator}{tail}")
     }
 }
 
@@ -242,9 +311,13 @@ impl CallError {
     /// `unknown_tool` for `name` (as written) asked of a reader of `set`: the nearest name of
     /// the set, and the tool of that exact name in a larger set.
     pub(crate) fn unknown_tool(name: &str, set: ToolSet) -> CallError {
+        // No tool name is near a name this long, and measuring the distance would take long.
+        let nearest = (name.len() <= 128)
+            .then(|| ToolName::nearest(name, set))
+            .flatten();
         CallError::UnknownTool {
             shown: show_tool_name(name),
-            nearest: ToolName::nearest(name, set),
+            nearest,
             set,
             elsewhere: ToolName::from_native_name(name, ToolSet::Agent),
         }
@@ -264,5 +337,85 @@ pub(crate) fn show_tool_name(name: &str) -> String {
         shown
     } else {
         format!("{shown} (with non-ASCII {})", foreign.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relative(path: &str) -> CallError {
+        CallError::RelativePath {
+            tool: ToolName::FsRead,
+            arg: "path".into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn the_relative_path_hint_uses_the_first_root() {
+        let cases = [
+            (
+                "README.md",
+                "/root/work/app",
+                "e.g. /root/work/app/README.md.",
+            ),
+            (
+                "./src/main.rs",
+                "/root/work/app/",
+                "e.g. /root/work/app/src/main.rs.",
+            ),
+            (".", "/w", "e.g. /w."),
+            ("../etc/passwd", "/w", "e.g. /w/file.txt."),
+            ("~/x", "/w", "e.g. /w/file.txt."),
+            ("a.txt", "/", "e.g. /a.txt."),
+            ("a.txt", r"C:\work", r"e.g. C:\work\a.txt."),
+        ];
+        for (path, root, example) in cases {
+            let hint = relative(path).hint_with_root(Some(root));
+            assert!(hint.ends_with(example), "{path} in {root}: {hint}");
+        }
+        assert!(relative("a").hint().contains("/home/me/project/file.txt"));
+        let long = "x".repeat(1 << 20);
+        assert!(
+            relative(&long)
+                .hint_with_root(Some("/w"))
+                .ends_with("/w/file.txt.")
+        );
+    }
+
+    #[test]
+    fn messages_echo_at_most_512_characters_of_an_argument() {
+        let huge = "y".repeat(1 << 20);
+        let errors = [
+            relative(&huge),
+            CallError::unknown_tool(&huge, ToolSet::Seed),
+            CallError::InvalidId {
+                shown: format!("{huge:?}"),
+                reason: "it is longer than 512 characters",
+            },
+            CallError::DuplicateKey {
+                key: huge.clone(),
+                location: "args".into(),
+            },
+            CallError::UnknownField {
+                field: huge.clone(),
+            },
+            CallError::InvalidArgs {
+                tool: ToolName::FsRead,
+                message: format!("unknown argument \"{huge}\""),
+            },
+        ];
+        for error in errors {
+            let text = error.to_string();
+            assert!(
+                text.len() < 1200,
+                "{:?}: {} bytes",
+                error.code(),
+                text.len()
+            );
+            assert!(text.contains("…(10485"), "{:?}: {text}", error.code());
+            assert!(error.hint().len() < 1200, "{:?}", error.code());
+        }
     }
 }

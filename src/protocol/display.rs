@@ -52,6 +52,102 @@ pub fn escape_for_display(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The most characters of any one argument a header line shows (CONTRACT §9): `[command]` and
+/// `[error]` stay within the result's budget whatever the model sent.
+pub const HEADER_ARG_CHARS: usize = 512;
+
+/// The most characters any one header value shows, as a last line of defence for text that
+/// echoes several arguments at once.
+pub const HEADER_VALUE_CHARS: usize = 2048;
+
+/// `text` cut after `limit` characters as they will be shown (an escaped character counts as
+/// its escape), then `…` and the full length: `/very/long/pa…(1048576 chars)`. Text within the
+/// limit is returned as it is.
+pub fn shorten_to(text: &str, limit: usize) -> Cow<'_, str> {
+    match cut_point(text, limit) {
+        None => Cow::Borrowed(text),
+        Some(cut) => Cow::Owned(format!(
+            "{}{}",
+            &text[..cut],
+            elision_note(text.chars().count(), "chars")
+        )),
+    }
+}
+
+/// [`shorten_to`] with [`HEADER_ARG_CHARS`]: one argument as a header shows it.
+pub fn shorten_argument(text: &str) -> Cow<'_, str> {
+    shorten_to(text, HEADER_ARG_CHARS)
+}
+
+/// The byte offset where `text` must be cut to show at most `limit` characters, or `None`
+/// when it fits.
+pub fn cut_point(text: &str, limit: usize) -> Option<usize> {
+    // Cheap exit: no text of `limit` bytes or fewer can show more than `limit` characters
+    // unless it holds escaped characters, which are counted below.
+    if text.len() <= limit && !text.contains(is_hidden_or_control) {
+        return None;
+    }
+    let mut shown = 0;
+    for (at, c) in text.char_indices() {
+        shown += shown_width(c);
+        if shown > limit {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// `…(N chars)`, `…(N items)`: what follows a shortened value, giving its full size.
+pub fn elision_note(total: usize, unit: &str) -> String {
+    format!("…({total} {unit})")
+}
+
+/// How many characters `c` takes once [`escape_for_display`] has escaped it.
+fn shown_width(c: char) -> usize {
+    match c {
+        '\n' | '\t' | '\r' => 2,
+        c if is_hidden_or_control(c) => format!("\\u{{{:04X}}}", u32::from(c)).len(),
+        _ => 1,
+    }
+}
+
+/// Shortens every run of non-whitespace much longer than [`HEADER_ARG_CHARS`] (a path or an id
+/// a message echoes) to that many characters, then the whole text to [`HEADER_VALUE_CHARS`]: a
+/// header value that stays within the budget whoever wrote it.
+pub fn shorten_header_value(text: &str) -> Cow<'_, str> {
+    // An argument a message already shortened is 512 characters plus quotes and the start of
+    // its `…(N chars)`: leave room for those so it is not cut twice.
+    let word_limit = HEADER_ARG_CHARS + 32;
+    let has_long_word = text
+        .split(char::is_whitespace)
+        .any(|word| cut_point(word, word_limit).is_some());
+    let words: Cow<'_, str> = if has_long_word {
+        let mut out = String::with_capacity(text.len().min(HEADER_VALUE_CHARS * 2));
+        let mut rest = text;
+        while !rest.is_empty() {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let word = &rest[..end];
+            if cut_point(word, word_limit).is_some() {
+                out.push_str(&shorten_argument(word));
+            } else {
+                out.push_str(word);
+            }
+            let next = rest[end..]
+                .find(|c: char| !c.is_whitespace())
+                .map_or(rest.len(), |n| end + n);
+            out.push_str(&rest[end..next]);
+            rest = &rest[next..];
+        }
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    };
+    if cut_point(&words, HEADER_VALUE_CHARS).is_none() {
+        return words;
+    }
+    Cow::Owned(shorten_to(&words, HEADER_VALUE_CHARS).into_owned())
+}
+
 /// Like [`escape_for_display`], but keeps line breaks and tabs: for whole blocks of untrusted
 /// text (file contents, program output) printed to a terminal, where an escape sequence could
 /// recolour the screen, move the cursor or rewrite the clipboard (OSC 52).
@@ -265,6 +361,48 @@ mod tests {
             escape_for_terminal("a\n\tb\u{1b}]52;c;SGk=\u{7}\u{9b}\u{202E}"),
             "a\n\tb\\u{001B}]52;c;SGk=\\u{0007}\\u{009B}\\u{202E}"
         );
+    }
+
+    #[test]
+    fn long_arguments_are_shortened_with_their_full_length() {
+        let path = format!("/{}", "a".repeat(1 << 20));
+        let short = shorten_argument(&path);
+        assert_eq!(short, format!("/{}…(1048577 chars)", "a".repeat(511)));
+        assert!(matches!(shorten_argument("/short"), Cow::Borrowed(_)));
+        // Escaped characters count as the escapes they become.
+        let hidden = "\u{1b}".repeat(600);
+        let short = shorten_argument(&hidden);
+        assert!(
+            escape_for_display(&short).chars().count() < 512 + 20,
+            "{short}"
+        );
+        assert!(short.ends_with("…(600 chars)"));
+    }
+
+    #[test]
+    fn header_values_shorten_each_long_word_and_stay_bounded() {
+        let message = format!("not_found: /w/{} does not exist", "x".repeat(100_000));
+        let short = shorten_header_value(&message);
+        assert!(short.starts_with("not_found: /w/xxx"), "{short}");
+        assert!(short.ends_with("…(100003 chars) does not exist"), "{short}");
+        let many = "word ".repeat(100_000);
+        let short = shorten_header_value(&many);
+        assert!(short.chars().count() < HEADER_VALUE_CHARS + 20);
+        assert!(
+            short.ends_with("…(500000 chars)"),
+            "{}",
+            &short[short.len() - 40..]
+        );
+        // An argument a message already shortened is not cut a second time.
+        let once = format!(
+            "id {} is bad",
+            shorten_argument(&format!("{:?}", "a".repeat(600)))
+        );
+        assert_eq!(shorten_header_value(&once), once);
+        assert!(matches!(
+            shorten_header_value("a short message"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Strict JSON for calls: syntax errors with line and column, and duplicate keys detected rather
 //! than silently resolved (serde_json alone keeps the last duplicate).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
 
@@ -31,9 +32,11 @@ pub enum JsonProblem {
 }
 
 /// Replaces paste artefacts outside JSON strings with spaces. Returns whether anything changed.
-pub fn normalize_artefacts_outside_strings(content: &str) -> (String, bool) {
+/// Content without artefacts (nearly every call) is borrowed, not copied: a call block may hold
+/// up to the reply limit (CONTRACT §9), and a copy would cost as much again.
+pub fn normalize_artefacts_outside_strings(content: &str) -> (Cow<'_, str>, bool) {
     if !content.contains(is_paste_artefact) {
-        return (content.to_owned(), false);
+        return (Cow::Borrowed(content), false);
     }
     let mut out = String::with_capacity(content.len());
     let mut in_string = false;
@@ -57,7 +60,7 @@ pub fn normalize_artefacts_outside_strings(content: &str) -> (String, bool) {
             out.push(c);
         }
     }
-    (out, changed)
+    (Cow::Owned(out), changed)
 }
 
 /// Parses `content` as one JSON value, rejecting duplicate keys at any depth.

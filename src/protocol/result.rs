@@ -4,7 +4,7 @@
 //!
 //! ````text
 //! ```flycode-result          ← backticks, one more than the longest run inside (at least 3)
-//! [id] call-001              ← the call's id, or (none)
+//! [id] call-001              ← the call's id, flycode-invalid-call, or (none)
 //! [command] /fs.read /a/b    ← the call in slash form, one line
 //! [ok] true                  ← true or false
 //! [code] not_found           ← failures only
@@ -17,22 +17,34 @@
 //! ````
 //!
 //! Header values are one line: control, bidirectional and zero-width characters in them are
-//! escaped when rendering. The body is written as it is, followed by one newline before the
-//! closing fence; reading removes exactly that newline, so a body's own final newline survives.
+//! escaped when rendering. They are bounded too (CONTRACT §9): `[error]` and `[hint]` show at
+//! most 512 characters of any one word (an echoed path or id) and every value at most 2048,
+//! each cut marked `…(N chars)` with the full length. The body is written as it is, followed
+//! by one newline before the closing fence; reading removes exactly that newline, so a body's
+//! own final newline survives.
 
 use thiserror::Error;
 
-use super::display::escape_for_display;
+use super::display::{HEADER_VALUE_CHARS, escape_for_display, shorten_header_value, shorten_to};
 use super::error_code::ErrorCode;
 use super::parse::RESULT_TAG;
 
 /// The default cap on a result's body: 64 KiB.
 pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 
+/// The `[id]` of a result with no call id: a slash command typed by a person.
+pub const NONE_ID: &str = "(none)";
+
+/// The `[id]` of flycode's answer to a reply whose call had no usable id (missing, empty,
+/// `null`, not a string, or unreadable JSON). Not `(none)`: the seed prompt tells the model to
+/// ignore a result with `[id] (none)`, and this answer asks it to correct its call. No call may
+/// use it as its own id (it is `invalid_id`), so it never pairs with a model's call.
+pub const INVALID_CALL_ID: &str = "flycode-invalid-call";
+
 /// A result block, rendered or read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResultBlock {
-    /// The call's id; `None` renders as `(none)`.
+    /// The call's id; `None` renders as `(none)` (a slash command typed by a person).
     pub id: Option<String>,
     /// The call in slash form.
     pub command: String,
@@ -109,8 +121,10 @@ impl ResultBlock {
             command,
             ok: false,
             code: Some(code.as_str().to_owned()),
-            error: Some(error),
-            hint,
+            // Bounded here too, not only when rendered: `exec --json` and the MCP server pass
+            // the message on as it is.
+            error: Some(bounded(error)),
+            hint: hint.map(bounded),
             fields: Vec::new(),
             body: None,
         }
@@ -158,10 +172,17 @@ impl ResultBlock {
             inner.push('[');
             inner.push_str(key);
             inner.push_str("] ");
-            inner.push_str(&escape_for_display(value));
+            // The last line of defence of the header budget (CONTRACT §9): messages may echo
+            // whatever the model sent, so every long word they hold is shortened too.
+            let value = if matches!(key, "error" | "hint") {
+                shorten_header_value(value)
+            } else {
+                shorten_to(value, HEADER_VALUE_CHARS)
+            };
+            inner.push_str(&escape_for_display(&value));
             inner.push('\n');
         };
-        header("id", self.id.as_deref().unwrap_or("(none)"));
+        header("id", self.id.as_deref().unwrap_or(NONE_ID));
         header("command", &self.command);
         header("ok", if self.ok { "true" } else { "false" });
         for (key, value) in [
@@ -236,7 +257,7 @@ impl ResultBlock {
         let id = match id {
             None => return Err(ResultParseError::MissingId),
             Some(id) if id.trim().is_empty() => return Err(ResultParseError::EmptyId),
-            Some(id) if id == "(none)" => None,
+            Some(id) if id == NONE_ID => None,
             Some(id) => Some(id),
         };
         let ok = match ok.as_deref() {
@@ -273,6 +294,14 @@ impl ResultBlock {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A message within the header budget, without copying one that already is.
+fn bounded(message: String) -> String {
+    match shorten_header_value(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(short) => short,
     }
 }
 
@@ -365,6 +394,25 @@ mod tests {
             None,
         );
         assert!(block.render().contains("[error] a\\nb\\u{001B}[31m\n"));
+    }
+
+    #[test]
+    fn headers_stay_within_the_budget_whatever_they_echo() {
+        let path = format!("/{}", "p".repeat(1 << 20));
+        let mut block = ResultBlock::failure(
+            Some("call-001".into()),
+            format!("/fs.read {path}"),
+            ErrorCode::NotFound,
+            format!("{path} does not exist"),
+            Some(format!("look in {path}")),
+        );
+        block.fields.push(("meta".into(), "m".repeat(1 << 20)));
+        assert!(block.error.as_deref().unwrap().len() < 600);
+        let text = block.render();
+        assert!(text.len() < 8 * 1024, "{} bytes", text.len());
+        assert!(text.contains("…(1048577 chars) does not exist\n"), "{text}");
+        assert!(text.contains("[command] /fs.read /ppp"), "{text}");
+        assert!(text.contains("…(1048586 chars)\n[ok] false"), "{text}");
     }
 
     #[test]

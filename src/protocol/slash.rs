@@ -2,16 +2,22 @@
 //! one-line `[command]` form of any call.
 //!
 //! Grammar: `/TOOL WORD...`, words split as a POSIX shell splits them. Positional words fill the
-//! tool's positional arguments in schema order (`x-flycode-positional`); a final array-typed
-//! positional (process.run's `args`) takes every remaining word, flags included. Before that,
+//! tool's positional arguments in schema order (`x-flycode-positional`). A final array-typed
+//! positional that follows another one (process.run's `args`) takes every remaining word, flags
+//! included; an array that is the only positional (fs.readMany's `paths`) takes every word that
+//! is not a flag, and flags may come before, between and after its words. Elsewhere,
 //! `--name value` or `--name=value` sets an argument, `--name` alone sets a boolean to true,
 //! `--name=false` to false; an array flag repeats (`--extensions ts --extensions rs`), and
 //! `--env NAME=VALUE` repeats. `--` ends the flags.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::call_types::{Call, CallError};
-use super::display::escape_for_display;
+use super::display::{
+    HEADER_ARG_CHARS, HEADER_VALUE_CHARS, cut_point, elision_note, escape_for_display,
+};
 use super::schema::{ArgKind, ArgSpec, ToolSchema, tool_schema};
 use super::tool_name::{ToolName, ToolSet};
 
@@ -67,11 +73,13 @@ fn assign_words(
     let mut args = Map::new();
     let mut next_positional: usize = 0;
     let mut flags_ended = false;
-    // A final array positional (process.run's args) takes every word after the ones before it.
+    // A final array positional that follows another one (process.run's args, after the program)
+    // takes every word after the ones before it, flags included: they are the program's. An array
+    // that is the only positional (fs.readMany's paths) gathers words while flags are still read.
     let variadic_at = positional
         .last()
         .and_then(|name| schema.arg(name))
-        .filter(|arg| arg.kind == ArgKind::StringList)
+        .filter(|arg| arg.kind == ArgKind::StringList && positional.len() > 1)
         .map(|_| positional.len() - 1);
     let mut words = words.into_iter();
     while let Some(word) = words.next() {
@@ -175,24 +183,42 @@ fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> R
 }
 
 /// The one-line slash form of a call, as shown in `[command]`: positionals first, then flags in
-/// schema order; content arguments as `<N bytes>`; control characters escaped.
+/// schema order; content arguments as `<N bytes>`; control characters escaped. When the last
+/// positional is a list that takes every remaining word (process.run's `args`), flags come
+/// first, so the line reads back to the same call whether the list is given or not.
+///
+/// Each argument shows at most [`HEADER_ARG_CHARS`] characters (CONTRACT §9): a longer string
+/// ends in `…(N chars)`, a longer list in `…(N items)` (N the full size), so a 1 MB path costs a
+/// few hundred bytes of header, not a megabyte.
 pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
     let schema = tool_schema(tool);
     let mut positional_words = Vec::new();
     let mut shown = Vec::new();
     // A word read before the variadic list has begun could be taken for a flag.
     let mut looks_like_flag = false;
-    let mut is_variadic = false;
-    for name in schema.positional.iter().flatten() {
+    let positional = schema.positional.as_deref().unwrap_or_default();
+    // The list that swallows every word after the positional before it (process.run's args);
+    // a list that is the only positional (fs.readMany's paths) leaves flags to be flags.
+    let ends_in_list = positional.len() > 1
+        && positional
+            .last()
+            .and_then(|name| schema.arg(name))
+            .is_some_and(|arg| arg.kind == ArgKind::StringList);
+    for name in positional {
         let Some(value) = args.get(name) else { break };
         match value {
             Value::Array(items) => {
-                is_variadic = true;
-                positional_words.extend(items.iter().map(quote_value));
+                if !ends_in_list {
+                    looks_like_flag |= items
+                        .iter()
+                        .any(|item| item.as_str().is_some_and(|s| s.starts_with("--")));
+                }
+                let items: Vec<Cow<'_, str>> = items.iter().map(value_text).collect();
+                positional_words.extend(list_words(&items, "items", quote_short));
             }
             other => {
                 looks_like_flag |= other.as_str().is_some_and(|s| s.starts_with("--"));
-                positional_words.push(quote_value(other));
+                positional_words.push(quote_short(&value_text(other)));
             }
         }
         shown.push(name.as_str());
@@ -206,7 +232,7 @@ pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
         }
     }
     let mut words = vec![format!("/{tool}")];
-    if is_variadic || looks_like_flag {
+    if ends_in_list || looks_like_flag {
         // Flags first: after a variadic list has begun every word belongs to it.
         words.extend(flag_words);
         if looks_like_flag {
@@ -220,12 +246,23 @@ pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
     escape_for_display(&words.join(" ")).into_owned()
 }
 
-/// The slash-like form of a call to a tool that does not exist, for the `[command]` of its error.
+/// The slash-like form of a call to a tool that does not exist, for the `[command]` of its error:
+/// `--name value` pairs in the order written, each shortened like [`render_command`]'s, and no
+/// more of them than fit in [`HEADER_VALUE_CHARS`].
 pub fn render_unknown_command(tool: &str, args: Option<&Map<String, Value>>) -> String {
-    let mut words = vec![format!("/{}", quote(tool))];
+    let mut words = vec![format!("/{}", quote_short(tool))];
+    let mut length = words[0].len();
+    let total = args.map_or(0, Map::len);
     for (name, value) in args.into_iter().flatten() {
-        words.push(format!("--{}", quote(name)));
-        words.push(quote_value(value));
+        if length > HEADER_VALUE_CHARS {
+            words.push(elision_note(total, "arguments"));
+            break;
+        }
+        let flag = format!("--{}", quote_short(name));
+        let text = quote_short(&value_text(value));
+        length += flag.len() + text.len() + 2;
+        words.push(flag);
+        words.push(text);
     }
     escape_for_display(&words.join(" ")).into_owned()
 }
@@ -239,50 +276,113 @@ fn push_flag(words: &mut Vec<String>, arg: &ArgSpec, value: &Value) {
         }
         (ArgKind::Boolean, Value::Bool(true)) => words.push(flag),
         (ArgKind::Boolean, Value::Bool(false)) => words.push(format!("{flag}=false")),
+        // fs.edit's edits: how many and how much text, never the text itself.
+        (ArgKind::ObjectList, Value::Array(items))
+            if arg.schema["items"]["properties"].get("path").is_none() =>
+        {
+            let bytes: usize = items
+                .iter()
+                .flat_map(|item| [&item["oldText"], &item["newText"]])
+                .filter_map(Value::as_str)
+                .map(str::len)
+                .sum();
+            let noun = if items.len() == 1 { "edit" } else { "edits" };
+            words.push(flag);
+            words.push(format!("<{} {noun}, {bytes} bytes>", items.len()));
+        }
         (ArgKind::ObjectList, Value::Array(items)) => {
             let bytes: usize = items
                 .iter()
                 .filter_map(|item| item["content"].as_str())
                 .map(str::len)
                 .sum();
-            let paths: Vec<String> = items
+            let paths: Vec<&str> = items
                 .iter()
                 .filter_map(|item| item["path"].as_str())
-                .map(quote)
                 .collect();
             words.push(flag);
             words.push(format!(
                 "<{} files, {bytes} bytes: {}>",
                 items.len(),
-                paths.join(" ")
+                list_words(&paths, "paths", quote_short).join(" ")
             ));
         }
         (_, Value::Array(items)) => {
-            for item in items {
-                words.push(flag.clone());
-                words.push(quote_value(item));
-            }
+            let items: Vec<Cow<'_, str>> = items.iter().map(value_text).collect();
+            let mut listed = list_words(&items, "items", |item| {
+                format!("{flag} {}", quote_short(item))
+            });
+            words.append(&mut listed);
         }
         (_, Value::Object(map)) => {
-            for (key, item) in map {
-                words.push(flag.clone());
-                let text = item
-                    .as_str()
-                    .map_or_else(|| item.to_string(), str::to_owned);
-                words.push(quote(&format!("{key}={text}")));
-            }
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(key, item)| format!("{key}={}", value_text(item)))
+                .collect();
+            let mut listed = list_words(&entries, "entries", |entry| {
+                format!("{flag} {}", quote_short(entry))
+            });
+            words.append(&mut listed);
         }
         (_, other) => {
             words.push(flag);
-            words.push(quote_value(other));
+            words.push(quote_short(&value_text(other)));
         }
     }
 }
 
-fn quote_value(value: &Value) -> String {
+/// The words of a list argument, each made by `word`, within one argument's budget of
+/// [`HEADER_ARG_CHARS`] characters: the item that crosses it is shortened, and the rest are
+/// replaced by `…(N unit)` with the list's full length.
+fn list_words(items: &[impl AsRef<str>], unit: &str, word: impl Fn(&str) -> String) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut left = HEADER_ARG_CHARS;
+    for (index, item) in items.iter().enumerate() {
+        let item = item.as_ref();
+        if left == 0 {
+            words.push(elision_note(items.len(), unit));
+            break;
+        }
+        match cut_point(item, left) {
+            None => {
+                left = left.saturating_sub(item.chars().count() + 1);
+                words.push(word(item));
+            }
+            Some(_) => {
+                words.push(shorten_word(item, left, &word));
+                if index + 1 < items.len() {
+                    words.push(elision_note(items.len(), unit));
+                }
+                break;
+            }
+        }
+    }
+    words
+}
+
+/// `word` of the first `limit` characters of `text`, then `…(N chars)`.
+fn shorten_word(text: &str, limit: usize, word: &impl Fn(&str) -> String) -> String {
+    match cut_point(text, limit) {
+        None => word(text),
+        Some(cut) => format!(
+            "{}{}",
+            word(&text[..cut]),
+            elision_note(text.chars().count(), "chars")
+        ),
+    }
+}
+
+/// A value quoted as a shell word, at most [`HEADER_ARG_CHARS`] characters of it: the quoted
+/// part stays a well-formed word and the elision follows it.
+fn quote_short(text: &str) -> String {
+    shorten_word(text, HEADER_ARG_CHARS, &quote)
+}
+
+/// A value as one word's text: a string as it is, anything else as JSON.
+fn value_text(value: &Value) -> Cow<'_, str> {
     match value {
-        Value::String(text) => quote(text),
-        other => quote(&other.to_string()),
+        Value::String(text) => Cow::Borrowed(text),
+        other => Cow::Owned(other.to_string()),
     }
 }
 
@@ -439,6 +539,67 @@ mod tests {
             let line = render_command(tool, args.as_object().unwrap());
             assert_eq!(args_of(&line), args, "{line}");
         }
+    }
+
+    #[test]
+    fn process_run_flags_come_before_the_program_with_or_without_args() {
+        let render = |args: Value| render_command(ToolName::ProcessRun, args.as_object().unwrap());
+        let cases = [
+            (
+                json!({"command": "ls", "cwd": "/a"}),
+                "/process.run --cwd /a ls",
+            ),
+            (
+                json!({"command": "ls", "args": ["--cwd", "/b"], "cwd": "/a"}),
+                "/process.run --cwd /a ls --cwd /b",
+            ),
+            (
+                json!({"command": "--x", "timeoutMs": 5}),
+                "/process.run --timeoutMs 5 -- --x",
+            ),
+        ];
+        for (args, line) in cases {
+            assert_eq!(render(args.clone()), line);
+            assert_eq!(args_of(line), args, "{line}");
+        }
+    }
+
+    #[test]
+    fn long_arguments_are_shortened_in_the_command_header() {
+        let huge = format!("/{}", "p".repeat(1 << 20));
+        let line = render_command(
+            ToolName::FsRead,
+            json!({"path": huge, "head": 5}).as_object().unwrap(),
+        );
+        assert!(line.len() < 600, "{} bytes", line.len());
+        assert!(line.starts_with("/fs.read /ppp"), "{line}");
+        assert!(line.ends_with("…(1048577 chars) --head 5"), "{line}");
+
+        let args: Vec<String> = (0..10_000).map(|i| format!("arg{i}")).collect();
+        let line = render_command(
+            ToolName::ProcessRun,
+            json!({"command": "echo", "args": args, "env": {"A": "x".repeat(5000)}})
+                .as_object()
+                .unwrap(),
+        );
+        assert!(line.len() < 1500, "{} bytes: {line}", line.len());
+        assert!(line.contains("--env 'A=xxx"), "{line}");
+        assert!(line.contains("'…(5002 chars) echo arg0 arg1"), "{line}");
+        assert!(line.ends_with("…(10000 items)"), "{line}");
+
+        let tool = "t".repeat(1 << 20);
+        let mut wide = Map::new();
+        for i in 0..2000 {
+            wide.insert(format!("k{i}"), json!({"deep": "v".repeat(1000)}));
+        }
+        let line = render_unknown_command(&tool, Some(&wide));
+        assert!(line.len() < 2 * HEADER_VALUE_CHARS, "{} bytes", line.len());
+        assert!(line.starts_with("/ttt"), "{}", &line[..40]);
+        assert!(
+            line.ends_with("…(2000 arguments)"),
+            "{}",
+            &line[line.len() - 40..]
+        );
     }
 
     #[test]

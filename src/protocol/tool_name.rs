@@ -177,6 +177,32 @@ impl ToolName {
         self.as_str().replace('.', "_")
     }
 
+    /// The name an MCP client sees (CONTRACT §15): snake case, dots and capitals turned into
+    /// underscores, so it matches `^[a-zA-Z0-9_-]{1,64}$`: `fs_read`, `fs_write_batch`,
+    /// `process_run`.
+    pub fn mcp_name(self) -> String {
+        let mut name = String::with_capacity(self.as_str().len() + 2);
+        for c in self.as_str().chars() {
+            if c == '.' {
+                name.push('_');
+            } else if c.is_ascii_uppercase() {
+                name.push('_');
+                name.push(c.to_ascii_lowercase());
+            } else {
+                name.push(c);
+            }
+        }
+        name
+    }
+
+    /// The tool of `set` whose MCP name is exactly `name` (see [`ToolName::mcp_name`]).
+    pub fn from_mcp_name(name: &str, set: ToolSet) -> Option<ToolName> {
+        set.tools()
+            .iter()
+            .copied()
+            .find(|tool| tool.mcp_name() == name)
+    }
+
     /// The tool of `set` with this protocol name (`fs.read`) or native name (`fs_read`).
     pub fn from_native_name(name: &str, set: ToolSet) -> Option<ToolName> {
         set.tools()
@@ -250,6 +276,31 @@ mod tests {
             ToolName::from_native_name("agent_todo", ToolSet::Agent),
             Some(ToolName::AgentTodo)
         );
+    }
+
+    #[test]
+    fn mcp_names_are_snake_case_and_map_back() {
+        assert_eq!(ToolName::FsWriteBatch.mcp_name(), "fs_write_batch");
+        assert_eq!(ToolName::FsReadMany.mcp_name(), "fs_read_many");
+        assert_eq!(ToolName::ProcessRun.mcp_name(), "process_run");
+        assert_eq!(ToolName::FsLs.mcp_name(), "fs_ls");
+        for tool in ToolName::WITH_AGENT_TOOLS {
+            let name = tool.mcp_name();
+            assert!(
+                (1..=64).contains(&name.len())
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                "{name}"
+            );
+            assert_eq!(ToolName::from_mcp_name(&name, ToolSet::Agent), Some(tool));
+        }
+        assert_eq!(ToolName::from_mcp_name("fs_read_many", ToolSet::Seed), None);
+        assert_eq!(
+            ToolName::from_mcp_name("fs_writeBatch", ToolSet::Extended),
+            None
+        );
+        assert_eq!(ToolName::from_mcp_name("fs.read", ToolSet::Extended), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::call::{Attempt, Call, CallError, parse_call_in};
 use super::error_code::WarningCode;
 use super::json::normalize_artefacts_outside_strings;
 use super::parse::{ParsedReply, is_paste_artefact, is_reply_whitespace, parse_reply};
-use super::result::ResultBlock;
+use super::result::{INVALID_CALL_ID, ResultBlock};
 use super::slash::{render_command, render_unknown_command};
 use super::tool_name::{ToolName, ToolSet};
 
@@ -170,21 +170,165 @@ fn excerpt(text: &str) -> String {
 }
 
 /// The `flycode-result` block an invalid reply earns: `[ok] false` with its code, message and a
-/// hint, under the call's id when it could be read.
+/// hint, under the call's id when it could be read and [`INVALID_CALL_ID`] otherwise (never
+/// `(none)`, which the seed prompt tells the model to ignore).
 pub fn violation_result(error: &CallError, attempt: &Attempt) -> ResultBlock {
-    let no_args = Map::new();
-    let command = match &attempt.tool {
-        Some(name) => match ToolName::from_name_in(name, ToolSet::Agent) {
-            Some(tool) => render_command(tool, attempt.args.as_ref().unwrap_or(&no_args)),
-            None => render_unknown_command(name, attempt.args.as_ref()),
-        },
-        None => "(none)".to_owned(),
-    };
+    violation_result_with_root(error, attempt, None)
+}
+
+/// [`violation_result`] for a user whose first allowed root is `example_root`: the hint of a
+/// relative path shows an absolute path inside it.
+pub fn violation_result_with_root(
+    error: &CallError,
+    attempt: &Attempt,
+    example_root: Option<&str>,
+) -> ResultBlock {
+    let id = attempt
+        .id
+        .clone()
+        .unwrap_or_else(|| INVALID_CALL_ID.to_owned());
     ResultBlock::failure(
-        attempt.id.clone(),
-        command,
+        Some(id),
+        attempted_command(error, attempt),
         error.code(),
         error.to_string(),
-        Some(error.hint()),
+        Some(error.hint_with_root(example_root)),
     )
+}
+
+/// The `[command]` of an invalid reply: the slash form of what could be read, `(none)` when
+/// nothing could. A repeated key makes the value unknowable, so only the tool is shown then.
+fn attempted_command(error: &CallError, attempt: &Attempt) -> String {
+    let Some(name) = &attempt.tool else {
+        return "(none)".to_owned();
+    };
+    let known = ToolName::from_name_in(name, ToolSet::Agent);
+    if let CallError::DuplicateKey { key, location } = error {
+        if location.is_empty() && key == "tool" {
+            return "(none)".to_owned();
+        }
+        return match known {
+            Some(tool) => format!("/{tool}"),
+            None => render_unknown_command(name, None),
+        };
+    }
+    let no_args = Map::new();
+    match known {
+        Some(tool) => render_command(tool, attempt.args.as_ref().unwrap_or(&no_args)),
+        None => render_unknown_command(name, attempt.args.as_ref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(reply: &str) -> ResultBlock {
+        match classify_reply(reply, ClassifyOptions::default()).verdict {
+            Verdict::Invalid { error, attempt } => violation_result(&error, &attempt),
+            other => panic!("not invalid: {other:?}"),
+        }
+    }
+
+    fn block(content: &str) -> String {
+        format!("```flycode-call\n{content}\n```\n")
+    }
+
+    #[test]
+    fn calls_without_a_usable_id_are_answered_under_flycodes_own_id() {
+        for content in [
+            r#"{"tool":"fs.read","args":{"path":"/a"}}"#,
+            r#"{"id":"","tool":"fs.read","args":{"path":"/a"}}"#,
+            r#"{"id":null,"tool":"fs.read","args":{"path":"/a"}}"#,
+            r#"{"id":7,"tool":"fs.read","args":{"path":"/a"}}"#,
+            r#"{"id":"(none)","tool":"fs.read","args":{"path":"/a"}}"#,
+            r#"{"id":"flycode-invalid-call","tool":"fs.read","args":{"path":"/a"}}"#,
+            "not json",
+        ] {
+            let rendered = answer(&block(content)).render();
+            assert!(
+                rendered.contains("\n[id] flycode-invalid-call\n"),
+                "{content}: {rendered}"
+            );
+            let read = ResultBlock::parse_rendered(&rendered).unwrap();
+            assert!(!crate::protocol::call::is_no_id(
+                read.id.as_deref().unwrap()
+            ));
+        }
+        let rendered = answer(&block(r#"{"id":"call-009","tool":"fs.raed","args":{}}"#)).render();
+        assert!(rendered.contains("\n[id] call-009\n"), "{rendered}");
+    }
+
+    #[test]
+    fn a_repeated_key_shows_no_guessed_value() {
+        let attempt = Attempt {
+            id: Some("call_1".into()),
+            tool: Some("fs.read".into()),
+            args: serde_json::from_str(r#"{"path":"/etc/passwd"}"#).ok(),
+        };
+        let error = CallError::DuplicateKey {
+            key: "path".into(),
+            location: "args".into(),
+        };
+        let result = violation_result(&error, &attempt);
+        assert_eq!(result.command, "/fs.read");
+        let rendered = answer(&block(
+            r#"{"id":"a","tool":"fs.read","args":{"path":"/a","path":"/etc/passwd"}}"#,
+        ))
+        .render();
+        assert!(!rendered.contains("/etc/passwd\n[ok]"), "{rendered}");
+        assert!(rendered.contains("[code] duplicate_key"), "{rendered}");
+    }
+
+    #[test]
+    fn the_relative_path_hint_names_the_users_root() {
+        let reply = block(r#"{"id":"c1","tool":"fs.read","args":{"path":"README.md"}}"#);
+        let Verdict::Invalid { error, attempt } =
+            classify_reply(&reply, ClassifyOptions::default()).verdict
+        else {
+            panic!("not invalid")
+        };
+        let result = violation_result_with_root(&error, &attempt, Some("/srv/app"));
+        assert_eq!(
+            result.hint.as_deref(),
+            Some("Use an absolute path inside the allowed roots, e.g. /srv/app/README.md.")
+        );
+    }
+
+    #[test]
+    fn huge_arguments_keep_the_answer_small_and_say_what_was_wrong() {
+        let huge = "x".repeat(1 << 20);
+        let cases = [
+            (
+                format!(r#"{{"id":"c1","tool":"fs.read","args":{{"path":"/{huge}","head":0}}}}"#),
+                "invalid_args",
+            ),
+            (
+                format!(r#"{{"id":"c1","tool":"fs.read","args":{{"path":"{huge}"}}}}"#),
+                "relative_path",
+            ),
+            (
+                format!(r#"{{"id":"{huge}","tool":"fs.read","args":{{"path":"/a"}}}}"#),
+                "invalid_id",
+            ),
+            (
+                format!(r#"{{"id":"c1","tool":"{huge}","args":{{"path":"/{huge}"}}}}"#),
+                "unknown_tool",
+            ),
+            (
+                format!(r#"{{"id":"c1","tool":"fs.read","args":{{"{huge}":1}}}}"#),
+                "invalid_args",
+            ),
+        ];
+        for (content, code) in cases {
+            let rendered = answer(&block(&content)).render();
+            assert!(
+                rendered.len() < 8 * 1024,
+                "{code}: {} bytes",
+                rendered.len()
+            );
+            assert!(rendered.contains(&format!("[code] {code}\n")), "{rendered}");
+            assert!(rendered.contains("chars)"), "{code}: {rendered}");
+        }
+    }
 }

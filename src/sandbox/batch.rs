@@ -12,14 +12,14 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::error::SandboxError;
 use super::files::Sandbox;
+use super::journal::{Journal, Operation, Target};
 use super::resolve::{LastComponent, RootedPath};
-use super::write::{HashMismatch, TEMP_PREFIX, WriteMode, WriteOutcome, sha256_hex};
+use super::write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex, temp_name};
 
 /// One file of a batch.
 #[derive(Clone, Debug)]
@@ -51,11 +51,24 @@ pub enum BatchRefusal {
     },
 }
 
+/// One file of a batch, decided: its names, its new content and what the call will report.
+struct Plan {
+    name: PathBuf,
+    temp: PathBuf,
+    /// The backup name, for a file that exists.
+    backup: Option<PathBuf>,
+    first_missing: Option<PathBuf>,
+    content: Vec<u8>,
+    outcome: WriteOutcome,
+}
+
 struct Staged {
     parent: Dir,
     name: PathBuf,
     temp: PathBuf,
     backup: Option<PathBuf>,
+    /// Whether the backup name has been made (a hard link to the old file).
+    linked: bool,
     existed: bool,
     outcome: WriteOutcome,
 }
@@ -111,16 +124,38 @@ impl Sandbox {
             }
         }
 
-        // Stage everything; on failure remove what was staged and created.
+        // Record the whole batch before the first temporary file, then stage everything; on
+        // failure remove what was staged and created.
+        let plans: Vec<Plan> = files
+            .iter()
+            .enumerate()
+            .map(|(index, file)| self.plan(file, &resolved[index], current[index].take()))
+            .collect();
+        let targets: Option<Vec<Target>> = plans
+            .iter()
+            .zip(&resolved)
+            .map(|(plan, path)| {
+                Target::new(
+                    self.root_path(path),
+                    path.relative.parent().unwrap_or(Path::new("")),
+                    &plan.name,
+                    &plan.temp,
+                    plan.backup.as_deref(),
+                    plan.outcome.sha256.clone(),
+                    plan.first_missing.as_deref(),
+                )
+            })
+            .collect();
+        // Paths that are not UTF-8 cannot be recorded (records are JSON): such a batch goes
+        // unrecorded, as before the journal existed.
+        let mut journal = match targets {
+            Some(targets) => Some(Journal::begin(Operation::WriteBatch, targets)?),
+            None => None,
+        };
         let mut created_dirs = Vec::new();
         let mut staged = Vec::new();
-        for (index, file) in files.iter().enumerate() {
-            match self.stage(
-                file,
-                &resolved[index],
-                current[index].take(),
-                &mut created_dirs,
-            ) {
+        for (index, plan) in plans.into_iter().enumerate() {
+            match self.stage(&files[index], &resolved[index], plan, &mut created_dirs) {
                 Ok(item) => staged.push(item),
                 Err(error) => {
                     discard(&staged);
@@ -128,6 +163,11 @@ impl Sandbox {
                     return Err(error);
                 }
             }
+        }
+        if let Some(Err(error)) = journal.as_mut().map(Journal::replacing) {
+            discard(&staged);
+            self.remove_created(&created_dirs);
+            return Err(error);
         }
 
         // Replace, keeping backups so a failure can be undone.
@@ -142,13 +182,14 @@ impl Sandbox {
             }
         }
         for item in &staged {
-            if let Some(backup) = &item.backup {
+            if let Some(backup) = item.backup.as_ref().filter(|_| item.linked) {
                 let _ = item.parent.remove_file(backup);
             }
             if let Ok(dir) = item.parent.open_with(".", OpenOptions::new().read(true)) {
                 let _ = dir.sync_all();
             }
         }
+        drop(journal);
         drop(locks);
         Ok(Ok(staged.into_iter().map(|item| item.outcome).collect()))
     }
@@ -162,16 +203,56 @@ impl Sandbox {
         }
     }
 
+    /// The canonical root holding `path`.
+    fn root_path(&self, path: &RootedPath) -> &Path {
+        let roots = self.roots();
+        &roots[path.root.min(roots.len().saturating_sub(1))]
+    }
+
+    /// Everything about one file that the journal records, decided before anything is made.
+    fn plan(&self, file: &BatchFile, path: &RootedPath, current: Option<Vec<u8>>) -> Plan {
+        let root = self.root_dir(path);
+        // The first missing ancestor: removing it undoes the whole creation.
+        let mut first_missing = None;
+        if let Some(parent) = path.relative.parent() {
+            for ancestor in parent.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+                if root.symlink_metadata(ancestor).is_err() {
+                    first_missing = Some(ancestor.to_owned());
+                }
+            }
+        }
+        let content = match (file.mode, &current) {
+            (WriteMode::Append, Some(old)) => [old.as_slice(), file.content.as_slice()].concat(),
+            _ => file.content.clone(),
+        };
+        let name = file_name(path);
+        Plan {
+            temp: temp_name(&name),
+            backup: current
+                .is_some()
+                .then(|| temp_name(&PathBuf::from(format!("backup-{}", name.display())))),
+            name,
+            first_missing,
+            outcome: WriteOutcome {
+                path: path.absolute.clone(),
+                bytes_written: file.content.len() as u64,
+                sha256: sha256_hex(&content),
+                created: current.is_none(),
+            },
+            content,
+        }
+    }
+
     fn stage(
         &self,
         file: &BatchFile,
         path: &RootedPath,
-        current: Option<Vec<u8>>,
+        plan: Plan,
         created_dirs: &mut Vec<(usize, PathBuf)>,
     ) -> Result<Staged, SandboxError> {
         let root = self.root_dir(path);
         if let Some(parent) = path.relative.parent() {
-            // Remember the first missing ancestor: removing it undoes the whole creation.
+            // Created by an earlier file of this batch, or not: only a creation now is undone.
             let mut first_missing = None;
             for ancestor in parent.ancestors().filter(|a| !a.as_os_str().is_empty()) {
                 if root.symlink_metadata(ancestor).is_err() {
@@ -186,11 +267,7 @@ impl Sandbox {
         }
         let (parent, name) = self.parent_dir(&file.path, path, false)?;
         super::write::clean_stale_temporaries(&parent);
-        let content = match (file.mode, &current) {
-            (WriteMode::Append, Some(old)) => [old.as_slice(), file.content.as_slice()].concat(),
-            _ => file.content.clone(),
-        };
-        let temp = temp_name(&name);
+        let temp = plan.temp;
         let permissions = parent
             .metadata(&name)
             .ok()
@@ -198,7 +275,7 @@ impl Sandbox {
         let written = (|| {
             let mut handle =
                 parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
-            handle.write_all(&content)?;
+            handle.write_all(&plan.content)?;
             handle.sync_data()?;
             if let Some(permissions) = permissions {
                 handle.set_permissions(permissions)?;
@@ -210,17 +287,13 @@ impl Sandbox {
             return Err(SandboxError::from_io(&file.path, error));
         }
         Ok(Staged {
-            existed: current.is_some(),
-            outcome: WriteOutcome {
-                path: path.absolute.clone(),
-                bytes_written: file.content.len() as u64,
-                sha256: sha256_hex(&content),
-                created: current.is_none(),
-            },
+            existed: plan.backup.is_some(),
+            outcome: plan.outcome,
             parent,
             name,
             temp,
-            backup: None,
+            backup: plan.backup,
+            linked: false,
         })
     }
 
@@ -238,16 +311,6 @@ fn file_name(path: &RootedPath) -> PathBuf {
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_default()
-}
-
-fn temp_name(name: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    PathBuf::from(format!(
-        "{TEMP_PREFIX}{}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        name.display()
-    ))
 }
 
 /// Locks an existing file and reads it; `None` when there is no file.
@@ -317,12 +380,13 @@ fn find_conflict(files: &[BatchFile], resolved: &[RootedPath]) -> Option<String>
 }
 
 fn replace(item: &mut Staged, input: &str) -> Result<(), SandboxError> {
-    if item.existed {
-        let backup = temp_name(&PathBuf::from(format!("backup-{}", item.name.display())));
+    if item.existed
+        && let Some(backup) = &item.backup
+    {
         item.parent
-            .hard_link(&item.name, &item.parent, &backup)
+            .hard_link(&item.name, &item.parent, backup)
             .map_err(|e| SandboxError::from_io(input, e))?;
-        item.backup = Some(backup);
+        item.linked = true;
     }
     item.parent
         .rename(&item.temp, &item.parent, &item.name)
@@ -331,7 +395,7 @@ fn replace(item: &mut Staged, input: &str) -> Result<(), SandboxError> {
 
 /// Puts a replaced file back (or removes a created one).
 fn restore(item: &Staged) {
-    match &item.backup {
+    match item.backup.as_ref().filter(|_| item.linked) {
         Some(backup) => {
             let _ = item.parent.rename(backup, &item.parent, &item.name);
         }
@@ -344,7 +408,7 @@ fn restore(item: &Staged) {
 fn discard(staged: &[Staged]) {
     for item in staged {
         let _ = item.parent.remove_file(&item.temp);
-        if let Some(backup) = &item.backup {
+        if let Some(backup) = item.backup.as_ref().filter(|_| item.linked) {
             let _ = item.parent.remove_file(backup);
         }
     }
@@ -358,6 +422,7 @@ mod tests {
     use super::*;
     use crate::protocol::ErrorCode;
     use crate::sandbox::Roots;
+    use crate::sandbox::write::TEMP_PREFIX;
 
     fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
         let temp = tempfile::tempdir().unwrap();

@@ -84,9 +84,20 @@ impl Sandbox {
     /// blocking (the open is non-blocking, and the opened file is checked, not the name).
     pub fn open_for_reading(&self, input: &str) -> Result<File, SandboxError> {
         let path = self.resolve(input, LastComponent::Follow)?;
+        self.open_resolved_for_reading(input, &path)
+    }
+
+    /// [`Sandbox::open_for_reading`] of a path `resolve` has already placed inside a root (for a
+    /// caller that resolved it to name or compare it): opened from its root's handle, so a
+    /// component swapped for a link since still cannot lead outside.
+    pub fn open_resolved_for_reading(
+        &self,
+        input: &str,
+        path: &RootedPath,
+    ) -> Result<File, SandboxError> {
         let options = read_options();
         let file = self
-            .root_dir(&path)
+            .root_dir(path)
             .open_with(&path.relative, &options)
             .map_err(|error| self.explain_open_failure(input, error))?;
         let metadata = file

@@ -9,10 +9,12 @@
 
 pub mod audit;
 pub mod batch;
+pub mod contain;
 pub mod error;
 pub mod files;
 pub mod handles;
 pub mod host;
+pub mod journal;
 pub mod ops;
 pub mod process;
 pub mod protect;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::SandboxError;
 use super::files::{Sandbox, check_regular};
+use super::journal::{Journal, Operation, Target};
 use super::resolve::{LastComponent, RootedPath};
 
 /// Where a temporary file's name starts: hidden, and recognisable as flycode's.
@@ -73,11 +74,8 @@ impl Sandbox {
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
         clean_stale_temporaries(&parent);
-        let existing = open_existing(&parent, &name, input)?;
-        if let Some(file) = &existing {
-            lock_for_change(file, input, mode)?;
-        }
-        // Under the lock, read what is at the name now (it may have been replaced meanwhile).
+        let _lock = lock_what_is_there(&parent, &name, input, mode)?;
+        // Under the lock, read what is at the name now.
         let current = read_current(&parent, &name, input)?;
         let actual = current
             .as_deref()
@@ -87,36 +85,39 @@ impl Sandbox {
         {
             return Ok(Err(HashMismatch { actual }));
         }
-        let outcome = match mode {
-            WriteMode::Overwrite => {
-                replace_atomically(&parent, &name, content, input)?;
-                WriteOutcome {
-                    path: path.absolute.clone(),
-                    bytes_written: content.len() as u64,
-                    sha256: sha256_hex(content),
-                    created: current.is_none(),
-                }
-            }
-            WriteMode::Append => {
-                let mut file = parent
-                    .open_with(&name, OpenOptions::new().append(true).create(true))
-                    .map_err(|e| SandboxError::from_io(input, e))?;
-                file.write_all(content)
-                    .map_err(|e| SandboxError::from_io(input, e))?;
-                file.sync_data()
-                    .map_err(|e| SandboxError::from_io(input, e))?;
-                let mut whole = current.clone().unwrap_or_default();
-                whole.extend_from_slice(content);
-                WriteOutcome {
-                    path: path.absolute.clone(),
-                    bytes_written: content.len() as u64,
-                    sha256: sha256_hex(&whole),
-                    created: current.is_none(),
-                }
-            }
+        // An append is staged and renamed too (old content plus the addition): a writer killed
+        // part-way through the addition must not leave half of it.
+        let whole = match (mode, &current) {
+            (WriteMode::Append, Some(old)) => [old.as_slice(), content].concat(),
+            _ => content.to_vec(),
         };
+        let sha256 = sha256_hex(&whole);
+        let temp = temp_name(&name);
+        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
+        let target = Target::new(
+            &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
+            parent_relative,
+            &name,
+            &temp,
+            None,
+            sha256.clone(),
+            None,
+        );
+        // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
+        // unrecorded, as before the journal existed.
+        let journal = match target {
+            Some(target) => Some(Journal::begin(Operation::Write, vec![target])?),
+            None => None,
+        };
+        replace_atomically(&parent, &name, &temp, &whole, input)?;
         sync_dir(&parent, input)?;
-        Ok(Ok(outcome))
+        drop(journal);
+        Ok(Ok(WriteOutcome {
+            path: path.absolute.clone(),
+            bytes_written: content.len() as u64,
+            sha256,
+            created: current.is_none(),
+        }))
     }
 
     /// The directory holding `path` (created when `create` and missing) and the final name.
@@ -213,31 +214,98 @@ pub(super) fn lock_for_change(
         .map_err(|e| SandboxError::from_io(input, e.into()))
 }
 
-/// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
-/// runs (on Linux), or older than an hour (elsewhere).
-pub fn clean_stale_temporaries(dir: &Dir) {
-    let Ok(entries) = dir.entries() else { return };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)) else {
-            continue;
+/// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
+/// writer in it (so two writes in one process never pick the same name), and the final name.
+pub(crate) fn temp_name(name: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    PathBuf::from(format!(
+        "{TEMP_PREFIX}{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        name.display()
+    ))
+}
+
+/// Locks the file at `name`, if there is one, and keeps the lock only once the locked file is
+/// still the one at the name: a writer that waited while another replaced the file would
+/// otherwise hold the lock of a file no longer there and race the next writer.
+fn lock_what_is_there(
+    parent: &Dir,
+    name: &Path,
+    input: &str,
+    mode: WriteMode,
+) -> Result<Option<cap_std::fs::File>, SandboxError> {
+    loop {
+        let Some(file) = open_existing(parent, name, input)? else {
+            return Ok(None);
         };
-        let pid: Option<u32> = rest.split('-').next().and_then(|p| p.parse().ok());
-        let is_abandoned = if cfg!(target_os = "linux") {
-            pid.is_some_and(|pid| {
-                pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
-            })
-        } else {
-            entry
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.into_std().elapsed().ok())
-                .is_some_and(|age| age.as_secs() > 3600)
-        };
-        if is_abandoned {
-            let _ = dir.remove_file(&name);
+        lock_for_change(&file, input, mode)?;
+        if same_file(&file, parent, name) {
+            return Ok(Some(file));
         }
+    }
+}
+
+/// Whether the open `file` is the one at `name` now.
+fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt;
+        match (file.metadata(), parent.metadata(name)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, parent, name);
+        true
+    }
+}
+
+/// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
+/// runs (on Linux), or older than an hour (elsewhere). A journal record may still cover them (a
+/// flycode killed while this one runs): the records of dead processes are recovered first, so a
+/// half-done batch is finished or undone rather than losing its backups here.
+pub fn clean_stale_temporaries(dir: &Dir) {
+    let abandoned = |dir: &Dir| -> Vec<std::ffi::OsString> {
+        let Ok(entries) = dir.entries() else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(is_abandoned)
+            .map(|entry| entry.file_name())
+            .collect()
+    };
+    if abandoned(dir).is_empty() {
+        return;
+    }
+    for line in super::journal::recover_interrupted() {
+        eprintln!("flycode: {line}");
+    }
+    for name in abandoned(dir) {
+        let _ = dir.remove_file(&name);
+    }
+}
+
+fn is_abandoned(entry: &cap_std::fs::DirEntry) -> bool {
+    let name = entry.file_name();
+    let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)) else {
+        return false;
+    };
+    let pid: Option<u32> = rest.split('-').next().and_then(|p| p.parse().ok());
+    if cfg!(target_os = "linux") {
+        pid.is_some_and(|pid| {
+            pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+        })
+    } else {
+        entry
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.into_std().elapsed().ok())
+            .is_some_and(|age| age.as_secs() > 3600)
     }
 }
 
@@ -245,23 +313,17 @@ pub fn clean_stale_temporaries(dir: &Dir) {
 fn replace_atomically(
     parent: &Dir,
     name: &Path,
+    temp: &Path,
     content: &[u8],
     input: &str,
 ) -> Result<(), SandboxError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let temp = PathBuf::from(format!(
-        "{TEMP_PREFIX}{}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        name.display()
-    ));
     let permissions = parent
         .metadata(name)
         .ok()
         .map(|m| without_special_bits(m.permissions()));
     let result = (|| {
         let mut file = parent
-            .open_with(&temp, OpenOptions::new().write(true).create_new(true))
+            .open_with(temp, OpenOptions::new().write(true).create_new(true))
             .map_err(|e| SandboxError::from_io(input, e))?;
         file.write_all(content)
             .map_err(|e| SandboxError::from_io(input, e))?;
@@ -272,11 +334,11 @@ fn replace_atomically(
                 .map_err(|e| SandboxError::from_io(input, e))?;
         }
         parent
-            .rename(&temp, parent, name)
+            .rename(temp, parent, name)
             .map_err(|e| SandboxError::from_io(input, e))
     })();
     if result.is_err() {
-        let _ = parent.remove_file(&temp);
+        let _ = parent.remove_file(temp);
     }
     result
 }

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::Limits;
 use super::registry::Invocation;
 
 /// Asks the person whether a call may run.
@@ -44,17 +45,14 @@ impl Approver for FixedApprover {
 /// [`show_arguments`](crate::protocol::display::show_arguments)). When an argument holds line
 /// breaks that the slash form would show as `\n`, the first line names the tool only. A
 /// program (`process.run`, `shell.exec`) also gets its working directory, its timeout and the
-/// sandbox it runs in
-/// ([`PROGRAM_CONTAINMENT`](crate::sandbox::process::PROGRAM_CONTAINMENT)). Hidden characters are escaped in every line;
-/// the line breaks are the listing's own.
-pub fn show_whole_call(
-    invocation: &Invocation<'_>,
-    command: &str,
-    default_timeout_ms: u64,
-) -> String {
+/// sandbox it runs in under `limits`' settings on this platform
+/// ([`program_containment`](crate::sandbox::process::program_containment)). Hidden characters
+/// are escaped in every line; the line breaks are the listing's own.
+pub fn show_whole_call(invocation: &Invocation<'_>, command: &str, limits: &Limits) -> String {
     let call = invocation.call;
+    let default_timeout_ms = limits.default_timeout_ms;
     use crate::protocol::display::{escape_for_display, show_arguments};
-    use crate::sandbox::process::PROGRAM_CONTAINMENT;
+    use crate::sandbox::process::program_containment;
     let runs_program = invocation.effects().program.is_some();
     let mut args = call.args.clone();
     let (cwd, timeout) = if runs_program {
@@ -79,7 +77,10 @@ pub fn show_whole_call(
             Some(ms) => format!("  timeout: {} ms", escape_for_display(&ms.to_string())),
             None => format!("  timeout: {default_timeout_ms} ms (flycode's default)"),
         });
-        lines.push(format!("  sandbox: {PROGRAM_CONTAINMENT}"));
+        lines.push(format!(
+            "  sandbox: {}",
+            program_containment(limits.program_sandbox, limits.program_network)
+        ));
     }
     lines.join("\n")
 }
@@ -108,7 +109,47 @@ mod tests {
             args: args.as_object().cloned().unwrap(),
         };
         let invocation = Invocation::new(&call).unwrap();
-        show_whole_call(&invocation, &render_command(call.tool, &call.args), 60_000)
+        show_whole_call(
+            &invocation,
+            &render_command(call.tool, &call.args),
+            &Limits::default(),
+        )
+    }
+
+    fn default_sandbox() -> String {
+        crate::sandbox::process::program_containment(
+            crate::sandbox::contain::ProgramSandbox::WorkspaceWrite,
+            true,
+        )
+    }
+
+    #[test]
+    fn the_sandbox_line_says_which_sandbox_the_settings_give() {
+        let call = Call {
+            id: Some("c".into()),
+            tool: ToolName::ShellExec,
+            args: json!({"command": "make"}).as_object().cloned().unwrap(),
+        };
+        let invocation = Invocation::new(&call).unwrap();
+        let off = Limits {
+            program_sandbox: crate::sandbox::contain::ProgramSandbox::Off,
+            ..Limits::default()
+        };
+        let shown = show_whole_call(&invocation, "/shell.exec make", &off);
+        assert!(
+            shown.ends_with("\n  sandbox: none (process_sandbox = \"off\"): the program runs with your user's rights and can read and write anything you can (flycode's roots bind only its file tools)")
+                || !cfg!(target_os = "linux"),
+            "{shown}"
+        );
+        let contained = show_whole_call(&invocation, "/shell.exec make", &Limits::default());
+        if cfg!(target_os = "linux") {
+            assert!(!contained.contains("sandbox: none"), "{contained}");
+        } else {
+            assert!(
+                contained.contains("sandbox: none on this platform"),
+                "{contained}"
+            );
+        }
     }
 
     #[test]
@@ -138,10 +179,7 @@ mod tests {
                 "    │ echo two",
                 "  cwd: /w/src",
                 "  timeout: 5000 ms",
-                &format!(
-                    "  sandbox: {}",
-                    crate::sandbox::process::PROGRAM_CONTAINMENT
-                ),
+                &format!("  sandbox: {}", default_sandbox()),
             ]
             .join("\n")
         );
@@ -177,10 +215,7 @@ mod tests {
                 "    RUST_LOG=debug",
                 "  cwd: the first allowed root (no cwd given)",
                 "  timeout: 60000 ms (flycode's default)",
-                &format!(
-                    "  sandbox: {}",
-                    crate::sandbox::process::PROGRAM_CONTAINMENT
-                ),
+                &format!("  sandbox: {}", default_sandbox()),
             ]
             .join("\n")
         );

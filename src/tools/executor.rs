@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime};
 pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
 use super::policy::{Decision, Policy};
 use super::registry::Invocation;
+use super::secrets::Secrets;
 use super::tool::{Notebook, RegisteredTool, SessionChange, ToolContext, failure_line};
 use super::{Limits, ToolError, ToolOutput};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
@@ -170,23 +171,31 @@ impl<'a> Executor<'a> {
         )
     }
 
-    /// Logs what became of a call and renders its result block.
+    /// Logs what became of a call and renders its result block. flycode's secrets are masked
+    /// first (CONTRACT §12), in the result and in the call as logged and shown, so no value of
+    /// one reaches the model, a transcript or the audit log.
     fn conclude(
         &self,
         call: &Call,
         command: String,
         started: Instant,
-        result: Result<ToolOutput, ToolError>,
+        mut result: Result<ToolOutput, ToolError>,
         decided: Decided,
         tool: Option<&'static dyn RegisteredTool>,
     ) -> Execution {
+        let secrets = Secrets::from_env(self.limits.secret_names());
+        secrets.mask_result(&mut result);
+        let command = secrets.mask(&command).into_owned();
         let mut audit_error = None;
         if let Some(audit) = &self.audit {
+            let mut args = call.args.clone();
+            args.values_mut()
+                .for_each(|value| secrets.mask_value(value));
             let entry = AuditEntry {
                 time: SystemTime::now(),
                 id: call.id.clone(),
                 tool: call.tool.as_str().to_owned(),
-                args: call.args.clone(),
+                args,
                 outcome: match (&result, decided) {
                     (Ok(_), _) => "ok",
                     (Err(_), Decided::Ran) => "failed",
@@ -274,7 +283,7 @@ impl<'a> Executor<'a> {
             }
             Decision::Ask { reason, in_person } => (reason, in_person),
         };
-        let shown = show_whole_call(invocation, command, self.limits.default_timeout_ms);
+        let shown = show_whole_call(invocation, command, &self.limits);
         let answer = {
             let _one_question_at_a_time = lock(&self.serial.asking);
             if in_person {
@@ -378,7 +387,7 @@ impl<'a> Executor<'a> {
                         lock(session).remember(&path, &hash);
                     }
                 }
-                SessionChange::Wrote(input, hash) => {
+                SessionChange::Wrote(input, hash) | SessionChange::Saw(input, hash) => {
                     if let Some(path) = resolved(&input) {
                         lock(session).remember(&path, &hash);
                     }

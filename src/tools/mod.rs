@@ -12,6 +12,7 @@ pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod registry;
+pub mod secrets;
 pub mod tool;
 
 use serde_json::{Map, Value};
@@ -63,6 +64,29 @@ pub struct Limits {
     /// Environment variables to keep from programs besides flycode's usual secrets (the variable
     /// `api_key_env` names).
     pub extra_secrets: Vec<String>,
+    /// The variables `secret_env` names: kept from programs, and their values masked in every
+    /// output, like the API keys.
+    pub secret_env: Vec<String>,
+    /// `process_sandbox`: how programs are contained (CONTRACT §12).
+    pub program_sandbox: crate::sandbox::contain::ProgramSandbox,
+    /// `process_network`: whether programs may use TCP.
+    pub program_network: bool,
+}
+
+impl Limits {
+    /// Every environment variable holding a secret of flycode's: the API keys it knows, the
+    /// variable `api_key_env` names and those `secret_env` names.
+    pub fn secret_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = process::SECRET_VARIABLES
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(self.extra_secrets.iter().cloned())
+            .chain(self.secret_env.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }
 
 impl Default for Limits {
@@ -72,6 +96,9 @@ impl Default for Limits {
             default_timeout_ms: 60_000,
             cancel: None,
             extra_secrets: Vec::new(),
+            secret_env: Vec::new(),
+            program_sandbox: crate::sandbox::contain::ProgramSandbox::default(),
+            program_network: true,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `process.run` (a program, no shell) and `shell.exec` (`/bin/sh -c`): run in the working
-//! directory the sandbox checked, with flycode's secrets removed from the environment; stdout and
-//! stderr captured separately; `ok` is exit status 0.
+//! directory the sandbox checked, with flycode's secrets removed from the environment, inside the
+//! containment `process_sandbox` and `process_network` ask for (CONTRACT §12,
+//! [`crate::sandbox::contain`]); stdout and stderr captured separately; `ok` is exit status 0.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +11,8 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
+use crate::sandbox::contain::Containment;
+use crate::sandbox::process::StreamOutput;
 use crate::sandbox::{
     LastComponent, ProcessError, ProcessOutcome, ProcessSpec, Sandbox, run_process,
 };
@@ -72,11 +75,17 @@ pub fn run(
         .iter()
         .map(|(name, value)| (name.clone(), value.as_str().unwrap_or_default().to_owned()))
         .collect();
+    let containment = Containment::new(
+        limits.program_sandbox,
+        limits.program_network,
+        sandbox.roots(),
+    );
     let spec = if shell {
         ProcessSpec {
             env_set,
-            env_remove: secrets(limits),
+            env_remove: limits.secret_names(),
             cancel: limits.cancel.clone(),
+            containment,
             ..ProcessSpec::shell(&args.command, cwd, timeout, limits.output_cap)
         }
     } else {
@@ -85,10 +94,11 @@ pub fn run(
             args: args.args.clone(),
             cwd,
             env_set,
-            env_remove: secrets(limits),
+            env_remove: limits.secret_names(),
             timeout,
             output_cap: limits.output_cap,
             cancel: limits.cancel.clone(),
+            containment,
         }
     };
     let outcome = run_process(&spec).map_err(|error| {
@@ -96,11 +106,22 @@ pub fn run(
             ProcessError::CommandNotFound { .. } => Some(
                 "check the program's name, or run it through shell.exec if it is a shell built-in",
             ),
+            ProcessError::Uncontainable { .. } => Some(
+                "programs cannot run on this machine as flycode is set up; do the work with the file tools, or tell the user what you would run",
+            ),
             _ => None,
         };
-        ToolError::new(error.code(), error.to_string(), hint)
+        let advice = match &error {
+            ProcessError::Uncontainable { advice, .. } => Some(*advice),
+            _ => None,
+        };
+        let tool_error = ToolError::new(error.code(), error.to_string(), hint);
+        match advice {
+            Some(advice) => tool_error.with_advice(advice),
+            None => tool_error,
+        }
     })?;
-    let output = render(&outcome);
+    let output = render(&outcome, limits.output_cap);
     if outcome.cancelled {
         let mut error = ToolError::new(
             ErrorCode::Cancelled,
@@ -145,42 +166,132 @@ pub fn run(
     }
 }
 
-fn secrets(limits: &Limits) -> Vec<String> {
-    SECRET_VARIABLES
-        .iter()
-        .map(|s| (*s).to_owned())
-        .chain(limits.extra_secrets.iter().cloned())
-        .collect()
+/// The label line of each stream's section.
+const LABELS: [&str; 2] = ["--- stdout ---\n", "--- stderr ---\n"];
+
+/// What to do when a stream was cut.
+const CUT_ADVICE: &str =
+    "redirect it to a file and read that with fs.read, or filter it (grep, tail)";
+
+/// The line that stands for the bytes left out between a stream's head and its tail.
+fn omitted_marker(omitted: u64) -> String {
+    format!("[… {omitted} bytes omitted …]\n")
 }
 
-/// The body: stdout, then stderr, each under its own marker line; headers for the status.
-fn render(outcome: &ProcessOutcome) -> ToolOutput {
-    let mut body = String::new();
-    let mut section = |name: &str, text: &str, truncated: bool, total: u64| {
-        body.push_str(&format!("--- {name} ---\n"));
-        body.push_str(text);
-        if !text.is_empty() && !text.ends_with('\n') {
-            body.push('\n');
+/// The line that ends a cut stream's section: the true total the program wrote, and what of it
+/// is shown.
+fn cut_note(name: &str, total: u64, head: u64, tail: u64) -> String {
+    format!(
+        "[flycode: {name} truncated: showed {} of {total} bytes (the first {head} and the last \
+         {tail}); {CUT_ADVICE}]\n",
+        head + tail
+    )
+}
+
+/// One stream as it will be shown.
+struct Section {
+    /// The section, label line included.
+    text: String,
+    /// The section without its label and note, for the structured data.
+    shown: String,
+    /// Whether bytes were left out.
+    cut: bool,
+    /// Every byte the program wrote to the stream.
+    total: u64,
+}
+
+/// `text`, ending with a newline unless empty: the next line of the body must start a line.
+fn push_lines(out: &mut String, text: &str) {
+    out.push_str(text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// The section for a stream shown within `budget` bytes of its own text (label, marker and note
+/// are reserved apart).
+fn section(name: &'static str, label: &str, stream: &StreamOutput, budget: usize) -> Section {
+    let excerpt = stream.excerpt(budget);
+    let mut shown = String::new();
+    push_lines(&mut shown, &excerpt.head);
+    if excerpt.is_cut() {
+        shown.push_str(&omitted_marker(excerpt.omitted));
+        push_lines(&mut shown, &excerpt.tail);
+    }
+    let mut text = String::with_capacity(label.len() + shown.len());
+    text.push_str(label);
+    text.push_str(&shown);
+    if excerpt.is_cut() {
+        text.push_str(&cut_note(
+            name,
+            stream.total,
+            excerpt.head_bytes,
+            excerpt.tail_bytes,
+        ));
+    }
+    Section {
+        text,
+        shown,
+        cut: excerpt.is_cut(),
+        total: stream.total,
+    }
+}
+
+/// What showing a whole stream costs (its trailing newline included), if it was kept whole.
+fn whole_len(stream: &StreamOutput) -> Option<usize> {
+    let len = stream.full_len()?;
+    let needs_newline = len > 0 && stream.tail.last().or(stream.head.last()) != Some(&b'\n');
+    Some(len + usize::from(needs_newline))
+}
+
+/// What cutting a stream may add besides its kept text: the marker, the note, and a newline
+/// after the head and after the tail. Every number in them is at most the stream's total.
+fn cut_reserve(name: &str, stream: &StreamOutput) -> usize {
+    let total = stream.total;
+    omitted_marker(total).len() + cut_note(name, total, total, total).len() + 2
+}
+
+/// How many bytes of text each stream may show in a body of at most `cap` bytes. Each stream
+/// gets half of what labels, markers and notes leave; a stream that needs less than its half is
+/// shown whole and the other stream gets the rest (a short stderr leaves room for more of a
+/// long stdout, and the reverse).
+fn budgets(streams: [&StreamOutput; 2], cap: usize) -> [usize; 2] {
+    let labels: usize = LABELS.iter().map(|label| label.len()).sum();
+    let needs = streams.map(whole_len);
+    if let [Some(out), Some(err)] = needs
+        && labels + out + err <= cap
+    {
+        return [out, err];
+    }
+    let reserves = [
+        cut_reserve("stdout", streams[0]),
+        cut_reserve("stderr", streams[1]),
+    ];
+    // One stream whole, the other cut with all that is left.
+    for (whole, cut) in [(0, 1), (1, 0)] {
+        let pool = cap.saturating_sub(labels + reserves[cut]);
+        if let Some(need) = needs[whole]
+            && need <= pool / 2
+        {
+            let mut budgets = [0; 2];
+            budgets[whole] = need;
+            budgets[cut] = pool - need;
+            return budgets;
         }
-        if truncated {
-            body.push_str(&format!(
-                "[flycode: {name} cut at {} of {total} bytes]\n",
-                text.len()
-            ));
-        }
-    };
-    section(
-        "stdout",
-        &outcome.stdout,
-        outcome.stdout_truncated,
-        outcome.stdout_bytes,
-    );
-    section(
-        "stderr",
-        &outcome.stderr,
-        outcome.stderr_truncated,
-        outcome.stderr_bytes,
-    );
+    }
+    let pool = cap.saturating_sub(labels + reserves[0] + reserves[1]);
+    [pool / 2, pool - pool / 2]
+}
+
+/// The body: a `--- stdout ---` section, then a `--- stderr ---` section, within `cap` bytes in
+/// all (labels, markers and notes included), so the executor's generic cap never cuts it; a
+/// cut stream shows its head, a `[… N bytes omitted …]` line, its tail, and a note with the true
+/// total. Headers for the status.
+fn render(outcome: &ProcessOutcome, cap: usize) -> ToolOutput {
+    let [out_budget, err_budget] = budgets([&outcome.stdout, &outcome.stderr], cap);
+    let stdout = section("stdout", LABELS[0], &outcome.stdout, out_budget);
+    let stderr = section("stderr", LABELS[1], &outcome.stderr, err_budget);
+    let body = [stdout.text.as_str(), &stderr.text].concat();
     let mut fields = Vec::new();
     if let Some(code) = outcome.exit_code {
         fields.push(("exitCode".to_owned(), code.to_string()));
@@ -190,22 +301,25 @@ fn render(outcome: &ProcessOutcome) -> ToolOutput {
     }
     let duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX);
     fields.push(("durationMs".to_owned(), duration_ms.to_string()));
-    if outcome.stdout_truncated || outcome.stderr_truncated {
+    if stdout.cut || stderr.cut {
         fields.push(("truncated".to_owned(), "true".to_owned()));
     }
+    let data = json!({
+        "exitCode": outcome.exit_code,
+        "signal": outcome.signal,
+        "stdout": stdout.shown,
+        "stderr": stderr.shown,
+        "stdoutTruncated": stdout.cut,
+        "stderrTruncated": stderr.cut,
+        "stdoutBytes": stdout.total,
+        "stderrBytes": stderr.total,
+        "timedOut": outcome.timed_out,
+        "durationMs": duration_ms,
+    });
     ToolOutput {
         body: Some(body),
         fields,
-        data: json!({
-            "exitCode": outcome.exit_code,
-            "signal": outcome.signal,
-            "stdout": outcome.stdout,
-            "stderr": outcome.stderr,
-            "stdoutTruncated": outcome.stdout_truncated,
-            "stderrTruncated": outcome.stderr_truncated,
-            "timedOut": outcome.timed_out,
-            "durationMs": duration_ms,
-        }),
+        data,
         continue_hint: Some(
             "redirect the output to a file and read it with fs.read, or filter it (grep, head)"
                 .to_owned(),
@@ -389,5 +503,143 @@ pub fn human_duration(ms: u64) -> String {
         0..1000 => format!("{ms} ms"),
         1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
         _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream as the runner captures it with a per-stream capture of `cap` bytes.
+    fn stream(data: &[u8], cap: usize) -> StreamOutput {
+        let head = cap / 2;
+        if data.len() <= cap {
+            let split = head.min(data.len());
+            return StreamOutput {
+                head: data[..split].to_vec(),
+                tail: data[split..].to_vec(),
+                total: data.len() as u64,
+            };
+        }
+        StreamOutput {
+            head: data[..head].to_vec(),
+            tail: data[data.len() - (cap - head)..].to_vec(),
+            total: data.len() as u64,
+        }
+    }
+
+    fn outcome(stdout: &[u8], stderr: &[u8], cap: usize) -> ProcessOutcome {
+        ProcessOutcome {
+            exit_code: Some(1),
+            signal: None,
+            stdout: stream(stdout, cap),
+            stderr: stream(stderr, cap),
+            timed_out: false,
+            cancelled: false,
+            duration: Duration::from_millis(5),
+        }
+    }
+
+    fn lines(prefix: &str, count: usize) -> Vec<u8> {
+        (0..count)
+            .map(|i| format!("{prefix} {i:06}\n"))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    fn body(output: &ToolOutput) -> &str {
+        output.body.as_deref().unwrap()
+    }
+
+    fn truncated(output: &ToolOutput) -> bool {
+        field(output, "truncated") == Some("true")
+    }
+
+    #[test]
+    fn small_streams_are_shown_whole() {
+        let output = render(&outcome(b"out\n", b"err", 1024), 1024);
+        assert_eq!(body(&output), "--- stdout ---\nout\n--- stderr ---\nerr\n");
+        assert!(!truncated(&output));
+        assert_eq!(field(&output, "exitCode"), Some("1"));
+    }
+
+    #[test]
+    fn body_never_exceeds_the_cap() {
+        let sizes = [0, 1, 100, 500, 1000, 2000, 5000, 40_000, 300_000];
+        for cap in [1024, 4096, 65_536] {
+            for out in sizes {
+                for err in sizes {
+                    let (stdout, stderr) = (lines("o", out / 9), lines("e", err / 9));
+                    let output = render(&outcome(&stdout, &stderr, cap), cap);
+                    let text = body(&output);
+                    assert!(text.len() <= cap, "cap {cap}, {out}+{err}: {}", text.len());
+                    assert!(text.contains("--- stderr ---\n"));
+                    let whole = 30 + stdout.len() + stderr.len() <= cap;
+                    assert_eq!(truncated(&output), !whole, "cap {cap}, {out}+{err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_executors_cap_leaves_the_layout_alone() {
+        let cap = 4096;
+        let output = render(&outcome(&lines("o", 10_000), b"FAILED: x\n", cap), cap);
+        let block = crate::protocol::ResultBlock::success(None, String::new(), output.body.clone())
+            .capped(cap, None);
+        assert_eq!(block.body, output.body);
+        assert!(body(&output).ends_with("--- stderr ---\nFAILED: x\n"));
+    }
+
+    #[test]
+    fn a_short_stream_gives_its_unused_half_to_the_other() {
+        let cap = 4096;
+        let stdout = lines("o", 10_000);
+        let output = render(&outcome(&stdout, b"", cap), cap);
+        let shown = body(&output).matches("o 0").count() * 9;
+        assert!(shown > cap * 3 / 4, "{shown}");
+        let output = render(&outcome(b"", &stdout, cap), cap);
+        let shown = body(&output).matches("o 0").count() * 9;
+        assert!(shown > cap * 3 / 4, "{shown}");
+    }
+
+    #[test]
+    fn both_long_streams_get_half_each() {
+        let cap = 4096;
+        let output = render(&outcome(&lines("o", 10_000), &lines("e", 10_000), cap), cap);
+        let text = body(&output);
+        let (out, err) = text.split_once("--- stderr ---\n").unwrap();
+        assert!(
+            out.len().abs_diff(err.len()) < 30,
+            "{} {}",
+            out.len(),
+            err.len()
+        );
+        assert!(out.starts_with("--- stdout ---\no 000000\n"));
+        assert!(out.contains("o 009999\n[flycode: stdout truncated: "));
+        assert!(err.starts_with("e 000000\n"));
+        assert!(err.contains("e 009999\n[flycode: stderr truncated: "));
+        assert!(err.contains(" of 90000 bytes (the first "));
+    }
+
+    #[test]
+    fn cut_section_shows_head_marker_tail_and_true_total() {
+        let cap = 1024;
+        let stdout = lines("o", 1000);
+        let output = render(&outcome(&stdout, b"", cap), cap);
+        let text = body(&output);
+        let marker = text.lines().find(|line| line.starts_with("[… ")).unwrap();
+        let omitted: u64 = marker
+            .trim_start_matches("[… ")
+            .trim_end_matches(" bytes omitted …]")
+            .parse()
+            .unwrap();
+        let shown = text.matches("o 0").count() as u64 * 9;
+        assert_eq!(shown + omitted, 9000);
+        let note = format!("[flycode: stdout truncated: showed {shown} of 9000 bytes (the first ");
+        assert!(text.contains(&note), "{text}");
+        assert_eq!(output.data["stdoutBytes"], 9000);
+        assert_eq!(output.data["stdoutTruncated"], true);
+        assert_eq!(output.data["stderrTruncated"], false);
     }
 }

@@ -87,6 +87,9 @@ pub enum SessionChange<'a> {
     Read(&'a str),
     /// flycode wrote this file with this hash.
     Wrote(String, String),
+    /// The model saw this file whole, with this hash, at this resolved path (also a file the
+    /// arguments do not name, such as one an fs.readMany glob found).
+    Saw(String, String),
     /// This path no longer holds what the model read (removed, moved away).
     Forget(&'a str),
 }

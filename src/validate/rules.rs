@@ -66,6 +66,8 @@ pub struct TranscriptChecker {
     /// Calls whose result just said `[ok] false`: the next assistant turn must not repeat them.
     just_failed: Vec<(ToolName, Map<String, Value>)>,
     /// The last message before this one was a result whose id is `(none)`, empty or `null`.
+    /// flycode's own answer to a call without a usable id carries `flycode-invalid-call`
+    /// instead, so the model's corrected call after it is not reported.
     after_invalid_result: bool,
 }
 

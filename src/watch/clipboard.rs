@@ -4,6 +4,10 @@
 //! The clipboard is read every interval, and only a hash is compared, so unchanged text is never
 //! parsed again and an idle watcher costs next to nothing. The text flycode wrote itself is
 //! recognised by its hash and ignored (and, holding a result block, would be ignored anyway).
+//!
+//! The reply limit (`max_reply_bytes`) is checked by the handler before parsing. The clipboard
+//! library hands over the whole text, so a huge copy still costs its own size once; the check
+//! keeps the parse (several times that size) from happening.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -247,6 +251,7 @@ mod tests {
             lenient: false,
             tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
+            max_reply_bytes: 16 << 20,
         };
         let reply = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
@@ -283,6 +288,58 @@ mod tests {
         assert!(!clipboard.written[0].contains("[replayed]"));
         assert!(clipboard.written[1].contains("[replayed] true"));
         assert!(clipboard.written[2].contains("[replayed] true"));
+    }
+
+    #[test]
+    fn a_copy_over_the_limit_is_answered_too_large_and_a_large_prose_copy_is_left_alone() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let approver = FixedApprover(Approval::Yes);
+        let mut handler = Handler {
+            executor: Executor::new(&sandbox, &policy, &approver),
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+            tools: crate::protocol::ToolSet::Seed,
+            policy_key: String::new(),
+            max_reply_bytes: 1024,
+        };
+        let big_call = format!(
+            "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```\n{}",
+            root.display(),
+            " ".repeat(2000)
+        );
+        let big_prose = "a log line\n".repeat(300);
+        let shutdown = AtomicBool::new(false);
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let mut clipboard = Scripted {
+            copies: ["start", &big_prose, &big_call]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            current: String::new(),
+            written: Vec::new(),
+            calls_given: 0,
+            reads: &reads,
+            shutdown: &shutdown,
+        };
+        let mut codes = Vec::new();
+        run_clipboard(
+            &mut clipboard,
+            Duration::from_millis(0),
+            &mut handler,
+            &shutdown,
+            &mut || {},
+            &mut |answer| codes.push(answer.code.clone()),
+        );
+        assert_eq!(codes, [Some("too_large".to_owned())]);
+        assert_eq!(clipboard.written.len(), 1, "the prose copy was replaced");
+        assert!(
+            clipboard.written[0].contains("[code] too_large"),
+            "{}",
+            clipboard.written[0]
+        );
     }
 
     /// Approves only after the clipboard was read `after` more times: it can only say yes if the
@@ -324,6 +381,7 @@ mod tests {
             lenient: false,
             tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
+            max_reply_bytes: 16 << 20,
         };
         // fs.rm asks under the default policy.
         let reply = format!(

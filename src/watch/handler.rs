@@ -7,13 +7,18 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::reply_limit::{ReplyTooLarge, check_reply_size};
 use crate::protocol::parse::parse_reply;
 use crate::protocol::prompt::is_chat_prompt;
-use crate::protocol::verdict::violation_result;
+use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
     Call, ClassifyOptions, ErrorCode, ResultBlock, ToolSet, Verdict, classify_reply,
 };
 use crate::tools::executor::{Decided, Execution, Executor};
+use crate::tools::fs::ls::human_size;
+
+/// The info string that opens a call block: a text over the limit without it is no reply.
+const CALL_INFO: &str = "flycode-call";
 
 use super::replay::{Recall, ReplayStore};
 
@@ -63,6 +68,8 @@ pub struct Handler<'a> {
     pub tools: ToolSet,
     /// The session's policy key (see [`policy_key`]): a refusal is replayed only under it.
     pub policy_key: String,
+    /// The reply limit (`max_reply_bytes`): a larger text is answered `too_large`, unparsed.
+    pub max_reply_bytes: usize,
 }
 
 /// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
@@ -79,8 +86,18 @@ pub fn policy_key(
 
 impl Handler<'_> {
     /// Handles one text.
+    ///
+    /// A text over the reply limit is not parsed (parsing takes several times its size): it is
+    /// answered `too_large` if it names a call block at all, else ignored, as a large copy
+    /// that has nothing to do with flycode must not have its clipboard replaced.
     pub fn handle(&mut self, text: &str) -> Handled {
         let started = Instant::now();
+        if let Err(too_large) = check_reply_size(text.len() as u64, self.max_reply_bytes) {
+            if !text.contains(CALL_INFO) {
+                return Handled::Ignored;
+            }
+            return self.refuse_too_large(&too_large, started);
+        }
         let parsed = parse_reply(text);
         if parsed.has_result_block()
             || parsed.call_blocks().next().is_none()
@@ -109,7 +126,11 @@ impl Handler<'_> {
         };
         let block = match classification.verdict {
             Verdict::None => return Handled::Ignored,
-            Verdict::Invalid { error, attempt } => violation_result(&error, &attempt),
+            Verdict::Invalid { error, attempt } => {
+                let root = self.executor.sandbox.roots().first();
+                let root = root.map(|root| root.display().to_string());
+                violation_result_with_root(&error, &attempt, root.as_deref())
+            }
             Verdict::Call(call) => match self.replay.recall(&call, &self.policy_key) {
                 Recall::Replay(text) => match ResultBlock::parse_rendered(&text) {
                     Ok(block) => {
@@ -135,6 +156,27 @@ impl Handler<'_> {
         answer.block = block.render();
         answer.duration = started.elapsed();
         Handled::Answered(answer)
+    }
+
+    /// The answer to a reply over the reply limit (also for an inbox file not read because of
+    /// its size): the `too_large` block, and for the terminal the size and the setting to raise.
+    pub fn refuse_too_large(&self, too_large: &ReplyTooLarge, started: Instant) -> Handled {
+        let block = too_large.result_block();
+        let size = too_large
+            .size
+            .map_or_else(String::new, |size| format!(" of {}", human_size(size)));
+        Handled::Answered(Answer {
+            command: format!("(a reply{size}, over max_reply_bytes: not read)"),
+            ok: false,
+            code: block.code.clone(),
+            block: block.render(),
+            body_bytes: 0,
+            duration: started.elapsed(),
+            replayed: false,
+            store_error: None,
+            reused_id: false,
+            advice: Some(too_large.advice()),
+        })
     }
 
     /// Stores what a call earned: a result that ran for good; a refusal only under this
@@ -178,6 +220,7 @@ mod tests {
             lenient: false,
             tools: ToolSet::Seed,
             policy_key: String::new(),
+            max_reply_bytes: 16 << 20,
         };
         let append = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}\n```",
@@ -205,5 +248,46 @@ mod tests {
             panic!()
         };
         assert_eq!(invalid.code.as_deref(), Some("text_outside_block"));
+    }
+
+    #[test]
+    fn a_text_over_the_limit_is_refused_unparsed_if_it_names_a_call_block() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let approver = FixedApprover(Approval::Yes);
+        let mut handler = Handler {
+            executor: Executor::new(&sandbox, &policy, &approver),
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+            tools: ToolSet::Seed,
+            policy_key: String::new(),
+            max_reply_bytes: 1024,
+        };
+        let call = format!(
+            "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/a.txt\",\"mode\":\"overwrite\",\"content\":\"{}\"}}}}\n```",
+            root.display(),
+            "a".repeat(2000)
+        );
+        let Handled::Answered(answer) = handler.handle(&call) else {
+            panic!("not answered")
+        };
+        assert_eq!(answer.code.as_deref(), Some("too_large"));
+        assert!(
+            answer
+                .block
+                .contains(&format!("the reply is {} bytes", call.len()))
+        );
+        assert!(answer.advice.unwrap().contains("max_reply_bytes"));
+        assert!(!root.join("a.txt").exists(), "the call ran");
+        // A large copy that is no reply (a log, a document) is left alone.
+        assert_eq!(handler.handle(&"log line\n".repeat(500)), Handled::Ignored);
+        // At the limit, the same call is read and run.
+        handler.max_reply_bytes = call.len();
+        let Handled::Answered(answer) = handler.handle(&call) else {
+            panic!("not answered")
+        };
+        assert!(answer.ok, "{}", answer.block);
     }
 }

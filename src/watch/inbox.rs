@@ -6,6 +6,10 @@
 //! answered once; result files and hidden files are never taken as input; files present at start
 //! are skipped unless asked for. The loop takes its shutdown signal as a parameter, so tests (and
 //! Ctrl-C) stop it between files.
+//!
+//! A file over the reply limit (`max_reply_bytes`) is answered `too_large` by its size, never
+//! read into memory: it is hashed as it streams past (to answer it once), and hashed again only
+//! when its size or modification time changes.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +21,7 @@ use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
 use super::handler::{Answer, Handled, Handler};
+use crate::config::reply_limit::{ReplyTooLarge, read_reply};
 use crate::sandbox::sha256_hex;
 use crate::sandbox::state::write_atomically;
 
@@ -59,6 +64,9 @@ struct Tracked {
     stamp: Stamp,
     stable_since: Instant,
     answered_hash: Option<String>,
+    /// The stamp `answered_hash` was taken at: a file over the reply limit is hashed again only
+    /// once it changed (hashing it costs a read of the whole file, unlike a reply).
+    hashed_at: Option<Stamp>,
 }
 
 /// Whether `path` is a reply file to answer.
@@ -123,15 +131,14 @@ impl Inbox {
             let answered_hash = if options.existing {
                 None
             } else {
-                crate::sandbox::host::read(&path)
-                    .ok()
-                    .map(|bytes| sha256_hex(&bytes))
+                hash_file(&path).ok()
             };
             tracked.insert(
                 path,
                 Tracked {
                     stamp,
                     stable_since: Instant::now(),
+                    hashed_at: answered_hash.as_ref().map(|_| stamp),
                     answered_hash,
                 },
             );
@@ -164,6 +171,7 @@ impl Inbox {
                     stamp,
                     stable_since: now,
                     answered_hash: None,
+                    hashed_at: None,
                 });
                 if entry.stamp != stamp {
                     entry.stamp = stamp;
@@ -173,16 +181,40 @@ impl Inbox {
                 if now.duration_since(entry.stable_since) < options.quiet {
                     continue;
                 }
-                let Ok(bytes) = crate::sandbox::host::read(&path) else {
-                    continue;
+                let limit = handler.max_reply_bytes;
+                let (hash, handled) = if stamp.len > limit as u64 {
+                    if entry.hashed_at == Some(stamp) {
+                        continue;
+                    }
+                    // Not read into memory: hashed as it streams past, then refused by its size.
+                    let Ok(hash) = hash_file(&path) else {
+                        continue;
+                    };
+                    let too_large = ReplyTooLarge {
+                        size: Some(stamp.len),
+                        limit,
+                    };
+                    (hash, Reading::TooLarge(too_large))
+                } else {
+                    let bytes = match read_bounded(&path, limit, stamp.len) {
+                        Ok(Ok(bytes)) => bytes,
+                        // It grew after it was looked at: its new size is seen on the next scan.
+                        Ok(Err(_)) | Err(_) => continue,
+                    };
+                    (sha256_hex(&bytes), Reading::Text(bytes))
                 };
-                let hash = sha256_hex(&bytes);
+                entry.hashed_at = Some(stamp);
                 if entry.answered_hash.as_deref() == Some(hash.as_str()) {
                     continue;
                 }
                 entry.answered_hash = Some(hash);
-                let text = String::from_utf8_lossy(&bytes);
-                if let Handled::Answered(answer) = handler.handle(&text) {
+                let handled = match handled {
+                    Reading::TooLarge(too_large) => {
+                        handler.refuse_too_large(&too_large, Instant::now())
+                    }
+                    Reading::Text(bytes) => handler.handle(&String::from_utf8_lossy(&bytes)),
+                };
+                if let Handled::Answered(answer) = handled {
                     if let Err(error) =
                         write_atomically(&result_path(&path), answer.block.as_bytes())
                     {
@@ -199,6 +231,41 @@ impl Inbox {
             }
         }
     }
+}
+
+/// A reply file as read: its bytes, or its refusal by size.
+enum Reading {
+    Text(Vec<u8>),
+    TooLarge(ReplyTooLarge),
+}
+
+/// Reads at most `limit + 1` bytes of `path` (of `len` bytes when it was looked at).
+fn read_bounded(
+    path: &Path,
+    limit: usize,
+    len: u64,
+) -> std::io::Result<Result<Vec<u8>, ReplyTooLarge>> {
+    let file = crate::sandbox::host::open(path)?;
+    read_reply(file, limit, Some(len))
+}
+
+/// The lowercase hex sha256 of a file's content, read in pieces: a file of any size is hashed in
+/// constant memory (the same value [`sha256_hex`] gives for its bytes).
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = crate::sandbox::host::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buffer[..n]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Reply files in `dir` with their size and modification time.
@@ -227,8 +294,18 @@ fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_hashed_in_pieces_hashes_as_its_bytes() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("reply.md");
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(hash_file(&path).unwrap(), sha256_hex(&bytes));
+    }
 
     #[test]
     fn reply_files_and_result_names() {

@@ -731,25 +731,30 @@ fn a_bad_base_url_is_refused_up_front() {
 
 #[test]
 fn an_endless_answer_is_abandoned_at_the_size_limit() {
+    // With a 64 KiB reply limit, the body may carry 4 x 64 KiB + 64 KiB around the reply.
+    let limited = |server: &ScriptedServer| {
+        let mut settings = settings(server);
+        settings.max_reply_bytes = 64 * 1024;
+        settings
+    };
+    let allowance = flycode::agent::client::framing_allowance(64 * 1024);
     let line = format!(": {}\n", "x".repeat(1 << 20));
-    let body = line.repeat((flycode::agent::client::MAX_REPLY_BYTES >> 20) + 2);
+    let body = line.repeat(allowance / (1 << 20) + 2);
     let server = ScriptedServer::always(Reply::sse_bytes(body.as_bytes(), 1 << 20));
-    let (result, _) = complete(settings(&server), true);
+    let (result, _) = complete(limited(&server), true);
     let error = result.unwrap_err();
     assert!(matches!(error, ClientError::TooLarge { .. }), "{error:?}");
-    assert!(error.to_string().contains("32 MiB"), "{error}");
+    assert!(error.to_string().contains("65536 bytes"), "{error}");
+    assert!(error.to_string().contains("max_reply_bytes"), "{error}");
     assert_eq!(server.requests().len(), 1, "not retried");
 
-    let whole = format!(
-        "{{\"pad\": \"{}\"}}",
-        "y".repeat(flycode::agent::client::MAX_REPLY_BYTES + 1)
-    );
+    let whole = format!("{{\"pad\": \"{}\"}}", "y".repeat(allowance + 1));
     let server = ScriptedServer::always(Reply::Status {
         status: 200,
         headers: vec![("Content-Type".into(), "application/json".into())],
         body: whole,
     });
-    let (result, _) = complete(settings(&server), false);
+    let (result, _) = complete(limited(&server), false);
     assert!(
         matches!(result, Err(ClientError::TooLarge { .. })),
         "{result:?}"

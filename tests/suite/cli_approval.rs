@@ -152,9 +152,11 @@ fn a_multi_line_script_is_asked_about_in_real_lines_and_a_no_leaves_it_unrun() {
     let question = &output[..output.find("Run it? [y/N]").unwrap()];
     assert!(!question.contains("\\n"), "{question}");
     assert!(
-        question.contains(
-            "sandbox: none: the program runs with your user's rights and can read and write anything you can"
-        ),
+        question.contains(if cfg!(target_os = "linux") {
+            "sandbox: Landlock: it writes only inside the allowed roots, a private temporary directory and /dev/null"
+        } else {
+            "sandbox: none on this platform: the program runs with your user's rights"
+        }),
         "{question}"
     );
     assert!(

@@ -163,6 +163,9 @@ fn json_output_matches_every_reply_fixture() {
             if expect.contains("lenient: true") {
                 command.arg("--lenient");
             }
+            if let Some(set) = expect.lines().find_map(|l| l.strip_prefix("tools: ")) {
+                command.args(["--tools", set]);
+            }
             let output = command.output().unwrap();
             let name = path.display();
             assert_eq!(output.status.code(), Some(exit), "{name}");

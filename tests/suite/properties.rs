@@ -28,6 +28,12 @@ fn reply_piece() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A non-empty word with no character that display escaping would change (quotes, spaces and
+/// dashes included).
+fn word() -> impl Strategy<Value = String> {
+    visible("[^\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}]{1,12}")
+}
+
 fn result_value() -> impl Strategy<Value = String> {
     // Header values are one line without control or invisible characters.
     visible("[^\\p{Cc}\\p{Cf}\u{2028}\u{2029}]{0,30}")
@@ -102,6 +108,43 @@ proptest! {
         let line = render_command(ToolName::FsSearch, args.as_object().unwrap());
         let call = parse_slash(&line).unwrap();
         prop_assert_eq!(serde_json::Value::Object(call.args), args);
+    }
+
+    #[test]
+    fn rendered_process_runs_parse_back_with_or_without_args(
+        command in word(),
+        // Words that look like flycode's own flags (`--cwd`), `--` and plain words.
+        args in prop::option::of(prop::collection::vec(
+            prop_oneof![
+                Just("--".to_owned()),
+                Just("--cwd".to_owned()),
+                Just("--timeoutMs=5".to_owned()),
+                "--[a-z]{1,8}",
+                word(),
+            ],
+            1..6,
+        )),
+        cwd in prop::option::of("/[a-z ]{0,10}"),
+        timeout in prop::option::of(1u32..600_000),
+        env in prop::option::of(prop::collection::btree_map("[A-Z]{1,5}", word(), 1..3)),
+    ) {
+        let mut object = serde_json::Map::new();
+        object.insert("command".into(), json!(command));
+        if let Some(args) = args {
+            object.insert("args".into(), json!(args));
+        }
+        if let Some(cwd) = cwd {
+            object.insert("cwd".into(), json!(cwd));
+        }
+        if let Some(timeout) = timeout {
+            object.insert("timeoutMs".into(), json!(timeout));
+        }
+        if let Some(env) = env {
+            object.insert("env".into(), json!(env));
+        }
+        let line = render_command(ToolName::ProcessRun, &object);
+        let call = parse_slash(&line).unwrap();
+        prop_assert_eq!(call.args, object, "{}", line);
     }
 }
 

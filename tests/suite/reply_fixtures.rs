@@ -1,12 +1,14 @@
 //! `fixtures/replies/{call,none,invalid}/NAME.md`, each with `NAME.expect` beside it, are the
 //! specification of reply classification: the folder is the expected verdict, and the expect file
-//! lists `code:`, `warnings:`, `lenient:`, `tool:` and `id:` as needed.
+//! lists `code:`, `warnings:`, `lenient:`, `tools:`, `tool:` and `id:` as needed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use flycode::protocol::verdict::violation_result;
-use flycode::protocol::{ClassifyOptions, ErrorCode, ResultBlock, Verdict, classify_reply};
+use flycode::protocol::{
+    ClassifyOptions, ErrorCode, ResultBlock, ToolSet, Verdict, classify_reply,
+};
 
 use super::common::{files_in, repo_root};
 
@@ -14,6 +16,8 @@ struct Expectation {
     code: Option<String>,
     warnings: Vec<String>,
     lenient: bool,
+    /// The tool set the reply is judged with (`tools: extended`; the seed set otherwise).
+    tools: ToolSet,
     tool: Option<String>,
     id: Option<String>,
 }
@@ -35,6 +39,10 @@ fn read_expectation(path: &Path) -> Expectation {
             .map(|w| w.split(", ").map(str::to_owned).collect())
             .unwrap_or_default(),
         lenient: fields.remove("lenient").is_some_and(|v| v == "true"),
+        tools: fields
+            .remove("tools")
+            .map(|set| ToolSet::from_name(&set).unwrap_or_else(|| panic!("bad tools: {set}")))
+            .unwrap_or_default(),
         tool: fields.remove("tool"),
         id: fields.remove("id"),
     }
@@ -48,7 +56,7 @@ fn check_fixture(verdict_dir: &str, path: &Path) -> Vec<String> {
         &reply,
         ClassifyOptions {
             lenient: expected.lenient,
-            ..Default::default()
+            tools: expected.tools,
         },
     );
     let mut problems = Vec::new();

@@ -2,7 +2,7 @@
 //! and the normalized call of every valid one.
 
 use flycode::protocol::verdict::violation_result;
-use flycode::protocol::{ClassifyOptions, ResultBlock, Verdict, classify_reply};
+use flycode::protocol::{ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply};
 
 use super::common::{files_in, repo_root};
 
@@ -12,14 +12,17 @@ fn answers_to_reply_fixtures() {
     for verdict in ["call", "invalid"] {
         for path in files_in(&repo_root().join("fixtures/replies").join(verdict), "md") {
             let reply = std::fs::read_to_string(&path).unwrap();
-            let lenient = std::fs::read_to_string(path.with_extension("expect"))
-                .unwrap()
-                .contains("lenient: true");
+            let expect = std::fs::read_to_string(path.with_extension("expect")).unwrap();
+            let tools = expect
+                .lines()
+                .find_map(|l| l.strip_prefix("tools: "))
+                .and_then(ToolSet::from_name)
+                .unwrap_or_default();
             let classification = classify_reply(
                 &reply,
                 ClassifyOptions {
-                    lenient,
-                    ..Default::default()
+                    lenient: expect.contains("lenient: true"),
+                    tools,
                 },
             );
             let name = path.file_stem().unwrap().to_string_lossy();

@@ -87,15 +87,17 @@ pub enum ClientError {
         /// The endpoint.
         url: String,
     },
-    /// The answer grew past [`super::MAX_REPLY_BYTES`]: a runaway or hostile server.
-    #[error(
-        "the answer from {url} passed {limit_mib} MiB and was abandoned; a chat reply is never that large: check the server"
-    )]
+    /// The reply grew past `max_reply_bytes` (or its body past the framing allowance): refused
+    /// before it is parsed (CONTRACT §9), a runaway or hostile server, or a setting too low.
+    #[error("{}", too_large_message(url, *limit, *framing))]
     TooLarge {
         /// The endpoint.
         url: String,
-        /// The limit in MiB.
-        limit_mib: usize,
+        /// `max_reply_bytes`.
+        limit: usize,
+        /// Whether the body around the reply (JSON, stream envelopes) passed its allowance,
+        /// rather than the reply itself.
+        framing: bool,
     },
     /// A whole (non-streamed) answer was not JSON, or not a chat completion.
     #[error(
@@ -120,6 +122,25 @@ fn timeout_message(url: &str, after: Duration, connecting: bool) -> String {
             "the server at {url} sent nothing for {after}; it may be overloaded or stuck: try again, or raise --read-timeout-ms"
         )
     }
+}
+
+fn too_large_message(url: &str, limit: usize, framing: bool) -> String {
+    let limit_text = format!(
+        "the reply limit of {limit} bytes ({}, max_reply_bytes)",
+        crate::tools::fs::ls::human_size(limit as u64)
+    );
+    let what = if framing {
+        format!(
+            "the answer from {url} is too large (too_large): its body passed {} bytes, the most the JSON around a reply within {limit_text} may take",
+            super::framing_allowance(limit)
+        )
+    } else {
+        format!("the reply from {url} is too large (too_large): it passed {limit_text}")
+    };
+    format!(
+        "{what}, and was abandoned unparsed; raise max_reply_bytes in flycode.toml (at most {}) if replies this large are expected, else check the server",
+        crate::config::range::MAX_REPLY_BYTES.max
+    )
 }
 
 fn status_hint(status: u16) -> &'static str {

@@ -28,9 +28,13 @@ use crate::agent::message::{Message, NativeToolCall};
 pub use error::ClientError;
 pub use openai::OpenAiProvider;
 
-/// The most bytes one answer may take, streamed or whole: far above any real chat reply, low
-/// enough that a runaway or hostile server cannot exhaust memory.
-pub const MAX_REPLY_BYTES: usize = 32 << 20;
+/// What the HTTP body may carry around a reply of `max_reply_bytes` (JSON escapes such as
+/// `\u4e2d` for one CJK character, a stream's chunk envelopes around each few characters):
+/// four times the reply, plus 64 KiB. A body past it is abandoned unread, so a runaway or hostile
+/// server cannot exhaust memory (CONTRACT §9).
+pub fn framing_allowance(max_reply_bytes: usize) -> usize {
+    max_reply_bytes.saturating_mul(4).saturating_add(64 * 1024)
+}
 
 /// A model API: an OpenAI-compatible server today, another protocol behind the same calls later.
 ///
@@ -89,6 +93,24 @@ pub struct Completion {
     pub finish_reason: Option<String>,
     /// Token counts, when the server sent them.
     pub usage: Option<Usage>,
+}
+
+impl Completion {
+    /// The bytes of the reply the loop will parse: its text and its tool calls (ids, names,
+    /// arguments), compared with `max_reply_bytes`.
+    pub fn reply_bytes(&self) -> usize {
+        reply_bytes(&self.content, &self.tool_calls)
+    }
+}
+
+/// The bytes of a reply's text and tool calls.
+fn reply_bytes<'a>(content: &str, calls: impl IntoIterator<Item = &'a NativeToolCall>) -> usize {
+    calls.into_iter().fold(content.len(), |total, call| {
+        total
+            .saturating_add(call.id.len())
+            .saturating_add(call.function.name.len())
+            .saturating_add(call.function.arguments.len())
+    })
 }
 
 /// Token counts of one completion.
@@ -151,6 +173,10 @@ pub struct ClientSettings {
     pub max_retries: u32,
     /// The back-off before the first retry (doubling, capped at [`retry::BACKOFF_CAP`]).
     pub retry_base: Duration,
+    /// The largest reply accepted (`max_reply_bytes`, CONTRACT §9): text and tool calls
+    /// together; the body around them may take [`framing_allowance`]. Past either, the answer is
+    /// abandoned as [`ClientError::TooLarge`], never retried.
+    pub max_reply_bytes: usize,
 }
 
 impl ClientSettings {
@@ -172,6 +198,7 @@ impl ClientSettings {
             read_timeout: Self::DEFAULT_READ_TIMEOUT,
             max_retries: Self::DEFAULT_MAX_RETRIES,
             retry_base: Self::DEFAULT_RETRY_BASE,
+            max_reply_bytes: crate::config::reply_limit::DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -200,6 +227,18 @@ mod tests {
         fn assert_send<T: Send>() {}
         assert_send::<OpenAiProvider>();
         assert_send::<Box<dyn Provider>>();
+    }
+
+    #[test]
+    fn the_reply_counts_text_and_tool_calls_and_the_body_may_carry_four_times_it() {
+        let completion = Completion {
+            content: "abc".into(),
+            tool_calls: vec![NativeToolCall::function("c1", "fs_read", "{}")],
+            ..Completion::default()
+        };
+        assert_eq!(completion.reply_bytes(), 3 + 2 + 7 + 2);
+        assert_eq!(framing_allowance(1024), 4096 + 65536);
+        assert_eq!(framing_allowance(usize::MAX), usize::MAX);
     }
 
     #[test]

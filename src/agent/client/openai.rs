@@ -199,6 +199,15 @@ impl Failure {
     }
 }
 
+/// How much of a body is read.
+#[derive(Clone, Copy)]
+enum BodyLimit {
+    /// Keep this many bytes and stop reading (an error body: only its message matters).
+    CutAt(usize),
+    /// Past this many bytes the answer is too large (a completion).
+    RefusePast(usize),
+}
+
 /// What stopped a guarded wait.
 enum Interrupt {
     Cancelled,
@@ -322,11 +331,15 @@ impl Exchange<'_> {
                 .await
                 .map_err(Failure::Final)
         } else {
-            let body = self.read_body(response, None).await.map_err(|e| match e {
-                ClientError::TooLarge { .. } => Failure::Final(e),
-                ClientError::Cancelled => Failure::Final(e),
-                other => Failure::retry(other),
-            })?;
+            let allowance = super::framing_allowance(self.settings.max_reply_bytes);
+            let body = self
+                .read_body(response, BodyLimit::RefusePast(allowance))
+                .await
+                .map_err(|e| match e {
+                    ClientError::TooLarge { .. } => Failure::Final(e),
+                    ClientError::Cancelled => Failure::Final(e),
+                    other => Failure::retry(other),
+                })?;
             let completion = reply::parse_completion(&body).map_err(|e| {
                 Failure::Final(match e {
                     ReplyError::Server(message) => self.server_error(&message),
@@ -336,6 +349,9 @@ impl Exchange<'_> {
                     ReplyError::WrongShape(detail) => self.invalid_response(detail),
                 })
             })?;
+            if completion.reply_bytes() > self.settings.max_reply_bytes {
+                return Err(Failure::Final(self.too_large(false)));
+            }
             if !completion.content.is_empty() {
                 on_event(ClientEvent::TextDelta(completion.content.clone()));
             }
@@ -351,7 +367,10 @@ impl Exchange<'_> {
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
-        let body = match self.read_body(response, Some(ERROR_BODY_LIMIT)).await {
+        let body = match self
+            .read_body(response, BodyLimit::CutAt(ERROR_BODY_LIMIT))
+            .await
+        {
             Ok(body) => body,
             Err(ClientError::Cancelled) => return Failure::Final(ClientError::Cancelled),
             Err(_) => Vec::new(),
@@ -378,21 +397,35 @@ impl Exchange<'_> {
         }
     }
 
-    /// Reads a whole body (its first `limit` bytes when given), each piece within the read timeout.
+    /// Reads a whole body, each piece within the read timeout: an error body cut where `limit`
+    /// says (only its message matters), a success body refused past it, so at most that much is
+    /// ever held.
     async fn read_body(
         &self,
         mut response: reqwest::Response,
-        limit: Option<usize>,
+        limit: BodyLimit,
     ) -> Result<Vec<u8>, ClientError> {
-        let mut body = Vec::new();
+        let expected = response.content_length().unwrap_or(0);
+        let bound = match limit {
+            BodyLimit::CutAt(bound) => bound,
+            BodyLimit::RefusePast(bound) => {
+                if expected > bound as u64 {
+                    return Err(self.too_large(true));
+                }
+                bound
+            }
+        };
+        let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).min(bound));
         while let Some(chunk) = self.next_chunk(&mut response).await? {
             body.extend_from_slice(&chunk);
-            if let Some(limit) = limit.filter(|limit| body.len() >= *limit) {
-                body.truncate(limit);
-                break;
-            }
-            if body.len() > super::MAX_REPLY_BYTES {
-                return Err(self.too_large());
+            if body.len() > bound {
+                match limit {
+                    BodyLimit::CutAt(_) => {
+                        body.truncate(bound);
+                        break;
+                    }
+                    BodyLimit::RefusePast(_) => return Err(self.too_large(true)),
+                }
             }
         }
         Ok(body)
@@ -421,12 +454,13 @@ impl Exchange<'_> {
         let mut decoder = SseDecoder::new();
         let mut assembler = StreamAssembler::new();
         let mut received = 0usize;
+        let allowance = super::framing_allowance(self.settings.max_reply_bytes);
         // Only events count as life: a server sending nothing but keep-alive comments is silent.
         let mut last_event = tokio::time::Instant::now();
         while let Some(chunk) = self.next_chunk(&mut response).await? {
             received = received.saturating_add(chunk.len());
-            if received > super::MAX_REPLY_BYTES {
-                return Err(self.too_large());
+            if received > allowance {
+                return Err(self.too_large(true));
             }
             let events = decoder.feed(&chunk);
             if events.is_empty() {
@@ -439,6 +473,9 @@ impl Exchange<'_> {
             for event in events {
                 if self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done {
                     return Ok(assembler.finish());
+                }
+                if assembler.reply_bytes() > self.settings.max_reply_bytes {
+                    return Err(self.too_large(false));
                 }
             }
         }
@@ -501,10 +538,11 @@ impl Exchange<'_> {
         }
     }
 
-    fn too_large(&self) -> ClientError {
+    fn too_large(&self, framing: bool) -> ClientError {
         ClientError::TooLarge {
             url: self.url.to_owned(),
-            limit_mib: super::MAX_REPLY_BYTES >> 20,
+            limit: self.settings.max_reply_bytes,
+            framing,
         }
     }
 

@@ -114,6 +114,14 @@ impl StreamAssembler {
         }
     }
 
+    /// The bytes of the reply so far (text and tool calls), for the reply limit.
+    pub fn reply_bytes(&self) -> usize {
+        super::reply_bytes(
+            &self.completion.content,
+            self.calls.iter().map(|(_, call)| call),
+        )
+    }
+
     /// Whether the server said why the model stopped.
     pub fn has_finish_reason(&self) -> bool {
         self.completion.finish_reason.is_some()

@@ -8,10 +8,12 @@
 //!   `cwd`, with stdin on `/dev/null`, in a process group of its own, with the parent's environment
 //!   minus [`ProcessSpec::env_remove`] plus [`ProcessSpec::env_set`]. One extra variable,
 //!   `FLYCODE_RUN`, tags every process of the run so that strays can be told apart (see below).
-//! - stdout and stderr are drained by one thread each until end of file, keeping the first
-//!   [`ProcessSpec::output_cap`] bytes of each and counting the rest, so a child that writes
-//!   forever neither blocks nor fills memory. Output is decoded lossily: invalid UTF-8 becomes
-//!   U+FFFD (a character cut in half by the cap is dropped instead).
+//! - stdout and stderr are drained by one thread each until end of file. Each keeps at most
+//!   [`ProcessSpec::output_cap`] bytes: the first half of that (the head) and, in a ring, the
+//!   most recent other half (the tail, where test runners and compilers report); every byte is
+//!   counted, kept or not. A child that writes forever neither blocks nor fills memory. What to
+//!   show of a stream within a budget is [`StreamOutput::excerpt`]: decoded lossily (invalid
+//!   UTF-8 becomes U+FFFD; a character split by a cut is dropped instead).
 //! - When the deadline passes, every process of the run is killed with `SIGKILL` (no polite
 //!   `SIGTERM` first) and the result says `timed_out` and holds the output read so far.
 //! - When the main child exits but something it started keeps stdout or stderr open
@@ -23,16 +25,19 @@
 //!
 //! Platforms:
 //!
-//! - **Linux**: the first run makes the calling process a *child subreaper*, so a descendant
-//!   whose parent dies (including one that called `setsid` to leave the process group) is
-//!   reparented to flycode rather than to init. Killing walks `/proc/<pid>/stat` parent links from
-//!   the main child and from the orphans reparented to flycode whose environment carries this
-//!   run's tag, kills them all, repeats until no new process appears, and reaps the orphans.
-//!   Limits: a descendant that both leaves the tree (`setsid`, double fork) and replaces its
-//!   environment (`env -i`) or becomes unreadable (a setuid program) cannot be attributed and
-//!   survives; a cgroup per run would close that gap. Making flycode a subreaper lasts for the
-//!   life of the process, and every process flycode starts must go through this module (the
-//!   orphan reaper relies on knowing which children are live runs).
+//! - **Linux**: the calling process is a *child subreaper* ([`prepare_to_run_programs`], or the
+//!   first run), so a descendant whose parent dies (including one that called `setsid` to leave
+//!   the process group and session) is reparented to flycode rather than to init. Killing walks
+//!   `/proc/<pid>/stat` parent links from the main child and from the orphans reparented to
+//!   flycode, kills them all, repeats until no new process appears, and reaps the orphans. An
+//!   orphan belongs to this run unless its environment carries another live run's tag: one that
+//!   cleared its environment (`env -i`) or cannot be read is killed by whichever run ends first,
+//!   which is exact when one program runs at a time (as flycode runs them: CONTRACT §11) and
+//!   early, never late, when several do. Making flycode a subreaper lasts for the life of the
+//!   process, and every process flycode starts must go through this module (every child of
+//!   flycode that is not a live main child is taken for a run's orphan).
+//! - **Containment** ([`ProcessSpec::containment`], Linux): the child enters a Landlock domain
+//!   between fork and exec; see [`crate::sandbox::contain`].
 //! - **Other Unix** (macOS, the BSDs): only the process group is killed. A descendant that left
 //!   the group survives a timeout.
 //! - **Windows**: not implemented yet (a job object is the planned mechanism); [`run_process`]
@@ -47,19 +52,27 @@ mod tree;
 #[cfg(test)]
 mod tests;
 
+pub use capture::Excerpt;
+
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use thiserror::Error;
 
+use super::contain::{Containment, ProgramSandbox};
 use crate::protocol::ErrorCode;
 
-/// What confines a program this module starts, in words for the person asked to approve it. The
-/// truth today: nothing at the operating-system level. The roots bind flycode's file tools only;
-/// the program's working directory is checked, but the program itself may go anywhere. When a
-/// run is confined (Landlock, a cgroup, a container), this is the one place to say so.
-pub const PROGRAM_CONTAINMENT: &str = "none: the program runs with your user's rights and can read and write anything you can (flycode's roots bind only its file tools)";
+/// What confines a program this module starts under these settings on this platform, in words
+/// for the person asked to approve it (see [`crate::sandbox::contain`]).
+pub fn program_containment(sandbox: ProgramSandbox, network: bool) -> String {
+    super::contain::describe(sandbox, network)
+}
+
+/// The OS error a child reports when it could not enter its Landlock domain (never one that
+/// exec itself returns), so the parent can tell it from a failed exec.
+#[cfg(unix)]
+pub(crate) const CONTAIN_FAILED_ERRNO: i32 = rustix::io::Errno::NOTRECOVERABLE.raw_os_error();
 
 /// How long a run waits for end of file on stdout and stderr once the main child has exited.
 pub const PIPE_GRACE: Duration = Duration::from_secs(1);
@@ -80,10 +93,15 @@ pub struct ProcessSpec {
     pub env_remove: Vec<String>,
     /// How long the whole run may take before everything it started is killed.
     pub timeout: Duration,
-    /// How many bytes of stdout, and separately of stderr, to keep.
+    /// How many bytes of stdout, and separately of stderr, to keep at most: the first half and
+    /// the last half of each. Keeping a whole budget per stream lets a caller give one stream
+    /// what the other did not use.
     pub output_cap: usize,
     /// When set (by Ctrl-C), the run is killed as on a timeout and reported as cancelled.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The Landlock domain the program runs in (Linux), with a private `TMPDIR`; `None` runs it
+    /// uncontained (`process_sandbox = "off"`).
+    pub containment: Option<Containment>,
 }
 
 impl ProcessSpec {
@@ -98,6 +116,7 @@ impl ProcessSpec {
             timeout,
             output_cap,
             cancel: None,
+            containment: None,
         }
     }
 }
@@ -109,24 +128,28 @@ pub struct ProcessOutcome {
     pub exit_code: Option<i32>,
     /// The signal that ended the main child, if any (9 after a timeout).
     pub signal: Option<i32>,
-    /// stdout, at most `output_cap` bytes, decoded lossily.
-    pub stdout: String,
-    /// stderr, at most `output_cap` bytes, decoded lossily.
-    pub stderr: String,
-    /// Whether stdout produced more than `output_cap` bytes.
-    pub stdout_truncated: bool,
-    /// Whether stderr produced more than `output_cap` bytes.
-    pub stderr_truncated: bool,
-    /// Bytes read from stdout in all, including those beyond the cap.
-    pub stdout_bytes: u64,
-    /// Bytes read from stderr in all, including those beyond the cap.
-    pub stderr_bytes: u64,
+    /// What the program wrote to stdout.
+    pub stdout: StreamOutput,
+    /// What the program wrote to stderr.
+    pub stderr: StreamOutput,
     /// Whether the deadline passed and the run was killed.
     pub timed_out: bool,
     /// Whether the cancel flag was set and the run was killed.
     pub cancelled: bool,
     /// From just before the spawn to the end of the clean-up.
     pub duration: Duration,
+}
+
+/// What one output stream gave: its first bytes, its last bytes, and how many it wrote in all.
+/// When `total` is more than the two hold, the bytes between them were read and dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamOutput {
+    /// The first bytes, at most half of [`ProcessSpec::output_cap`].
+    pub head: Vec<u8>,
+    /// The last bytes after the head, at most the other half.
+    pub tail: Vec<u8>,
+    /// Every byte the program wrote to the stream (read from the pipe), kept or not.
+    pub total: u64,
 }
 
 /// Why a program could not be run. A program that runs and fails is an [`ProcessOutcome`].
@@ -156,6 +179,25 @@ pub enum ProcessError {
         /// The program as given.
         program: String,
     },
+    /// The program's containment cannot be enforced here (a kernel without Landlock, or without
+    /// its network rules when the network is denied): it was not run.
+    #[error("{program} was not run: {why}")]
+    Uncontainable {
+        /// The program as given.
+        program: String,
+        /// What the kernel lacks.
+        why: &'static str,
+        /// What the person can do (flycode.toml).
+        advice: &'static str,
+    },
+    /// The containment could not be set up (the temporary directory, the ruleset).
+    #[error("{program} was not run: {message}")]
+    Containment {
+        /// The program as given.
+        program: String,
+        /// What failed.
+        message: String,
+    },
     /// Any other failure to start or watch the program.
     #[error("{program}: {source}")]
     Io {
@@ -173,9 +215,21 @@ impl ProcessError {
             ProcessError::CommandNotFound { .. } => ErrorCode::CommandNotFound,
             ProcessError::PermissionDenied { .. } => ErrorCode::PermissionDenied,
             ProcessError::CwdNotFound { .. } => ErrorCode::NotFound,
-            ProcessError::Unsupported { .. } | ProcessError::Io { .. } => ErrorCode::IoError,
+            ProcessError::Uncontainable { .. } => ErrorCode::DeniedByPolicy,
+            ProcessError::Unsupported { .. }
+            | ProcessError::Containment { .. }
+            | ProcessError::Io { .. } => ErrorCode::IoError,
         }
     }
+}
+
+/// What a command that runs programs does first: flycode's environment is kept from them
+/// ([`protect_own_environment`]) and flycode becomes a child subreaper (Linux), so nothing a
+/// program starts can escape being killed at the end of its call.
+pub fn prepare_to_run_programs() {
+    protect_own_environment();
+    #[cfg(unix)]
+    tree::become_subreaper();
 }
 
 /// Makes this process non-dumpable (Linux), so the programs it starts, which run as the same

@@ -9,6 +9,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::super::contain::{self, ContainError, Prepared};
 use super::capture::{self, SharedCapture, Stream};
 use super::tree::{self, RunId};
 use super::{PIPE_GRACE, ProcessError, ProcessOutcome, ProcessSpec};
@@ -69,15 +70,22 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     let started = Instant::now();
     let deadline = started.checked_add(spec.timeout);
     tree::become_subreaper();
+    // Built before the fork: the ruleset opens files and allocates, which the child must not.
+    let mut prepared = match &spec.containment {
+        Some(containment) => {
+            Some(contain::prepare(containment).map_err(|error| containment_error(spec, error))?)
+        }
+        None => None,
+    };
     let run = RunId::next();
-    let child = spawn(spec, &run)?;
+    let child = spawn(spec, &run, prepared.as_mut())?;
     let pid = child_pid(&child);
 
     let (events, received) = mpsc::channel();
-    let stdout = SharedCapture::default();
-    let stderr = SharedCapture::default();
+    let stdout = capture::shared(spec.output_cap);
+    let stderr = capture::shared(spec.output_cap);
     let captures = [&stdout, &stderr];
-    if let Err(error) = start_watchers(child, &run, spec.output_cap, captures, &events) {
+    if let Err(error) = start_watchers(child, &run, captures, &events) {
         return Err(ProcessError::Io {
             program: spec.program.clone(),
             source: error,
@@ -100,7 +108,26 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
         }
     }
 
-    outcome(spec, progress.status, [&stdout, &stderr], ending, started)
+    let outcome = outcome(spec, progress.status, [&stdout, &stderr], ending, started);
+    // Everything of the run is dead: its private temporary directory goes now.
+    drop(prepared);
+    outcome
+}
+
+/// Maps a containment that could not be set up to what the model should hear.
+fn containment_error(spec: &ProcessSpec, error: ContainError) -> ProcessError {
+    let program = spec.program.clone();
+    match error {
+        ContainError::Unsupported(why, advice) => ProcessError::Uncontainable {
+            program,
+            why,
+            advice,
+        },
+        other => ProcessError::Containment {
+            program,
+            message: other.to_string(),
+        },
+    }
 }
 
 /// Assembles the outcome from the main child's status and what the pipes gave.
@@ -115,17 +142,11 @@ fn outcome(
         program: spec.program.clone(),
         source: error,
     })?;
-    let stdout = capture::lock(stdout);
-    let stderr = capture::lock(stderr);
     Ok(ProcessOutcome {
         exit_code: status.and_then(|status| status.code()),
         signal: status.and_then(|status| status.signal()),
-        stdout: stdout.text(),
-        stderr: stderr.text(),
-        stdout_truncated: stdout.is_truncated(),
-        stderr_truncated: stderr.is_truncated(),
-        stdout_bytes: stdout.total,
-        stderr_bytes: stderr.total,
+        stdout: capture::lock(stdout).output(),
+        stderr: capture::lock(stderr).output(),
         timed_out: ending == Ending::TimedOut,
         cancelled: ending == Ending::Cancelled,
         duration: started.elapsed(),
@@ -176,8 +197,14 @@ fn watch(
 }
 
 /// Starts the program in its own process group, stdin closed, pipes for stdout and stderr, the
-/// environment adjusted and tagged, and registers it as a live main child.
-fn spawn(spec: &ProcessSpec, run: &RunId) -> Result<Child, ProcessError> {
+/// environment adjusted and tagged, inside its containment if it has one (with `TMPDIR`, `TMP`
+/// and `TEMP` on the private temporary directory, over any the caller set), and registers it as
+/// a live main child.
+fn spawn(
+    spec: &ProcessSpec,
+    run: &RunId,
+    prepared: Option<&mut Prepared>,
+) -> Result<Child, ProcessError> {
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -191,6 +218,12 @@ fn spawn(spec: &ProcessSpec, run: &RunId) -> Result<Child, ProcessError> {
     }
     command.envs(spec.env_set.iter().map(|(name, value)| (name, value)));
     command.env(tree::RUN_TAG_VAR, &run.tag);
+    if let Some(prepared) = prepared {
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            command.env(name, prepared.temp_dir());
+        }
+        prepared.apply_to(&mut command);
+    }
 
     // Registered under the same lock as the spawn, so the orphan reaper never sees this child
     // unregistered.
@@ -203,6 +236,12 @@ fn spawn(spec: &ProcessSpec, run: &RunId) -> Result<Child, ProcessError> {
 /// Maps a failed spawn to what the model should hear.
 fn spawn_error(spec: &ProcessSpec, error: io::Error) -> ProcessError {
     let program = spec.program.clone();
+    if spec.containment.is_some() && error.raw_os_error() == Some(super::CONTAIN_FAILED_ERRNO) {
+        return ProcessError::Containment {
+            program,
+            message: "the program could not enter its Landlock domain".to_owned(),
+        };
+    }
     match error.kind() {
         // A missing cwd also fails the spawn with "not found": tell the two apart.
         io::ErrorKind::NotFound if !spec.cwd.is_dir() => ProcessError::CwdNotFound {
@@ -222,7 +261,6 @@ fn spawn_error(spec: &ProcessSpec, error: io::Error) -> ProcessError {
 fn start_watchers(
     mut child: Child,
     run: &RunId,
-    cap: usize,
     [stdout, stderr]: [&SharedCapture; 2],
     events: &Sender<Event>,
 ) -> io::Result<()> {
@@ -253,7 +291,7 @@ fn start_watchers(
             Stream::Stderr => "flycode-stderr",
         };
         let drainer = thread::Builder::new().name(name.to_owned()).spawn(move || {
-            capture::drain(pipe, stream, cap, &capture, &events, Event::Closed);
+            capture::drain(pipe, stream, &capture, &events, Event::Closed);
         });
         if let Err(error) = drainer {
             tree::kill_run(pid, true, run);

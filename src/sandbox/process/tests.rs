@@ -21,6 +21,7 @@ fn spec(program: &str, args: &[&str], cwd: &Path) -> ProcessSpec {
         timeout: Duration::from_secs(60),
         output_cap: 1024 * 1024,
         cancel: None,
+        containment: None,
     }
 }
 
@@ -74,11 +75,11 @@ fn wait_for_file(path: &Path) {
 fn captures_stdout_and_stderr_separately_with_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let outcome = run_process(&sh("printf out; printf err >&2; exit 3", dir.path())).unwrap();
-    assert_eq!(outcome.stdout, "out");
-    assert_eq!(outcome.stderr, "err");
+    assert_eq!(outcome.stdout.text(), "out");
+    assert_eq!(outcome.stderr.text(), "err");
     assert_eq!((outcome.exit_code, outcome.signal), (Some(3), None));
-    assert_eq!((outcome.stdout_bytes, outcome.stderr_bytes), (3, 3));
-    assert!(!outcome.timed_out && !outcome.stdout_truncated && !outcome.stderr_truncated);
+    assert_eq!((outcome.stdout.total, outcome.stderr.total), (3, 3));
+    assert!(!outcome.timed_out && outcome.stdout.is_complete() && outcome.stderr.is_complete());
 }
 
 #[test]
@@ -94,7 +95,7 @@ fn arguments_reach_the_program_without_a_shell() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["%s|", "$HOME", "*", "a b", "`id`;"];
     let outcome = run_process(&spec("printf", &args, dir.path())).unwrap();
-    assert_eq!(outcome.stdout, "$HOME|*|a b|`id`;|");
+    assert_eq!(outcome.stdout.text(), "$HOME|*|a b|`id`;|");
 }
 
 #[test]
@@ -102,7 +103,7 @@ fn runs_in_the_given_working_directory() {
     let dir = tempfile::tempdir().unwrap();
     let outcome = run_process(&spec("pwd", &[], dir.path())).unwrap();
     let expected = dir.path().canonicalize().unwrap();
-    assert_eq!(PathBuf::from(outcome.stdout.trim_end()), expected);
+    assert_eq!(PathBuf::from(outcome.stdout.text().trim_end()), expected);
 }
 
 #[test]
@@ -110,11 +111,11 @@ fn stdin_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let script = "if read line; then echo got; else echo eof; fi";
     let outcome = run_process(&sh(script, dir.path())).unwrap();
-    assert_eq!(outcome.stdout, "eof\n");
+    assert_eq!(outcome.stdout.text(), "eof\n");
     #[cfg(target_os = "linux")]
     {
         let outcome = run_process(&spec("readlink", &["/proc/self/fd/0"], dir.path())).unwrap();
-        assert_eq!(outcome.stdout, "/dev/null\n");
+        assert_eq!(outcome.stdout.text(), "/dev/null\n");
     }
 }
 
@@ -126,6 +127,7 @@ fn child_leads_its_own_process_group() {
     let outcome = run_process(&sh(script, dir.path())).unwrap();
     let ids: Vec<i32> = outcome
         .stdout
+        .text()
         .split_whitespace()
         .map(|id| id.parse().unwrap())
         .collect();
@@ -151,8 +153,8 @@ fn environment_is_inherited_minus_removed_plus_set() {
         "a value; with spaces".to_owned(),
     )];
     let outcome = run_process(&spec).unwrap();
-    let names: Vec<&str> = outcome
-        .stdout
+    let stdout = outcome.stdout.text();
+    let names: Vec<&str> = stdout
         .lines()
         .filter_map(|line| line.split_once('='))
         .map(|(name, _)| name)
@@ -163,8 +165,7 @@ fn environment_is_inherited_minus_removed_plus_set() {
     );
     assert!(names.contains(&"PATH"));
     assert!(
-        outcome
-            .stdout
+        stdout
             .lines()
             .any(|line| line == "FLYCODE_SET_ME=a value; with spaces")
     );
@@ -219,9 +220,12 @@ fn endless_output_is_capped_and_drained_until_the_timeout() {
     let outcome = run_process(&spec).unwrap();
     assert!(outcome.timed_out);
     assert_eq!(outcome.signal, Some(9));
-    assert_eq!(outcome.stdout, "y\n".repeat(500));
-    assert!(outcome.stdout_truncated);
-    assert!(outcome.stdout_bytes > 1000);
+    // The first 500 bytes and the last 500: whole lines of `y`, the tail maybe shifted by one.
+    assert_eq!(outcome.stdout.head, "y\n".repeat(250).as_bytes());
+    assert_eq!(outcome.stdout.tail.len(), 500);
+    assert!(outcome.stdout.tail.iter().all(|&b| b == b'y' || b == b'\n'));
+    assert!(!outcome.stdout.is_complete());
+    assert!(outcome.stdout.total > 1000);
 }
 
 #[test]
@@ -233,19 +237,29 @@ fn large_output_on_both_streams_is_drained_to_the_end() {
     let outcome = run_process(&spec).unwrap();
     assert!(!outcome.timed_out);
     assert_eq!(outcome.exit_code, Some(0));
-    assert_eq!(outcome.stdout_bytes, 50 * 1024 * 1024);
-    assert_eq!(outcome.stderr_bytes, 300_004);
-    assert_eq!(outcome.stdout.len(), 4096);
-    assert_eq!(outcome.stderr.len(), 4096);
-    assert!(outcome.stdout_truncated && outcome.stderr_truncated);
+    assert_eq!(outcome.stdout.total, 50 * 1024 * 1024);
+    assert_eq!(outcome.stderr.total, 300_004);
+    assert_eq!(
+        (outcome.stdout.head.len(), outcome.stdout.tail.len()),
+        (2048, 2048)
+    );
+    assert_eq!(
+        (outcome.stderr.head.len(), outcome.stderr.tail.len()),
+        (2048, 2048)
+    );
+    assert!(
+        outcome.stderr.tail.ends_with(b"\0end\n"),
+        "the tail is the stream's end"
+    );
+    assert!(!outcome.stdout.is_complete() && !outcome.stderr.is_complete());
 }
 
 #[test]
 fn binary_output_is_decoded_lossily() {
     let dir = tempfile::tempdir().unwrap();
     let outcome = run_process(&spec("printf", &[r"\377\376ok\n"], dir.path())).unwrap();
-    assert_eq!(outcome.stdout, "\u{FFFD}\u{FFFD}ok\n");
-    assert_eq!(outcome.stdout_bytes, 5);
+    assert_eq!(outcome.stdout.text(), "\u{FFFD}\u{FFFD}ok\n");
+    assert_eq!(outcome.stdout.total, 5);
 }
 
 #[test]
@@ -257,7 +271,7 @@ fn shell_spec_runs_through_sh() {
         Duration::from_secs(60),
         100,
     );
-    assert_eq!(run_process(&spec).unwrap().stdout, "42\n");
+    assert_eq!(run_process(&spec).unwrap().stdout.text(), "42\n");
 }
 
 /// The script behind the timeout test: a background child and the main shell ignore SIGTERM,
@@ -284,7 +298,8 @@ fn timeout_kills_descendants_that_ignore_term_or_leave_the_group() {
     let outcome = run_process(&spec).unwrap();
     assert!(outcome.timed_out);
     assert_eq!(
-        outcome.stdout, "ready\n",
+        outcome.stdout.text(),
+        "ready\n",
         "the tree was not fully started before the timeout"
     );
     assert_eq!(outcome.signal, Some(9));
@@ -305,7 +320,7 @@ echo done"#;
     let outcome = run_process(&sh(script, dir.path())).unwrap();
     assert!(!outcome.timed_out);
     assert_eq!(outcome.exit_code, Some(0));
-    assert_eq!(outcome.stdout, "done\n");
+    assert_eq!(outcome.stdout.text(), "done\n");
     assert_gone(dir.path(), &["background.pid", "session.pid"]);
 }
 
@@ -320,7 +335,7 @@ setsid sh -c 'sleep 1000 >/dev/null 2>&1 & echo $! > "$1/orphan.pid"' sh "$1" >/
 echo done"#;
     let outcome = run_process(&sh(script, dir.path())).unwrap();
     assert_eq!(
-        (outcome.exit_code, outcome.stdout.as_str()),
+        (outcome.exit_code, outcome.stdout.text().as_str()),
         (Some(0), "done\n")
     );
     assert_gone(dir.path(), &["background.pid", "session.pid", "orphan.pid"]);

@@ -3,9 +3,11 @@
 //!
 //! On Linux flycode is a child subreaper, so a descendant whose parent dies is reparented to
 //! flycode instead of init. A run's processes are then: the main child and everything below it
-//! by `/proc/<pid>/stat` parent links, plus the orphans reparented to flycode whose environment
-//! carries the run's tag ([`RUN_TAG_VAR`]) and everything below them. The tag is what tells two
-//! concurrent runs' orphans apart. Elsewhere only the process group is killed.
+//! by `/proc/<pid>/stat` parent links, plus the orphans reparented to flycode that are not
+//! another run's, and everything below them. The tag ([`RUN_TAG_VAR`]) in an orphan's
+//! environment tells two concurrent runs' orphans apart; an orphan without a readable tag
+//! (`env -i`, a setuid program) is nobody else's, so it is killed too. Elsewhere only the process
+//! group is killed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -26,7 +28,16 @@ pub(super) fn live_children() -> MutexGuard<'static, Vec<(i32, u64)>> {
     LIVE_CHILDREN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One run's identity: a number unique in this process and the tag its processes carry.
+/// The tags of the runs under way: an orphan carrying one of them belongs to that run.
+static LIVE_RUNS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Locks the live-runs list, ignoring poisoning.
+fn live_runs() -> MutexGuard<'static, Vec<String>> {
+    LIVE_RUNS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One run's identity: a number unique in this process and the tag its processes carry. Listed
+/// as under way from its creation until it is dropped.
 #[derive(Debug)]
 pub(super) struct RunId {
     /// Unique among the runs of this process.
@@ -40,10 +51,15 @@ impl RunId {
     pub(super) fn next() -> RunId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        RunId {
-            id,
-            tag: format!("{}.{id}", std::process::id()),
-        }
+        let tag = format!("{}.{id}", std::process::id());
+        live_runs().push(tag.clone());
+        RunId { id, tag }
+    }
+}
+
+impl Drop for RunId {
+    fn drop(&mut self) {
+        live_runs().retain(|tag| tag != &self.tag);
     }
 }
 
@@ -109,7 +125,7 @@ mod linux {
 
     use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
 
-    use super::{RUN_TAG_VAR, live_children};
+    use super::{RUN_TAG_VAR, live_children, live_runs};
 
     /// Kill rounds before giving up on a tree that keeps changing (a fork bomb, or a process
     /// stuck in uninterruptible sleep that never turns into a zombie).
@@ -136,7 +152,20 @@ mod linux {
         let me = i32::try_from(std::process::id()).unwrap_or(0);
         for round in 0..MAX_ROUNDS {
             let table = read_process_table();
-            let alive: Vec<i32> = select_run(&table, root, me, tag)
+            let others: Vec<String> = live_runs()
+                .iter()
+                .filter(|other| other.as_str() != tag)
+                .cloned()
+                .collect();
+            // Held while choosing, so that a main child being spawned right now (its
+            // environment not yet its own) is registered before it could be taken for an orphan.
+            let live = live_children();
+            let mains: Vec<i32> = live.iter().map(|&(pid, _)| pid).collect();
+            let selected = select_run(&table, root, me, &mains, |pid| {
+                run_tag(pid).is_none_or(|found| !others.contains(&found))
+            });
+            drop(live);
+            let alive: Vec<i32> = selected
                 .into_iter()
                 .filter(|proc| !proc.zombie)
                 .map(|proc| proc.pid)
@@ -191,8 +220,15 @@ mod linux {
         }
     }
 
-    /// The run's processes: `root`'s tree and the trees of this run's orphans.
-    fn select_run(table: &[Proc], root: Option<i32>, me: i32, tag: &str) -> Vec<Proc> {
+    /// The run's processes: `root`'s tree and the trees of the orphans (children of `me` that are
+    /// not live main children) that `is_ours` accepts.
+    fn select_run(
+        table: &[Proc],
+        root: Option<i32>,
+        me: i32,
+        mains: &[i32],
+        is_ours: impl Fn(i32) -> bool,
+    ) -> Vec<Proc> {
         let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
         for proc in table {
             children.entry(proc.ppid).or_default().push(*proc);
@@ -203,11 +239,12 @@ mod linux {
             .copied()
             .collect();
         let orphans = children.get(&me).map(Vec::as_slice).unwrap_or_default();
-        pending.extend(
-            orphans
-                .iter()
-                .filter(|proc| Some(proc.pid) != root && !proc.zombie && is_tagged(proc.pid, tag)),
-        );
+        pending.extend(orphans.iter().filter(|proc| {
+            Some(proc.pid) != root
+                && !proc.zombie
+                && !mains.contains(&proc.pid)
+                && is_ours(proc.pid)
+        }));
         let mut selected = Vec::new();
         while let Some(proc) = pending.pop() {
             if let Some(below) = children.get(&proc.pid) {
@@ -218,15 +255,14 @@ mod linux {
         selected
     }
 
-    /// Whether process `pid` started with `FLYCODE_RUN=tag` in its environment.
-    fn is_tagged(pid: i32, tag: &str) -> bool {
-        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
-            return false;
-        };
-        let wanted = format!("{RUN_TAG_VAR}={tag}");
+    /// The run tag process `pid` started with, if its environment can be read and has one.
+    fn run_tag(pid: i32) -> Option<String> {
+        let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let prefix = format!("{RUN_TAG_VAR}=");
         environ
             .split(|&byte| byte == 0)
-            .any(|entry| entry == wanted.as_bytes())
+            .find_map(|entry| entry.strip_prefix(prefix.as_bytes()))
+            .map(|tag| String::from_utf8_lossy(tag).into_owned())
     }
 
     /// Every process's pid, parent and whether it is a zombie; processes that vanish while
@@ -269,7 +305,7 @@ mod linux {
         }
 
         #[test]
-        fn selection_follows_parent_links_and_tagged_orphans_only() {
+        fn selection_follows_parent_links_and_takes_orphans_that_are_no_other_runs() {
             let me = std::process::id() as i32;
             let proc = |pid, ppid| Proc {
                 pid,
@@ -277,21 +313,31 @@ mod linux {
                 zombie: false,
             };
             // Pids above Linux's largest pid_max, so none names a real process. 5_000_010 is the
-            // main child with a grandchild; 5_000_020 is a child of ours whose environment cannot
-            // be read (so it carries no tag) and must be left alone with its child.
+            // main child with a grandchild; 5_000_020 is another run's live main child and
+            // 5_000_030 another run's orphan: both are left alone with their children;
+            // 5_000_040 is an orphan nobody claims (it cleared its environment) and is taken.
             let table = [
                 proc(5_000_010, me),
                 proc(5_000_011, 5_000_010),
                 proc(5_000_012, 5_000_011),
                 proc(5_000_020, me),
                 proc(5_000_021, 5_000_020),
+                proc(5_000_030, me),
+                proc(5_000_031, 5_000_030),
+                proc(5_000_040, me),
+                proc(5_000_041, 5_000_040),
             ];
-            let mut pids: Vec<i32> = select_run(&table, Some(5_000_010), me, "no-such-tag")
-                .iter()
-                .map(|proc| proc.pid)
-                .collect();
+            let mut pids: Vec<i32> = select_run(&table, Some(5_000_010), me, &[5_000_020], |pid| {
+                pid != 5_000_030
+            })
+            .iter()
+            .map(|proc| proc.pid)
+            .collect();
             pids.sort_unstable();
-            assert_eq!(pids, [5_000_010, 5_000_011, 5_000_012]);
+            assert_eq!(
+                pids,
+                [5_000_010, 5_000_011, 5_000_012, 5_000_040, 5_000_041]
+            );
         }
     }
 }

@@ -15,8 +15,13 @@ use crate::sandbox::Sandbox;
 use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
-/// The most entries one listing visits; past it the listing stops and says so.
+/// The most entries one listing shows (with `glob`, the most matches); past it the listing stops
+/// and says so.
 pub const MAX_ENTRIES: usize = 20_000;
+
+/// The most entries one listing visits looking for matches, a bound on the time a `glob` over a
+/// huge tree takes; past it the listing stops and says how far it got.
+pub const MAX_VISITED: usize = 500_000;
 
 /// The arguments of `fs.ls` (see `protocol/schemas/fs.ls.json`).
 #[derive(Debug, Deserialize)]
@@ -49,8 +54,36 @@ struct Entry {
     kind: Kind,
 }
 
+/// A listing in progress: what is kept, and why it stopped early, if it did.
+struct Walk<'a> {
+    matcher: Option<&'a GlobMatcher>,
+    entries: Vec<Entry>,
+    visited: usize,
+    max_entries: usize,
+    max_visited: usize,
+    stop: Option<Stop>,
+}
+
+/// Why a listing stopped before the tree ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// `max_entries` entries were kept and another one would have been.
+    Entries,
+    /// `max_visited` entries were visited; matches may lie beyond.
+    Visited,
+}
+
 /// Runs `fs.ls`.
 pub fn run(sandbox: &Sandbox, args: &LsArgs) -> Result<ToolOutput, ToolError> {
+    run_with(sandbox, args, MAX_ENTRIES, MAX_VISITED)
+}
+
+fn run_with(
+    sandbox: &Sandbox,
+    args: &LsArgs,
+    max_entries: usize,
+    max_visited: usize,
+) -> Result<ToolOutput, ToolError> {
     let matcher = match &args.glob {
         Some(pattern) => Some(
             Glob::new(pattern)
@@ -66,27 +99,25 @@ pub fn run(sandbox: &Sandbox, args: &LsArgs) -> Result<ToolOutput, ToolError> {
         None => None,
     };
     let (dir, resolved) = sandbox.open_dir(&args.path)?;
-    let mut entries = Vec::new();
-    let mut truncated = false;
-    list(
-        &dir,
-        Path::new(""),
-        args.depth.clamp(1, 16),
-        &mut entries,
-        &mut truncated,
-    );
-    entries.sort_by(|a, b| a.relative.cmp(&b.relative));
-    let shown: Vec<&Entry> = entries
-        .iter()
-        .filter(|e| {
-            matcher
-                .as_ref()
-                .is_none_or(|m| matches_name(m, &e.relative))
-        })
-        .collect();
-    let body = render(&resolved.absolute, &shown, truncated);
-    let data = json!({
-        "path": resolved.absolute.display().to_string(),
+    let mut walk = Walk {
+        matcher: matcher.as_ref(),
+        entries: Vec::new(),
+        visited: 0,
+        max_entries,
+        max_visited,
+        stop: None,
+    };
+    walk.list(&dir, Path::new(""), args.depth.clamp(1, 16));
+    Ok(output(&resolved.absolute, walk))
+}
+
+fn output(root: &Path, mut walk: Walk<'_>) -> ToolOutput {
+    walk.entries.sort_by(|a, b| a.relative.cmp(&b.relative));
+    let shown: Vec<&Entry> = walk.entries.iter().collect();
+    let truncated = walk.stop.is_some();
+    let body = render(root, &shown, &walk);
+    let mut data = json!({
+        "path": root.display().to_string(),
         "entries": shown.iter().map(|e| entry_json(e)).collect::<Vec<_>>(),
         "truncated": truncated,
     });
@@ -94,12 +125,20 @@ pub fn run(sandbox: &Sandbox, args: &LsArgs) -> Result<ToolOutput, ToolError> {
     if truncated {
         fields.push(("truncated".to_owned(), "true".to_owned()));
     }
-    Ok(ToolOutput {
+    if walk.stop == Some(Stop::Visited) {
+        // The matches shown are those found so far, not all there are.
+        data["visited"] = json!(walk.visited);
+        fields.push((
+            "visited".to_owned(),
+            format!("{} entries, then stopped", walk.visited),
+        ));
+    }
+    ToolOutput {
         body: Some(body),
         fields,
         data,
         continue_hint: Some("list a subdirectory, or use a smaller depth or a glob".to_owned()),
-    })
+    }
 }
 
 fn matches_name(matcher: &GlobMatcher, relative: &Path) -> bool {
@@ -108,47 +147,69 @@ fn matches_name(matcher: &GlobMatcher, relative: &Path) -> bool {
         .is_some_and(|name| matcher.is_match(name))
 }
 
-/// Collects entries below `dir` (whose path relative to the listed directory is `prefix`).
-fn list(dir: &Dir, prefix: &Path, depth: u32, entries: &mut Vec<Entry>, truncated: &mut bool) {
-    let Ok(read) = dir.entries() else { return };
-    let mut names: Vec<(OsString, cap_std::fs::DirEntry)> = read
-        .filter_map(Result::ok)
-        .map(|entry| (entry.file_name(), entry))
-        .collect();
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, entry) in names {
-        if entries.len() >= MAX_ENTRIES {
-            *truncated = true;
-            return;
+impl Walk<'_> {
+    /// Collects the entries below `dir` (whose path relative to the listed directory is
+    /// `prefix`) that match, descending into every directory to `depth` whether it matches or not.
+    fn list(&mut self, dir: &Dir, prefix: &Path, depth: u32) {
+        let Ok(read) = dir.entries() else { return };
+        let mut names: Vec<(OsString, cap_std::fs::DirEntry)> = read
+            .filter_map(Result::ok)
+            .map(|entry| (entry.file_name(), entry))
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, entry) in names {
+            if self.stop.is_some() {
+                return;
+            }
+            if self.visited >= self.max_visited {
+                self.stop = Some(Stop::Visited);
+                return;
+            }
+            self.visited += 1;
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let relative = prefix.join(&name);
+            let descend = file_type.is_dir() && depth > 1;
+            if self.matcher.is_none_or(|m| matches_name(m, &relative)) {
+                if self.entries.len() >= self.max_entries {
+                    self.stop = Some(Stop::Entries);
+                    return;
+                }
+                let kind = kind_of(dir, &name, &entry, &file_type);
+                self.entries.push(Entry {
+                    relative: relative.clone(),
+                    kind,
+                });
+            }
+            if descend && let Ok(child) = entry.open_dir() {
+                self.list(&child, &relative, depth - 1);
+            }
         }
-        let relative = prefix.join(&name);
-        let Ok(file_type) = entry.file_type() else {
-            continue;
-        };
-        let kind = if file_type.is_symlink() {
-            let target = dir
-                .read_link_contents(&name)
-                .map(|t| t.display().to_string())
-                .unwrap_or_else(|_| "?".to_owned());
-            Kind::Link { target }
-        } else if file_type.is_dir() {
-            Kind::Directory
-        } else if file_type.is_file() {
-            Kind::File {
-                size: entry.metadata().map(|m| m.len()).unwrap_or(0),
-            }
-        } else {
-            Kind::Other {
-                what: other_kind(&file_type),
-            }
-        };
-        let descend = kind == Kind::Directory && depth > 1;
-        entries.push(Entry {
-            relative: relative.clone(),
-            kind,
-        });
-        if descend && let Ok(child) = entry.open_dir() {
-            list(&child, &relative, depth - 1, entries, truncated);
+    }
+}
+
+fn kind_of(
+    dir: &Dir,
+    name: &OsString,
+    entry: &cap_std::fs::DirEntry,
+    file_type: &cap_std::fs::FileType,
+) -> Kind {
+    if file_type.is_symlink() {
+        let target = dir
+            .read_link_contents(name)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "?".to_owned());
+        Kind::Link { target }
+    } else if file_type.is_dir() {
+        Kind::Directory
+    } else if file_type.is_file() {
+        Kind::File {
+            size: entry.metadata().map(|m| m.len()).unwrap_or(0),
+        }
+    } else {
+        Kind::Other {
+            what: other_kind(file_type),
         }
     }
 }
@@ -171,7 +232,7 @@ fn other_kind(file_type: &cap_std::fs::FileType) -> &'static str {
     "other"
 }
 
-fn render(root: &Path, entries: &[&Entry], truncated: bool) -> String {
+fn render(root: &Path, entries: &[&Entry], walk: &Walk<'_>) -> String {
     let mut out = format!("{}/\n", root.display().to_string().trim_end_matches('/'));
     let (mut dirs, mut files, mut links, mut others, mut bytes) = (0, 0, 0, 0, 0u64);
     for entry in entries {
@@ -209,8 +270,20 @@ fn render(root: &Path, entries: &[&Entry], truncated: bool) -> String {
     if others > 0 {
         out.push_str(&format!(", {others} other"));
     }
-    if truncated {
-        out.push_str(&format!("; stopped after {MAX_ENTRIES} entries"));
+    let kept = if walk.matcher.is_some() {
+        "matching entries"
+    } else {
+        "entries"
+    };
+    match walk.stop {
+        Some(Stop::Entries) => {
+            out.push_str(&format!("; stopped after {} {kept}", walk.max_entries))
+        }
+        Some(Stop::Visited) => out.push_str(&format!(
+            "; stopped after visiting {} entries: more {kept} may lie beyond",
+            walk.visited
+        )),
+        None => {}
     }
     out.push('\n');
     out
@@ -348,6 +421,91 @@ mod tests {
             .map(|e| e["path"].as_str().unwrap())
             .collect();
         assert_eq!(paths, vec!["src/deep/deeper/x.rs", "src/main.rs"]);
+    }
+
+    /// 25,000 files, 600 of them matching: every match is listed, however many entries the
+    /// walk visits to find them (it once stopped after visiting 20,000 entries).
+    #[test]
+    fn glob_limits_count_matches_not_entries_visited() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        for d in 0..25 {
+            let dir = root.join(format!("d{d:02}"));
+            std::fs::create_dir(&dir).unwrap();
+            for f in 0..1000 {
+                let name = if f >= 976 {
+                    format!("f{f:04}.md")
+                } else {
+                    format!("f{f:04}.txt")
+                };
+                std::fs::write(dir.join(name), "").unwrap();
+            }
+        }
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let output = ls(
+            &sandbox,
+            json!({"path": root.display().to_string(), "depth": 2, "glob": "*.md"}),
+        )
+        .unwrap();
+        let entries = output.data["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 600);
+        assert_eq!(entries[599]["path"], "d24/f0999.md");
+        assert_eq!(output.data["truncated"], false);
+        assert!(output.fields.is_empty(), "{:?}", output.fields);
+        assert!(
+            output
+                .body
+                .unwrap()
+                .ends_with("0 directories, 600 files (0 B), 0 links\n")
+        );
+    }
+
+    #[test]
+    fn a_listing_that_stops_early_says_so() {
+        let (_temp, root, sandbox) = tree();
+        let args = |glob: &str| -> LsArgs {
+            crate::tools::parse_args(
+                "fs.ls",
+                json!({"path": root.display().to_string(), "depth": 16, "glob": glob})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        // Three matches exist; a limit of two keeps two and says there is more.
+        let output = run_with(&sandbox, &args("*"), 2, MAX_VISITED).unwrap();
+        assert_eq!(output.data["entries"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            output.fields,
+            vec![("truncated".to_owned(), "true".to_owned())]
+        );
+        assert!(
+            output
+                .body
+                .unwrap()
+                .contains("; stopped after 2 matching entries"),
+        );
+        // A limit equal to the matches is not a truncation.
+        let output = run_with(&sandbox, &args("*.rs"), 2, MAX_VISITED).unwrap();
+        assert_eq!(output.data["truncated"], false);
+        // The visit bound: what was found so far, and an honest note that more may exist.
+        let output = run_with(&sandbox, &args("*.rs"), MAX_ENTRIES, 4).unwrap();
+        assert_eq!(output.data["truncated"], true);
+        assert_eq!(output.data["visited"], 4);
+        assert_eq!(
+            output.fields,
+            vec![
+                ("truncated".to_owned(), "true".to_owned()),
+                ("visited".to_owned(), "4 entries, then stopped".to_owned())
+            ]
+        );
+        let body = output.body.unwrap();
+        assert!(
+            body.contains(
+                "; stopped after visiting 4 entries: more matching entries may lie beyond"
+            ),
+            "{body}"
+        );
     }
 
     #[test]

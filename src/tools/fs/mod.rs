@@ -6,6 +6,7 @@ pub mod edit;
 pub mod ls;
 pub mod mkdir;
 pub mod mv;
+pub mod omission;
 pub mod read;
 pub mod read_many;
 pub mod rm;

@@ -46,6 +46,7 @@
 //! one more matching line proves there is more: `truncated` is never set when nothing was left out.
 
 mod bound;
+mod list;
 mod order;
 mod rules;
 #[cfg(test)]
@@ -79,6 +80,7 @@ use order::{Collector, Gate};
 use walk::{Target, Walk};
 
 pub use bound::parse_rfc3339_bound;
+pub use list::{Listing, list_files, open_dir_start};
 pub use tool::{FsSearch, SearchArgs, run};
 pub use walk::Start;
 

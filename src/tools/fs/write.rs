@@ -5,8 +5,10 @@ use serde_json::json;
 
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
-use crate::sandbox::{Sandbox, WriteMode};
+use crate::sandbox::{LastComponent, Sandbox, WriteMode};
 use crate::tools::fs::ls::human_size;
+use crate::tools::fs::omission;
+use crate::tools::fs::read::MAX_READ_BYTES;
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 use std::path::PathBuf;
@@ -41,6 +43,9 @@ pub fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError>
         ModeArg::Overwrite => WriteMode::Overwrite,
         ModeArg::Append => WriteMode::Append,
     };
+    if mode == WriteMode::Overwrite {
+        refuse_omission(sandbox, &args.path, &args.content, "")?;
+    }
     let outcome = sandbox
         .write_file(
             &args.path,
@@ -83,6 +88,63 @@ pub fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError>
         }),
         continue_hint: None,
     })
+}
+
+/// The omission guard on an overwrite (see [`super::omission`]): refuses `content` that would
+/// replace the existing file at `path` by an abbreviation. `which` names the entry in a batch
+/// (`files[2] `), empty otherwise. A file that cannot be read here is not judged: the write itself
+/// reports what is wrong with it.
+pub(crate) fn refuse_omission(
+    sandbox: &Sandbox,
+    path: &str,
+    content: &str,
+    which: &str,
+) -> Result<(), ToolError> {
+    use std::io::Read;
+    // Cheap checks first: most writes hold no placeholder, and most do not halve a file.
+    if omission::first_placeholder(content).is_none() {
+        return Ok(());
+    }
+    // A protected path is refused by the write itself, with the reason that matters more.
+    let is_protected = sandbox
+        .resolve(path, LastComponent::Follow)
+        .is_ok_and(|resolved| {
+            sandbox
+                .protection()
+                .check(path, &resolved.absolute)
+                .is_err()
+        });
+    if is_protected {
+        return Ok(());
+    }
+    let Ok(mut file) = sandbox.open_for_reading(path) else {
+        return Ok(());
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    if (content.len() as u64).saturating_mul(2) >= size || size > MAX_READ_BYTES {
+        return Ok(());
+    }
+    let mut old = Vec::new();
+    if file.read_to_end(&mut old).is_err() {
+        return Ok(());
+    }
+    match omission::judge_overwrite(&old, content) {
+        None => Ok(()),
+        Some(found) => Err(ToolError::new(
+            ErrorCode::OmissionPlaceholder,
+            format!(
+                "{which}{path}: the new content ({} bytes) would replace {} lines ({} bytes) and its line {} is a placeholder ({:?}), not the code it stands for; nothing was written",
+                content.len(),
+                omission::count_lines(&old),
+                old.len(),
+                found.line,
+                found.text,
+            ),
+            Some(
+                "use fs.edit to change only the parts that change, or write the whole file with the real text in place of the placeholder",
+            ),
+        )),
+    }
 }
 
 /// `fs.write` in the registry.
@@ -133,5 +195,45 @@ impl Tool for FsWrite {
 
     fn run(&self, context: &ToolContext<'_>, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
         run(context.sandbox, args)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
+mod tests {
+    use super::*;
+    use crate::sandbox::Roots;
+
+    fn overwrite(sandbox: &Sandbox, path: &std::path::Path, content: &str) -> Option<ErrorCode> {
+        let args = WriteArgs {
+            path: path.display().to_string(),
+            mode: ModeArg::Overwrite,
+            content: content.to_owned(),
+            expected_sha256: None,
+        };
+        run(sandbox, &args).err().map(|e| e.code)
+    }
+
+    #[test]
+    fn an_abbreviated_overwrite_is_refused_unless_the_path_is_protected() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let long: String = (1..=30).map(|n| format!("line {n}\n")).collect();
+        let short = "line 1\n// ... rest of the file unchanged ...\n";
+        std::fs::write(root.join("a.txt"), &long).unwrap();
+        assert_eq!(
+            overwrite(&sandbox, &root.join("a.txt"), short),
+            Some(ErrorCode::OmissionPlaceholder)
+        );
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), long);
+        std::fs::create_dir(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), &long).unwrap();
+        // The whole file again is no abbreviation.
+        assert_eq!(overwrite(&sandbox, &root.join("a.txt"), &long), None);
+        assert_eq!(
+            overwrite(&sandbox, &root.join(".git/config"), short),
+            Some(ErrorCode::DeniedByPolicy)
+        );
     }
 }

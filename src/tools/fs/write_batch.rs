@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::write::ModeArg;
+use super::write::{ModeArg, refuse_omission};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::{BatchFile, BatchRefusal, Sandbox, WriteMode};
@@ -35,8 +35,25 @@ pub struct FileArg {
     pub expected_sha256: Option<String>,
 }
 
-/// Runs `fs.writeBatch`.
+/// Runs `fs.writeBatch`. The omission guard judges every overwrite entry as it judges
+/// `fs.write`'s overwrite (a batch is no way around it); one abbreviated file refuses the batch.
 pub fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolError> {
+    for (index, file) in args.files.iter().enumerate() {
+        if file.mode != Some(ModeArg::Append) {
+            refuse_omission(
+                sandbox,
+                &file.path,
+                &file.content,
+                &format!("files[{index}] "),
+            )
+            .map_err(|mut error| {
+                error.message = error
+                    .message
+                    .replace("; nothing was written", "; no file was written");
+                error
+            })?;
+        }
+    }
     let files: Vec<BatchFile> = args
         .files
         .iter()

@@ -1,0 +1,160 @@
+"""The measuring half of bench/mcp_compare.sh: python mcp_compare.py FLYCODE SCRATCH RUNS."""
+
+import os
+import statistics
+import sys
+import time
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+flycode, scratch, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+npm = os.path.join(scratch, "npm", "node_modules")
+
+
+def corpus(root):
+    """1000 small files three levels deep, a 1 MB file, a 20 MB file, a 5-byte file."""
+    os.makedirs(root, exist_ok=True)
+    for a in range(10):
+        for b in range(10):
+            folder = os.path.join(root, "tree", f"d{a}", f"e{b}")
+            os.makedirs(folder, exist_ok=True)
+            for c in range(10):
+                with open(os.path.join(folder, f"f{c}.txt"), "w") as f:
+                    f.write(f"line one\nline two {a}{b}{c}\n" + ("needle\n" if (a, b, c) == (7, 7, 7) else ""))
+    line = "x" * 1023 + "\n"
+    with open(os.path.join(root, "one_mb.txt"), "w") as f:
+        f.write(line * 1024)
+    with open(os.path.join(root, "big.txt"), "w") as f:
+        for i in range(20 * 1024):
+            f.write(f"{i:08d} " + "y" * 1014 + "\n")
+    with open(os.path.join(root, "tiny.txt"), "w") as f:
+        f.write("tiny\n")
+
+
+one_mb = ("z" * 1023 + "\n") * 1024
+
+
+def operations(root):
+    """Per server: the MCP call for each operation (None: the server has no such tool)."""
+    p = lambda name: os.path.join(root, name)  # noqa: E731
+    tree = p("tree")
+    return {
+        "flycode": {
+            "list depth 1": ("fs_ls", {"path": tree, "depth": 1}),
+            "list depth 3": ("fs_ls", {"path": tree, "depth": 3}),
+            "read 1 MB": ("fs_read", {"path": p("one_mb.txt")}),
+            "head 200 lines of 20 MB": ("fs_read", {"path": p("big.txt"), "lines": "1-200"}),
+            "search": ("fs_search", {"path": tree, "query": "needle"}),
+            "write 1 MB": ("fs_write", {"path": p("out_mb.txt"), "mode": "overwrite", "content": one_mb}),
+            "small write": lambda i: ("fs_write", {"path": p(f"small/s{i}.txt"), "mode": "overwrite", "content": "s" * 100}),
+            "trivial (read 5 B)": ("fs_read", {"path": p("tiny.txt")}),
+        },
+        "server-filesystem": {
+            "list depth 1": ("list_directory", {"path": tree}),
+            "list depth 3": ("directory_tree", {"path": tree}),
+            "read 1 MB": ("read_text_file", {"path": p("one_mb.txt")}),
+            "head 200 lines of 20 MB": ("read_text_file", {"path": p("big.txt"), "head": 200}),
+            "search": None,
+            "write 1 MB": ("write_file", {"path": p("out_mb.txt"), "content": one_mb}),
+            "small write": lambda i: ("write_file", {"path": p(f"small/s{i}.txt"), "content": "s" * 100}),
+            "trivial (read 5 B)": ("read_text_file", {"path": p("tiny.txt")}),
+        },
+        "desktop-commander": {
+            "list depth 1": ("list_directory", {"path": tree, "depth": 1}),
+            "list depth 3": ("list_directory", {"path": tree, "depth": 3}),
+            "read 1 MB": ("read_file", {"path": p("one_mb.txt"), "offset": 0, "length": 2000}),
+            "head 200 lines of 20 MB": ("read_file", {"path": p("big.txt"), "offset": 0, "length": 200}),
+            "search": ("start_search", {"path": tree, "pattern": "needle", "searchType": "content"}),
+            "write 1 MB": ("write_file", {"path": p("out_mb.txt"), "content": one_mb, "mode": "rewrite"}),
+            "small write": lambda i: ("write_file", {"path": p(f"small/s{i}.txt"), "content": "s" * 100, "mode": "rewrite"}),
+            "trivial (read 5 B)": ("read_file", {"path": p("tiny.txt")}),
+        },
+    }
+
+
+def children_rss():
+    """Peak resident memory (VmHWM, KiB) of this process's children: the server."""
+    peak = 0
+    me = str(os.getpid())
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if status.get("PPid", "").strip() == me:
+            peak = max(peak, int(status.get("VmHWM", "0 kB").split()[0]))
+    return peak
+
+
+async def measure(name, params, root):
+    ops = operations(root)[name]
+    figures = {}
+    async with Client(params, mode="legacy") as client:
+        if name == "desktop-commander":
+            # Its default refuses writes over 50 lines; the 1 MB write has 1024.
+            await client.call_tool("set_config_value", {"key": "fileWriteLineLimit", "value": 100000})
+        os.makedirs(os.path.join(root, "small"), exist_ok=True)
+        for op, spec in ops.items():
+            if spec is None:
+                figures[op] = None
+                continue
+            count = 100 if op == "small write" else runs
+            times = []
+            error = None
+            for i in range(count):
+                tool, args = spec(i) if callable(spec) else spec
+                started = time.perf_counter()
+                result = await client.call_tool(tool, args)
+                times.append((time.perf_counter() - started) * 1000)
+                if result.is_error:
+                    error = " ".join(getattr(b, "text", "") for b in result.content)[:120]
+            figures[op] = (statistics.median(times), error)
+        figures["peak RSS"] = children_rss()
+    return figures
+
+
+async def main():
+    results = {}
+    env_base = {k: os.environ[k] for k in ("PATH",) if k in os.environ}
+    for name in ["flycode", "server-filesystem", "desktop-commander"]:
+        root = os.path.join(scratch, "root-" + name)
+        corpus(root)
+        home = os.path.join(scratch, "home-" + name)
+        os.makedirs(home, exist_ok=True)
+        env = dict(env_base, HOME=home, FLYCODE_STATE_DIR=os.path.join(home, "state"), XDG_CONFIG_HOME=os.path.join(home, "config"))
+        if name == "flycode":
+            with open(os.path.join(home, "flycode.toml"), "w") as f:
+                f.write("output_cap = 2097152\n")
+            params = StdioServerParameters(command=flycode, args=["mcp", "--root", root], env=env, cwd=home)
+        elif name == "server-filesystem":
+            params = StdioServerParameters(command="node", args=[os.path.join(npm, "@modelcontextprotocol/server-filesystem/dist/index.js"), root], env=env, cwd=home)
+        else:
+            params = StdioServerParameters(command="node", args=[os.path.join(npm, "@wonderwhy-er/desktop-commander/dist/index.js")], env=env, cwd=home)
+        results[name] = await measure(name, params, root)
+    names = list(results)
+    ops = [op for op in results["flycode"] if op != "peak RSS"]
+    print(f"\nmedian ms per call over {runs} calls (100 for small write); client: python mcp SDK, stdio\n")
+    print("| operation | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    notes = []
+    for op in ops:
+        cells = []
+        for name in names:
+            figure = results[name][op]
+            if figure is None:
+                cells.append("n/a")
+            else:
+                median, error = figure
+                cells.append(f"{median:.2f}" + (" (error)" if error else ""))
+                if error:
+                    notes.append(f"{name} / {op}: {error}")
+        print(f"| {op} | " + " | ".join(cells) + " |")
+    print("| peak RSS (MiB) | " + " | ".join(f"{results[n]['peak RSS'] / 1024:.1f}" for n in names) + " |")
+    for note in notes:
+        print("note:", note)
+
+
+anyio.run(main)

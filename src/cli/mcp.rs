@@ -1,0 +1,47 @@
+//! `flycode mcp`: serve the tools to an MCP client over standard input and output (CONTRACT
+//! §15). Standard output carries the protocol alone; this command's own words go to standard
+//! error.
+
+use super::{McpArgs, Outcome, RunFlags, open_sandbox};
+use crate::mcp::{McpServer, McpSettings, serve_stdio};
+use crate::protocol::ToolSet;
+use crate::sandbox::AuditLog;
+
+/// Runs `flycode mcp` until the client closes the connection.
+pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
+    let flags = RunFlags {
+        roots: args.roots,
+        approve: args.approve,
+        yes: false,
+        lenient: false,
+        tools: None,
+    };
+    let (config, sandbox) = open_sandbox(&flags)?;
+    // flycode.toml's `tools` is the chat front ends' set; an MCP client gets the extended set.
+    let tool_set = args.tools.map_or(ToolSet::Extended, Into::into);
+    let roots = sandbox
+        .roots()
+        .iter()
+        .map(|root| root.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    eprintln!(
+        "flycode mcp: serving {} tools over stdio; allowed roots: {roots}",
+        tool_set.as_str()
+    );
+    let server = McpServer::new(
+        sandbox,
+        McpSettings {
+            policy: config.policy.clone(),
+            limits: config.limits(),
+            tool_set,
+            protected: config.protected.clone(),
+            audit: AuditLog::default_location(),
+        },
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve_stdio(server))?;
+    Ok(Outcome::Success)
+}

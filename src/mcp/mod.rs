@@ -1,0 +1,20 @@
+//! `flycode mcp` (CONTRACT §15): the tool registry served as a Model Context Protocol server
+//! over stdio, with the official Rust SDK (`rmcp`), through the same sandbox, policy, output
+//! budgets and audit log as every other front end.
+//!
+//! - [`tools`]: what `tools/list` shows: snake-case names, the tool schemas, annotations.
+//! - [`result`]: an [`Execution`](crate::tools::executor::Execution) as a `CallToolResult`.
+//! - [`approval`]: a call policy asks about, asked through MCP elicitation.
+//! - [`roots`]: the client's roots, which only narrow flycode's.
+//! - [`server`]: the handler, cancellation and progress.
+//!
+//! Nothing here writes to standard output: it carries the protocol alone. Warnings go to
+//! standard error.
+
+pub mod approval;
+pub mod result;
+pub mod roots;
+pub mod server;
+pub mod tools;
+
+pub use server::{McpServer, McpSettings, serve_stdio};

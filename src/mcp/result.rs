@@ -1,0 +1,125 @@
+//! A call's result as MCP sends it (CONTRACT §15): text content a model reads, plus
+//! `structuredContent`, the same object `flycode exec --json` prints; a failure is
+//! `isError: true` with its code, message and hint in the text.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+
+use crate::protocol::{ResultBlock, ToolName};
+
+/// The object `flycode exec --json` prints for a result: id, tool, command, ok, error (code,
+/// message, hint), the tool's structured result, and the whole result block as text.
+pub fn json_report(block: &ResultBlock, tool: Option<ToolName>, data: Option<Value>) -> Value {
+    let error = (!block.ok)
+        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
+    json!({
+        "id": block.id,
+        "tool": tool.map(ToolName::as_str),
+        "command": block.command,
+        "ok": block.ok,
+        "error": error,
+        "result": data,
+        "text": block.render(),
+    })
+}
+
+/// The text a model reads: the block's body alone where the block has nothing else to say;
+/// otherwise the failure's `[code]`, `[error]`, `[hint]` and the other headers (`[exitCode]`,
+/// `[truncated]`...) as the result block writes them, then `[data]` and the body.
+pub fn result_text(block: &ResultBlock) -> String {
+    let mut head: Vec<String> = Vec::new();
+    if !block.ok {
+        for (key, value) in [
+            ("code", &block.code),
+            ("error", &block.error),
+            ("hint", &block.hint),
+        ] {
+            if let Some(value) = value {
+                head.push(format!("[{key}] {value}"));
+            }
+        }
+    }
+    head.extend(
+        block
+            .fields
+            .iter()
+            .map(|(key, value)| format!("[{key}] {value}")),
+    );
+    let body = block.body.as_deref().filter(|body| !body.is_empty());
+    match (head.is_empty(), body) {
+        (true, Some(body)) => body.to_owned(),
+        (true, None) => "(done, no output)".to_owned(),
+        (false, None) => head.join("\n"),
+        (false, Some(body)) => format!("{}\n[data]\n{body}", head.join("\n")),
+    }
+}
+
+/// The `CallToolResult` for a rendered result block and the tool's structured data.
+///
+/// `structuredContent` is [`json_report`] without its `text` member: the whole block rendered
+/// again would repeat the body a third time (it is in the text content and, for most tools, in
+/// `result`), tripling what a 1 MB read sends.
+pub fn call_tool_result(
+    block: &ResultBlock,
+    tool: Option<ToolName>,
+    data: Option<Value>,
+) -> CallToolResult {
+    let content = vec![ContentBlock::text(result_text(block))];
+    let mut result = if block.ok {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    let error = (!block.ok)
+        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
+    result.structured_content = Some(json!({
+        "id": block.id,
+        "tool": tool.map(ToolName::as_str),
+        "command": block.command,
+        "ok": block.ok,
+        "error": error,
+        "result": data,
+    }));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorCode;
+
+    #[test]
+    fn a_success_is_its_body_and_a_failure_names_code_message_and_hint() {
+        let ok = ResultBlock::success(
+            Some("c".into()),
+            "/fs.read /w/a".into(),
+            Some("hello\n".into()),
+        );
+        let result = call_tool_result(&ok, Some(ToolName::FsRead), Some(json!({"size": 6})));
+        assert_eq!(result.is_error, Some(false));
+        assert_eq!(result_text(&ok), "hello\n");
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["ok"], true);
+        assert_eq!(structured["tool"], "fs.read");
+        assert_eq!(structured["result"]["size"], 6);
+        assert!(structured.get("text").is_none());
+
+        let failed = ResultBlock::failure(
+            Some("c".into()),
+            "/fs.read /etc/passwd".into(),
+            ErrorCode::OutsideRoots,
+            "/etc/passwd is outside the allowed roots".into(),
+            Some("use a path inside the roots".into()),
+        );
+        let result = call_tool_result(&failed, Some(ToolName::FsRead), None);
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(
+            result_text(&failed),
+            "[code] outside_roots\n[error] /etc/passwd is outside the allowed roots\n[hint] use a path inside the roots"
+        );
+        assert_eq!(
+            result.structured_content.unwrap()["error"]["code"],
+            "outside_roots"
+        );
+    }
+}

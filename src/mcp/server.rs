@@ -1,0 +1,665 @@
+//! The MCP handler: `tools/list` and `tools/call` over flycode's registry and executor.
+//!
+//! A call goes: name and arguments checked against the schema (a bad one is an `isError`
+//! result, never run); the client's roots narrow the sandbox ([`super::roots`]); policy's
+//! question, if any, is asked through elicitation ([`super::approval`]); then the shared
+//! executor runs it on a blocking thread, which records it in the audit log like every other
+//! call. Requests are handled concurrently: read-only calls run side by side, calls that write
+//! or run programs take turns. A cancelled request (`notifications/cancelled`) sets the call's
+//! cancel flag, which kills a running program and everything it started. While a program runs,
+//! a request that carries a progress token gets a progress notification every second.
+
+// The SDK marks roots deprecated (SEP-2577), yet clients still send them, and CONTRACT §15 has
+// them narrow flycode's roots.
+#![allow(deprecated)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitRequest, ElicitResult,
+    Implementation, InitializeResult, InputRequest, InputRequests, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::model::{ListRootsRequest, ListRootsResult, Root};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+
+use super::approval::{
+    AnsweredApprover, Question, answer_of, elicitation, elicitation_message, question, unanswerable,
+};
+use super::result::call_tool_result;
+use super::roots::{file_uri_path, narrow};
+use crate::protocol::args::validate_args;
+use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet, render_command};
+use crate::sandbox::{AuditEntry, AuditLog, Protection, Roots, Sandbox, Session, sha256_hex};
+use crate::tools::Limits;
+use crate::tools::executor::{Approval, Decided, Executor, Serial};
+use crate::tools::policy::Policy;
+use crate::tools::registry::{Invocation, is_read_only};
+
+/// The key of the approval question in an `input_required` result.
+const APPROVAL_KEY: &str = "flycode_approval";
+/// The key of the roots request in an `input_required` result.
+const ROOTS_KEY: &str = "flycode_roots";
+/// How often a running program reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// What the server serves besides the sandbox: policy and limits, the tool set and the audit
+/// log.
+pub struct McpSettings {
+    /// The approval policy.
+    pub policy: Policy,
+    /// Output cap and default timeout (each call gets its own cancel flag).
+    pub limits: Limits,
+    /// The tools served (`extended` unless `--tools seed`).
+    pub tool_set: ToolSet,
+    /// The configured protected-path globs, for sandboxes narrowed to the client's roots.
+    pub protected: Vec<String>,
+    /// Where executed calls are logged.
+    pub audit: Option<AuditLog>,
+}
+
+/// The MCP server. Cheap to clone: every clone serves the same state.
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    settings: McpSettings,
+    /// The sandbox on flycode's roots, for calls the client's roots do not narrow.
+    full: Arc<Sandbox>,
+    tools: Vec<Tool>,
+    /// The stale-read guard's memory: one server is one session.
+    session: Arc<Mutex<Session>>,
+    client_roots: Mutex<ClientRoots>,
+    /// Bumped when the client says its roots changed, so a list fetched before is not kept.
+    roots_generation: AtomicU64,
+    /// Held by a call that writes or runs a program: those take turns.
+    changing: tokio::sync::Mutex<()>,
+    /// Makes `requestState` unguessable: an answer is bound to the call it was asked for.
+    state_key: String,
+}
+
+/// What the client's roots leave.
+#[derive(Clone)]
+enum ClientRoots {
+    /// Not asked yet, or changed since.
+    Unknown,
+    /// The sandbox on flycode's roots narrowed to the client's.
+    Narrowed(Arc<Sandbox>),
+    /// No client root shares anything with flycode's roots: every call is refused.
+    Disjoint(Vec<PathBuf>),
+}
+
+impl McpServer {
+    /// A server over `sandbox` (flycode's roots) and `settings`.
+    pub fn new(sandbox: Sandbox, settings: McpSettings) -> McpServer {
+        let full = Arc::new(sandbox);
+        let tools = super::tools::tool_list(settings.tool_set);
+        let state_key = sha256_hex(
+            format!(
+                "{:?} {} {:?}",
+                SystemTime::now(),
+                std::process::id(),
+                std::collections::hash_map::RandomState::new()
+            )
+            .as_bytes(),
+        );
+        McpServer {
+            shared: Arc::new(Shared {
+                settings,
+                full,
+                tools,
+                session: Arc::new(Mutex::new(Session::in_memory())),
+                client_roots: Mutex::new(ClientRoots::Unknown),
+                roots_generation: AtomicU64::new(0),
+                changing: tokio::sync::Mutex::new(()),
+                state_key,
+            }),
+        }
+    }
+}
+
+/// Serves `server` on standard input and output until the client closes them.
+pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
+    let running = server
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|error| anyhow::anyhow!("the MCP session ended abnormally: {error}"))?;
+    Ok(())
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let roots = self
+            .shared
+            .full
+            .roots()
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("flycode", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "flycode's file and program tools, inside the allowed roots only: {roots}. Paths are absolute. Results are capped; a capped result says how to read on."
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.shared.call(request, context).await
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.shared.roots_generation.fetch_add(1, Ordering::SeqCst);
+        *lock(&self.shared.client_roots) = ClientRoots::Unknown;
+    }
+}
+
+/// What the handler learned about a call before running it.
+struct Prepared {
+    question: Option<Question>,
+    message: String,
+    judged_as: ToolName,
+    runs_program: bool,
+}
+
+impl Shared {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let id = format!("mcp-{}", request_id_text(&context.id));
+        let set = self.settings.tool_set;
+        let Some(tool) = ToolName::from_mcp_name(&request.name, set) else {
+            let names: Vec<String> = set.tools().iter().map(|t| t.mcp_name()).collect();
+            let block = ResultBlock::failure(
+                Some(id),
+                request.name.to_string(),
+                ErrorCode::UnknownTool,
+                format!("{} is not one of flycode's tools", request.name),
+                Some(format!("call one of: {}", names.join(", "))),
+            );
+            return Ok(call_tool_result(&block, None, None).into());
+        };
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let args = match validate_args(tool, args) {
+            Ok(args) => args,
+            Err(error) => {
+                let block = ResultBlock::failure(
+                    Some(id),
+                    format!("/{tool}"),
+                    error.code(),
+                    error.to_string(),
+                    Some(error.hint()),
+                );
+                return Ok(call_tool_result(&block, Some(tool), None).into());
+            }
+        };
+        let call = Call {
+            id: Some(id),
+            tool,
+            args,
+        };
+        let capabilities = context.client_capabilities();
+        let modern = is_modern(&context);
+        let mut pending = InputRequests::new();
+
+        let sandbox = match self
+            .call_sandbox(
+                &request,
+                &context,
+                capabilities.as_ref(),
+                modern,
+                &mut pending,
+            )
+            .await
+        {
+            SandboxFor::Call(sandbox) => sandbox,
+            SandboxFor::Pending => self.full.clone(),
+            SandboxFor::Refused(client) => return Ok(self.refuse_disjoint(&call, &client).into()),
+        };
+
+        let prepared = self.prepare(&call, &sandbox);
+        let state = self.request_state(&request.name, &call.args, prepared.question.as_ref());
+        let answer = match &prepared.question {
+            None => Approval::Unavailable,
+            Some(_) if !can_elicit(capabilities.as_ref()) => Approval::Unavailable,
+            Some(_) if modern => {
+                let response = request
+                    .input_responses
+                    .as_ref()
+                    .and_then(|responses| responses.get(APPROVAL_KEY))
+                    .filter(|_| request.request_state.as_deref() == Some(state.as_str()));
+                match response {
+                    Some(response) => {
+                        match serde_json::from_value::<ElicitResult>(response.clone()) {
+                            Ok(result) => answer_of(&result),
+                            Err(_) => Approval::No,
+                        }
+                    }
+                    None => {
+                        pending.insert(
+                            APPROVAL_KEY.to_owned(),
+                            InputRequest::Elicitation(ElicitRequest::new(elicitation(
+                                prepared.message.clone(),
+                            ))),
+                        );
+                        Approval::Unavailable
+                    }
+                }
+            }
+            Some(_) => {
+                let asked = context
+                    .peer
+                    .create_elicitation(elicitation(prepared.message.clone()));
+                tokio::select! {
+                    result = asked => match result {
+                        Ok(result) => answer_of(&result),
+                        Err(error) => {
+                            eprintln!("flycode mcp: the client could not ask the user: {error}");
+                            Approval::Unavailable
+                        }
+                    },
+                    () = context.ct.cancelled() => {
+                        return Ok(self.cancelled_before_running(&call).into());
+                    }
+                }
+            }
+        };
+        if !pending.is_empty() {
+            return Ok(InputRequiredResult::new(Some(pending), Some(state)).into());
+        }
+
+        let guard = if is_read_only(tool) {
+            None
+        } else {
+            tokio::select! {
+                guard = self.changing.lock() => Some(guard),
+                () = context.ct.cancelled() => {
+                    return Ok(self.cancelled_before_running(&call).into());
+                }
+            }
+        };
+        let approver = AnsweredApprover {
+            asked: prepared.question.as_ref().map(|q| q.shown.clone()),
+            answer,
+        };
+        let execution = self
+            .run(call, sandbox, approver, prepared.runs_program, &context)
+            .await?;
+        drop(guard);
+        let (call, execution) = execution;
+        if let Some(warning) = &execution.audit_error {
+            eprintln!("flycode mcp: warning: {warning}");
+        }
+        let data = execution.output.as_ref().map(|output| output.data.clone());
+        let block = match (&execution.decided, &prepared.question) {
+            (Decided::Unanswered, Some(question)) => {
+                let (message, hint) = unanswerable(call.tool, prepared.judged_as, question);
+                ResultBlock::failure(
+                    call.id.clone(),
+                    execution.command.clone(),
+                    ErrorCode::DeniedByPolicy,
+                    message,
+                    Some(hint),
+                )
+            }
+            _ => execution.block,
+        };
+        Ok(call_tool_result(&block, Some(call.tool), data).into())
+    }
+
+    /// The sandbox a call runs in: flycode's, or narrowed to the client's roots (asked for once,
+    /// again after they changed).
+    async fn call_sandbox(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        capabilities: Option<&ClientCapabilities>,
+        modern: bool,
+        pending: &mut InputRequests,
+    ) -> SandboxFor {
+        if capabilities.is_none_or(|c| c.roots.is_none()) {
+            return SandboxFor::Call(self.full.clone());
+        }
+        let known = lock(&self.client_roots).clone();
+        let known = match known {
+            ClientRoots::Unknown => {
+                let generation = self.roots_generation.load(Ordering::SeqCst);
+                let listed = if modern {
+                    let response = request
+                        .input_responses
+                        .as_ref()
+                        .and_then(|responses| responses.get(ROOTS_KEY));
+                    match response {
+                        Some(response) => {
+                            serde_json::from_value::<ListRootsResult>(response.clone())
+                                .map_err(|e| e.to_string())
+                        }
+                        None => {
+                            pending.insert(
+                                ROOTS_KEY.to_owned(),
+                                #[allow(deprecated)]
+                                InputRequest::ListRoots(ListRootsRequest::default()),
+                            );
+                            return SandboxFor::Pending;
+                        }
+                    }
+                } else {
+                    #[allow(deprecated)]
+                    let listed = context.peer.list_roots().await;
+                    listed.map_err(|e| e.to_string())
+                };
+                match listed {
+                    Ok(listed) => {
+                        let adopted = self.adopt_roots(&listed.roots);
+                        if self.roots_generation.load(Ordering::SeqCst) == generation {
+                            *lock(&self.client_roots) = adopted.clone();
+                        }
+                        adopted
+                    }
+                    Err(error) => {
+                        eprintln!(
+                            "flycode mcp: the client declares roots but could not list them ({error}); using flycode's roots"
+                        );
+                        ClientRoots::Narrowed(self.full.clone())
+                    }
+                }
+            }
+            known => known,
+        };
+        match known {
+            ClientRoots::Narrowed(sandbox) => SandboxFor::Call(sandbox),
+            ClientRoots::Disjoint(client) => SandboxFor::Refused(client),
+            ClientRoots::Unknown => SandboxFor::Call(self.full.clone()),
+        }
+    }
+
+    /// flycode's roots narrowed to `roots` (see [`super::roots`]); an empty list narrows
+    /// nothing (the client named no boundary).
+    #[allow(deprecated)]
+    fn adopt_roots(&self, roots: &[Root]) -> ClientRoots {
+        if roots.is_empty() {
+            return ClientRoots::Narrowed(self.full.clone());
+        }
+        let client: Vec<PathBuf> = roots
+            .iter()
+            .filter_map(|root| {
+                let path = file_uri_path(&root.uri);
+                if path.is_none() {
+                    eprintln!(
+                        "flycode mcp: ignoring the client root {} (not a local file:// URI)",
+                        root.uri
+                    );
+                }
+                path
+            })
+            .filter_map(|path| {
+                // A root that does not exist (yet) holds nothing a call could reach.
+                Roots::resolve(std::slice::from_ref(&path))
+                    .ok()
+                    .and_then(|resolved| resolved.paths().first().cloned())
+            })
+            .collect();
+        let narrowed = narrow(self.full.roots(), &client);
+        if narrowed == self.full.roots() {
+            return ClientRoots::Narrowed(self.full.clone());
+        }
+        if narrowed.is_empty() {
+            return ClientRoots::Disjoint(client);
+        }
+        let opened = Roots::resolve(&narrowed)
+            .map_err(|e| e.to_string())
+            .and_then(|roots| Sandbox::open(&roots).map_err(|e| e.to_string()))
+            .and_then(|sandbox| {
+                let protection = Protection::default()
+                    .with_patterns(&self.settings.protected)
+                    .map_err(|e| e.to_string())?;
+                Ok(sandbox.with_protection(protection))
+            });
+        match opened {
+            Ok(sandbox) => ClientRoots::Narrowed(Arc::new(sandbox)),
+            Err(error) => {
+                eprintln!(
+                    "flycode mcp: cannot narrow the roots to the client's ({error}); refusing calls until they change"
+                );
+                ClientRoots::Disjoint(client)
+            }
+        }
+    }
+
+    /// Policy's question for the call, the form's message, and what the call is.
+    fn prepare(&self, call: &Call, sandbox: &Sandbox) -> Prepared {
+        let Ok(invocation) = Invocation::new(call) else {
+            return Prepared {
+                question: None,
+                message: String::new(),
+                judged_as: call.tool,
+                runs_program: false,
+            };
+        };
+        let question = question(
+            &invocation,
+            sandbox,
+            &self.settings.policy,
+            &self.settings.limits,
+        );
+        let message = question
+            .as_ref()
+            .map(|q| elicitation_message(q, &invocation, sandbox))
+            .unwrap_or_default();
+        Prepared {
+            question,
+            message,
+            judged_as: invocation.bound.judged_as(),
+            runs_program: invocation.effects().program.is_some(),
+        }
+    }
+
+    /// An opaque token binding an answer to the exact call it was asked for.
+    fn request_state(
+        &self,
+        name: &str,
+        args: &Map<String, Value>,
+        question: Option<&Question>,
+    ) -> String {
+        let args = Value::Object(args.clone()).to_string();
+        let shown = question.map(|q| q.shown.as_str()).unwrap_or_default();
+        sha256_hex(format!("{}\n{name}\n{args}\n{shown}", self.state_key).as_bytes())
+    }
+
+    /// Runs the call on a blocking thread; a cancelled request sets its cancel flag, and a
+    /// program that runs long reports progress.
+    async fn run(
+        &self,
+        call: Call,
+        sandbox: Arc<Sandbox>,
+        approver: AnsweredApprover,
+        runs_program: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Call, crate::tools::executor::Execution), McpError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let limits = Limits {
+            cancel: Some(Arc::clone(&cancel)),
+            ..self.settings.limits.clone()
+        };
+        let policy = self.settings.policy.clone();
+        let audit = self.settings.audit.clone();
+        let session = Arc::clone(&self.session);
+        let mut handle = tokio::task::spawn_blocking(move || {
+            let executor = Executor {
+                sandbox: &sandbox,
+                policy: &policy,
+                session: Some(&session),
+                audit,
+                limits,
+                approver: &approver,
+                notebook: None,
+                serial: Serial::default(),
+            };
+            let execution = executor.execute(&call);
+            (call, execution)
+        });
+        let progress_token = context.meta.get_progress_token().filter(|_| runs_program);
+        let started = Instant::now();
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        let joined = loop {
+            tokio::select! {
+                joined = &mut handle => break joined,
+                () = context.ct.cancelled(), if !cancel.load(Ordering::SeqCst) => {
+                    // The runner sees the flag, kills the process tree and returns `cancelled`.
+                    cancel.store(true, Ordering::SeqCst);
+                }
+                _ = ticks.tick(), if progress_token.is_some() => {
+                    if let Some(token) = &progress_token {
+                        let seconds = started.elapsed().as_secs();
+                        let mut progress = ProgressNotificationParam::new(token.clone(), seconds as f64);
+                        progress.message = Some(format!("running for {seconds} s"));
+                        // A client that went away gets no progress; the call still ends.
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
+                }
+            }
+        };
+        joined.map_err(|error| McpError::internal_error(format!("the call stopped: {error}"), None))
+    }
+
+    /// A call refused because none of the client's roots lies inside flycode's: recorded in
+    /// the audit log like a refusal of the executor's.
+    fn refuse_disjoint(&self, call: &Call, client: &[PathBuf]) -> rmcp::model::CallToolResult {
+        let listed = client
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ours = self
+            .full
+            .roots()
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.refuse(
+            call,
+            ErrorCode::OutsideRoots,
+            format!(
+                "{} was not run: none of the client's roots ({}) lies inside flycode's allowed roots ({ours})",
+                call.tool,
+                if listed.is_empty() { "none usable" } else { &listed }
+            ),
+            "ask the user to open a folder inside flycode's roots in the client, or to add it with --root",
+        )
+    }
+
+    /// A call whose request was cancelled before it started.
+    fn cancelled_before_running(&self, call: &Call) -> rmcp::model::CallToolResult {
+        self.refuse(
+            call,
+            ErrorCode::Cancelled,
+            format!("{} was cancelled before it started", call.tool),
+            "send the call again if it is still wanted",
+        )
+    }
+
+    /// A failure decided before the executor ran, logged as the executor logs its own.
+    fn refuse(
+        &self,
+        call: &Call,
+        code: ErrorCode,
+        message: String,
+        hint: &str,
+    ) -> rmcp::model::CallToolResult {
+        if let Some(audit) = &self.settings.audit {
+            let entry = AuditEntry {
+                time: SystemTime::now(),
+                id: call.id.clone(),
+                tool: call.tool.as_str().to_owned(),
+                args: call.args.clone(),
+                outcome: "denied",
+                code: Some(code.as_str().to_owned()),
+                duration: Duration::ZERO,
+            };
+            if let Err(error) = audit.append(&entry) {
+                eprintln!(
+                    "flycode mcp: warning: audit log {}: {error}",
+                    audit.path().display()
+                );
+            }
+        }
+        let block = ResultBlock::failure(
+            call.id.clone(),
+            render_command(call.tool, &call.args),
+            code,
+            message,
+            Some(hint.to_owned()),
+        );
+        call_tool_result(&block, Some(call.tool), None)
+    }
+}
+
+/// Where a call may run.
+enum SandboxFor {
+    /// In this sandbox.
+    Call(Arc<Sandbox>),
+    /// Nowhere yet: the client must send its roots first (an `input_required` result).
+    Pending,
+    /// Nowhere: the client's roots (listed) share nothing with flycode's.
+    Refused(Vec<PathBuf>),
+}
+
+/// Whether the request speaks protocol 2026-07-28 or later, where the server may not send
+/// requests of its own and asks through `input_required` results instead.
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    // ISO dates compare as strings in time order.
+    context
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the client can show a form to the user (elicitation in form mode).
+fn can_elicit(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|c| c.elicitation.as_ref())
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// A JSON-RPC id as text: `7`, `"abc"` → `abc`.
+fn request_id_text(id: &rmcp::model::RequestId) -> String {
+    match serde_json::to_value(id) {
+        Ok(Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+/// The lock's data, also after a thread panicked while holding it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,592 @@
+//! What a program flycode runs may do (CONTRACT §12): on Linux, a Landlock domain that lets it
+//! write only inside the allowed roots, a private temporary directory and the null-like devices,
+//! and read everywhere except flycode's own state and configuration directories. Knows nothing of
+//! tool names; the runner ([`super::process`]) applies what [`prepare`] builds.
+//!
+//! The domain in detail (Landlock ABI 1 at least; newer rights are used where the kernel has them):
+//!
+//! - **Read and execute**: every directory beneath `/` except flycode's state directory
+//!   ([`super::state::state_dir`]) and configuration directory
+//!   ([`super::protect::user_config_dir`]). Landlock only allows, so "everywhere but X" is built
+//!   by [`readable_set`]: each ancestor of X is split into its entries, all allowed but the one
+//!   leading to X. Entries that are symbolic links are left out at those levels (a rule would
+//!   follow the link); their targets have rules of their own. Directory *listing* is allowed
+//!   everywhere, so the names inside those two directories can be listed but no file in them read.
+//!   `/dev` is not readable as a whole (a raw disk would show every file): only the devices of
+//!   [`DEVICES`] are.
+//! - **Write** (create, remove, rename, truncate): beneath the allowed roots (`workspace-write`
+//!   only), a private temporary directory made for the call (mode 0700, `TMPDIR`, `TMP` and `TEMP`
+//!   point at it, removed after the call), and the devices of [`DEVICES`]. `read-only` keeps the
+//!   temporary directory and the devices: nothing written survives the call.
+//! - **Network** (`process_network = false`): no TCP bind or connect (Landlock ABI 4). A kernel
+//!   without network rules refuses to run programs rather than run them with a network.
+//! - **Scopes** (ABI 6, where present): no signals to processes outside the domain and no
+//!   connection to abstract UNIX sockets created outside it.
+//! - **ptrace and flycode's environment**: Landlock denies a domain's processes ptrace access to
+//!   processes outside it (attaching, `/proc/<pid>/mem`). Some kernels still let them read
+//!   `/proc/<pid>/environ` of a process outside, so the program also loses `CAP_SYS_PTRACE`
+//!   (bounding and inheritable sets, which matters as root): flycode is non-dumpable
+//!   ([`super::process::protect_own_environment`]) and its environment is then unreadable to
+//!   the program, root or not. Other processes of the user (the shell that started flycode, with
+//!   its exported API key) are not flycode's to protect.
+//! - `no_new_privs` is set: a setuid program (sudo) gains no privileges.
+//!
+//! Partial enforcement: on a kernel older than ABI 5 the rights it lacks are not enforced
+//! (truncate(2) before ABI 3, device ioctls before ABI 5, cross-directory renames always denied on
+//! ABI 1); the write and read rules above hold from ABI 1. A kernel without Landlock (not built,
+//! or disabled at boot) runs no program unless `process_sandbox = "off"`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// `process_sandbox`: how programs are contained.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProgramSandbox {
+    /// Writes inside the roots, the private temporary directory and the null-like devices.
+    #[default]
+    WorkspaceWrite,
+    /// Writes only to the private temporary directory and the null-like devices.
+    ReadOnly,
+    /// No containment: programs run with the user's rights.
+    Off,
+}
+
+impl ProgramSandbox {
+    /// The setting's value as written in `flycode.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgramSandbox::WorkspaceWrite => "workspace-write",
+            ProgramSandbox::ReadOnly => "read-only",
+            ProgramSandbox::Off => "off",
+        }
+    }
+}
+
+/// Devices a contained program may read and write (besides reading everything else it may).
+pub const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// The containment of one run: what the runner needs to build the domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Containment {
+    /// `workspace-write` or `read-only` (never `off`: that is no containment at all).
+    pub sandbox: ProgramSandbox,
+    /// Whether TCP bind and connect are allowed.
+    pub network: bool,
+    /// The allowed roots: writable under `workspace-write`, readable always.
+    pub roots: Vec<PathBuf>,
+    /// Directories the program may not read: flycode's state and configuration directories.
+    pub hidden: Vec<PathBuf>,
+}
+
+impl Containment {
+    /// The containment for programs run in `roots` under the settings, `None` for `off`.
+    pub fn new(sandbox: ProgramSandbox, network: bool, roots: &[PathBuf]) -> Option<Containment> {
+        (sandbox != ProgramSandbox::Off).then(|| Containment {
+            sandbox,
+            network,
+            roots: roots.to_vec(),
+            hidden: flycode_private_dirs(),
+        })
+    }
+}
+
+/// flycode's state and configuration directories, as absolute paths with links resolved where
+/// they exist (Landlock acts on the real files).
+pub fn flycode_private_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = [super::state::state_dir(), super::protect::user_config_dir()]
+        .into_iter()
+        .flatten()
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .collect();
+    dirs.dedup();
+    dirs
+}
+
+/// What the running kernel offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock with network rules (ABI 4 or later).
+    Full,
+    /// Landlock without network rules (ABI 1 to 3).
+    NoNetworkRules,
+    /// No Landlock: not built into the kernel, or disabled at boot. Also every other platform.
+    Unavailable,
+}
+
+/// What this kernel offers, asked once.
+pub fn kernel_support() -> Support {
+    #[cfg(target_os = "linux")]
+    {
+        static SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
+        *SUPPORT.get_or_init(linux::probe)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Support::Unavailable
+    }
+}
+
+/// Why programs cannot run under these settings on this kernel, if they cannot: the message
+/// (naming the missing feature) and the advice for the person.
+pub fn refusal(
+    support: Support,
+    sandbox: ProgramSandbox,
+    network: bool,
+) -> Option<(&'static str, &'static str)> {
+    if sandbox == ProgramSandbox::Off || !cfg!(target_os = "linux") {
+        return None;
+    }
+    match support {
+        Support::Unavailable => Some((
+            "this Linux kernel has no Landlock (not built in, or disabled at boot), so flycode cannot contain programs",
+            "set process_sandbox = \"off\" in flycode.toml to run programs uncontained, or boot a kernel with Landlock (lsm=landlock)",
+        )),
+        Support::NoNetworkRules if !network => Some((
+            "this Linux kernel's Landlock has no network rules (ABI 4, Linux 6.7), so flycode cannot keep programs off the network",
+            "set process_network = true in flycode.toml (programs then reach the network), or use Linux 6.7 or later",
+        )),
+        _ => None,
+    }
+}
+
+/// The warning a command that runs programs prints once at its start, if programs will be
+/// refused here.
+pub fn startup_warning(sandbox: ProgramSandbox, network: bool) -> Option<String> {
+    refusal(kernel_support(), sandbox, network)
+        .map(|(why, advice)| format!("{why}: process.run and shell.exec will be refused; {advice}"))
+}
+
+/// The sandbox a program runs in, in words for the person asked to approve it.
+pub fn describe(sandbox: ProgramSandbox, network: bool) -> String {
+    let uncontained = "the program runs with your user's rights and can read and write anything you can (flycode's roots bind only its file tools)";
+    if !cfg!(target_os = "linux") {
+        return format!("none on this platform: {uncontained}");
+    }
+    if sandbox == ProgramSandbox::Off {
+        return format!("none (process_sandbox = \"off\"): {uncontained}");
+    }
+    if let Some((why, _)) = refusal(kernel_support(), sandbox, network) {
+        return format!("unavailable: {why}; flycode will refuse to run it");
+    }
+    let writes = match sandbox {
+        ProgramSandbox::ReadOnly => {
+            "Landlock, read-only: it writes nowhere but a private temporary directory (removed afterwards) and /dev/null"
+        }
+        _ => {
+            "Landlock: it writes only inside the allowed roots, a private temporary directory and /dev/null"
+        }
+    };
+    let net = if network {
+        "network allowed"
+    } else {
+        "no network"
+    };
+    format!("{writes}; reads anything but flycode's state and configuration; {net}")
+}
+
+/// The directories to allow reading beneath so that everything under `/` is readable except the
+/// `hidden` paths (absolute, links resolved): `/` itself when nothing is hidden; otherwise every
+/// ancestor of a hidden path is split into its entries (`list` gives a directory's entries and
+/// whether each is a symbolic link), each allowed whole unless it is hidden (left out) or an
+/// ancestor of a hidden path (split in turn). Links at split levels are left out: a rule on one
+/// would apply to its target, which may be hidden. Sorted.
+pub fn readable_set<F>(hidden: &[PathBuf], mut list: F) -> Vec<PathBuf>
+where
+    F: FnMut(&Path) -> Vec<(std::ffi::OsString, bool)>,
+{
+    let root = PathBuf::from("/");
+    if hidden.is_empty() {
+        return vec![root];
+    }
+    if hidden.iter().any(|dir| dir == &root) {
+        return Vec::new();
+    }
+    let mut allowed = Vec::new();
+    let mut pending = vec![root];
+    while let Some(dir) = pending.pop() {
+        for (name, is_link) in list(&dir) {
+            let path = dir.join(name);
+            if is_link || hidden.contains(&path) {
+                continue;
+            }
+            if hidden.iter().any(|dir| dir.starts_with(&path)) {
+                pending.push(path);
+            } else {
+                allowed.push(path);
+            }
+        }
+    }
+    allowed.sort();
+    allowed
+}
+
+/// A directory's entries and whether each is a symbolic link; nothing if it cannot be listed.
+fn list_dir(dir: &Path) -> Vec<(std::ffi::OsString, bool)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|entry| {
+            let is_link = entry.file_type().is_ok_and(|kind| kind.is_symlink());
+            (entry.file_name(), is_link)
+        })
+        .collect()
+}
+
+/// Why a run's containment could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainError {
+    /// These settings cannot be enforced on this kernel.
+    #[error("{0}")]
+    Unsupported(&'static str, &'static str),
+    /// The private temporary directory could not be made.
+    #[error("cannot create a private temporary directory: {0}")]
+    TempDir(std::io::Error),
+    /// The kernel refused the ruleset.
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Ruleset(String),
+}
+
+/// A run's containment, ready to apply: the private temporary directory (removed when this is
+/// dropped) and, on Linux, the ruleset built in the parent.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The private temporary directory.
+    temp: tempfile::TempDir,
+    #[cfg(target_os = "linux")]
+    ruleset: Option<landlock::RulesetCreated>,
+}
+
+impl Prepared {
+    /// The private temporary directory's path.
+    pub fn temp_dir(&self) -> &Path {
+        self.temp.path()
+    }
+
+    /// Arranges for `command`'s child to enter the domain before it runs the program (Linux;
+    /// elsewhere the program runs uncontained). Once only: later calls do nothing.
+    pub fn apply_to(&mut self, command: &mut std::process::Command) {
+        #[cfg(target_os = "linux")]
+        if let Some(ruleset) = self.ruleset.take() {
+            linux::restrict_before_exec(command, ruleset);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = command;
+    }
+}
+
+/// Checks the kernel and builds everything a contained run needs before the fork: the private
+/// temporary directory and the ruleset (which opens the allowed paths).
+pub fn prepare(containment: &Containment) -> Result<Prepared, ContainError> {
+    if let Some((why, advice)) = refusal(kernel_support(), containment.sandbox, containment.network)
+    {
+        return Err(ContainError::Unsupported(why, advice));
+    }
+    let temp = tempfile::Builder::new()
+        .prefix("flycode-run-")
+        .tempdir()
+        .map_err(ContainError::TempDir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o700))
+            .map_err(ContainError::TempDir)?;
+    }
+    let temp_path = std::fs::canonicalize(temp.path()).unwrap_or_else(|_| temp.path().to_owned());
+    #[cfg(target_os = "linux")]
+    {
+        let ruleset = linux::build(containment, &temp_path)
+            .map_err(|error| ContainError::Ruleset(error.to_string()))?;
+        Ok(Prepared {
+            temp,
+            ruleset: Some(ruleset),
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = temp_path;
+        Ok(Prepared { temp })
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    //! The Landlock ruleset and the one `unsafe` block of flycode.
+
+    use std::path::{Path, PathBuf};
+
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, make_bitflags, path_beneath_rules,
+    };
+
+    use super::{Containment, DEVICES, ProgramSandbox, Support, list_dir, readable_set};
+
+    /// The newest file-system rights flycode asks for (ioctl on devices); older kernels enforce
+    /// what they have.
+    const FS_ABI: ABI = ABI::V5;
+
+    /// Asks the kernel what it supports, with the same requirements [`build`] makes.
+    pub(super) fn probe() -> Support {
+        let fs = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .and_then(Ruleset::create);
+        if fs.is_err() {
+            return Support::Unavailable;
+        }
+        let net = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .and_then(Ruleset::create);
+        if net.is_err() {
+            return Support::NoNetworkRules;
+        }
+        Support::Full
+    }
+
+    /// The ruleset of one run (see the module documentation), built in the parent: everything
+    /// that allocates or opens files happens here, before the fork.
+    pub(super) fn build(
+        containment: &Containment,
+        temp: &Path,
+    ) -> Result<RulesetCreated, RulesetError> {
+        // ABI 1 is required (the core of the promise); newer rights are taken where present.
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI::V1))?
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(FS_ABI))?;
+        if !containment.network {
+            ruleset = ruleset
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessNet::from_all(ABI::V4))?
+                .set_compatibility(CompatLevel::BestEffort);
+        }
+        let ruleset = ruleset.scope(Scope::from_all(ABI::V6))?;
+
+        let mut hidden = containment.hidden.clone();
+        hidden.push(PathBuf::from("/dev"));
+        let readable = readable_set(&hidden, list_dir);
+        let mut writable = vec![temp.to_owned()];
+        if containment.sandbox == ProgramSandbox::WorkspaceWrite {
+            writable.extend(containment.roots.iter().cloned());
+        }
+        let device: BitFlags<AccessFs> =
+            make_bitflags!(AccessFs::{ReadFile | WriteFile | Truncate | IoctlDev});
+        ruleset
+            .create()?
+            .add_rules(path_beneath_rules(["/"], AccessFs::ReadDir))?
+            .add_rules(path_beneath_rules(&readable, AccessFs::from_read(FS_ABI)))?
+            .add_rules(path_beneath_rules(
+                &containment.roots,
+                AccessFs::from_read(FS_ABI),
+            ))?
+            .add_rules(path_beneath_rules(DEVICES, device))?
+            .add_rules(path_beneath_rules(&writable, AccessFs::from_all(FS_ABI)))
+    }
+
+    /// Makes `command`'s child restrict itself with `ruleset` between fork and exec.
+    pub(super) fn restrict_before_exec(
+        command: &mut std::process::Command,
+        ruleset: RulesetCreated,
+    ) {
+        use std::os::unix::process::CommandExt;
+        let mut ruleset = Some(ruleset);
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe work is allowed (the parent has other threads, which may hold the
+        // allocator's lock). Everything that allocates or opens files was done in the parent
+        // (`build`). `drop_ptrace_capability` makes three system calls (prctl, capget, capset)
+        // on plain values; `restrict_self` makes two (prctl(PR_SET_NO_NEW_PRIVS) and
+        // landlock_restrict_self), closes the ruleset's descriptor and builds plain values, and
+        // its errors carry an OS error code, never an allocation. The error returned here is a
+        // bare OS code, which std passes to the parent as the spawn's failure.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || match ruleset.take() {
+                Some(ruleset) => {
+                    drop_ptrace_capability();
+                    match ruleset.restrict_self() {
+                        Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {
+                            Ok(())
+                        }
+                        _ => Err(std::io::Error::from_raw_os_error(
+                            super::super::process::CONTAIN_FAILED_ERRNO,
+                        )),
+                    }
+                }
+                // A second exec attempt of the same command (std does not do this): the first
+                // attempt already restricted this process.
+                None => Ok(()),
+            });
+        }
+    }
+
+    /// Keeps `CAP_SYS_PTRACE` from the program, so that even as root it cannot read flycode's
+    /// `/proc/<pid>/environ` (flycode is non-dumpable, and only that capability overrides it;
+    /// Landlock's own ptrace restriction does not cover `environ` on every kernel). Removed from
+    /// the bounding set (root's programs get the bounding set at exec) and from the inheritable
+    /// set. Without `CAP_SETPCAP` (not root) there is nothing to remove and the calls fail
+    /// harmlessly. System calls only: safe between fork and exec.
+    fn drop_ptrace_capability() {
+        use rustix::thread::{
+            CapabilitySet, capabilities, remove_capability_from_bounding_set, set_capabilities,
+        };
+        let _ = remove_capability_from_bounding_set(CapabilitySet::SYS_PTRACE);
+        if let Ok(mut sets) = capabilities(None)
+            && sets.inheritable.contains(CapabilitySet::SYS_PTRACE)
+        {
+            sets.inheritable.remove(CapabilitySet::SYS_PTRACE);
+            let _ = set_capabilities(None, sets);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    /// A fake tree: `/` holds bin (link), dev, etc, root, tmp; /root holds .config, .local, work;
+    /// /root/.local holds share and state; /root/.local/state holds flycode and other;
+    /// /root/.config holds flycode and git.
+    fn list(dir: &Path) -> Vec<(OsString, bool)> {
+        let entries: &[(&str, bool)] = match dir.to_str().unwrap() {
+            "/" => &[
+                ("bin", true),
+                ("dev", false),
+                ("etc", false),
+                ("root", false),
+                ("tmp", false),
+            ],
+            "/root" => &[
+                (".config", false),
+                (".local", false),
+                ("work", false),
+                ("l", true),
+            ],
+            "/root/.local" => &[("share", false), ("state", false)],
+            "/root/.local/state" => &[("flycode", false), ("other", false)],
+            "/root/.config" => &[("flycode", false), ("git", false)],
+            other => panic!("{other} need not be listed"),
+        };
+        entries
+            .iter()
+            .map(|(name, link)| (OsString::from(name), *link))
+            .collect()
+    }
+
+    fn paths(list: &[&str]) -> Vec<PathBuf> {
+        list.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn everything_is_readable_when_nothing_is_hidden() {
+        assert_eq!(readable_set(&[], list), paths(&["/"]));
+    }
+
+    #[test]
+    fn hidden_directories_are_cut_out_by_splitting_their_ancestors() {
+        let hidden = paths(&[
+            "/root/.local/state/flycode",
+            "/root/.config/flycode",
+            "/dev",
+        ]);
+        assert_eq!(
+            readable_set(&hidden, list),
+            paths(&[
+                "/etc",
+                "/root/.config/git",
+                "/root/.local/share",
+                "/root/.local/state/other",
+                "/root/work",
+                "/tmp",
+            ])
+        );
+    }
+
+    #[test]
+    fn links_at_split_levels_are_left_out_and_hiding_the_root_hides_all() {
+        let allowed = readable_set(&paths(&["/root/.config/flycode"]), list);
+        assert!(!allowed.contains(&PathBuf::from("/bin")), "{allowed:?}");
+        assert!(!allowed.contains(&PathBuf::from("/root/l")), "{allowed:?}");
+        assert!(
+            allowed.contains(&PathBuf::from("/root/.local")),
+            "{allowed:?}"
+        );
+        assert!(readable_set(&paths(&["/"]), list).is_empty());
+    }
+
+    #[test]
+    fn a_hidden_path_that_does_not_exist_hides_nothing_else() {
+        let allowed = readable_set(&paths(&["/root/.cache/flycode"]), list);
+        assert_eq!(
+            allowed,
+            paths(&[
+                "/dev",
+                "/etc",
+                "/root/.config",
+                "/root/.local",
+                "/root/work",
+                "/tmp"
+            ])
+        );
+    }
+
+    #[test]
+    fn programs_are_refused_only_where_the_settings_cannot_be_kept() {
+        let linux = cfg!(target_os = "linux");
+        let refused = |support, sandbox, network| refusal(support, sandbox, network).is_some();
+        assert_eq!(
+            refused(Support::Unavailable, ProgramSandbox::WorkspaceWrite, true),
+            linux
+        );
+        assert_eq!(
+            refused(Support::Unavailable, ProgramSandbox::ReadOnly, true),
+            linux
+        );
+        assert!(!refused(Support::Unavailable, ProgramSandbox::Off, false));
+        assert_eq!(
+            refused(
+                Support::NoNetworkRules,
+                ProgramSandbox::WorkspaceWrite,
+                false
+            ),
+            linux
+        );
+        assert!(!refused(
+            Support::NoNetworkRules,
+            ProgramSandbox::WorkspaceWrite,
+            true
+        ));
+        assert!(!refused(Support::Full, ProgramSandbox::ReadOnly, false));
+        let (_, advice) = refusal(Support::Unavailable, ProgramSandbox::ReadOnly, true)
+            .unwrap_or(("", "process_sandbox = \"off\""));
+        assert!(advice.contains("process_sandbox = \"off\""), "{advice}");
+    }
+
+    #[test]
+    fn the_description_names_the_sandbox() {
+        let off = describe(ProgramSandbox::Off, true);
+        assert!(off.starts_with("none"), "{off}");
+        if cfg!(target_os = "linux") && kernel_support() == Support::Full {
+            let shown = describe(ProgramSandbox::WorkspaceWrite, false);
+            assert!(shown.starts_with("Landlock: "), "{shown}");
+            assert!(shown.ends_with("no network"), "{shown}");
+            let shown = describe(ProgramSandbox::ReadOnly, true);
+            assert!(shown.starts_with("Landlock, read-only"), "{shown}");
+        }
+    }
+}

@@ -1,0 +1,756 @@
+//! What an interrupted `fs.write`, `fs.edit` or `fs.writeBatch` left behind, and how the next
+//! start of flycode finishes or undoes it (CONTRACT §13).
+//!
+//! Before a write creates its first temporary file, it records in `STATE/journal/` every target
+//! (root, directory, name), the temporary and backup names it will use and the sha256 of the
+//! content it will write; the record is flushed, and so is its directory. A batch records a second
+//! phase, "replacing", after every temporary file is flushed and before the first rename. The
+//! record is removed when the operation is over, whether it succeeded or failed.
+//!
+//! At its next start, flycode reads the records of processes that are gone and decides:
+//! - still staging, or a rename missing (a temporary file is still there): undo. Temporary files
+//!   are removed, replaced files get their backups back, files the batch created are removed, and
+//!   so are the (empty) directories it created: the batch is all old.
+//! - every rename done (no temporary file left): finish. The backups are removed: all new.
+//!
+//! Recovery walks from `/` to each recorded directory one component at a time without following
+//! links, and only removes or renames the exact names flycode creates (`.flycode-tmp-…`). The only
+//! other name it touches is a target being undone, and only when its content is still exactly
+//! what the interrupted operation wrote (checked through a handle opened without following links).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+
+use super::error::SandboxError;
+use super::handles::{open_file, open_subdir};
+use super::write::{TEMP_PREFIX, sha256_hex};
+
+/// The directory of the records, inside the state directory.
+const JOURNAL_DIR: &str = "journal";
+
+/// Which operation a record belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Operation {
+    /// One file replaced through one temporary file (fs.write, fs.edit).
+    Write,
+    /// Several files, all or none (fs.writeBatch).
+    WriteBatch,
+}
+
+/// How far the operation got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// Temporary files are being written; nothing is renamed yet.
+    Staging,
+    /// Every temporary file is complete; the renames have begun.
+    Replacing,
+}
+
+/// One target of an operation, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// The canonical root holding the file.
+    pub root: String,
+    /// The file's directory, relative to the root (empty for the root itself).
+    pub dir: String,
+    /// The file's name.
+    pub name: String,
+    /// The temporary file beside it.
+    pub temp: String,
+    /// The backup of the old file, kept during a batch's renames.
+    pub backup: Option<String>,
+    /// The sha256 of the new content.
+    pub sha256: String,
+    /// The first directory the operation created on the way to `dir` (relative to the root).
+    pub created: Option<String>,
+}
+
+impl Target {
+    /// A target from paths; `None` when one of them is not UTF-8 (a record is JSON text).
+    pub fn new(
+        root: &Path,
+        dir: &Path,
+        name: &Path,
+        temp: &Path,
+        backup: Option<&Path>,
+        sha256: String,
+        created: Option<&Path>,
+    ) -> Option<Target> {
+        let text = |p: &Path| p.to_str().map(str::to_owned);
+        Some(Target {
+            root: text(root)?,
+            dir: text(dir)?,
+            name: text(name)?,
+            temp: text(temp)?,
+            backup: match backup {
+                Some(b) => Some(text(b)?),
+                None => None,
+            },
+            sha256,
+            created: match created {
+                Some(c) => Some(text(c)?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// A record as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    operation: Operation,
+    phase: Phase,
+    targets: Vec<Target>,
+}
+
+/// The record of one operation in flight: created by [`Journal::begin`], removed when dropped
+/// (after the operation has cleaned up after itself, successful or not).
+pub struct Journal {
+    file: Option<PathBuf>,
+    record: Record,
+    /// Held while the operation runs: a recovering flycode leaves a locked record alone.
+    _lock: Option<File>,
+}
+
+impl Journal {
+    /// Records an operation before its first temporary file is created. Without a state
+    /// directory there is nowhere to record it, and the operation goes on unrecorded.
+    pub fn begin(operation: Operation, targets: Vec<Target>) -> Result<Journal, SandboxError> {
+        let mut journal = Journal {
+            file: None,
+            record: Record {
+                operation,
+                phase: Phase::Staging,
+                targets,
+            },
+            _lock: None,
+        };
+        let Some(dir) = super::state::state_dir().map(|d| d.join(JOURNAL_DIR)) else {
+            return Ok(journal);
+        };
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let file = dir.join(format!(
+            "{}-{}-{}.json",
+            std::process::id(),
+            own_start_time(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        journal._lock = Some(store(&file, &journal.record)?);
+        journal.file = Some(file);
+        Ok(journal)
+    }
+
+    /// Records that every temporary file is complete and the renames begin.
+    pub fn replacing(&mut self) -> Result<(), SandboxError> {
+        self.record.phase = Phase::Replacing;
+        if let Some(file) = &self.file {
+            self._lock = Some(store(file, &self.record)?);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            // A record that outlives a finished operation is harmless: recovery finds every
+            // rename done (or nothing staged) and has nothing to change.
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+fn journal_error(file: &Path, error: std::io::Error) -> SandboxError {
+    SandboxError::Io {
+        path: file.display().to_string(),
+        source: std::io::Error::new(
+            error.kind(),
+            format!(
+                "cannot record the write in flycode's journal ({error}), so nothing was written; make the state directory writable or set FLYCODE_STATE_DIR to one that is"
+            ),
+        ),
+    }
+}
+
+/// Writes the record through a temporary file and a rename, flushing the data and the directory,
+/// and returns the stored file, locked.
+fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
+    let fail = |e| journal_error(file, e);
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.tmp"));
+    let text = serde_json::to_vec(record).map_err(|e| fail(std::io::Error::other(e)))?;
+    let written = (|| {
+        let _ = std::fs::remove_file(&temp);
+        let mut handle = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
+        handle.write_all(&text)?;
+        handle.sync_data()?;
+        std::fs::rename(&temp, file)?;
+        File::open(dir)?.sync_all()?;
+        Ok(handle)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        fail(e)
+    })
+}
+
+/// When this process started, as the kernel counts it (`0` where it is not known): with the pid,
+/// it names a process uniquely even after the pid is reused.
+fn own_start_time() -> u64 {
+    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *START.get_or_init(|| start_time(std::process::id()).unwrap_or(0))
+}
+
+/// A process's start time from `/proc/PID/stat` (field 22), on Linux.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process that wrote a record named `pid-start-n.json` still runs.
+fn owner_is_alive(pid: u32, start: u64) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    if cfg!(target_os = "linux") {
+        return start_time(pid).is_some_and(|now| start == 0 || now == start);
+    }
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(error) => error == rustix::io::Errno::PERM,
+    }
+}
+
+/// What recovery decided for an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Every rename was done: keep the new files, remove the backups.
+    Finish,
+    /// Put the old state back.
+    Undo,
+}
+
+/// The decision for an operation in `phase` whose temporary files are (`true`) or are not still
+/// there. A temporary file that is gone after staging was renamed into place.
+pub fn decide(phase: Phase, temp_present: &[bool]) -> Decision {
+    match phase {
+        Phase::Replacing if temp_present.iter().all(|present| !present) => Decision::Finish,
+        _ => Decision::Undo,
+    }
+}
+
+/// What to do with one target once the decision is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing was changed at this target.
+    Nothing,
+    /// Remove the temporary file (and the backup, a second name of the old file, if present).
+    RemoveTemporary,
+    /// Remove the backup: the new file stays.
+    RemoveBackup,
+    /// Rename the backup over the new file.
+    RestoreBackup,
+    /// Remove the file the operation created.
+    RemoveCreated,
+    /// The file changed since the crash (or its backup is gone): leave it, remove the backup.
+    LeaveChanged,
+}
+
+/// What one target needs, from what is found there.
+pub fn step(
+    decision: Decision,
+    phase: Phase,
+    temp_present: bool,
+    has_backup: bool,
+    holds_new_content: bool,
+    backup_present: bool,
+) -> Step {
+    match decision {
+        Decision::Finish if backup_present => Step::RemoveBackup,
+        Decision::Finish => Step::Nothing,
+        Decision::Undo if temp_present => Step::RemoveTemporary,
+        // Nothing is renamed while staging: a missing temporary file was never made.
+        Decision::Undo if phase == Phase::Staging => Step::Nothing,
+        Decision::Undo if !holds_new_content || (has_backup && !backup_present) => {
+            Step::LeaveChanged
+        }
+        Decision::Undo if has_backup => Step::RestoreBackup,
+        Decision::Undo => Step::RemoveCreated,
+    }
+}
+
+/// Finishes or undoes every operation that a flycode process now gone left unfinished, and
+/// returns one line per operation saying what was done (for standard error).
+pub fn recover_interrupted() -> Vec<String> {
+    let Some(dir) = super::state::state_dir().map(|d| d.join(JOURNAL_DIR)) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<OsString> = entries
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    names.sort();
+    let mut lines = Vec::new();
+    for name in names {
+        let text = name.to_string_lossy();
+        let (stem, is_temporary) = match text.strip_prefix('.') {
+            Some(rest) => (rest.trim_end_matches(".tmp"), true),
+            None => (text.as_ref(), false),
+        };
+        let Some((pid, start)) = owner_of(stem) else {
+            continue;
+        };
+        if owner_is_alive(pid, start) {
+            continue;
+        }
+        let file = dir.join(&name);
+        if is_temporary {
+            // A record its writer never finished: nothing was staged after it.
+            let _ = std::fs::remove_file(&file);
+            continue;
+        }
+        if let Some(line) = recover_file(&file) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The pid and start time in a record's name, `PID-START-N.json`.
+fn owner_of(stem: &str) -> Option<(u32, u64)> {
+    let mut parts = stem.strip_suffix(".json")?.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    Some((pid, start))
+}
+
+fn recover_file(file: &Path) -> Option<String> {
+    let mut handle = File::open(file).ok()?;
+    // Another flycode starting at the same moment may be recovering it: leave it to that one.
+    rustix::fs::flock(
+        &handle,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .ok()?;
+    // Removed meanwhile by the one that held the lock before.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if handle.metadata().ok()?.nlink() == 0 {
+            return None;
+        }
+    }
+    let mut text = String::new();
+    let record: Option<Record> = handle
+        .read_to_string(&mut text)
+        .ok()
+        .and_then(|_| serde_json::from_str(&text).ok());
+    let Some(record) = record else {
+        return Some(format!(
+            "cannot read the journal record {} of an interrupted write; look at it, then remove it",
+            file.display()
+        ));
+    };
+    let (decision, problems) = recover(&record);
+    let _ = std::fs::remove_file(file);
+    let done = match decision {
+        Decision::Finish => "finished",
+        Decision::Undo => "undid",
+    };
+    let what = match (record.operation, record.targets.as_slice()) {
+        (Operation::Write, [target]) => format!(
+            "write of {}",
+            Path::new(&target.root)
+                .join(&target.dir)
+                .join(&target.name)
+                .display()
+        ),
+        (Operation::Write, _) => "write".to_owned(),
+        (Operation::WriteBatch, targets) => format!(
+            "fs.writeBatch of {} file{}",
+            targets.len(),
+            if targets.len() == 1 { "" } else { "s" }
+        ),
+    };
+    let mut line = format!("{done} an interrupted {what} from an earlier run");
+    if !problems.is_empty() {
+        line.push_str(&format!(" (left as found: {})", problems.join("; ")));
+    }
+    Some(line)
+}
+
+/// A recorded directory, opened from `/` one component at a time without following links.
+struct Place {
+    dir: Dir,
+    shown: PathBuf,
+}
+
+/// Opens `root/relative` without following any link on the way.
+fn open_place(root: &str, relative: &str) -> std::io::Result<Place> {
+    let root = Path::new(root);
+    let relative = Path::new(relative);
+    let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    if !root.is_absolute() {
+        return Err(invalid());
+    }
+    let mut dir = Dir::open_ambient_dir("/", cap_std::ambient_authority())?;
+    for component in root.components().chain(relative.components()) {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => dir = open_subdir(&dir, name)?,
+            _ => return Err(invalid()),
+        }
+    }
+    Ok(Place {
+        dir,
+        shown: root.join(relative),
+    })
+}
+
+/// Whether `name` is one component (no separator, not `.` or `..`).
+fn is_single(name: &str) -> bool {
+    let mut components = Path::new(name).components();
+    matches!(components.next(), Some(Component::Normal(n)) if n == OsStr::new(name))
+        && components.next().is_none()
+}
+
+/// Whether `name` is a single name of the kind flycode creates.
+fn is_ours(name: &str) -> bool {
+    is_single(name) && name.starts_with(TEMP_PREFIX)
+}
+
+/// Whether `name` exists in `dir` (as anything: a link counts, and is never followed).
+fn present(dir: &Dir, name: &str) -> bool {
+    dir.symlink_metadata(name).is_ok()
+}
+
+/// Whether the regular file `name` in `dir` holds content with the `sha256`.
+fn holds(dir: &Dir, name: &str, sha256: &str) -> bool {
+    let Ok((mut file, metadata)) = open_file(dir, OsStr::new(name)) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    metadata.is_file() && file.read_to_end(&mut bytes).is_ok() && sha256_hex(&bytes) == sha256
+}
+
+/// Carries out the decision for a record; returns it with what could not be done.
+fn recover(record: &Record) -> (Decision, Vec<String>) {
+    let mut problems = Vec::new();
+    let places: Vec<Option<Place>> = record
+        .targets
+        .iter()
+        .map(|target| {
+            let valid = is_single(&target.name)
+                && is_ours(&target.temp)
+                && target.backup.as_deref().is_none_or(is_ours);
+            if !valid {
+                problems.push(format!("an invalid entry for {}", target.name));
+                return None;
+            }
+            match open_place(&target.root, &target.dir) {
+                Ok(place) => Some(place),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                Err(error) => {
+                    problems.push(format!(
+                        "{}: {error}",
+                        Path::new(&target.root).join(&target.dir).display()
+                    ));
+                    None
+                }
+            }
+        })
+        .collect();
+    let temp_present: Vec<bool> = record
+        .targets
+        .iter()
+        .zip(&places)
+        .map(|(target, place)| {
+            place
+                .as_ref()
+                .is_some_and(|p| present(&p.dir, &target.temp))
+        })
+        .collect();
+    let decision = decide(record.phase, &temp_present);
+    for ((target, place), &temp_present) in record.targets.iter().zip(&places).zip(&temp_present) {
+        let Some(place) = place else { continue };
+        let dir = &place.dir;
+        let backup_present = target.backup.as_deref().is_some_and(|b| present(dir, b));
+        let holds_new = holds(dir, &target.name, &target.sha256);
+        let action = step(
+            decision,
+            record.phase,
+            temp_present,
+            target.backup.is_some(),
+            holds_new,
+            backup_present,
+        );
+        let backup = target.backup.as_deref().unwrap_or_default();
+        let result = match action {
+            Step::Nothing => Ok(()),
+            Step::RemoveTemporary => dir.remove_file(&target.temp).and_then(|()| {
+                if backup_present {
+                    dir.remove_file(backup)?;
+                }
+                Ok(())
+            }),
+            Step::RemoveBackup => dir.remove_file(backup),
+            Step::RestoreBackup => dir.rename(backup, dir, &target.name),
+            Step::RemoveCreated => dir.remove_file(&target.name),
+            Step::LeaveChanged => {
+                problems.push(format!(
+                    "{} changed since",
+                    place.shown.join(&target.name).display()
+                ));
+                if backup_present {
+                    dir.remove_file(backup)
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        if let Err(error) = result {
+            problems.push(format!(
+                "{}: {error}",
+                place.shown.join(&target.name).display()
+            ));
+        }
+        if let Ok(handle) = dir.open_with(".", cap_std::fs::OpenOptions::new().read(true)) {
+            let _ = handle.sync_all();
+        }
+    }
+    if decision == Decision::Undo {
+        for target in &record.targets {
+            remove_created_dirs(target);
+        }
+    }
+    (decision, problems)
+}
+
+/// Removes the directories an undone operation created for `target`, deepest first, each only if
+/// it is empty.
+fn remove_created_dirs(target: &Target) {
+    let Some(created) = &target.created else {
+        return;
+    };
+    let dir: Vec<&OsStr> = Path::new(&target.dir)
+        .components()
+        .map(|c| c.as_os_str())
+        .collect();
+    let depth = Path::new(created).components().count();
+    if depth == 0 || !Path::new(&target.dir).starts_with(created) {
+        return;
+    }
+    for end in (depth..=dir.len()).rev() {
+        let parent: PathBuf = dir[..end - 1].iter().collect();
+        let Ok(place) = open_place(&target.root, &parent.to_string_lossy()) else {
+            return;
+        };
+        // rmdir never follows a link and fails on a directory that is not empty.
+        if place.dir.remove_dir(dir[end - 1]).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_finished_only_when_every_rename_is_done() {
+        assert_eq!(decide(Phase::Replacing, &[false, false]), Decision::Finish);
+        assert_eq!(decide(Phase::Replacing, &[]), Decision::Finish);
+        assert_eq!(decide(Phase::Replacing, &[false, true]), Decision::Undo);
+        assert_eq!(decide(Phase::Replacing, &[true, true]), Decision::Undo);
+        // While staging nothing is renamed, whatever is missing.
+        assert_eq!(decide(Phase::Staging, &[false, false]), Decision::Undo);
+    }
+
+    #[test]
+    fn each_target_gets_the_step_its_state_calls_for() {
+        use Decision::{Finish, Undo};
+        use Phase::{Replacing, Staging};
+        // (decision, phase, temp, has backup, holds new, backup present) -> step
+        let cases = [
+            (
+                (Finish, Replacing, false, true, true, true),
+                Step::RemoveBackup,
+            ),
+            (
+                (Finish, Replacing, false, false, true, false),
+                Step::Nothing,
+            ),
+            (
+                (Undo, Staging, true, false, false, false),
+                Step::RemoveTemporary,
+            ),
+            ((Undo, Staging, false, true, false, false), Step::Nothing),
+            // Killed between the backup link and the rename: the old file is still in place.
+            (
+                (Undo, Replacing, true, true, false, true),
+                Step::RemoveTemporary,
+            ),
+            (
+                (Undo, Replacing, false, true, true, true),
+                Step::RestoreBackup,
+            ),
+            (
+                (Undo, Replacing, false, false, true, false),
+                Step::RemoveCreated,
+            ),
+            // Someone wrote the file after the crash: their content stays.
+            (
+                (Undo, Replacing, false, true, false, true),
+                Step::LeaveChanged,
+            ),
+            (
+                (Undo, Replacing, false, false, false, false),
+                Step::LeaveChanged,
+            ),
+            (
+                (Undo, Replacing, false, true, true, false),
+                Step::LeaveChanged,
+            ),
+        ];
+        for ((decision, phase, temp, has, new, present), expected) in cases {
+            assert_eq!(
+                step(decision, phase, temp, has, new, present),
+                expected,
+                "{decision:?} {phase:?} temp={temp} has_backup={has} new={new} backup={present}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_flycode_names_are_touched() {
+        assert!(is_ours(".flycode-tmp-1-2-a.txt"));
+        for name in [
+            "a.txt",
+            ".flycode-tmp-x/../../etc",
+            "../.flycode-tmp-1",
+            "",
+            ".",
+        ] {
+            assert!(!is_ours(name), "{name}");
+        }
+        assert!(is_single("a.txt"));
+        assert!(!is_single("a/b") && !is_single("..") && !is_single("/a"));
+        assert_eq!(owner_of("12-345-6.json"), Some((12, 345)));
+        assert_eq!(owner_of("garbage"), None);
+    }
+
+    fn target(root: &Path, dir: &str, name: &str, n: u32, backup: bool, new: &str) -> Target {
+        Target {
+            root: root.display().to_string(),
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            temp: format!("{TEMP_PREFIX}999-{n}-{name}"),
+            backup: backup.then(|| format!("{TEMP_PREFIX}999-{n}-backup-{name}")),
+            sha256: sha256_hex(new.as_bytes()),
+            created: None,
+        }
+    }
+
+    #[test]
+    fn an_interrupted_batch_is_undone_and_a_complete_one_finished() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::create_dir_all(root.join("sub/new")).unwrap();
+        // a.txt renamed (backup kept), b.txt not yet (temp and backup link there), c.txt created.
+        let a = target(&root, "", "a.txt", 1, true, "new a");
+        let b = target(&root, "", "b.txt", 2, true, "new b");
+        let mut c = target(&root, "sub/new", "c.txt", 3, false, "new c");
+        c.created = Some("sub".into());
+        std::fs::write(root.join("a.txt"), "new a").unwrap();
+        std::fs::write(root.join(a.backup.as_ref().unwrap()), "old a").unwrap();
+        std::fs::write(root.join("b.txt"), "old b").unwrap();
+        std::fs::write(root.join(&b.temp), "new b").unwrap();
+        std::fs::hard_link(root.join("b.txt"), root.join(b.backup.as_ref().unwrap())).unwrap();
+        std::fs::write(root.join("sub/new/c.txt"), "new c").unwrap();
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Replacing,
+            targets: vec![a, b, c],
+        };
+        let (decision, problems) = recover(&record);
+        assert_eq!((decision, problems), (Decision::Undo, vec![]));
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(names, ["a.txt", "b.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "old a"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("b.txt")).unwrap(),
+            "old b"
+        );
+
+        // All renamed: the backups go, the new files stay.
+        let a = target(&root, "", "a.txt", 4, true, "new a");
+        std::fs::write(root.join("a.txt"), "new a").unwrap();
+        std::fs::write(root.join(a.backup.as_ref().unwrap()), "old a").unwrap();
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Replacing,
+            targets: vec![a],
+        };
+        assert_eq!(recover(&record), (Decision::Finish, vec![]));
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 2);
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "new a"
+        );
+    }
+
+    #[test]
+    fn recovery_never_follows_a_link_out() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+        let t = target(&root, "sub", "a.txt", 1, false, "new");
+        std::fs::write(outside.join(&t.temp), "precious").unwrap();
+        std::fs::write(outside.join("a.txt"), "new").unwrap();
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Replacing,
+            targets: vec![t.clone()],
+        };
+        let (_, problems) = recover(&record);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(outside.join(&t.temp).exists() && outside.join("a.txt").exists());
+    }
+}

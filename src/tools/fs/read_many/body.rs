@@ -1,0 +1,454 @@
+//! Reading the planned files, in order, within the output cap, and writing seed 001's body: a
+//! section per file, then Errors, what was not read, and the summary. A file is read through the
+//! sandbox and only as far as it will be shown (never loaded whole when it is cut).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::protocol::ErrorCode;
+use crate::sandbox::{RootedPath, Sandbox, sha256_hex};
+use crate::tools::ToolError;
+
+use super::plan::{EntryError, MAX_FILES, Planned};
+
+/// Room kept for the tail when nothing else is known: section titles, the summary, and one
+/// "… and N more" line per list.
+const FIXED_TAIL: usize = 200;
+
+/// Room for a file's header beyond its path (sizes, line count).
+const HEADER_ROOM: usize = 64;
+
+/// Room for the note under a cut file.
+const CUT_NOTE_ROOM: usize = 160;
+
+/// A file is started only if at least this much of it (or all of it, when smaller) fits.
+const MIN_SHOWN: u64 = 256;
+
+/// Why a file is shown in part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// `maxBytesPerFile`.
+    PerFile,
+    /// The output cap: the files after it are not read.
+    OutputCap,
+}
+
+/// A file shown, whole or in part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileShown {
+    /// Its resolved absolute path.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The lines shown.
+    pub lines: u64,
+    /// The bytes shown.
+    pub shown_bytes: u64,
+    /// Why it is shown in part, if it is.
+    pub cut: Option<Cut>,
+    /// The sha256 of its bytes, when shown whole.
+    pub sha256: Option<String>,
+}
+
+/// What a call read and the body that shows it.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Seed 001's body.
+    pub body: String,
+    /// The files shown, in order.
+    pub files: Vec<FileShown>,
+    /// The entries and files that could not be read.
+    pub errors: Vec<EntryError>,
+    /// Files not read because the output cap was reached.
+    pub not_read: Vec<String>,
+    /// Patterns that matched more files than one call reads.
+    pub more_matches: Vec<String>,
+}
+
+impl Report {
+    /// The bytes shown, over all files.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.shown_bytes).sum()
+    }
+
+    /// Whether anything was left out for the output cap or the file limit.
+    pub fn is_truncated(&self) -> bool {
+        !self.not_read.is_empty()
+            || !self.more_matches.is_empty()
+            || self.files.iter().any(|f| f.cut == Some(Cut::OutputCap))
+    }
+
+    /// Whether nothing could be read and nothing was left for later: every entry failed.
+    pub fn all_failed(&self) -> bool {
+        self.files.is_empty() && self.not_read.is_empty() && self.more_matches.is_empty()
+    }
+}
+
+/// `512 B`, `2.1 KB`, `3.4 MB`: seed 001's sizes (1024 bytes to a KB, one decimal).
+pub fn seed_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Reads the files of `plan` in order until `cap` bytes of body are used, and renders the body.
+pub fn read_planned(
+    sandbox: &Sandbox,
+    plan: &[Planned],
+    cap: usize,
+    max_per_file: Option<u64>,
+    cancel: Option<&AtomicBool>,
+) -> Result<Report, ToolError> {
+    let mut report = Report::default();
+    let mut files_part = String::new();
+    // What the tail would need for the steps from i on, were they all listed.
+    let mut pending = vec![0_usize; plan.len() + 1];
+    for (i, step) in plan.iter().enumerate().rev() {
+        pending[i] = pending[i + 1] + listed_len(step);
+    }
+    let mut errors_len = 0;
+    let mut stopped = false;
+    for (i, step) in plan.iter().enumerate() {
+        let (path, rooted, from_glob) = match step {
+            Planned::Error(error) => {
+                errors_len += listed_len(step);
+                report.errors.push(error.clone());
+                continue;
+            }
+            Planned::MoreMatches { pattern } => {
+                report.more_matches.push(pattern.clone());
+                continue;
+            }
+            Planned::File {
+                path,
+                rooted,
+                from_glob,
+            } => (path, rooted, *from_glob),
+        };
+        if stopped {
+            report.not_read.push(path.clone());
+            continue;
+        }
+        if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+            return Err(ToolError::new(
+                ErrorCode::Cancelled,
+                "fs.readMany was stopped by the user (Ctrl-C)",
+                None,
+            ));
+        }
+        let reserve = (FIXED_TAIL + errors_len + pending[i + 1]).min((cap / 4).max(FIXED_TAIL));
+        // What this file may show: all of it if it fits, else what fits beside the cut's note.
+        let room_whole =
+            cap.saturating_sub(files_part.len() + reserve + path.len() + HEADER_ROOM) as u64;
+        let failed = |error: &ToolError| EntryError::from_tool_error(path, path, error);
+        let (file, size) = match open(sandbox, path, rooted) {
+            Ok(opened) => opened,
+            Err(error) => {
+                let error = failed(&error);
+                errors_len += error_line(&error).len();
+                report.errors.push(error);
+                continue;
+            }
+        };
+        let per_file = max_per_file.unwrap_or(u64::MAX);
+        let room = if size <= room_whole && size <= per_file {
+            room_whole
+        } else {
+            room_whole.saturating_sub(CUT_NOTE_ROOM as u64)
+        };
+        if room < size.min(MIN_SHOWN) {
+            stopped = true;
+            report.not_read.push(path.clone());
+            continue;
+        }
+        let limit = per_file.min(room);
+        match read_text(file, size, limit) {
+            Ok(Text { text, size, whole }) => {
+                let cut = match (whole, limit == per_file) {
+                    (true, _) => None,
+                    (false, true) => Some(Cut::PerFile),
+                    (false, false) => Some(Cut::OutputCap),
+                };
+                stopped |= cut == Some(Cut::OutputCap);
+                let shown = FileShown {
+                    path: path.clone(),
+                    size,
+                    lines: count_lines(&text),
+                    shown_bytes: text.len() as u64,
+                    cut,
+                    sha256: whole.then(|| sha256_hex(text.as_bytes())),
+                };
+                write_section(&mut files_part, &shown, &text, per_file);
+                report.files.push(shown);
+            }
+            Err(Unreadable::Binary { offset }) => {
+                let error = if from_glob {
+                    EntryError {
+                        path: path.clone(),
+                        code: ErrorCode::BinaryContent,
+                        reason: "binary file, skipped".to_owned(),
+                    }
+                } else {
+                    EntryError {
+                        path: path.clone(),
+                        code: ErrorCode::BinaryContent,
+                        reason: format!(
+                            "is not UTF-8 text (a NUL or invalid byte at offset {offset}); read it with fs.read \"encoding\": \"base64\""
+                        ),
+                    }
+                };
+                errors_len += error_line(&error).len();
+                report.errors.push(error);
+            }
+            Err(Unreadable::Io(error)) => {
+                let error = EntryError {
+                    path: path.clone(),
+                    code: ErrorCode::IoError,
+                    reason: error.to_string(),
+                };
+                errors_len += error_line(&error).len();
+                report.errors.push(error);
+            }
+        }
+    }
+    let tail = render_tail(&report, cap.saturating_sub(files_part.len()));
+    files_part.push_str(&tail);
+    report.body = files_part;
+    Ok(report)
+}
+
+/// Opens a planned file through the sandbox, from its root's handle (never outside it; regular
+/// files only), with its size.
+fn open(sandbox: &Sandbox, path: &str, rooted: &RootedPath) -> Result<(File, u64), ToolError> {
+    let file = sandbox.open_resolved_for_reading(path, rooted)?;
+    let size = file
+        .metadata()
+        .map_err(|e| ToolError::new(ErrorCode::IoError, format!("{path}: {e}"), None))?
+        .len();
+    Ok((file, size))
+}
+
+/// Text read from a file: at most `limit` bytes of it.
+struct Text {
+    text: String,
+    /// The file's size (what was read, when it was read whole).
+    size: u64,
+    whole: bool,
+}
+
+enum Unreadable {
+    /// A NUL byte, or bytes that are not UTF-8, at this offset.
+    Binary {
+        offset: usize,
+    },
+    Io(std::io::Error),
+}
+
+/// Reads at most `limit` bytes (one more to learn whether there is more), as UTF-8; a character
+/// cut at the limit is left out.
+fn read_text(file: File, size: u64, limit: u64) -> Result<Text, Unreadable> {
+    let capacity = usize::try_from(size.min(limit).saturating_add(1)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(Unreadable::Io)?;
+    let whole = bytes.len() as u64 <= limit;
+    if !whole {
+        bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    }
+    // `contains` on bytes is a memchr; the position is looked for only when there is one.
+    if bytes.contains(&0) {
+        let offset = bytes.iter().position(|b| *b == 0).unwrap_or(0);
+        return Err(Unreadable::Binary { offset });
+    }
+    let size = if whole {
+        bytes.len() as u64
+    } else {
+        size.max(limit + 1)
+    };
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) => {
+            let utf8 = error.utf8_error();
+            // Only a character cut in two at the limit may be left out; anything else is binary.
+            if whole || utf8.error_len().is_some() {
+                return Err(Unreadable::Binary {
+                    offset: utf8.valid_up_to(),
+                });
+            }
+            let mut bytes = error.into_bytes();
+            bytes.truncate(utf8.valid_up_to());
+            String::from_utf8(bytes).map_err(|e| Unreadable::Binary {
+                offset: e.utf8_error().valid_up_to(),
+            })?
+        }
+    };
+    Ok(Text { text, size, whole })
+}
+
+/// Lines as a reader counts them: a final line without a newline counts too.
+fn count_lines(text: &str) -> u64 {
+    let newlines = text.as_bytes().iter().filter(|b| **b == b'\n').count() as u64;
+    newlines + u64::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
+/// `=== File: /a/b.rs (2.1 KB, 45 lines) ===`, the text as it is (CR, BOM and all), a line end if
+/// it has none, the note of a cut, and a blank line.
+fn write_section(out: &mut String, file: &FileShown, text: &str, per_file: u64) {
+    let size = seed_size(file.size);
+    let _ = match file.cut {
+        None => writeln!(
+            out,
+            "=== File: {} ({size}, {}) ===",
+            file.path,
+            crate::tools::tool::plural(usize::try_from(file.lines).unwrap_or(usize::MAX), "line")
+        ),
+        Some(_) => writeln!(
+            out,
+            "=== File: {} ({size}, first {} shown) ===",
+            file.path,
+            seed_size(file.shown_bytes)
+        ),
+    };
+    out.push_str(text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.push('\n');
+    }
+    if let Some(cut) = file.cut {
+        let why = match cut {
+            Cut::PerFile => format!("maxBytesPerFile {per_file}"),
+            Cut::OutputCap => "the output cap".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "[cut by {why}: {} of {} bytes shown; read on with fs.read \"range\": \"{}-\" (characters)]",
+            file.shown_bytes,
+            file.size,
+            text.chars().count()
+        );
+    }
+    out.push('\n');
+}
+
+/// `- /a/b.rs: does not exist (not_found)`.
+fn error_line(error: &EntryError) -> String {
+    format!("- {}: {} ({})\n", error.path, error.reason, error.code)
+}
+
+/// How long a step's line would be in the tail, were it listed there.
+fn listed_len(step: &Planned) -> usize {
+    match step {
+        Planned::File { path, .. } => path.len() + 4,
+        Planned::Error(error) => error_line(error).len(),
+        Planned::MoreMatches { pattern } => pattern.len() + 4,
+    }
+}
+
+/// Errors, what was not read and the summary, within `budget` bytes when it can: lists stop
+/// with `- … and N more` where they would not fit; the summary is always whole.
+fn render_tail(report: &Report, budget: usize) -> String {
+    let mut summary = format!(
+        "--- Summary ---\nTotal: {}, {}\nErrors: {}\n",
+        crate::tools::tool::plural(report.files.len(), "file"),
+        seed_size(report.total_bytes()),
+        report.errors.len()
+    );
+    if !report.not_read.is_empty() {
+        let _ = writeln!(
+            summary,
+            "Not read: {} (output cap); read them in another call",
+            crate::tools::tool::plural(report.not_read.len(), "file")
+        );
+    }
+    let mut room = budget.saturating_sub(summary.len());
+    let errors: Vec<String> = report.errors.iter().map(error_line).collect();
+    let not_read: Vec<String> = report
+        .not_read
+        .iter()
+        .map(|path| format!("- {path}\n"))
+        .collect();
+    let more: Vec<String> = report
+        .more_matches
+        .iter()
+        .map(|pattern| format!("- {pattern}: more files than one call reads; narrow the pattern\n"))
+        .collect();
+    let mut out = String::new();
+    for (title, lines) in [
+        ("=== Errors ===".to_owned(), errors),
+        ("=== Not read (output cap) ===".to_owned(), not_read),
+        (format!("=== Not listed (over {MAX_FILES} files) ==="), more),
+    ] {
+        if lines.is_empty() {
+            continue;
+        }
+        let section = list_within(&title, &lines, room);
+        room = room.saturating_sub(section.len());
+        out.push_str(&section);
+    }
+    out.push_str(&summary);
+    out
+}
+
+/// A titled list followed by a blank line, as many of its lines as fit in `room` (the title and
+/// a `- … and N more` line always).
+fn list_within(title: &str, lines: &[String], room: usize) -> String {
+    const MORE_ROOM: usize = 32;
+    let mut out = format!("{title}\n");
+    let mut used = out.len() + 1;
+    for (i, line) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let needed = line.len() + if last { 0 } else { MORE_ROOM };
+        if used + needed > room {
+            let _ = writeln!(out, "- … and {} more", lines.len() - i);
+            break;
+        }
+        used += line.len();
+        out.push_str(line);
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_seed_001_writes_them() {
+        assert_eq!(seed_size(0), "0 B");
+        assert_eq!(seed_size(1023), "1023 B");
+        assert_eq!(seed_size(1024), "1.0 KB");
+        assert_eq!(seed_size(12_800), "12.5 KB");
+        assert_eq!(seed_size(3 * 1024 * 1024 + 400 * 1024), "3.4 MB");
+    }
+
+    #[test]
+    fn lines_count_a_last_line_without_newline() {
+        assert_eq!(count_lines(""), 0);
+        assert_eq!(count_lines("a"), 1);
+        assert_eq!(count_lines("a\n"), 1);
+        assert_eq!(count_lines("a\r\nb"), 2);
+    }
+
+    #[test]
+    fn a_list_that_does_not_fit_says_how_many_more() {
+        let lines: Vec<String> = (0..10).map(|i| format!("- /r/file{i}.rs\n")).collect();
+        let listed = list_within("=== Not read (output cap) ===", &lines, 100);
+        assert!(listed.len() <= 100, "{listed}");
+        assert!(listed.contains("- /r/file0.rs\n"), "{listed}");
+        assert!(listed.contains("more\n"), "{listed}");
+        let all = list_within("=== T ===", &lines, 10_000);
+        assert_eq!(all.matches("- /r/").count(), 10);
+        assert!(!all.contains("more"));
+    }
+}

@@ -1,0 +1,283 @@
+//! What a program may do (CONTRACT §12), run as a user runs it: `flycode exec` with a
+//! `flycode-call`, real programs, the real kernel (Landlock on Linux).
+
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::common::flycode;
+
+struct Workspace {
+    _temp: tempfile::TempDir,
+    /// The allowed root.
+    root: PathBuf,
+    /// A directory outside the root.
+    outside: PathBuf,
+    /// flycode's state directory.
+    state: PathBuf,
+    /// The user's configuration directory (XDG_CONFIG_HOME).
+    config: PathBuf,
+}
+
+fn workspace(settings: &str) -> Workspace {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let (root, outside, state, config) = (
+        base.join("root"),
+        base.join("outside"),
+        base.join("state"),
+        base.join("config"),
+    );
+    for dir in [&root, &outside, &state, &config.join("flycode")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(root.join("flycode.toml"), settings).unwrap();
+    Workspace {
+        _temp: temp,
+        root,
+        outside,
+        state,
+        config,
+    }
+}
+
+impl Workspace {
+    /// Runs one call with `--approve auto` and returns the `--json` report.
+    fn call(&self, tool: &str, args: Value, env: &[(&str, &str)]) -> Value {
+        let call = json!({"id": "c1", "tool": tool, "args": args});
+        let output = flycode()
+            .arg("exec")
+            .arg("--json")
+            .arg("--approve")
+            .arg("auto")
+            .arg("--root")
+            .arg(&self.root)
+            .env("FLYCODE_STATE_DIR", &self.state)
+            .env("XDG_CONFIG_HOME", &self.config)
+            .envs(env.iter().copied())
+            .current_dir(&self.root)
+            .write_stdin(format!("```flycode-call\n{call}\n```\n"))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+            panic!(
+                "no JSON report: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    }
+
+    fn shell(&self, command: &str) -> Value {
+        self.call("shell.exec", json!({"command": command}), &[])
+    }
+
+    fn text(report: &Value) -> String {
+        report["text"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+fn ok(report: &Value) -> bool {
+    report["ok"] == true
+}
+
+#[test]
+fn a_program_cannot_write_outside_the_roots_through_a_shell_or_a_link() {
+    let w = workspace("");
+    std::os::unix::fs::symlink(&w.outside, w.root.join("out")).unwrap();
+    let report = w.shell(&format!(
+        "echo pwned > {o}/shell; echo pwned > out/link; mkdir {o}/dir; touch {o}/t; \
+         echo inside > inside.txt",
+        o = w.outside.display()
+    ));
+    let text = Workspace::text(&report);
+    assert!(text.contains("Permission denied"), "{text}");
+    let left: Vec<_> = std::fs::read_dir(&w.outside).unwrap().collect();
+    assert!(left.is_empty(), "written outside the root: {left:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+}
+
+#[test]
+fn a_git_alias_cannot_write_outside_the_roots_either() {
+    let w = workspace("[tools]\n\"shell.exec\" = \"deny\"\n");
+    let alias = format!("alias.x=!echo pwned > {}/file", w.outside.display());
+    let report = w.call(
+        "process.run",
+        json!({"command": "git", "args": ["-c", alias, "x"]}),
+        &[],
+    );
+    assert!(!ok(&report), "{report}");
+    assert!(!w.outside.join("file").exists(), "the alias wrote outside");
+}
+
+#[test]
+fn git_and_a_compiler_work_inside_a_root() {
+    let w = workspace("");
+    std::fs::write(w.root.join("hello.py"), "print('hi')\n").unwrap();
+    let report = w.shell(
+        "git init -q . && git add hello.py && \
+         git -c user.name=t -c user.email=t@example.com commit -q -m first && \
+         git log --oneline | wc -l && python3 -m py_compile hello.py && echo compiled",
+    );
+    assert!(ok(&report), "{report}");
+    let text = Workspace::text(&report);
+    assert!(text.contains("compiled"), "{text}");
+    assert!(w.root.join(".git/HEAD").exists());
+    assert!(w.root.join("__pycache__").is_dir());
+}
+
+#[test]
+fn read_only_stops_writes_inside_the_roots_too() {
+    let w = workspace("process_sandbox = \"read-only\"\n");
+    let report = w.shell("cat flycode.toml; echo no > inside.txt");
+    assert!(!ok(&report), "{report}");
+    let text = Workspace::text(&report);
+    assert!(
+        text.contains("read-only"),
+        "the file could not be read: {text}"
+    );
+    assert!(!w.root.join("inside.txt").exists());
+    // The private temporary directory and /dev/null still take writes.
+    let report = w.shell("echo x > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo y > /dev/null");
+    assert!(ok(&report), "{report}");
+}
+
+#[test]
+fn without_network_a_loopback_connect_fails_and_with_it_succeeds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+    );
+    let args = json!({"command": "python3", "args": ["-c", script]});
+    let w = workspace("process_network = false\n");
+    let report = w.call("process.run", args.clone(), &[]);
+    assert!(!ok(&report), "{report}");
+    let text = Workspace::text(&report);
+    assert!(!text.contains("--- stdout ---\nconnected"), "{text}");
+    assert!(text.contains("PermissionError"), "{text}");
+    let w = workspace("");
+    let report = w.call("process.run", args, &[]);
+    assert!(ok(&report), "{report}");
+    assert!(Workspace::text(&report).contains("--- stdout ---\nconnected"));
+}
+
+#[test]
+fn flycodes_state_and_configuration_are_unreadable() {
+    let w = workspace("");
+    std::fs::write(w.state.join("secret.txt"), "state-secret").unwrap();
+    std::fs::write(w.config.join("flycode/flycode.toml"), "config-secret").unwrap();
+    let report = w.shell(&format!(
+        "cat {}/secret.txt; cat {}/flycode/flycode.toml; cat {}/flycode.toml",
+        w.state.display(),
+        w.config.display(),
+        w.root.display()
+    ));
+    let text = Workspace::text(&report);
+    assert!(!text.contains("state-secret"), "{text}");
+    assert!(!text.contains("config-secret"), "{text}");
+    assert_eq!(text.matches("Permission denied").count(), 2, "{text}");
+}
+
+#[test]
+fn the_private_temporary_directory_is_the_programs_alone_and_removed_after() {
+    let w = workspace("");
+    let report = w.shell("echo \"$TMPDIR\"; stat -c %a \"$TMPDIR\"; touch \"$TMPDIR/made\"");
+    assert!(ok(&report), "{report}");
+    let stdout = report["result"]["stdout"].as_str().unwrap().to_owned();
+    let mut lines = stdout.lines();
+    let dir = PathBuf::from(lines.next().unwrap());
+    assert!(
+        dir.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("flycode-run-"),
+        "{stdout}"
+    );
+    assert_eq!(lines.next(), Some("700"));
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+}
+
+#[test]
+fn a_grandchild_that_left_the_session_and_cleared_its_environment_is_gone_after_the_call() {
+    let w = workspace("");
+    let report = w.shell(
+        "env -i setsid sh -c 'echo $$ > grandchild.pid; exec sleep 300' > /dev/null 2>&1 & \
+         while [ ! -s grandchild.pid ]; do sleep 0.01; done",
+    );
+    assert!(ok(&report), "{report}");
+    let pid = std::fs::read_to_string(w.root.join("grandchild.pid")).unwrap();
+    let pid = pid.trim();
+    assert!(!pid.is_empty());
+    // flycode has exited, and reaped it before: no such process (or at most a zombie of init's).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_owned())
+        });
+    assert!(
+        state.is_none() || state.as_deref() == Some("Z"),
+        "pid {pid} still runs: {state:?}"
+    );
+}
+
+/// A secret value and the places it must not reach.
+fn assert_masked(report: &Value, state: &Path, secret: &str) {
+    let shown = report.to_string();
+    assert!(
+        !shown.contains(secret),
+        "the secret reached the result: {shown}"
+    );
+    assert!(shown.contains("***"), "{shown}");
+    let audit = std::fs::read_to_string(state.join("audit.jsonl")).unwrap();
+    assert!(
+        !audit.contains(secret),
+        "the secret reached the audit log: {audit}"
+    );
+}
+
+#[test]
+fn a_secret_a_program_prints_is_masked_in_the_result_and_the_audit_log() {
+    let w = workspace("secret_env = [\"MY_TOKEN\"]\n");
+    let key = "sk-test-0123456789abcdef";
+    let token = "tok-9876543210";
+    std::fs::write(w.root.join("leak.txt"), format!("{key}\n{token}\n")).unwrap();
+    let report = w.call(
+        "process.run",
+        json!({"command": "cat", "args": ["leak.txt"]}),
+        &[("FLYCODE_API_KEY", key), ("MY_TOKEN", token)],
+    );
+    assert!(ok(&report), "{report}");
+    assert_masked(&report, &w.state, key);
+    assert_masked(&report, &w.state, token);
+    // The secret is masked in the call as shown and logged, too.
+    let report = w.call(
+        "shell.exec",
+        json!({"command": format!("echo {key} >&2; exit 3")}),
+        &[("FLYCODE_API_KEY", key)],
+    );
+    assert!(!ok(&report), "{report}");
+    assert_masked(&report, &w.state, key);
+}
+
+/// Running as root (as in most containers), a program may still read flycode's
+/// `/proc/<pid>/environ` on kernels whose Landlock does not cover it; whatever it reads, the key
+/// never reaches the result (it is not in the program's environment, and is masked in output).
+#[test]
+fn a_program_reading_flycodes_environment_gets_no_key_to_the_model() {
+    let w = workspace("");
+    let key = "sk-test-environ-0123456789";
+    let report = w.call(
+        "shell.exec",
+        json!({"command": "tr '\\0' '\\n' < /proc/$PPID/environ | grep FLYCODE_API_KEY; env | grep FLYCODE_API_KEY; true"}),
+        &[("FLYCODE_API_KEY", key)],
+    );
+    assert!(ok(&report), "{report}");
+    let shown = report.to_string();
+    assert!(!shown.contains(key), "{shown}");
+}
