@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::{ExecArgs, Outcome, advise_too_large, approver, open_sandbox, read_input};
+use super::{
+    ExecArgs, Outcome, advise_too_large, approver, hand_off_secrets, open_sandbox, read_input,
+};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
@@ -18,6 +20,7 @@ use crate::tools::executor::{Executor, Serial};
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
+    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let (config, sandbox) = open_sandbox(&args.run)?;
 
     // A relative path's hint shows a path inside the first root.

@@ -2,13 +2,14 @@
 //! §15). Standard output carries the protocol alone; this command's own words go to standard
 //! error.
 
-use super::{McpArgs, Outcome, RunFlags, open_sandbox};
+use super::{McpArgs, Outcome, RunFlags, hand_off_secrets, open_sandbox};
 use crate::mcp::{McpServer, McpSettings, serve_stdio};
 use crate::protocol::ToolSet;
 use crate::sandbox::AuditLog;
 
 /// Runs `flycode mcp` until the client closes the connection.
 pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
+    hand_off_secrets(&args.roots, args.approve, None);
     let flags = RunFlags {
         roots: args.roots,
         approve: args.approve,

@@ -399,6 +399,34 @@ pub(crate) fn load_roots(
     Ok((config, roots))
 }
 
+/// Takes flycode's secrets out of its own environment, where a program could read them through
+/// `/proc` (see [`crate::sandbox::secret_env`]): called first thing by every command that runs
+/// programs, before standard input is read or a thread started, since it may restart flycode.
+/// The secret variables are the fixed ones and those the command's configuration names
+/// (`api_key_env`, `secret_env`); a configuration that does not load gives the fixed ones alone
+/// (the command then reports the error itself).
+pub(crate) fn hand_off_secrets(
+    flags: &RootFlags,
+    approval: Option<ApproveMode>,
+    tools: Option<ToolSetChoice>,
+) {
+    let config = crate::config::Config::load(&crate::config::Flags {
+        roots: flags.roots.clone(),
+        approval: approval.map(Into::into),
+        tool_set: tools.map(Into::into),
+    });
+    let limits = match config {
+        Ok(config) => crate::tools::Limits {
+            extra_secrets: config.agent.api_key_env.clone().into_iter().collect(),
+            ..config.limits()
+        },
+        Err(_) => crate::tools::Limits::default(),
+    };
+    if let Some(warning) = crate::sandbox::secret_env::hand_off(&limits.secret_names()) {
+        eprintln!("flycode: warning: {warning}");
+    }
+}
+
 /// The configuration and the sandbox the run flags describe; also readies flycode to run
 /// programs (its environment unreadable to them, a child subreaper) and says once, on stderr,
 /// when this kernel cannot contain them as configured (they will then be refused).

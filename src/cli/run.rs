@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::{Outcome, RunArgs, approver, open_sandbox};
+use super::{Outcome, RunArgs, approver, hand_off_secrets, open_sandbox};
 use crate::agent::launch::{Launch, RunOptions};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
@@ -21,6 +21,7 @@ use crate::tools::executor::{Approval, Approver};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let task = read_task(args)?;
     let (config, sandbox) = open_sandbox(&args.run)?;
     let mut launch = Launch::prepare(
@@ -28,7 +29,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         &config,
         sandbox,
         args.transcript.as_deref(),
-        &|name| std::env::var(name).ok(),
+        &crate::sandbox::secret_env::value,
     )?;
 
     let cancel = Arc::new(AtomicBool::new(false));

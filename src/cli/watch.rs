@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Outcome, WatchArgs, approver, open_sandbox};
+use super::{Outcome, WatchArgs, approver, hand_off_secrets, open_sandbox};
 use crate::protocol::display::escape_for_display;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
@@ -26,6 +26,7 @@ enum Source {
 
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
+    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let (config, sandbox) = open_sandbox(&args.run)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     // Without a display, the line saying so (printed once the folder is watched).

@@ -20,6 +20,7 @@ pub mod process;
 pub mod protect;
 pub mod resolve;
 pub mod roots;
+pub mod secret_env;
 pub mod session;
 pub mod state;
 pub mod write;

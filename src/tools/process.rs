@@ -75,6 +75,9 @@ pub fn run(
         .iter()
         .map(|(name, value)| (name.clone(), value.as_str().unwrap_or_default().to_owned()))
         .collect();
+    // The hand-off variable names a file programs have no business with (already deleted).
+    let mut env_remove = limits.secret_names();
+    env_remove.push(crate::sandbox::secret_env::HANDOFF_VARIABLE.to_owned());
     let containment = Containment::new(
         limits.program_sandbox,
         limits.program_network,
@@ -83,7 +86,7 @@ pub fn run(
     let spec = if shell {
         ProcessSpec {
             env_set,
-            env_remove: limits.secret_names(),
+            env_remove,
             cancel: limits.cancel.clone(),
             containment,
             ..ProcessSpec::shell(&args.command, cwd, timeout, limits.output_cap)
@@ -94,7 +97,7 @@ pub fn run(
             args: args.args.clone(),
             cwd,
             env_set,
-            env_remove: limits.secret_names(),
+            env_remove,
             timeout,
             output_cap: limits.output_cap,
             cancel: limits.cancel.clone(),

@@ -33,8 +33,8 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values of the variables `names` in this process's environment, where set and long
-    /// enough.
+    /// The values of the secret variables `names` (held since a hand-off, else in this process's
+    /// environment: [`crate::sandbox::secret_env::value`]), where set and long enough.
     pub fn from_env<I, S>(names: I) -> Secrets
     where
         I: IntoIterator<Item = S>,
@@ -43,7 +43,7 @@ impl Secrets {
         Secrets::from_values(
             names
                 .into_iter()
-                .filter_map(|name| std::env::var(name.as_ref()).ok()),
+                .filter_map(|name| crate::sandbox::secret_env::value(name.as_ref())),
         )
     }
 

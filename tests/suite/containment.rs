@@ -266,18 +266,53 @@ fn a_secret_a_program_prints_is_masked_in_the_result_and_the_audit_log() {
 }
 
 /// Running as root (as in most containers), a program may still read flycode's
-/// `/proc/<pid>/environ` on kernels whose Landlock does not cover it; whatever it reads, the key
-/// never reaches the result (it is not in the program's environment, and is masked in output).
+/// `/proc/<pid>/environ` on kernels whose Landlock does not cover it. That file holds the
+/// environment flycode was started with, so flycode hands its secrets to a fresh image of itself
+/// started without them: the raw bytes a program copies hold no key, and the hand-off file is
+/// gone. Nor does the key reach the result.
 #[test]
-fn a_program_reading_flycodes_environment_gets_no_key_to_the_model() {
+fn a_program_reading_flycodes_environment_gets_no_key() {
+    use std::os::unix::fs::MetadataExt;
     let w = workspace("");
     let key = "sk-test-environ-0123456789";
     let report = w.call(
         "shell.exec",
-        json!({"command": "tr '\\0' '\\n' < /proc/$PPID/environ | grep FLYCODE_API_KEY; env | grep FLYCODE_API_KEY; true"}),
+        json!({"command": "cat /proc/$PPID/comm > comm.txt; cat /proc/$PPID/environ > environ.bin; \
+                           tr '\\0' '\\n' < /proc/$PPID/environ | grep FLYCODE_API_KEY; \
+                           env | grep FLYCODE_API_KEY; true"}),
         &[("FLYCODE_API_KEY", key)],
     );
     assert!(ok(&report), "{report}");
     let shown = report.to_string();
     assert!(!shown.contains(key), "{shown}");
+    // The parent whose environment was copied is flycode itself.
+    let comm = std::fs::read_to_string(w.root.join("comm.txt")).unwrap();
+    assert_eq!(comm.trim(), "flycode");
+    // Read directly, past any masking.
+    let environ = std::fs::read(w.root.join("environ.bin")).unwrap();
+    let text = String::from_utf8_lossy(&environ);
+    assert!(!text.contains(key), "the key is in flycode's environ");
+    assert!(!text.contains("FLYCODE_API_KEY="), "{text}");
+    let as_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    if as_root {
+        // Root reads it despite flycode being non-dumpable: the hand-off is what keeps the key out.
+        assert!(!environ.is_empty(), "root could not read flycode's environ");
+    }
+    if !environ.is_empty() {
+        let handoff = text
+            .split('\0')
+            .find_map(|entry| entry.strip_prefix("FLYCODE_SECRET_HANDOFF="))
+            .unwrap_or_else(|| panic!("no hand-off in flycode's environ: {text}"));
+        assert!(handoff.starts_with(w.state.to_str().unwrap()), "{handoff}");
+        assert!(
+            !Path::new(handoff).exists(),
+            "the hand-off file {handoff} is left behind"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&w.state)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .filter(|name| name.to_string_lossy().starts_with("secret-handoff-"))
+        .collect();
+    assert!(left.is_empty(), "hand-off files left: {left:?}");
 }

@@ -1,0 +1,245 @@
+//! flycode's secrets out of its own environment (CONTRACT §12): a program flycode runs may be able
+//! to read `/proc/<flycode's pid>/environ` (as root, on kernels whose Landlock does not cover it),
+//! and that file keeps the environment flycode was *started* with, whatever flycode does to its
+//! own copy later. So on Linux, a command that runs programs hands its secrets to a fresh image of
+//! itself, started without them:
+//!
+//! 1. [`hand_off`] finds the secret variables set (non-empty), writes their names and values as
+//!    JSON to a new file `secret-handoff-<pid>-<random>` in the state directory (created
+//!    exclusively, mode 0600; the state directory is out of programs' reach), and replaces the
+//!    process with itself (`execve`: same pid, same arguments and standard streams) without those
+//!    variables and with `FLYCODE_SECRET_HANDOFF` naming the file.
+//! 2. The new image's [`hand_off`] sees the variable, checks the file (a regular file in the state
+//!    directory, named for this pid, owned by this user, mode 0600, opened without following a
+//!    link), reads it, deletes it and holds the values in memory.
+//! 3. Whoever needs a secret's value asks [`value`]: the held value first, then the environment.
+//!
+//! The cost is one extra `execve` at start, only when a secret variable is set. If the hand-off
+//! cannot be made (no state directory, `execve` refused), flycode says so and goes on with the key
+//! in its environment: masking and Landlock still apply. Elsewhere than Linux this does nothing
+//! (no `/proc` to read a process's environment through).
+
+use std::sync::OnceLock;
+
+/// The variable naming the hand-off file in the new image.
+pub const HANDOFF_VARIABLE: &str = "FLYCODE_SECRET_HANDOFF";
+
+/// The prefix of a hand-off file's name; the pid and a random part follow.
+const FILE_PREFIX: &str = "secret-handoff-";
+
+/// The largest hand-off file read: names and values of a few keys.
+const MAX_HANDOFF_BYTES: u64 = 1 << 20;
+
+/// The secrets received through a hand-off, name and value.
+static HELD: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// The value of the secret variable `name`: the one handed off to this process first, then the
+/// environment's.
+pub fn value(name: &str) -> Option<String> {
+    if let Some((_, value)) = HELD
+        .get()
+        .and_then(|held| held.iter().find(|(held_name, _)| held_name == name))
+    {
+        return Some(value.clone());
+    }
+    std::env::var(name).ok()
+}
+
+/// Takes flycode's secrets (the variables `names`) out of its environment, as the module says:
+/// receives a hand-off made to this process, or makes one and does not return. `Some` is a warning
+/// for standard error: the hand-off failed and the secrets stay in the environment. Call it first
+/// thing in a command that runs programs, before reading standard input or starting threads.
+pub fn hand_off(names: &[String]) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::hand_off(names)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = names;
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::collections::BTreeMap;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::process::CommandExt;
+    use std::path::{Path, PathBuf};
+
+    use super::{FILE_PREFIX, HANDOFF_VARIABLE, HELD, MAX_HANDOFF_BYTES};
+    use crate::sandbox::state::state_dir;
+
+    pub(super) fn hand_off(names: &[String]) -> Option<String> {
+        if let Some(path) = std::env::var_os(HANDOFF_VARIABLE).map(PathBuf::from)
+            && is_for_this_process(&path)
+        {
+            // This image was started by a hand-off: never make another one.
+            return match receive(&path) {
+                Ok(pairs) => {
+                    let _ = HELD.set(pairs.into_iter().collect());
+                    None
+                }
+                Err(why) => Some(format!(
+                    "the secrets handed over at start could not be read ({why}); they are not available"
+                )),
+            };
+        }
+        // A variable left by another flycode (flycode run by a program flycode ran) names
+        // another pid's file: ignored.
+        let pairs: BTreeMap<String, String> = names
+            .iter()
+            .filter_map(|name| {
+                std::env::var(name)
+                    .ok()
+                    .filter(|value| !value.is_empty())
+                    .map(|value| (name.clone(), value))
+            })
+            .collect();
+        if pairs.is_empty() {
+            return None;
+        }
+        let warn = |why: String| {
+            Some(format!(
+                "cannot take the API keys out of flycode's own environment ({why}); a program running as root may read them from /proc (its output is still masked)"
+            ))
+        };
+        let path = match write_handoff(&pairs) {
+            Ok(path) => path,
+            Err(why) => return warn(why),
+        };
+        let error = match std::env::current_exe() {
+            Ok(program) => {
+                let mut command = std::process::Command::new(program);
+                command
+                    .args(std::env::args_os().skip(1))
+                    .env(HANDOFF_VARIABLE, &path);
+                for name in pairs.keys() {
+                    command.env_remove(name);
+                }
+                // Only returns on failure.
+                command.exec()
+            }
+            Err(error) => error,
+        };
+        let _ = std::fs::remove_file(&path);
+        warn(format!("restarting flycode failed: {error}"))
+    }
+
+    /// Whether `path` names a hand-off file made for this pid in the state directory (the pid
+    /// survives `execve`; another process's variable, inherited, names another pid).
+    fn is_for_this_process(path: &Path) -> bool {
+        let prefix = format!("{FILE_PREFIX}{}-", std::process::id());
+        let named = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(&prefix));
+        named && state_dir().is_some_and(|dir| path.parent() == Some(dir.as_path()))
+    }
+
+    /// Writes the pairs to a new file in the state directory, readable by this user alone.
+    fn write_handoff(pairs: &BTreeMap<String, String>) -> Result<PathBuf, String> {
+        let dir = state_dir().ok_or("no state directory: set FLYCODE_STATE_DIR or HOME")?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let text = serde_json::to_string(pairs).map_err(|e| e.to_string())?;
+        // tempfile creates the file exclusively (O_EXCL), mode 0600, under a random name.
+        let mut file = tempfile::Builder::new()
+            .prefix(&format!("{FILE_PREFIX}{}-", std::process::id()))
+            .rand_bytes(16)
+            .tempfile_in(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.as_file().sync_data());
+        written.map_err(|e| format!("{}: {e}", file.path().display()))?;
+        file.into_temp_path()
+            .keep()
+            .map_err(|e| format!("keeping the hand-off file: {e}"))
+    }
+
+    /// Reads and deletes the hand-off file, after checking it is one flycode made.
+    fn receive(path: &Path) -> Result<BTreeMap<String, String>, String> {
+        let shown = path.display();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)
+            .map_err(|e| format!("{shown}: {e}"))?;
+        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        if !meta.file_type().is_file()
+            || meta.uid() != rustix::process::geteuid().as_raw()
+            || meta.mode() & 0o777 != 0o600
+        {
+            return Err(format!(
+                "{shown} is not a regular file of this user's with mode 0600"
+            ));
+        }
+        let mut text = String::new();
+        let read = (&mut file)
+            .take(MAX_HANDOFF_BYTES)
+            .read_to_string(&mut text);
+        // Deleted whatever it holds: a secret must not stay on disk.
+        let removed = std::fs::remove_file(path);
+        read.map_err(|e| format!("{shown}: {e}"))?;
+        removed.map_err(|e| format!("removing {shown}: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("{shown}: {e}"))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn only_a_file_named_for_this_pid_in_the_state_directory_is_taken() {
+            let Some(dir) = state_dir() else { return };
+            let pid = std::process::id();
+            assert!(is_for_this_process(
+                &dir.join(format!("{FILE_PREFIX}{pid}-abc"))
+            ));
+            assert!(!is_for_this_process(
+                &dir.join(format!("{FILE_PREFIX}{}-abc", pid.wrapping_add(1)))
+            ));
+            assert!(!is_for_this_process(
+                &dir.join("sub").join(format!("{FILE_PREFIX}{pid}-abc"))
+            ));
+            assert!(!is_for_this_process(Path::new(&format!(
+                "/tmp/{FILE_PREFIX}{pid}-abc"
+            ))));
+        }
+
+        #[test]
+        fn a_hand_off_file_round_trips_and_is_deleted_once_read() {
+            let temp = tempfile::tempdir().unwrap();
+            let mut file = tempfile::Builder::new()
+                .prefix(FILE_PREFIX)
+                .tempfile_in(temp.path())
+                .unwrap();
+            file.write_all(br#"{"FLYCODE_API_KEY":"sk-0123456789"}"#)
+                .unwrap();
+            let path = file.into_temp_path().keep().unwrap();
+            let pairs = receive(&path).unwrap();
+            assert_eq!(pairs["FLYCODE_API_KEY"], "sk-0123456789");
+            assert!(!path.exists());
+        }
+
+        #[test]
+        fn a_link_or_a_file_others_may_read_is_refused() {
+            let temp = tempfile::tempdir().unwrap();
+            let real = temp.path().join("real");
+            std::fs::write(&real, "{}").unwrap();
+            let mode = |mode| std::os::unix::fs::PermissionsExt::from_mode(mode);
+            // A link to a file that would pass is refused: it is not followed.
+            std::fs::set_permissions(&real, mode(0o600)).unwrap();
+            let link = temp.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            assert!(receive(&link).is_err());
+            assert!(link.exists() && real.exists());
+            std::fs::set_permissions(&real, mode(0o644)).unwrap();
+            let error = receive(&real).unwrap_err();
+            assert!(error.contains("mode 0600"), "{error}");
+            assert!(real.exists());
+        }
+    }
+}
