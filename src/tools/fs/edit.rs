@@ -65,9 +65,8 @@ pub struct EditArg {
     pub replace_all: bool,
 }
 
-/// The file as read: its bytes, their hash, the BOM and the text after it.
+/// The file as read: its hash, the BOM and the text after it.
 struct Original {
-    bytes: Vec<u8>,
     sha256: String,
     bom: bool,
     text: String,
@@ -110,7 +109,7 @@ pub fn run(sandbox: &Sandbox, args: &EditArgs) -> Result<ToolOutput, ToolError> 
     } else {
         applied.text.clone().into_bytes()
     };
-    refuse_omission(path, &original, new_bytes.len(), args)?;
+    refuse_omission(path, &original, applied.text.len(), args)?;
     let changed = applied.text != original.text;
     let sha256 = if changed && !args.dry_run {
         write(sandbox, path, &new_bytes, &original.sha256)?
@@ -160,7 +159,7 @@ fn read_original(sandbox: &Sandbox, path: &str) -> Result<Original, ToolError> {
     file.read_to_end(&mut bytes)
         .map_err(|e| ToolError::new(ErrorCode::IoError, format!("{path}: {e}"), None))?;
     let sha256 = sha256_hex(&bytes);
-    let text = String::from_utf8(bytes.clone()).map_err(|e| {
+    let mut text = String::from_utf8(bytes).map_err(|e| {
         ToolError::new(
             ErrorCode::BinaryContent,
             format!(
@@ -172,16 +171,12 @@ fn read_original(sandbox: &Sandbox, path: &str) -> Result<Original, ToolError> {
             ),
         )
     })?;
-    let (bom, text) = match text.strip_prefix(BOM) {
-        Some(rest) => (true, rest.to_owned()),
-        None => (false, text),
-    };
-    Ok(Original {
-        bytes,
-        sha256,
-        bom,
-        text,
-    })
+    // The BOM is taken off in place: a megabyte file is not copied for it.
+    let bom = text.starts_with(BOM);
+    if bom {
+        text.drain(..BOM.len());
+    }
+    Ok(Original { sha256, bom, text })
 }
 
 /// A `no_match` or `ambiguous_match`, naming the edit; the closest lines go in the body.
@@ -284,14 +279,15 @@ fn refuse_omission(
         .edits
         .iter()
         .map(|e| (e.old_text.as_str(), e.new_text.as_str()));
-    let Some((index, found)) = omission::judge_edit(&original.bytes, new_len, pairs) else {
+    let Some((index, found)) = omission::judge_edit(original.text.as_bytes(), new_len, pairs)
+    else {
         return Ok(());
     };
     Err(ToolError::new(
         ErrorCode::OmissionPlaceholder,
         format!(
             "{path}: the edits would shrink the file from {} to {new_len} bytes, and line {} of edits[{index}].newText is a placeholder ({:?}), not the text it stands for; nothing was changed",
-            original.bytes.len(),
+            original.text.len(),
             found.line,
             found.text
         ),
