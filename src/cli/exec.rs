@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use anyhow::Context;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     ExecArgs, Outcome, advise_too_large, approver, hand_off_secrets, open_sandbox, read_input,
@@ -164,17 +164,8 @@ fn print_result(
         }
         return Ok(());
     }
-    let error = (!block.ok)
-        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
-    let report = json!({
-        "id": block.id,
-        "tool": call.map(|c| c.tool.as_str()),
-        "command": block.command,
-        "ok": block.ok,
-        "error": error,
-        "result": data,
-        "text": text,
-    });
+    let mut report = block.report(call.map(|c| c.tool), data);
+    report["text"] = Value::String(text);
     writeln!(stdout, "{report}")?;
     Ok(())
 }

@@ -3,25 +3,9 @@
 //! `isError: true` with its code, message and hint in the text.
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::protocol::{ResultBlock, ToolName};
-
-/// The object `flycode exec --json` prints for a result: id, tool, command, ok, error (code,
-/// message, hint), the tool's structured result, and the whole result block as text.
-pub fn json_report(block: &ResultBlock, tool: Option<ToolName>, data: Option<Value>) -> Value {
-    let error = (!block.ok)
-        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
-    json!({
-        "id": block.id,
-        "tool": tool.map(ToolName::as_str),
-        "command": block.command,
-        "ok": block.ok,
-        "error": error,
-        "result": data,
-        "text": block.render(),
-    })
-}
 
 /// The text a model reads: the block's body alone where the block has nothing else to say;
 /// otherwise the failure's `[code]`, `[error]`, `[hint]` and the other headers (`[exitCode]`,
@@ -56,9 +40,9 @@ pub fn result_text(block: &ResultBlock) -> String {
 
 /// The `CallToolResult` for a rendered result block and the tool's structured data.
 ///
-/// `structuredContent` is [`json_report`] without its `text` member: the whole block rendered
-/// again would repeat the body a third time (it is in the text content and, for most tools, in
-/// `result`), tripling what a 1 MB read sends.
+/// `structuredContent` is [`ResultBlock::report`]: what `flycode exec --json` prints without its
+/// `text` member, since the whole block rendered again would repeat the body a third time (it is
+/// in the text content and, for most tools, in `result`), tripling what a 1 MB read sends.
 pub fn call_tool_result(
     block: &ResultBlock,
     tool: Option<ToolName>,
@@ -70,16 +54,7 @@ pub fn call_tool_result(
     } else {
         CallToolResult::error(content)
     };
-    let error = (!block.ok)
-        .then(|| json!({"code": block.code, "message": block.error, "hint": block.hint}));
-    result.structured_content = Some(json!({
-        "id": block.id,
-        "tool": tool.map(ToolName::as_str),
-        "command": block.command,
-        "ok": block.ok,
-        "error": error,
-        "result": data,
-    }));
+    result.structured_content = Some(block.report(tool, data));
     result
 }
 
@@ -87,6 +62,7 @@ pub fn call_tool_result(
 mod tests {
     use super::*;
     use crate::protocol::ErrorCode;
+    use serde_json::json;
 
     #[test]
     fn a_success_is_its_body_and_a_failure_names_code_message_and_hint() {

@@ -94,6 +94,27 @@ pub enum ResultParseError {
 }
 
 impl ResultBlock {
+    /// The result as structured data, for `flycode exec --json` and MCP's `structuredContent`:
+    /// `id`, `tool`, `command`, `ok`, `error` (`code`, `message`, `hint`, null on success) and
+    /// `result`, the tool's own structured result.
+    pub fn report(
+        &self,
+        tool: Option<super::ToolName>,
+        result: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let error = (!self.ok).then(
+            || serde_json::json!({"code": self.code, "message": self.error, "hint": self.hint}),
+        );
+        serde_json::json!({
+            "id": self.id,
+            "tool": tool.map(super::ToolName::as_str),
+            "command": self.command,
+            "ok": self.ok,
+            "error": error,
+            "result": result,
+        })
+    }
+
     /// A successful result.
     pub fn success(id: Option<String>, command: String, body: Option<String>) -> ResultBlock {
         ResultBlock {
