@@ -11,6 +11,13 @@ pub fn state_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("FLYCODE_STATE_DIR").map(PathBuf::from) {
         return Some(dir);
     }
+    // The library's own unit tests write files through the sandbox, which journals every write:
+    // they keep their journal and sessions in a folder of their own, never in the user's.
+    if cfg!(test) {
+        return Some(
+            std::env::temp_dir().join(format!("flycode-unit-tests-{}", std::process::id())),
+        );
+    }
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
