@@ -3,55 +3,20 @@
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
-use super::common::flycode;
+use super::common::{Workspace, flycode};
 
-struct Workspace {
-    _temp: tempfile::TempDir,
-    root: std::path::PathBuf,
-    state: std::path::PathBuf,
-}
-
+/// A [`Workspace`] whose root holds `notes.txt` ("first\n").
 fn workspace() -> Workspace {
-    let temp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(temp.path()).unwrap();
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("notes.txt"), "first\n").unwrap();
-    Workspace {
-        state: base.join("state"),
-        root,
-        _temp: temp,
-    }
-}
-
-impl Workspace {
-    fn exec(&self, call: Value, flags: &[&str]) -> (i32, Value) {
-        let reply = format!("```flycode-call\n{call}\n```\n");
-        let output = flycode()
-            .arg("exec")
-            .arg("--json")
-            .arg("--root")
-            .arg(&self.root)
-            .args(flags)
-            .env("FLYCODE_STATE_DIR", &self.state)
-            .current_dir(&self.root)
-            .write_stdin(reply)
-            .output()
-            .unwrap();
-        let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        (output.status.code().unwrap(), report)
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.root.join(name).display().to_string()
-    }
+    let w = Workspace::new();
+    std::fs::write(w.root.join("notes.txt"), "first\n").unwrap();
+    w
 }
 
 #[test]
 fn json_output_has_the_documented_fields() {
     let w = workspace();
-    let (code, report) = w.exec(
-        json!({"id": "c1", "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+    let (code, report) = w.exec_json(
+        &json!({"id": "c1", "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
         &[],
     );
     assert_eq!(code, 0);
@@ -66,8 +31,8 @@ fn json_output_has_the_documented_fields() {
             .unwrap()
             .starts_with("```flycode-result\n[id] c1\n")
     );
-    let (code, report) = w.exec(
-        json!({"id": "c2", "tool": "fs.read", "args": {"path": "/etc/passwd"}}),
+    let (code, report) = w.exec_json(
+        &json!({"id": "c2", "tool": "fs.read", "args": {"path": "/etc/passwd"}}),
         &[],
     );
     assert_eq!(code, 1);
@@ -80,8 +45,8 @@ fn the_stale_read_guard_spans_runs_of_one_session() {
     let w = workspace();
     let notes = w.path("notes.txt");
     let session = ["--session", "s1"];
-    let (code, _) = w.exec(
-        json!({"id": "r1", "tool": "fs.read", "args": {"path": notes}}),
+    let (code, _) = w.exec_json(
+        &json!({"id": "r1", "tool": "fs.read", "args": {"path": notes}}),
         &session,
     );
     assert_eq!(code, 0);
@@ -91,8 +56,8 @@ fn the_stale_read_guard_spans_runs_of_one_session() {
         args.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        w.exec(
-            json!({"id": id, "tool": "fs.write", "args": args}),
+        w.exec_json(
+            &json!({"id": id, "tool": "fs.write", "args": args}),
             &session,
         )
     };
@@ -109,16 +74,16 @@ fn the_stale_read_guard_spans_runs_of_one_session() {
     assert_eq!(write("w3", json!({})).0, 0);
     // Without the session nothing is remembered, so nothing is stale.
     std::fs::write(&notes, "again\n").unwrap();
-    let (code, _) = w.exec(json!({"id": "w4", "tool": "fs.write", "args": {"path": notes, "mode": "append", "content": "x"}}), &[]);
+    let (code, _) = w.exec_json(&json!({"id": "w4", "tool": "fs.write", "args": {"path": notes, "mode": "append", "content": "x"}}), &[]);
     assert_eq!(code, 0);
 }
 
 #[test]
 fn every_call_is_audited_and_log_prints_them() {
     let w = workspace();
-    w.exec(json!({"id": "a1", "tool": "fs.write", "args": {"path": w.path("new.txt"), "mode": "overwrite", "content": "top secret"}}), &[]);
-    w.exec(
-        json!({"id": "a2", "tool": "fs.rm", "args": {"path": w.path("new.txt")}}),
+    w.exec_json(&json!({"id": "a1", "tool": "fs.write", "args": {"path": w.path("new.txt"), "mode": "overwrite", "content": "top secret"}}), &[]);
+    w.exec_json(
+        &json!({"id": "a2", "tool": "fs.rm", "args": {"path": w.path("new.txt")}}),
         &[],
     );
     let log = std::fs::read_to_string(w.state.join("audit.jsonl")).unwrap();
@@ -158,8 +123,8 @@ fn log_shows_as_many_entries_as_asked_and_none_for_zero() {
     };
     assert_eq!(log("0"), "", "an empty log");
     for id in ["r1", "r2"] {
-        w.exec(
-            json!({"id": id, "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+        w.exec_json(
+            &json!({"id": id, "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
             &[],
         );
     }
@@ -178,11 +143,11 @@ fn the_configuration_file_can_deny_a_tool() {
         "[tools]\n\"fs.write\" = \"deny\"\n",
     )
     .unwrap();
-    let (code, report) = w.exec(json!({"id": "c", "tool": "fs.write", "args": {"path": w.path("x"), "mode": "overwrite", "content": ""}}), &[]);
+    let (code, report) = w.exec_json(&json!({"id": "c", "tool": "fs.write", "args": {"path": w.path("x"), "mode": "overwrite", "content": ""}}), &[]);
     assert_eq!(code, 1);
     assert_eq!(report["error"]["code"], "denied_by_policy");
     // flycode.toml itself is protected.
-    let (_, report) = w.exec(json!({"id": "d", "tool": "fs.write", "args": {"path": w.path("flycode.toml"), "mode": "overwrite", "content": ""}}), &["--approve", "auto"]);
+    let (_, report) = w.exec_json(&json!({"id": "d", "tool": "fs.write", "args": {"path": w.path("flycode.toml"), "mode": "overwrite", "content": ""}}), &["--approve", "auto"]);
     assert_eq!(report["error"]["code"], "denied_by_policy");
     std::fs::write(w.root.join("flycode.toml"), "colour = 1\n").unwrap();
     flycode()

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use serde_json::Value;
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
@@ -65,4 +66,62 @@ pub fn send_signal(pid: u32, signal: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
+/// A temporary place to run `flycode exec` in: a canonicalized folder holding the allowed root
+/// `root/` and, beside it, the state folder `state` (made by flycode when it needs it).
+pub struct Workspace {
+    _temp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        Workspace {
+            state: base.join("state"),
+            root,
+            _temp: temp,
+        }
+    }
+
+    /// The absolute path of `name` inside the root, as text.
+    pub fn path(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+
+    /// `flycode exec --json --root ROOT FLAGS`, run in the root with this workspace's state
+    /// folder and no `XDG_CONFIG_HOME`.
+    pub fn exec_command(&self, flags: &[&str]) -> Command {
+        let mut command = flycode();
+        command
+            .args(["exec", "--json", "--root"])
+            .arg(&self.root)
+            .args(flags)
+            .env("FLYCODE_STATE_DIR", &self.state)
+            .env_remove("XDG_CONFIG_HOME")
+            .current_dir(&self.root);
+        command
+    }
+
+    /// Runs one call, sent as a `flycode-call` block on standard input, with
+    /// [`exec_command`](Self::exec_command); what flycode printed.
+    pub fn exec_output(&self, call: &Value, flags: &[&str]) -> std::process::Output {
+        let reply = format!("```flycode-call\n{call}\n```\n");
+        self.exec_command(flags)
+            .write_stdin(reply)
+            .output()
+            .unwrap()
+    }
+
+    /// The same; the exit code and the `--json` report (`null` if standard output is not JSON).
+    pub fn exec_json(&self, call: &Value, flags: &[&str]) -> (i32, Value) {
+        let output = self.exec_output(call, flags);
+        let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output.status.code().unwrap(), report)
+    }
 }

@@ -6,42 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::common::flycode;
-
-struct Workspace {
-    _temp: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-fn workspace() -> Workspace {
-    let temp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(temp.path()).unwrap();
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    Workspace {
-        state: base.join("state"),
-        root,
-        _temp: temp,
-    }
-}
+use super::common::{Workspace, flycode};
 
 impl Workspace {
     /// Runs one call with the extended tool set; the exit code and the `--json` report.
     fn exec(&self, call: Value, flags: &[&str]) -> (i32, Value) {
-        let reply = format!("```flycode-call\n{call}\n```\n");
-        let output = flycode()
-            .args(["exec", "--json", "--tools", "extended", "--root"])
-            .arg(&self.root)
-            .args(flags)
-            .env("FLYCODE_STATE_DIR", &self.state)
-            .env_remove("XDG_CONFIG_HOME")
-            .current_dir(&self.root)
-            .write_stdin(reply)
-            .output()
-            .unwrap();
-        let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        (output.status.code().unwrap(), report)
+        let flags = [&["--tools", "extended"], flags].concat();
+        self.exec_json(&call, &flags)
     }
 
     fn edit(&self, id: &str, args: Value, flags: &[&str]) -> (i32, Value) {
@@ -65,7 +36,7 @@ fn read(path: &Path) -> String {
 #[test]
 fn an_executable_script_stays_executable() {
     use std::os::unix::fs::PermissionsExt;
-    let w = workspace();
+    let w = Workspace::new();
     let (path, shown) = w.file("build.sh", "#!/bin/sh\necho building\n");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (code, report) = w.edit(
@@ -83,7 +54,7 @@ fn an_executable_script_stays_executable() {
 
 #[test]
 fn a_file_changed_since_it_was_read_is_stale_in_a_session() {
-    let w = workspace();
+    let w = Workspace::new();
     let (path, shown) = w.file("notes.txt", "first\nsecond\n");
     let session = ["--session", "edits"];
     let (code, _) = w.exec(
@@ -120,7 +91,7 @@ fn a_file_changed_since_it_was_read_is_stale_in_a_session() {
 
 #[test]
 fn a_one_megabyte_file_is_edited_in_the_middle() {
-    let w = workspace();
+    let w = Workspace::new();
     let content: String = (0..20_000)
         .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
         .collect();
@@ -154,7 +125,7 @@ fn a_one_megabyte_file_is_edited_in_the_middle() {
 
 #[test]
 fn a_git_config_is_never_edited() {
-    let w = workspace();
+    let w = Workspace::new();
     let (path, shown) = w.file(".git/config", "[core]\n\tbare = false\n");
     let (code, report) = w.edit(
         "e1",
@@ -168,7 +139,7 @@ fn a_git_config_is_never_edited() {
 
 #[test]
 fn read_only_allows_a_dry_run_and_refuses_the_edit() {
-    let w = workspace();
+    let w = Workspace::new();
     let (path, shown) = w.file("a.txt", "old\n");
     let edit = json!({"path": shown, "edits": [{"oldText": "old", "newText": "new"}]});
     let (code, report) = w.edit("e1", edit.clone(), &["--approve", "read-only"]);
@@ -184,7 +155,7 @@ fn read_only_allows_a_dry_run_and_refuses_the_edit() {
 
 #[test]
 fn a_batch_that_abbreviates_a_file_writes_no_file() {
-    let w = workspace();
+    let w = Workspace::new();
     let long: String = (1..=25).map(|n| format!("const A{n} = {n};\n")).collect();
     let (long_path, long_shown) = w.file("consts.js", &long);
     let (other_path, other_shown) = w.file("other.txt", "old\n");
@@ -219,7 +190,7 @@ fn a_batch_that_abbreviates_a_file_writes_no_file() {
 
 #[test]
 fn replace_all_shows_every_replacement_in_the_block() {
-    let w = workspace();
+    let w = Workspace::new();
     let (_path, shown) = w.file("a.txt", "one\ntwo\none\n");
     let output = flycode()
         .args(["exec", "--tools", "extended", "--root"])

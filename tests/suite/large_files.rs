@@ -3,11 +3,11 @@
 //! 1 GiB file reads under a 256 MiB address-space limit no whole-file load could fit in.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use super::common::flycode;
+use super::common::Workspace;
 
 /// The bytes of each line of [`numbered_log`]: `line 000000001 xxxxxxxxxxxxxxxx\n`.
 const LINE_BYTES: u64 = 32;
@@ -16,29 +16,7 @@ fn numbered_line(number: u64) -> String {
     format!("line {number:09} xxxxxxxxxxxxxxxx\n")
 }
 
-struct Workspace {
-    _temp: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-fn workspace() -> Workspace {
-    let temp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(temp.path()).unwrap();
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    Workspace {
-        state: base.join("state"),
-        root,
-        _temp: temp,
-    }
-}
-
 impl Workspace {
-    fn path(&self, name: &str) -> String {
-        self.root.join(name).display().to_string()
-    }
-
     /// Runs one slash command with `flycode exec --json`; its report.
     fn slash(&self, command: &str) -> Value {
         self.slash_in(command, None)
@@ -47,13 +25,7 @@ impl Workspace {
     /// The same, the address space limited to `limit_kib` (by `ulimit -v` in a shell).
     fn slash_in(&self, command: &str, limit_kib: Option<u64>) -> Value {
         let output = match limit_kib {
-            None => flycode()
-                .args(["exec", "--json", "--root"])
-                .arg(&self.root)
-                .args(["--slash", command])
-                .env("FLYCODE_STATE_DIR", &self.state)
-                .output()
-                .unwrap(),
+            None => self.exec_command(&["--slash", command]).output().unwrap(),
             Some(limit) => std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!("ulimit -v {limit} && exec \"$@\""))
@@ -97,7 +69,7 @@ fn numbered_log(path: &Path, lines: u64) {
 
 #[test]
 fn a_100_mib_log_reads_its_head_tail_and_deep_lines() {
-    let w = workspace();
+    let w = Workspace::new();
     let lines = 100 * 1024 * 1024 / LINE_BYTES;
     let log = w.path("big.log");
     numbered_log(Path::new(&log), lines);
@@ -158,7 +130,7 @@ fn a_100_mib_log_reads_its_head_tail_and_deep_lines() {
 #[test]
 #[cfg(unix)]
 fn a_1_gib_file_reads_in_bounded_memory() {
-    let w = workspace();
+    let w = Workspace::new();
     let path = w.path("huge.log");
     let size: u64 = 1 << 30;
     let start: String = (1..=4096).map(numbered_line).collect();
@@ -191,7 +163,7 @@ fn a_1_gib_file_reads_in_bounded_memory() {
 /// Characters of 2, 3 and 4 bytes across the 64 KiB blocks a streamed read uses.
 #[test]
 fn multi_byte_characters_straddling_blocks_read_whole() {
-    let w = workspace();
+    let w = Workspace::new();
     let path = w.path("wide.txt");
     // 2 MiB and more of a 9-character, 20-byte pattern: no block boundary falls between
     // characters the same way twice.
@@ -232,7 +204,7 @@ fn multi_byte_characters_straddling_blocks_read_whole() {
 
 #[test]
 fn crlf_lines_keep_their_line_endings() {
-    let w = workspace();
+    let w = Workspace::new();
     let path = w.path("windows.txt");
     let text: String = (1..=200_000).map(|n| format!("row {n}\r\n")).collect();
     std::fs::write(&path, &text).unwrap();
@@ -250,7 +222,7 @@ fn crlf_lines_keep_their_line_endings() {
 
 #[test]
 fn ranges_and_lines_past_the_end() {
-    let w = workspace();
+    let w = Workspace::new();
     let path = w.path("short-lines.log");
     numbered_log(Path::new(&path), 65_536); // 2 MiB
     let size = 65_536 * LINE_BYTES;
@@ -285,7 +257,7 @@ fn ranges_and_lines_past_the_end() {
 
 #[test]
 fn large_binary_files_are_judged_by_their_start_and_the_part_read() {
-    let w = workspace();
+    let w = Workspace::new();
     // Text for 2 MiB, then bytes that are not UTF-8.
     let path = w.path("text-then-binary.dat");
     let mut bytes = "all text here\n".repeat(150_000).into_bytes();

@@ -2,32 +2,12 @@
 //! real programs: each stream keeps its head and its tail, stderr is never crowded out by
 //! stdout, and every truncation note gives the true total the program wrote.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
-use super::common::flycode;
+use super::common::Workspace;
 
 /// The default output cap (64 KiB): the budget of a whole result body.
 const CAP: usize = 64 * 1024;
-
-struct Workspace {
-    _temp: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-fn workspace() -> Workspace {
-    let temp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(temp.path()).unwrap();
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    Workspace {
-        state: base.join("state"),
-        root,
-        _temp: temp,
-    }
-}
 
 /// What one run printed: the exit code of flycode, and the `--json` report.
 struct Run {
@@ -67,15 +47,7 @@ impl Workspace {
     }
 
     fn call(&self, call: Value) -> Run {
-        let reply = format!("```flycode-call\n{call}\n```\n");
-        let output = flycode()
-            .args(["exec", "--json", "--approve", "auto", "--root"])
-            .arg(&self.root)
-            .env("FLYCODE_STATE_DIR", &self.state)
-            .current_dir(&self.root)
-            .write_stdin(reply)
-            .output()
-            .unwrap();
+        let output = self.exec_output(&call, &["--approve", "auto"]);
         let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
             panic!(
                 "not JSON: {}\n{}",
@@ -123,7 +95,7 @@ fn omitted(text: &str) -> u64 {
 
 #[test]
 fn stderr_survives_a_stdout_past_the_cap() {
-    let w = workspace();
+    let w = Workspace::new();
     let run = w.shell("head -c 100000 /dev/zero | tr '\\0' x; echo STDERR-MARKER-42 >&2; exit 1");
     assert_eq!(run.code, 1);
     assert_eq!(run.header("code"), Some("nonzero_exit"));
@@ -139,7 +111,7 @@ fn stderr_survives_a_stdout_past_the_cap() {
 
 #[test]
 fn truncation_note_gives_the_true_total() {
-    let w = workspace();
+    let w = Workspace::new();
     let run = w.shell("head -c 300000 /dev/zero | tr '\\0' y");
     assert_eq!(run.code, 0);
     assert_eq!(run.header("truncated"), Some("true"));
@@ -162,7 +134,7 @@ fn truncation_note_gives_the_true_total() {
 
 #[test]
 fn first_and_last_lines_of_a_large_stdout_are_both_shown() {
-    let w = workspace();
+    let w = Workspace::new();
     // 1 MB and more of numbered lines: `line 000001` ... `line 083334`.
     let run = w.shell("seq -f 'line %06g' 1 83334");
     let total: u64 = 83_334 * 12;
@@ -202,7 +174,7 @@ fn first_and_last_lines_of_a_large_stdout_are_both_shown() {
 
 #[test]
 fn stderr_keeps_its_head_and_tail_too() {
-    let w = workspace();
+    let w = Workspace::new();
     let script = "seq -f 'out %06g' 1 50000; seq -f 'err %06g' 1 50000 >&2; exit 2";
     let run = w.shell(script);
     assert_eq!(run.code, 1);
@@ -226,7 +198,7 @@ fn stderr_keeps_its_head_and_tail_too() {
 
 #[test]
 fn fifty_megabytes_of_stdout_complete_with_bounded_output() {
-    let w = workspace();
+    let w = Workspace::new();
     let run = w.shell("head -c 52428800 /dev/zero | tr '\\0' z; echo done >&2");
     assert_eq!(run.code, 0);
     assert_eq!(run.header("exitCode"), Some("0"));
@@ -238,7 +210,7 @@ fn fifty_megabytes_of_stdout_complete_with_bounded_output() {
 
 #[test]
 fn small_output_is_shown_whole_without_notes() {
-    let w = workspace();
+    let w = Workspace::new();
     let run = w.call(json!({"id": "p2", "tool": "process.run", "args": {"command": "printf", "args": ["a\\nb\\n"]}}));
     assert_eq!(run.code, 0);
     assert_eq!(run.body(), "--- stdout ---\na\nb\n--- stderr ---\n");
@@ -247,7 +219,7 @@ fn small_output_is_shown_whole_without_notes() {
 
 #[test]
 fn utf8_output_is_cut_between_characters() {
-    let w = workspace();
+    let w = Workspace::new();
     // One long line of multi-byte characters: no line boundary to cut at.
     let script = w.script(
         "wide.py",
@@ -272,7 +244,7 @@ fn utf8_output_is_cut_between_characters() {
 
 #[test]
 fn timeout_keeps_head_tail_and_totals() {
-    let w = workspace();
+    let w = Workspace::new();
     let run = w.call(json!({"id": "p4", "tool": "shell.exec", "args": {
         "command": "head -c 200000 /dev/zero | tr '\\0' t; echo; echo LAST; sleep 30",
         "timeoutMs": 2000
