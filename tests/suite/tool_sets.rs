@@ -129,6 +129,11 @@ fn exec_runs_an_extended_call_only_in_the_extended_set() {
     let accepted = String::from_utf8_lossy(&accepted.stdout);
     assert!(!accepted.contains("[code] unknown_tool"), "{accepted}");
     assert!(accepted.contains("[command] /fs.readMany "), "{accepted}");
+    assert!(accepted.contains("[ok] true"), "{accepted}");
+    assert!(
+        accepted.contains("/a.txt (6 B, 1 line) ===\nalpha\n"),
+        "{accepted}"
+    );
 }
 
 #[test]
