@@ -168,6 +168,8 @@ impl Launch {
                 },
                 approver: options.approver,
                 notebook: Some(&memory),
+                tasks: None,
+                restriction: None,
                 serial: Serial::default(),
             },
             settings: &self.settings,

@@ -53,6 +53,8 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         limits: config.limits(),
         approver: approver.as_ref(),
         notebook: None,
+        tasks: None,
+        restriction: None,
         serial: Serial::default(),
     };
     let execution = executor.execute(&call);

@@ -77,6 +77,8 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             limits: config.limits(),
             approver: approver.as_ref(),
             notebook: None,
+            tasks: None,
+            restriction: None,
             serial: Serial::default(),
         },
         replay,

@@ -519,6 +519,8 @@ impl Shared {
                 limits,
                 approver: &approver,
                 notebook: None,
+                tasks: None,
+                restriction: None,
                 serial: Serial::default(),
             };
             let execution = executor.execute(&call);

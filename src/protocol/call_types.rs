@@ -221,6 +221,7 @@ impl CallError {
                 let tools: Vec<&str> = set.tools().iter().map(|t| t.as_str()).collect();
                 let switch = match tool.home_set() {
                     ToolSet::Agent => "it exists only in flycode run".to_owned(),
+                    ToolSet::Subagent | ToolSet::All => "it ends a sub-agent's task; the main agent answers in prose instead".to_owned(),
                     home => format!("it belongs to the {} tool set, which the user turns on with --tools {} or tools = \"{}\" in flycode.toml", home.as_str(), home.as_str(), home.as_str()),
                 };
                 format!("{tool} is not offered here: {switch}. The tools here are: {}.", tools.join(", "))
@@ -319,7 +320,7 @@ impl CallError {
             shown: show_tool_name(name),
             nearest,
             set,
-            elsewhere: ToolName::from_native_name(name, ToolSet::Agent),
+            elsewhere: ToolName::from_native_name(name, ToolSet::All),
         }
     }
 }

@@ -79,6 +79,8 @@ error_codes! {
     Timeout => "timeout", "The process ran past its deadline.",
     CommandNotFound => "command_not_found", "The program to run does not exist.",
     NonzeroExit => "nonzero_exit", "The program ran and exited with a status other than 0.",
+    QuotaExceeded => "quota_exceeded", "An `agent.task` past the run's or the agent's quota of sub-agent tasks.",
+    TaskFailed => "task_failed", "A sub-agent could not do its task: its model's API failed, or its setup is wrong (the envelope says why).",
     Cancelled => "cancelled", "The person stopped the call (Ctrl-C in `flycode run`) before it finished, or before it started.",
 }
 

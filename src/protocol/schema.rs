@@ -119,6 +119,8 @@ pub fn schema_source(tool: ToolName) -> &'static str {
         ToolName::FsEdit => include_str!("../../protocol/schemas/fs.edit.json"),
         ToolName::AgentTodo => include_str!("../../protocol/schemas/agent.todo.json"),
         ToolName::AgentNote => include_str!("../../protocol/schemas/agent.note.json"),
+        ToolName::AgentTask => include_str!("../../protocol/schemas/agent.task.json"),
+        ToolName::AgentComplete => include_str!("../../protocol/schemas/agent.complete.json"),
     }
 }
 

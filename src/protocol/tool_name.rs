@@ -39,6 +39,10 @@ pub enum ToolName {
     AgentTodo,
     /// `agent.note`: save a piece of useful information (`flycode run` only).
     AgentNote,
+    /// `agent.task`: hand a read-only piece of work to a sub-agent (`flycode run` only).
+    AgentTask,
+    /// `agent.complete`: a sub-agent's last call, its result (sub-agents only).
+    AgentComplete,
 }
 
 /// Which tools a reader accepts (CONTRACT §8).
@@ -50,8 +54,15 @@ pub enum ToolSet {
     Seed,
     /// The twelve plus `fs.readMany` and `fs.edit` (`--tools extended`).
     Extended,
-    /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`): `flycode run`.
+    /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`, `agent.task`):
+    /// `flycode run`.
     Agent,
+    /// What a sub-agent is offered (CONTRACT §10): the read-only file tools, `agent.todo`,
+    /// `agent.note` and `agent.complete`.
+    Subagent,
+    /// Every tool: what a sub-agent's calls are read against, so that a call of a tool it is not
+    /// offered is refused by its executor (`denied_by_policy`), not misread as unknown.
+    All,
 }
 
 impl ToolSet {
@@ -60,7 +71,9 @@ impl ToolSet {
         match self {
             ToolSet::Seed => &ToolName::WITH_AGENT_TOOLS[..12],
             ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..14],
-            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS,
+            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..17],
+            ToolSet::Subagent => &ToolName::SUBAGENT,
+            ToolSet::All => &ToolName::WITH_AGENT_TOOLS,
         }
     }
 
@@ -76,6 +89,8 @@ impl ToolSet {
             ToolSet::Seed => "seed",
             ToolSet::Extended => "extended",
             ToolSet::Agent => "agent",
+            ToolSet::Subagent => "sub-agent",
+            ToolSet::All => "all",
         }
     }
 
@@ -96,11 +111,29 @@ impl ToolName {
     /// The extended set: the seed whitelist, then `fs.readMany` and `fs.edit`.
     pub const EXTENDED: [ToolName; 14] = ToolName::first_of_all::<14>();
 
-    /// The agent's own tools, known to `flycode run` only.
-    pub const AGENT_TOOLS: [ToolName; 2] = [ToolName::AgentTodo, ToolName::AgentNote];
+    /// The agent's own tools, known to `flycode run` only (`agent.complete` to its sub-agents
+    /// only).
+    pub const AGENT_TOOLS: [ToolName; 4] = [
+        ToolName::AgentTodo,
+        ToolName::AgentNote,
+        ToolName::AgentTask,
+        ToolName::AgentComplete,
+    ];
+
+    /// What a sub-agent may call (CONTRACT §10), in prompt order.
+    pub const SUBAGENT: [ToolName; 8] = [
+        ToolName::FsLs,
+        ToolName::FsRead,
+        ToolName::FsReadMany,
+        ToolName::FsSearch,
+        ToolName::FsDiff,
+        ToolName::AgentTodo,
+        ToolName::AgentNote,
+        ToolName::AgentComplete,
+    ];
 
     /// Every tool: the extended set followed by the agent's own tools.
-    pub const WITH_AGENT_TOOLS: [ToolName; 16] = [
+    pub const WITH_AGENT_TOOLS: [ToolName; 18] = [
         ToolName::FsLs,
         ToolName::FsMkdir,
         ToolName::FsRead,
@@ -117,6 +150,8 @@ impl ToolName {
         ToolName::FsEdit,
         ToolName::AgentTodo,
         ToolName::AgentNote,
+        ToolName::AgentTask,
+        ToolName::AgentComplete,
     ];
 
     const fn first_of_all<const N: usize>() -> [ToolName; N] {
@@ -131,10 +166,15 @@ impl ToolName {
 
     /// The smallest set holding the tool: what a reader of another set names in its hint.
     pub fn home_set(self) -> ToolSet {
-        [ToolSet::Seed, ToolSet::Extended, ToolSet::Agent]
-            .into_iter()
-            .find(|set| set.contains(self))
-            .unwrap_or(ToolSet::Agent)
+        [
+            ToolSet::Seed,
+            ToolSet::Extended,
+            ToolSet::Agent,
+            ToolSet::Subagent,
+        ]
+        .into_iter()
+        .find(|set| set.contains(self))
+        .unwrap_or(ToolSet::All)
     }
 
     /// The name as the model writes it, e.g. `fs.read`.
@@ -156,12 +196,14 @@ impl ToolName {
             ToolName::FsEdit => "fs.edit",
             ToolName::AgentTodo => "agent.todo",
             ToolName::AgentNote => "agent.note",
+            ToolName::AgentTask => "agent.task",
+            ToolName::AgentComplete => "agent.complete",
         }
     }
 
     /// The tool of any set with exactly this name (case-sensitive, no look-alikes).
     pub fn from_name(name: &str) -> Option<ToolName> {
-        ToolName::from_name_in(name, ToolSet::Agent)
+        ToolName::from_name_in(name, ToolSet::All)
     }
 
     /// The tool of `set` with exactly this name.
@@ -293,7 +335,7 @@ mod tests {
                         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
                 "{name}"
             );
-            assert_eq!(ToolName::from_mcp_name(&name, ToolSet::Agent), Some(tool));
+            assert_eq!(ToolName::from_mcp_name(&name, ToolSet::All), Some(tool));
         }
         assert_eq!(ToolName::from_mcp_name("fs_read_many", ToolSet::Seed), None);
         assert_eq!(

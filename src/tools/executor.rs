@@ -14,7 +14,7 @@ pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
 use super::policy::{Decision, Policy};
 use super::registry::Invocation;
 use super::secrets::Secrets;
-use super::tool::{Notebook, RegisteredTool, SessionChange, ToolContext, failure_line};
+use super::tool::{Notebook, RegisteredTool, SessionChange, TaskRunner, ToolContext, failure_line};
 use super::{Limits, ToolError, ToolOutput};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
 use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session, sha256_hex};
@@ -88,9 +88,26 @@ pub struct Executor<'a> {
     pub approver: &'a dyn Approver,
     /// The agent's TODO list and notes, where `agent.todo` and `agent.note` exist (`flycode run`).
     pub notebook: Option<&'a dyn Notebook>,
+    /// Runs `agent.task` (the main agent of `flycode run` only).
+    pub tasks: Option<&'a dyn TaskRunner>,
+    /// The only tools this executor runs (a sub-agent's), whatever the call says.
+    pub restriction: Option<Restriction>,
     /// Held while the person is asked (one question at a time) and while the audit log is
     /// appended (one line at a time).
     pub serial: Serial,
+}
+
+/// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
+/// executor runs only the read-only tools (CONTRACT §10), so a sub-agent is read-only by
+/// construction, not only by the tools it is offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restriction {
+    /// The tools that run.
+    pub tools: &'static [ToolName],
+    /// Why the others do not, e.g. "sub-agents are read-only".
+    pub reason: &'static str,
+    /// What the model should do instead.
+    pub hint: &'static str,
 }
 
 /// The locks that keep the person's questions and the audit log's lines one at a time.
@@ -116,6 +133,8 @@ impl<'a> Executor<'a> {
             limits: Limits::default(),
             approver,
             notebook: None,
+            tasks: None,
+            restriction: None,
             serial: Serial::default(),
         }
     }
@@ -153,6 +172,8 @@ impl<'a> Executor<'a> {
                         sandbox: self.sandbox,
                         limits: &self.limits,
                         notebook: self.notebook,
+                        tasks: self.tasks,
+                        call_id: call.id.as_deref(),
                     })
                 });
                 if let Ok(output) = &result {
@@ -269,6 +290,21 @@ impl<'a> Executor<'a> {
             error,
             decided: Decided::Refused,
         };
+        if let Some(restriction) = &self.restriction
+            && !restriction.tools.contains(&call.tool)
+        {
+            let tools: Vec<&str> = restriction.tools.iter().map(|t| t.as_str()).collect();
+            return Err(refused(ToolError::new(
+                ErrorCode::DeniedByPolicy,
+                format!(
+                    "{} was not run: {}; the tools that run here are {}",
+                    call.tool,
+                    restriction.reason,
+                    tools.join(", ")
+                ),
+                Some(restriction.hint),
+            )));
+        }
         let (reason, in_person) = match self.policy.decide_invocation(invocation, &resolved) {
             Decision::Run => return Ok(()),
             Decision::Deny { reason, advice } => {

@@ -20,7 +20,7 @@ use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
 
 /// Every tool, in the whitelist's order.
-pub static REGISTRY: [&dyn RegisteredTool; 16] = [
+pub static REGISTRY: [&dyn RegisteredTool; 18] = [
     &super::fs::ls::FsLs,
     &super::fs::mkdir::FsMkdir,
     &super::fs::read::FsRead,
@@ -37,6 +37,8 @@ pub static REGISTRY: [&dyn RegisteredTool; 16] = [
     &super::fs::edit::FsEdit,
     &super::agent::AgentTodo,
     &super::agent::AgentNote,
+    &super::agent::AgentTask,
+    &super::agent::AgentComplete,
 ];
 
 /// The registered tool named `name` (every whitelisted tool is; a test holds it).
@@ -95,7 +97,7 @@ mod tests {
     #[test]
     fn every_whitelisted_tool_is_registered_once_in_order() {
         let names: Vec<ToolName> = REGISTRY.iter().map(|tool| tool.name()).collect();
-        assert_eq!(names, ToolSet::Agent.tools());
+        assert_eq!(names, ToolSet::All.tools());
     }
 
     #[test]
@@ -113,6 +115,7 @@ mod tests {
                 ToolName::FsSearch,
                 ToolName::FsDiff,
                 ToolName::FsReadMany,
+                ToolName::AgentTask,
             ]
         );
     }

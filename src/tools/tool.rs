@@ -94,12 +94,34 @@ pub enum SessionChange<'a> {
     Forget(&'a str),
 }
 
-/// Where `agent.todo` and `agent.note` keep what they are given (the loop's memory).
+/// Where `agent.todo`, `agent.note` and `agent.complete` keep what they are given (the loop's
+/// memory).
 pub trait Notebook: Send + Sync {
     /// Replaces the TODO list with `args["items"]`; a one-line summary.
     fn replace_todos(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
     /// Adds `args["note"]`; a one-line summary.
     fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
+    /// Records a sub-agent's result (`agent.complete`); a one-line summary. Only a sub-agent's
+    /// notebook takes one.
+    fn complete(&self, _result: &str) -> Result<String, ToolError> {
+        Err(ToolError::new(
+            ErrorCode::UnknownTool,
+            "agent.complete ends a sub-agent's task, and this agent is not a sub-agent".to_owned(),
+            Some("answer in prose when the task is done"),
+        ))
+    }
+}
+
+/// Runs `agent.task` calls: the sub-agent layer of `flycode run` (CONTRACT §10), given to the
+/// main agent's executor only.
+pub trait TaskRunner: Send + Sync {
+    /// Runs the task to its end (synchronously) and returns its envelope; `parent_call_id` is
+    /// the id of the `agent.task` call.
+    fn run_task(
+        &self,
+        task: &super::agent::TaskArgs,
+        parent_call_id: Option<&str>,
+    ) -> Result<ToolOutput, ToolError>;
 }
 
 /// What a tool runs with.
@@ -110,6 +132,10 @@ pub struct ToolContext<'a> {
     pub limits: &'a Limits,
     /// The agent's TODO list and notes (`flycode run` only).
     pub notebook: Option<&'a dyn Notebook>,
+    /// Runs sub-agent tasks (the main agent of `flycode run` only).
+    pub tasks: Option<&'a dyn TaskRunner>,
+    /// The id of the call being run.
+    pub call_id: Option<&'a str>,
 }
 
 /// A tool, as its file implements it, with typed arguments.

@@ -1,15 +1,65 @@
-//! `agent.todo` and `agent.note`: the agent's own TODO list and notes (`flycode run` only). They
-//! change no file; they write to the run's [`Notebook`], which the executor is given by the loop.
-//! Anywhere else (chat front ends) there is no notebook, and they are `unknown_tool`.
+//! The agent's own tools (`flycode run` only): `agent.todo` and `agent.note`, its TODO list and
+//! notes; `agent.complete`, a sub-agent's result; and `agent.task` ([`task`]), which starts a
+//! sub-agent. The first three change no file: they write to the run's [`Notebook`], which the
+//! executor is given by the loop. Anywhere else (chat front ends) there is no notebook, and they
+//! are `unknown_tool`.
+
+pub mod task;
 
 use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-pub use super::tool::Notebook;
 use super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural};
+pub use super::tool::{Notebook, TaskRunner};
 use super::{ToolError, ToolOutput};
 use crate::protocol::{ErrorCode, ToolName};
+pub use task::{AgentTask, ModelChoice, SubagentType, TaskArgs};
+
+/// `agent.complete` in the registry.
+pub struct AgentComplete;
+
+/// The arguments of `agent.complete`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteArgs {
+    /// The sub-agent's result.
+    pub result: String,
+}
+
+impl Tool for AgentComplete {
+    type Args = CompleteArgs;
+    const NAME: ToolName = ToolName::AgentComplete;
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::AgentMemory
+    }
+
+    fn effects<'a>(&self, _args: &'a CompleteArgs) -> Effects<'a> {
+        Effects::default()
+    }
+
+    fn subject(&self, args: &CompleteArgs, _roots: &[PathBuf]) -> String {
+        first_line(&args.result)
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        body_line(output)
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &CompleteArgs) -> Result<ToolOutput, ToolError> {
+        if args.result.trim().is_empty() {
+            return Err(ToolError::new(
+                ErrorCode::InvalidArgs,
+                "agent.complete needs a result that is not blank".to_owned(),
+                Some("call agent.complete again with what you found"),
+            ));
+        }
+        notebook(context, Self::NAME)?
+            .complete(&args.result)
+            .map(saved)
+    }
+}
 
 /// `agent.todo` in the registry.
 pub struct AgentTodo;

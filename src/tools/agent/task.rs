@@ -1,0 +1,194 @@
+//! `agent.task`: the main agent hands a read-only piece of work to a sub-agent (CONTRACT §10).
+//! The tool only reads its arguments and hands them to the run's [`TaskRunner`]; the sub-agent's
+//! loop, its quotas and its envelope live in `crate::agent::task`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line};
+use super::super::{ToolError, ToolOutput};
+use crate::protocol::{ErrorCode, ToolName};
+
+/// `agent.task` in the registry.
+pub struct AgentTask;
+
+/// The kind of sub-agent, each with its own role prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentType {
+    /// Anything read-only.
+    #[default]
+    General,
+    /// Finds files and code.
+    Explore,
+    /// Condenses content.
+    Summary,
+    /// Drafts a step-by-step plan.
+    Plan,
+}
+
+impl SubagentType {
+    /// Every type, in the contract's order.
+    pub const ALL: [SubagentType; 4] = [
+        SubagentType::General,
+        SubagentType::Explore,
+        SubagentType::Summary,
+        SubagentType::Plan,
+    ];
+
+    /// `general`, `explore`...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubagentType::General => "general",
+            SubagentType::Explore => "explore",
+            SubagentType::Summary => "summary",
+            SubagentType::Plan => "plan",
+        }
+    }
+
+    /// The model a task of this type uses when the call names none: the light one for work
+    /// that is mostly reading (explore, summary), the main one for judgement (general, plan).
+    pub fn default_model(self) -> ModelChoice {
+        match self {
+            SubagentType::Explore | SubagentType::Summary => ModelChoice::Light,
+            SubagentType::General | SubagentType::Plan => ModelChoice::Main,
+        }
+    }
+}
+
+/// Which model a sub-agent runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelChoice {
+    /// `LIGHT_LLM_*` / `[agent.light]`, falling back to the main model.
+    Light,
+    /// The run's own model.
+    Main,
+}
+
+impl ModelChoice {
+    /// `light` or `main`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelChoice::Light => "light",
+            ModelChoice::Main => "main",
+        }
+    }
+}
+
+/// The arguments of `agent.task`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskArgs {
+    /// A short title.
+    pub description: String,
+    /// The whole task for the sub-agent.
+    pub prompt: String,
+    /// Its kind.
+    #[serde(default)]
+    pub subagent_type: SubagentType,
+    /// Its model, when the call names one.
+    pub model: Option<ModelChoice>,
+}
+
+impl TaskArgs {
+    /// The model asked for, or the type's default.
+    pub fn model_choice(&self) -> ModelChoice {
+        self.model
+            .unwrap_or_else(|| self.subagent_type.default_model())
+    }
+}
+
+impl Tool for AgentTask {
+    type Args = TaskArgs;
+    const NAME: ToolName = ToolName::AgentTask;
+
+    /// A sub-agent only reads: tasks run beside other reads (CONTRACT §11).
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+
+    fn effects<'a>(&self, _args: &'a TaskArgs) -> Effects<'a> {
+        Effects::default()
+    }
+
+    fn subject(&self, args: &TaskArgs, _roots: &[PathBuf]) -> String {
+        format!(
+            "{}: {}",
+            args.subagent_type.as_str(),
+            first_line(&args.description)
+        )
+    }
+
+    fn summary(&self, output: &ToolOutput) -> String {
+        envelope_line(&output.data)
+    }
+
+    fn failure_summary(&self, code: ErrorCode, output: Option<&ToolOutput>) -> Option<String> {
+        let output = output?;
+        (code != ErrorCode::QuotaExceeded).then(|| envelope_line(&output.data))
+    }
+
+    fn run(&self, context: &ToolContext<'_>, args: &TaskArgs) -> Result<ToolOutput, ToolError> {
+        let runner = context.tasks.ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::DeniedByPolicy,
+                "agent.task was not run: sub-agents cannot start tasks of their own".to_owned(),
+                Some("do the work yourself with the read-only tools, then call agent.complete"),
+            )
+        })?;
+        runner.run_task(args, context.call_id)
+    }
+}
+
+/// `ok · 7 calls · 3.2 s · light`: a task's outcome from its envelope.
+pub fn envelope_line(envelope: &Value) -> String {
+    let status = envelope["status"].as_str().unwrap_or("?");
+    let calls = envelope["stats"]["tool_calls"].as_u64().unwrap_or(0);
+    let millis = envelope["stats"]["duration_ms"].as_u64().unwrap_or(0);
+    let model = envelope["data"]["model_used"].as_str().unwrap_or("?");
+    let calls = if calls == 1 {
+        "1 call".to_owned()
+    } else {
+        format!("{calls} calls")
+    };
+    #[allow(clippy::cast_precision_loss)] // a duration shown to a tenth of a second
+    let seconds = millis as f64 / 1000.0;
+    format!("{status} · {calls} · {seconds:.1} s · {model}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_model_defaults_by_type_and_an_explicit_choice_wins() {
+        let args: TaskArgs =
+            serde_json::from_value(json!({"description": "abc", "prompt": "p"})).unwrap();
+        assert_eq!(args.subagent_type, SubagentType::General);
+        assert_eq!(args.model_choice(), ModelChoice::Main);
+        let args: TaskArgs = serde_json::from_value(
+            json!({"description": "abc", "prompt": "p", "subagentType": "explore"}),
+        )
+        .unwrap();
+        assert_eq!(args.model_choice(), ModelChoice::Light);
+        let args: TaskArgs = serde_json::from_value(
+            json!({"description": "abc", "prompt": "p", "subagentType": "explore", "model": "main"}),
+        )
+        .unwrap();
+        assert_eq!(args.model_choice(), ModelChoice::Main);
+    }
+
+    #[test]
+    fn the_outcome_line_reads_the_envelope() {
+        let envelope = json!({
+            "status": "ok",
+            "data": {"model_used": "light"},
+            "stats": {"tool_calls": 7, "duration_ms": 3210},
+        });
+        assert_eq!(envelope_line(&envelope), "ok · 7 calls · 3.2 s · light");
+    }
+}
