@@ -72,6 +72,7 @@ fn memory() -> AgentMemory {
             "The failing test is parse::tests::crlf_is_normalized.".to_owned(),
             "CI also runs `cargo clippy --all-targets -- -D warnings`.".to_owned(),
         ],
+        completion: None,
     }
 }
 

@@ -53,6 +53,19 @@
 //! role_file = "prompts/role.md"      # replaces the role definition (or role = "...")
 //! system_prompt_file = "prompt.md"   # replaces the whole system prompt
 //! system_prompt = false              # send no system prompt: the role definition takes its place
+//! max_tasks_per_run = 32             # agent.task: sub-agent tasks per run at most
+//! max_tasks_per_agent = 16           # ... and per agent (only the main agent starts tasks)
+//! subagent_max_turns = 30            # a sub-agent's requests before its last turn
+//! subagent_timeout_ms = 600000       # a sub-agent's time before its last turn
+//! strict = false                     # true: task envelopes carry tool_call_id (or --strict)
+//!
+//! [agent.light]                      # the light model of sub-agents (LIGHT_LLM_* win);
+//! model = "qwen2.5-coder-7b"         # unset: sub-agents asking for it use the main model
+//! base_url = "http://127.0.0.1:8081/v1"
+//! api_key_env = "LIGHT_KEY"          # the variable holding its key
+//!
+//! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
+//! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
 //! ```
 
 pub mod range;
@@ -169,6 +182,61 @@ pub struct AgentConfig {
     pub system_prompt_file: Option<PathBuf>,
     /// `false`: send no system prompt (the role definition becomes the system message).
     pub system_prompt: Option<bool>,
+    /// Sub-agent tasks per run at most.
+    #[serde(default, deserialize_with = "range::max_tasks_per_run")]
+    pub max_tasks_per_run: Option<u32>,
+    /// Sub-agent tasks per agent at most.
+    #[serde(default, deserialize_with = "range::max_tasks_per_agent")]
+    pub max_tasks_per_agent: Option<u32>,
+    /// A sub-agent's requests before its last turn.
+    #[serde(default, deserialize_with = "range::subagent_max_turns")]
+    pub subagent_max_turns: Option<u32>,
+    /// A sub-agent's time before its last turn, in milliseconds.
+    #[serde(default, deserialize_with = "range::subagent_timeout_ms")]
+    pub subagent_timeout_ms: Option<u64>,
+    /// `[agent.light]`: the light model of sub-agents.
+    pub light: Option<LightModelConfig>,
+    /// `[agent.subagent.<type>]`: the role of each sub-agent type.
+    #[serde(default)]
+    pub subagent: SubagentRolesConfig,
+    /// Strict envelopes: a sub-agent task's result carries the `agent.task` call's id.
+    pub strict: Option<bool>,
+}
+
+/// `[agent.light]`: the light model sub-agents may run on (`LIGHT_LLM_*` win).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LightModelConfig {
+    /// The model name.
+    pub model: Option<String>,
+    /// The endpoint; the main one when unset.
+    pub base_url: Option<String>,
+    /// The variable holding its key.
+    pub api_key_env: Option<String>,
+}
+
+/// `[agent.subagent]`: a role per sub-agent type.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentRolesConfig {
+    /// `general`.
+    pub general: Option<SubagentRoleConfig>,
+    /// `explore`.
+    pub explore: Option<SubagentRoleConfig>,
+    /// `summary`.
+    pub summary: Option<SubagentRoleConfig>,
+    /// `plan`.
+    pub plan: Option<SubagentRoleConfig>,
+}
+
+/// `[agent.subagent.<type>]`: a role replacing the built-in one of the type.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentRoleConfig {
+    /// The role's text.
+    pub role: Option<String>,
+    /// A file holding it.
+    pub role_file: Option<PathBuf>,
 }
 
 /// What the command line says, before the file is read.
@@ -312,8 +380,18 @@ impl Config {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         let mut agent = file.agent.unwrap_or_default();
+        let subagent_files = [
+            &mut agent.subagent.general,
+            &mut agent.subagent.explore,
+            &mut agent.subagent.summary,
+            &mut agent.subagent.plan,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|role| &mut role.role_file);
         for path in [&mut agent.role_file, &mut agent.system_prompt_file]
             .into_iter()
+            .chain(subagent_files)
             .flatten()
         {
             if path.is_relative() {
@@ -563,6 +641,12 @@ mod tests {
                     "read_timeout_ms" => config.agent.read_timeout_ms.unwrap(),
                     "max_retries" => config.agent.max_retries.map(u64::from).unwrap(),
                     "retry_base_ms" => config.agent.retry_base_ms.unwrap(),
+                    "max_tasks_per_run" => config.agent.max_tasks_per_run.map(u64::from).unwrap(),
+                    "max_tasks_per_agent" => {
+                        config.agent.max_tasks_per_agent.map(u64::from).unwrap()
+                    }
+                    "subagent_max_turns" => config.agent.subagent_max_turns.map(u64::from).unwrap(),
+                    "subagent_timeout_ms" => config.agent.subagent_timeout_ms.unwrap(),
                     other => panic!("no test reads {other}"),
                 };
                 assert_eq!(read, good, "{}", range.key);

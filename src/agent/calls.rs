@@ -3,12 +3,13 @@
 //! start and end reported to the observer, the results kept in call order.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::events::{RunEvent, RunObserver, RunReport};
 use super::parallel;
 use super::summary::invocation_subject;
-use crate::protocol::{Call, ErrorCode, ResultBlock, render_command};
+use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
 use crate::tools::executor::{Execution, Executor};
 use crate::tools::registry::{self, Invocation};
 
@@ -21,6 +22,9 @@ pub(super) struct TurnCalls<'r, 'a> {
     pub max_parallel: usize,
     /// Set by Ctrl-C.
     pub cancel: &'r AtomicBool,
+    /// What the run's sub-agents report while their tasks run (the main agent's only): passed
+    /// on to the observer as it comes.
+    pub relay: Option<&'r Receiver<RunEvent>>,
 }
 
 impl TurnCalls<'_, '_> {
@@ -47,9 +51,13 @@ impl TurnCalls<'_, '_> {
                     None => {}
                 }
             }
+            // A task runs off this thread even alone, so its sub-agent's calls show as they run.
+            let starts_task = calls.iter().any(|call| call.tool == ToolName::AgentTask);
             match calls.len() {
                 0 => {}
-                1 => blocks.push(self.run_call(report, &calls[0], observer)),
+                1 if !(starts_task && self.relay.is_some()) => {
+                    blocks.push(self.run_call(report, &calls[0], observer));
+                }
                 _ => blocks.extend(self.run_at_once(report, &calls, observer)),
             }
         }
@@ -78,6 +86,7 @@ impl TurnCalls<'_, '_> {
                 (execution, started.elapsed())
             },
             |event| match event {
+                parallel::Progress::Tick => self.pass_on_relayed(observer),
                 parallel::Progress::Started(index) => {
                     report.calls += 1;
                     observer.on_event(&read[index].started_event(roots));
@@ -93,12 +102,35 @@ impl TurnCalls<'_, '_> {
                 }
             },
         );
+        self.pass_on_relayed(observer);
         // A call Ctrl-C kept from starting is answered all the same.
         calls
             .iter()
             .zip(blocks)
             .map(|(call, block)| block.unwrap_or_else(|| not_run(call)))
             .collect()
+    }
+
+    /// Runs the one call of a turn (text mode) and returns its result block.
+    pub(super) fn run_one(
+        &self,
+        report: &mut RunReport,
+        call: Call,
+        observer: &mut dyn RunObserver,
+    ) -> ResultBlock {
+        let fallback = not_run(&call);
+        self.run_planned(report, vec![Planned::Run(call)], observer)
+            .pop()
+            .unwrap_or(fallback)
+    }
+
+    /// Passes on what the sub-agents reported since the last time.
+    fn pass_on_relayed(&self, observer: &mut dyn RunObserver) {
+        if let Some(relay) = self.relay {
+            for event in relay.try_iter() {
+                observer.on_event(&event);
+            }
+        }
     }
 
     /// Runs one valid call and returns its result block.

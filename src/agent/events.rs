@@ -33,6 +33,11 @@ pub enum Ending {
     ClientFailed(String),
     /// The model sent an empty reply without calls; the detail is its finish reason.
     EmptyReply(String),
+    /// A sub-agent called `agent.complete`: its task is done.
+    Completed,
+    /// A sub-agent's last turn ended without `agent.complete`; the detail says why it had a
+    /// last turn.
+    Incomplete(String),
 }
 
 impl Ending {
@@ -45,6 +50,8 @@ impl Ending {
             Ending::Cancelled => "cancelled",
             Ending::ClientFailed(_) => "client_failed",
             Ending::EmptyReply(_) => "empty_reply",
+            Ending::Completed => "completed",
+            Ending::Incomplete(_) => "incomplete",
         }
     }
 }
@@ -163,10 +170,63 @@ pub enum RunEvent {
     },
     /// The run ended.
     Finished(RunReport),
+    /// An event of a sub-agent: serialized as the event itself with `task_id` and
+    /// `parent_call_id` added.
+    #[serde(untagged)]
+    Child(ChildEvent),
+}
+
+/// An event of a sub-agent, and which task it belongs to.
+#[derive(Clone, Debug)]
+pub struct ChildEvent {
+    /// The task, e.g. `task-1`.
+    pub task_id: String,
+    /// The id of the `agent.task` call that started it.
+    pub parent_call_id: Option<String>,
+    /// What happened.
+    pub event: Box<RunEvent>,
+}
+
+impl Serialize for ChildEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let serde_json::Value::Object(fields) =
+            serde_json::to_value(&*self.event).map_err(S::Error::custom)?
+        else {
+            return Err(S::Error::custom("an event is an object"));
+        };
+        let mut map = serializer.serialize_map(Some(fields.len() + 2))?;
+        for (key, value) in &fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("task_id", &self.task_id)?;
+        map.serialize_entry("parent_call_id", &self.parent_call_id)?;
+        map.end()
+    }
 }
 
 /// Receives a run's events.
 pub trait RunObserver {
     /// One event, in order.
     fn on_event(&mut self, event: &RunEvent);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_event_is_the_event_itself_with_its_task() {
+        let event = RunEvent::Child(ChildEvent {
+            task_id: "task-1".into(),
+            parent_call_id: Some("call_7".into()),
+            event: Box::new(RunEvent::Warning {
+                message: "m".into(),
+            }),
+        });
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            serde_json::json!({"event": "warning", "message": "m", "task_id": "task-1", "parent_call_id": "call_7"})
+        );
+    }
 }

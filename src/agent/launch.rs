@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::SystemTime;
 
 use thiserror::Error;
@@ -19,8 +19,9 @@ use super::prompt::{
 use super::settings::{
     ResolvedSettings, RoleChoice, SettingFlags, SettingsError, SystemPromptChoice, resolve_settings,
 };
+use super::task::{Tasks, child_transcript_path, http_provider};
 use super::transcript::{TranscriptWriter, default_transcript_path};
-use super::turn::{AgentRun, RunObserver, RunReport};
+use super::turn::{AgentRun, RunKind, RunObserver, RunReport};
 use crate::config::Config;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Sandbox, Session};
@@ -73,6 +74,8 @@ pub struct Launch {
     sandbox: Sandbox,
     policy: Policy,
     limits: Limits,
+    prompt_context: PromptContext,
+    max_reply_bytes: usize,
 }
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
@@ -111,15 +114,22 @@ impl Launch {
             .collect();
         transcripts.extend(transcript.map(Path::to_path_buf));
         // What the agent is told and what records it are flycode's own: no tool may change them.
+        // Every transcript a sub-agent of this run could write is flycode's too.
+        let child_transcripts = transcripts.iter().flat_map(|parent| {
+            (1..=settings.tasks.per_run)
+                .map(move |n| child_transcript_path(parent, &format!("task-{n}")))
+        });
         let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
             .into_iter()
+            .chain(settings.subagent_roles.iter().map(RoleChoice::file))
             .flatten()
             .map(Path::to_path_buf)
             .chain(transcripts.iter().cloned())
+            .chain(child_transcripts)
             .collect();
         let protection = sandbox.protection().clone().with_own_files(&own_files);
         let sandbox = sandbox.with_protection(protection);
-        let prompt = build_prompt(&settings, &sandbox)?;
+        let (prompt, prompt_context) = build_prompt(&settings, &sandbox)?;
         let provider = OpenAiProvider::new(ClientSettings {
             base_url: settings.base_url.clone(),
             api_key: settings.api_key.clone().map(ApiKey::new),
@@ -130,11 +140,19 @@ impl Launch {
             max_reply_bytes: config.max_reply_bytes,
         })?;
         let limits = Limits {
-            // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY.
-            extra_secrets: settings.api_key_source.clone().into_iter().collect(),
+            // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY, and so
+            // is the light model's.
+            extra_secrets: settings
+                .api_key_source
+                .iter()
+                .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
+                .cloned()
+                .collect(),
             ..config.limits()
         };
         Ok(Launch {
+            max_reply_bytes: config.max_reply_bytes,
+            prompt_context,
             settings,
             prompt,
             transcripts,
@@ -155,6 +173,27 @@ impl Launch {
     ) -> RunReport {
         let session = Mutex::new(Session::in_memory());
         let memory = SharedMemory::default();
+        let limits = Limits {
+            cancel: Some(Arc::clone(options.cancel)),
+            ..self.limits.clone()
+        };
+        let (relay, relayed) = mpsc::channel();
+        let tasks = Tasks {
+            sandbox: &self.sandbox,
+            policy: &self.policy,
+            approver: options.approver,
+            audit: AuditLog::default_location(),
+            limits: limits.clone(),
+            settings: &self.settings,
+            prompt_context: self.prompt_context.clone(),
+            transcripts: self.transcripts.clone(),
+            cancel: options.cancel,
+            providers: &http_provider,
+            relay,
+            lenient: options.lenient,
+            max_reply_bytes: self.max_reply_bytes,
+            started: Mutex::new(0),
+        };
         let mut run = AgentRun {
             provider: &mut self.provider,
             executor: Executor {
@@ -162,13 +201,10 @@ impl Launch {
                 policy: &self.policy,
                 session: Some(&session),
                 audit: AuditLog::default_location(),
-                limits: Limits {
-                    cancel: Some(Arc::clone(options.cancel)),
-                    ..self.limits.clone()
-                },
+                limits,
                 approver: options.approver,
                 notebook: Some(&memory),
-                tasks: None,
+                tasks: Some(&tasks),
                 restriction: None,
                 serial: Serial::default(),
             },
@@ -178,6 +214,8 @@ impl Launch {
             transcript: TranscriptWriter::new(self.transcripts.clone()),
             cancel: options.cancel,
             memory: &memory,
+            kind: RunKind::Main,
+            relay: Some(&relayed),
         };
         run.run(task, observer)
     }
@@ -194,7 +232,7 @@ fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchErr
 fn build_prompt(
     settings: &ResolvedSettings,
     sandbox: &Sandbox,
-) -> Result<AssembledPrompt, LaunchError> {
+) -> Result<(AssembledPrompt, PromptContext), LaunchError> {
     let role = match &settings.role {
         RoleChoice::Built => None,
         RoleChoice::Text(text) => Some(text.clone()),
@@ -221,6 +259,8 @@ fn build_prompt(
             .map(|r| r.display().to_string())
             .collect(),
         mode: settings.mode,
+        tools: crate::protocol::ToolSet::Agent,
     };
-    Ok(assemble_prompt(&context, &PromptOverrides { role, system }))
+    let prompt = assemble_prompt(&context, &PromptOverrides { role, system });
+    Ok((prompt, context))
 }

@@ -25,6 +25,7 @@ pub mod parallel;
 pub mod prompt;
 pub mod settings;
 pub mod summary;
+pub mod task;
 pub mod tools;
 pub mod transcript;
 pub mod turn;

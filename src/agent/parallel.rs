@@ -13,7 +13,14 @@ pub enum Progress<R> {
     Started(usize),
     /// Item `index` ended with this result.
     Finished(usize, R),
+    /// Nothing ended, or something is about to be reported: a chance to pass on what the items
+    /// report from inside (a sub-agent's calls) on the calling thread. Comes at least every
+    /// [`TICK`] while items run, and before every other report.
+    Tick,
 }
+
+/// How often [`Progress::Tick`] comes at least while items run.
+pub const TICK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The order to run a turn's calls in: each maximal run of consecutive read-only calls
 /// (`read_only[i]`) as one range, every other call as a range of its own.
@@ -67,13 +74,23 @@ where
             });
         }
         drop(sender);
-        for event in events {
+        loop {
+            let event = match events.recv_timeout(TICK) {
+                Ok(event) => event,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    report(Progress::Tick);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            report(Progress::Tick);
             match event {
                 Progress::Started(index) => report(Progress::Started(index)),
                 Progress::Finished(index, result) => {
                     report(Progress::Finished(index, &result));
                     results[index] = Some(result);
                 }
+                Progress::Tick => {}
             }
         }
     });

@@ -8,8 +8,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::prompt::CallingMode;
-use crate::config::AgentConfig;
 use crate::config::range::{self, SettingRange};
+use crate::config::{AgentConfig, SubagentRoleConfig};
+use crate::tools::agent::SubagentType;
 
 /// What the command line says: the flags of `flycode run` that override the environment and the
 /// `[agent]` table (the CLI flattens them into its arguments).
@@ -54,6 +55,10 @@ pub struct SettingFlags {
     /// Send no system prompt: the role definition takes its place.
     #[arg(long)]
     pub no_system_prompt: bool,
+    /// Strict envelopes: a sub-agent task's result also carries the agent.task call's id
+    /// (`tool_call_id`).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Where the system prompt comes from.
@@ -131,6 +136,63 @@ pub struct ResolvedSettings {
     pub role: RoleChoice,
     /// The system prompt's source.
     pub system_prompt: SystemPromptChoice,
+    /// The light model of sub-agents, when one is configured.
+    pub light: Option<LightModel>,
+    /// Quotas and budgets of sub-agent tasks.
+    pub tasks: TaskLimits,
+    /// The role of each sub-agent type, in the order of [`SubagentType::ALL`].
+    pub subagent_roles: [RoleChoice; 4],
+    /// Strict envelopes: a task's envelope carries `tool_call_id`.
+    pub strict: bool,
+}
+
+impl ResolvedSettings {
+    /// Where the role of `subagent` comes from.
+    pub fn subagent_role(&self, subagent: SubagentType) -> &RoleChoice {
+        let index = SubagentType::ALL
+            .iter()
+            .position(|&t| t == subagent)
+            .unwrap_or(0);
+        &self.subagent_roles[index]
+    }
+}
+
+/// The light model (`LIGHT_LLM_*`, `[agent.light]`): a model name at least; the endpoint and
+/// the key default to the main ones, the key only where the endpoint is the main one too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LightModel {
+    /// The model name.
+    pub model: String,
+    /// The endpoint.
+    pub base_url: String,
+    /// Its key, when one is set.
+    pub api_key: Option<String>,
+    /// Which variable the key came from.
+    pub api_key_source: Option<String>,
+}
+
+/// The quotas and budgets of sub-agent tasks (CONTRACT §10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskLimits {
+    /// Tasks per run at most.
+    pub per_run: u32,
+    /// Tasks per agent at most.
+    pub per_agent: u32,
+    /// A sub-agent's requests before its last turn.
+    pub max_turns: u32,
+    /// A sub-agent's time before its last turn.
+    pub time_limit: Duration,
+}
+
+impl Default for TaskLimits {
+    fn default() -> TaskLimits {
+        TaskLimits {
+            per_run: 32,
+            per_agent: 16,
+            max_turns: 30,
+            time_limit: Duration::from_secs(600),
+        }
+    }
 }
 
 /// A setting that cannot be resolved.
@@ -285,10 +347,6 @@ pub fn resolve_settings(
         SystemPromptChoice::Built
     };
     Ok(ResolvedSettings {
-        base_url,
-        model,
-        api_key,
-        api_key_source,
         mode,
         max_turns,
         max_violations,
@@ -316,7 +374,97 @@ pub fn resolve_settings(
         )?,
         role,
         system_prompt,
+        light: resolve_light(file, &base_url, api_key.as_deref(), env)?,
+        tasks: resolve_task_limits(file)?,
+        subagent_roles: [
+            &file.subagent.general,
+            &file.subagent.explore,
+            &file.subagent.summary,
+            &file.subagent.plan,
+        ]
+        .map(subagent_role),
+        strict: flags.strict || file.strict.unwrap_or(false),
+        base_url,
+        model,
+        api_key,
+        api_key_source,
     })
+}
+
+/// `LIGHT_LLM_*` over `[agent.light]`; `None` without a model name. A key is sent to the light
+/// endpoint only when it is the main endpoint or a key is configured for it: the main key never
+/// goes to another server.
+fn resolve_light(
+    file: &AgentConfig,
+    main_base_url: &str,
+    main_key: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<LightModel>, SettingsError> {
+    let set = |name: &str| env(name).filter(|value| !value.trim().is_empty());
+    let table = file.light.clone().unwrap_or_default();
+    let Some(model) = set("LIGHT_LLM_MODEL_ID").or(table.model) else {
+        return Ok(None);
+    };
+    let base_url = set("LIGHT_LLM_BASE_URL")
+        .or(table.base_url)
+        .unwrap_or_else(|| main_base_url.to_owned());
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(SettingsError::Invalid {
+            setting: "light model base URL",
+            problem: format!(
+                "{base_url:?} is not an http:// or https:// address (LIGHT_LLM_BASE_URL or base_url in [agent.light])"
+            ),
+        });
+    }
+    let (api_key, api_key_source) = if let Some(key) = set("LIGHT_LLM_API_KEY") {
+        (Some(key), Some("LIGHT_LLM_API_KEY".to_owned()))
+    } else if let Some(variable) = &table.api_key_env {
+        match set(variable) {
+            Some(key) => (Some(key), Some(variable.clone())),
+            None => {
+                return Err(SettingsError::KeyVariableUnset {
+                    variable: variable.clone(),
+                });
+            }
+        }
+    } else if base_url == main_base_url {
+        (main_key.map(str::to_owned), None)
+    } else {
+        (None, None)
+    };
+    Ok(Some(LightModel {
+        model,
+        base_url,
+        api_key,
+        api_key_source,
+    }))
+}
+
+fn resolve_task_limits(file: &AgentConfig) -> Result<TaskLimits, SettingsError> {
+    let defaults = TaskLimits::default();
+    Ok(TaskLimits {
+        per_run: in_range(None, file.max_tasks_per_run, &range::MAX_TASKS_PER_RUN)?
+            .unwrap_or(defaults.per_run),
+        per_agent: in_range(None, file.max_tasks_per_agent, &range::MAX_TASKS_PER_AGENT)?
+            .unwrap_or(defaults.per_agent),
+        max_turns: in_range(None, file.subagent_max_turns, &range::SUBAGENT_MAX_TURNS)?
+            .unwrap_or(defaults.max_turns),
+        time_limit: in_range(None, file.subagent_timeout_ms, &range::SUBAGENT_TIMEOUT_MS)?
+            .map_or(defaults.time_limit, Duration::from_millis),
+    })
+}
+
+fn subagent_role(config: &Option<SubagentRoleConfig>) -> RoleChoice {
+    match config {
+        Some(SubagentRoleConfig {
+            role_file: Some(path),
+            ..
+        }) => RoleChoice::File(path.clone()),
+        Some(SubagentRoleConfig {
+            role: Some(text), ..
+        }) => RoleChoice::Text(text.clone()),
+        _ => RoleChoice::Built,
+    }
 }
 
 /// The flag's value if given, else the file's, refused when outside `range`: the file was

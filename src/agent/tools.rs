@@ -7,12 +7,11 @@ use serde_json::{Map, Value, json};
 use crate::protocol::schema::tool_schema;
 use crate::protocol::{ToolName, ToolSet};
 
-/// The `tools` entries of a Chat Completions request: every tool of the agent set as a function
-/// whose parameters are its schema, without flycode's own `x-flycode-*` annotations and the
-/// `$schema`/`title` keys that some servers refuse.
-pub fn native_tool_definitions() -> Vec<Value> {
-    ToolSet::Agent
-        .tools()
+/// The `tools` entries of a Chat Completions request: every tool of `tools` (the agent set, a
+/// sub-agent's) as a function whose parameters are its schema, without flycode's own
+/// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse.
+pub fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
+    tools
         .iter()
         .map(|&tool| {
             let schema = tool_schema(tool);
@@ -35,9 +34,9 @@ pub fn api_parameters(tool: ToolName) -> Value {
     api_schema(&tool_schema(tool).document, true)
 }
 
-/// The tool a native function name stands for.
-pub fn tool_for_function(name: &str) -> Option<ToolName> {
-    ToolName::from_native_name(name, ToolSet::Agent)
+/// The tool of `set` a native function name stands for.
+pub fn tool_for_function(name: &str, set: ToolSet) -> Option<ToolName> {
+    ToolName::from_native_name(name, set)
 }
 
 fn api_schema(value: &Value, is_top: bool) -> Value {
@@ -80,7 +79,7 @@ mod tests {
 
     #[test]
     fn every_agent_tool_is_a_function_with_its_schema() {
-        let definitions = native_tool_definitions();
+        let definitions = native_tool_definitions(ToolSet::Agent.tools());
         assert_eq!(definitions.len(), ToolSet::Agent.tools().len());
         for definition in &definitions {
             let name = definition["function"]["name"].as_str().unwrap();
@@ -89,7 +88,7 @@ mod tests {
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
                 "{name} has characters APIs refuse"
             );
-            let tool = tool_for_function(name).unwrap();
+            let tool = tool_for_function(name, ToolSet::Agent).unwrap();
             let parameters = &definition["function"]["parameters"];
             assert_eq!(parameters["type"], "object");
             assert_eq!(parameters["additionalProperties"], false);
@@ -105,10 +104,18 @@ mod tests {
     #[test]
     fn names_map_back_both_ways() {
         assert_eq!(
-            tool_for_function("fs_writeBatch"),
+            tool_for_function("fs_writeBatch", ToolSet::Agent),
             Some(ToolName::FsWriteBatch)
         );
-        assert_eq!(tool_for_function("agent_todo"), Some(ToolName::AgentTodo));
-        assert_eq!(tool_for_function("fs_nope"), None);
+        assert_eq!(
+            tool_for_function("agent_todo", ToolSet::Agent),
+            Some(ToolName::AgentTodo)
+        );
+        assert_eq!(tool_for_function("fs_nope", ToolSet::Agent), None);
+        assert_eq!(tool_for_function("agent_complete", ToolSet::Agent), None);
+        assert_eq!(
+            tool_for_function("agent_complete", ToolSet::All),
+            Some(ToolName::AgentComplete)
+        );
     }
 }

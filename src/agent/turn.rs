@@ -11,6 +11,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::calls::{Planned, TurnCalls};
@@ -24,8 +25,39 @@ use super::tools::native_tool_definitions;
 use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::verdict::violation_result_with_root;
-use crate::protocol::{Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply};
-use crate::tools::executor::Executor;
+use crate::protocol::{
+    Call, ClassifyOptions, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
+};
+use crate::tools::executor::{Executor, Restriction};
+
+/// Who the loop works for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// The main agent: works until it answers in prose.
+    Main,
+    /// A sub-agent (CONTRACT §10): works until it calls `agent.complete`. On its turn limit,
+    /// its time limit, or a reply without that call, it gets one last turn in which only
+    /// `agent.complete` runs; after that its task ends incomplete.
+    Subagent {
+        /// Its time before the last turn.
+        time_limit: Duration,
+    },
+}
+
+/// The only tool of a sub-agent's last turn.
+const LAST_TURN: Restriction = Restriction {
+    tools: &[ToolName::AgentComplete],
+    reason: "this is your last turn",
+    hint: "call agent.complete now with your result so far, and say what is missing",
+};
+
+/// A sub-agent's last turn: not given, given for the next request, or taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum LastTurn {
+    NotGiven,
+    Given(String),
+    Taken(String),
+}
 
 /// One run of the loop, with everything it works with.
 pub struct AgentRun<'a> {
@@ -46,6 +78,10 @@ pub struct AgentRun<'a> {
     /// The agent's TODO list and notes: written by `agent.todo` / `agent.note` through the
     /// executor's notebook (the same memory), read into every request.
     pub memory: &'a SharedMemory,
+    /// The main agent or a sub-agent.
+    pub kind: RunKind,
+    /// What the sub-agents started by this run's `agent.task` calls report (the main agent's).
+    pub relay: Option<&'a Receiver<RunEvent>>,
 }
 
 /// The loop's state while it runs.
@@ -60,6 +96,8 @@ struct Progress {
     used_ids: HashSet<String>,
     consecutive_violations: u32,
     report: RunReport,
+    started: Instant,
+    last_turn: LastTurn,
 }
 
 impl AgentRun<'_> {
@@ -69,6 +107,25 @@ impl AgentRun<'_> {
             executor: &self.executor,
             max_parallel: self.settings.max_parallel as usize,
             cancel: self.cancel,
+            relay: self.relay,
+        }
+    }
+
+    /// The set the model's calls are read against: a sub-agent's calls of tools it is not
+    /// offered are read, so its executor refuses them as such.
+    fn reading_set(&self) -> ToolSet {
+        match self.kind {
+            RunKind::Main => ToolSet::Agent,
+            RunKind::Subagent { .. } => ToolSet::All,
+        }
+    }
+
+    /// The tools offered in the next request.
+    fn offered_tools(&self, progress: &Progress) -> &'static [ToolName] {
+        match (self.kind, &progress.last_turn) {
+            (RunKind::Main, _) => ToolSet::Agent.tools(),
+            (RunKind::Subagent { .. }, LastTurn::Taken(_)) => &[ToolName::AgentComplete],
+            (RunKind::Subagent { .. }, _) => ToolSet::Subagent.tools(),
         }
     }
 
@@ -94,6 +151,8 @@ impl AgentRun<'_> {
                 duration: Duration::ZERO,
                 transcript: self.transcript.paths().to_vec(),
             },
+            started,
+            last_turn: LastTurn::NotGiven,
         };
         let ending = self.drive(&mut progress, observer);
         progress.report.ending = ending;
@@ -103,14 +162,19 @@ impl AgentRun<'_> {
     }
 
     fn drive(&mut self, progress: &mut Progress, observer: &mut dyn RunObserver) -> Ending {
-        let tools = match self.settings.mode {
-            CallingMode::Native => native_tool_definitions(),
-            CallingMode::Text => Vec::new(),
-        };
-        for turn in 1..=self.settings.max_turns {
+        let mut turn = 0;
+        loop {
             if self.cancel.load(Ordering::SeqCst) {
                 return Ending::Cancelled;
             }
+            turn += 1;
+            if let Some(ending) = self.before_request(progress, turn, observer) {
+                return ending;
+            }
+            let tools = match self.settings.mode {
+                CallingMode::Native => native_tool_definitions(self.offered_tools(progress)),
+                CallingMode::Text => Vec::new(),
+            };
             progress.request = self.build_request(progress);
             progress.turn_start = progress.history.len();
             progress.report.turns = turn;
@@ -165,7 +229,17 @@ impl AgentRun<'_> {
                     Message::assistant(completion.content, Vec::new()),
                     observer,
                 );
-                return Ending::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
+                let ending = Ending::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
+                match self.kind {
+                    RunKind::Main => return ending,
+                    RunKind::Subagent { .. } => match progress.last_turn {
+                        LastTurn::NotGiven => {
+                            self.give_last_turn(progress, "your reply was empty", observer);
+                            continue;
+                        }
+                        _ => return ending,
+                    },
+                }
             }
             let step = match self.settings.mode {
                 CallingMode::Text => self.text_turn(progress, completion, observer),
@@ -178,8 +252,92 @@ impl AgentRun<'_> {
             if self.cancel.load(Ordering::SeqCst) {
                 return Ending::Cancelled;
             }
+            if let Some(ending) = self.after_turn(progress) {
+                return ending;
+            }
         }
-        Ending::MaxTurns
+    }
+
+    /// Whether the run stops before request `turn`: the main agent's turn budget; a
+    /// sub-agent's limits give it its last turn instead (which is then taken).
+    fn before_request(
+        &mut self,
+        progress: &mut Progress,
+        turn: u32,
+        observer: &mut dyn RunObserver,
+    ) -> Option<Ending> {
+        let max_turns = self.settings.max_turns;
+        let RunKind::Subagent { time_limit } = self.kind else {
+            return (turn > max_turns).then_some(Ending::MaxTurns);
+        };
+        if progress.last_turn == LastTurn::NotGiven {
+            if turn > max_turns {
+                let reason = format!("you used all {max_turns} requests of your budget");
+                self.give_last_turn(progress, &reason, observer);
+            } else if progress.started.elapsed() >= time_limit {
+                let reason = format!("you used all {} seconds of your time", time_limit.as_secs());
+                self.give_last_turn(progress, &reason, observer);
+            }
+        }
+        if let LastTurn::Given(reason) = &progress.last_turn {
+            progress.last_turn = LastTurn::Taken(reason.clone());
+            self.executor.restriction = Some(LAST_TURN);
+        }
+        None
+    }
+
+    /// A sub-agent's end after a turn: its result, or the end of its last turn.
+    fn after_turn(&self, progress: &mut Progress) -> Option<Ending> {
+        if self.kind == RunKind::Main {
+            return None;
+        }
+        if let Some(result) = self.memory.snapshot().completion {
+            progress.report.answer = Some(result);
+            return Some(Ending::Completed);
+        }
+        match &progress.last_turn {
+            LastTurn::Taken(reason) => Some(Ending::Incomplete(reason.clone())),
+            _ => None,
+        }
+    }
+
+    /// Tells a sub-agent that its next request is its last, and why.
+    fn give_last_turn(
+        &mut self,
+        progress: &mut Progress,
+        reason: &str,
+        observer: &mut dyn RunObserver,
+    ) {
+        progress.last_turn = LastTurn::Given(reason.to_owned());
+        let text = format!(
+            "[flycode] {reason}. This is your last turn: call agent.complete now with your result so far, and say what is missing. No other tool runs now."
+        );
+        self.push(progress, Message::user(text), observer);
+    }
+
+    /// A reply without a call: the main agent's answer; a sub-agent's prose, which does not end
+    /// its task (it gets its last turn, or its last turn is over).
+    fn prose(
+        &mut self,
+        progress: &mut Progress,
+        text: String,
+        observer: &mut dyn RunObserver,
+    ) -> Step {
+        progress.report.answer = Some(text);
+        match (self.kind, &progress.last_turn) {
+            (RunKind::Main, _) => Step::End(Ending::Answered),
+            (RunKind::Subagent { .. }, LastTurn::NotGiven) => {
+                self.give_last_turn(
+                    progress,
+                    "you answered without calling agent.complete, which alone ends your task",
+                    observer,
+                );
+                Step::Continue
+            }
+            (RunKind::Subagent { .. }, LastTurn::Given(reason) | LastTurn::Taken(reason)) => {
+                Step::End(Ending::Incomplete(reason.clone()))
+            }
+        }
     }
 
     /// The request as sent: system message, history, special messages at their place.
@@ -222,7 +380,7 @@ impl AgentRun<'_> {
             &reply,
             ClassifyOptions {
                 lenient: self.lenient,
-                tools: ToolSet::Agent,
+                tools: self.reading_set(),
             },
         );
         self.push(
@@ -231,14 +389,11 @@ impl AgentRun<'_> {
             observer,
         );
         match classification.verdict {
-            Verdict::None => {
-                progress.report.answer = Some(reply);
-                Step::End(Ending::Answered)
-            }
+            Verdict::None => self.prose(progress, reply, observer),
             Verdict::Call(call) => match self.claim_id(progress, &call) {
                 Ok(()) => {
                     progress.consecutive_violations = 0;
-                    let block = self.calls().run_call(&mut progress.report, &call, observer);
+                    let block = self.calls().run_one(&mut progress.report, call, observer);
                     self.push(progress, Message::user_result(block.render()), observer);
                     Step::Continue
                 }
@@ -275,8 +430,7 @@ impl AgentRun<'_> {
             observer,
         );
         if tool_calls.is_empty() {
-            progress.report.answer = Some(content);
-            return Step::End(Ending::Answered);
+            return self.prose(progress, content, observer);
         }
         let mut last_error = None;
         let mut any_valid = false;
@@ -291,9 +445,12 @@ impl AgentRun<'_> {
                 Err(error) => {
                     let attempt = Attempt {
                         id: Some(native.id.clone()),
-                        tool: super::tools::tool_for_function(&native.function.name)
-                            .map(|t| t.as_str().to_owned())
-                            .or_else(|| Some(native.function.name.clone())),
+                        tool: super::tools::tool_for_function(
+                            &native.function.name,
+                            self.reading_set(),
+                        )
+                        .map(|t| t.as_str().to_owned())
+                        .or_else(|| Some(native.function.name.clone())),
                         args: serde_json::from_str(&native.function.arguments).ok(),
                     };
                     let block = self.violation(progress, &error, &attempt, observer);
@@ -333,7 +490,7 @@ impl AgentRun<'_> {
             Some(&native.id),
             &native.function.name,
             &native.function.arguments,
-            ToolSet::Agent,
+            self.reading_set(),
         )?;
         self.claim_id(progress, &call)?;
         Ok(call)

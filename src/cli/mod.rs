@@ -417,7 +417,13 @@ pub(crate) fn hand_off_secrets(
     });
     let limits = match config {
         Ok(config) => crate::tools::Limits {
-            extra_secrets: config.agent.api_key_env.clone().into_iter().collect(),
+            extra_secrets: config
+                .agent
+                .api_key_env
+                .iter()
+                .chain(config.agent.light.iter().flat_map(|l| &l.api_key_env))
+                .cloned()
+                .collect(),
             ..config.limits()
         },
         Err(_) => crate::tools::Limits::default(),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::{Outcome, RunArgs, approver, hand_off_secrets, open_sandbox};
+use crate::agent::events::ChildEvent;
 use crate::agent::launch::{Launch, RunOptions};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
@@ -219,6 +220,12 @@ impl Terminal {
                     escape_for_terminal(reason)
                 ),
             ),
+            // A sub-agent's endings: its task's outcome line says them in a run.
+            Ending::Completed => (self.paint("32", "✓"), "completed".to_owned()),
+            Ending::Incomplete(detail) => (
+                self.paint("33", "■"),
+                format!("incomplete: {}", escape_for_terminal(detail)),
+            ),
         };
         let failed = if report.failed_calls > 0 {
             format!(" ({} failed)", report.failed_calls)
@@ -359,7 +366,55 @@ impl RunObserver for Terminal {
                 self.end_text();
                 self.finished(report);
             }
+            RunEvent::Child(child) => self.child_event(child),
         }
+    }
+}
+
+impl Terminal {
+    /// A sub-agent's calls, indented under its task's line; its text stays off the terminal
+    /// (the parent gets its result), and its end shows as the task's outcome line.
+    fn child_event(&mut self, child: &ChildEvent) {
+        let task = self.paint("2", &format!(" · {}", child.task_id));
+        let line = match &*child.event {
+            RunEvent::CallStarted { tool, subject, .. } => {
+                format!("    {} {tool} ({subject}){task}", self.paint("36", "●"))
+            }
+            RunEvent::CallFinished { ok, summary, .. } => {
+                let summary = if *ok {
+                    summary.clone()
+                } else {
+                    self.paint("31", summary)
+                };
+                format!("      └ {summary}{task}")
+            }
+            RunEvent::Violation { code, message, .. } => format!(
+                "    {} {}{task}",
+                self.paint("31", "✗"),
+                escape_for_terminal(&format!("invalid reply ({code}): {message}"))
+            ),
+            RunEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => self.paint(
+                "33",
+                &format!(
+                    "    ↻ {} · retry {attempt} in {}{task}",
+                    escape_for_terminal(reason),
+                    human_duration(*delay_ms)
+                ),
+            ),
+            RunEvent::Warning { message } => self.paint(
+                "33",
+                &format!("    warning: {}{task}", escape_for_terminal(message)),
+            ),
+            _ => return,
+        };
+        self.end_text();
+        eprintln!("{line}");
+        // The task's outcome no longer follows its own line: it names its call.
+        self.last_started = None;
     }
 }
 

@@ -137,8 +137,44 @@ pub const RETRY_BASE_MS: SettingRange = SettingRange {
     unit: "milliseconds before the first retry, doubled each time",
 };
 
+/// `[agent] max_tasks_per_run`: 0 turns sub-agents off.
+pub const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
+    key: "max_tasks_per_run",
+    flag: None,
+    min: 0,
+    max: 1000,
+    unit: "sub-agent tasks per run",
+};
+
+/// `[agent] max_tasks_per_agent`: 0 turns sub-agents off.
+pub const MAX_TASKS_PER_AGENT: SettingRange = SettingRange {
+    key: "max_tasks_per_agent",
+    flag: None,
+    min: 0,
+    max: 1000,
+    unit: "sub-agent tasks per agent",
+};
+
+/// `[agent] subagent_max_turns`: a sub-agent needs one request at least.
+pub const SUBAGENT_MAX_TURNS: SettingRange = SettingRange {
+    key: "subagent_max_turns",
+    flag: None,
+    min: 1,
+    max: 1000,
+    unit: "requests of a sub-agent before its last turn",
+};
+
+/// `[agent] subagent_timeout_ms`: a second at least, a day at most.
+pub const SUBAGENT_TIMEOUT_MS: SettingRange = SettingRange {
+    key: "subagent_timeout_ms",
+    flag: None,
+    min: 1000,
+    max: 86_400_000,
+    unit: "milliseconds of a sub-agent before its last turn",
+};
+
 /// Every range, in the order the configuration's documentation lists them.
-pub const ALL: [SettingRange; 10] = [
+pub const ALL: [SettingRange; 14] = [
     OUTPUT_CAP,
     MAX_REPLY_BYTES,
     TIMEOUT_MS,
@@ -149,6 +185,10 @@ pub const ALL: [SettingRange; 10] = [
     READ_TIMEOUT_MS,
     MAX_RETRIES,
     RETRY_BASE_MS,
+    MAX_TASKS_PER_RUN,
+    MAX_TASKS_PER_AGENT,
+    SUBAGENT_MAX_TURNS,
+    SUBAGENT_TIMEOUT_MS,
 ];
 
 /// Reads an integer in `range` for a `#[serde(deserialize_with)]` field; the error, raised
@@ -190,4 +230,8 @@ deserialize_in_range! {
     read_timeout_ms: u64 = READ_TIMEOUT_MS;
     max_retries: u32 = MAX_RETRIES;
     retry_base_ms: u64 = RETRY_BASE_MS;
+    max_tasks_per_run: u32 = MAX_TASKS_PER_RUN;
+    max_tasks_per_agent: u32 = MAX_TASKS_PER_AGENT;
+    subagent_max_turns: u32 = SUBAGENT_MAX_TURNS;
+    subagent_timeout_ms: u64 = SUBAGENT_TIMEOUT_MS;
 }

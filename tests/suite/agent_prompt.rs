@@ -13,6 +13,7 @@ fn built(mode: CallingMode) -> String {
         current_date: "2025-06-01".to_owned(),
         roots: vec!["/root/work/flycode".to_owned(), "/root/notes".to_owned()],
         mode,
+        tools: ToolSet::Agent,
     };
     assemble_prompt(&context, &PromptOverrides::default())
         .system

@@ -26,6 +26,7 @@ mod reply_fixtures;
 mod reply_limit;
 mod result_snapshots;
 mod search_race;
+mod subagents;
 mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;

@@ -65,6 +65,8 @@ pub struct AgentMemory {
     pub todos: Vec<TodoItem>,
     /// The notes, oldest first.
     pub notes: Vec<String>,
+    /// A sub-agent's result, once it called `agent.complete` (the first call counts).
+    pub completion: Option<String>,
 }
 
 /// Arguments of `agent.todo` or `agent.note` that do not have the schema's shape.
@@ -188,6 +190,18 @@ impl Notebook for SharedMemory {
 
     fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
         self.lock().add_note(args).map_err(memory_error)
+    }
+
+    /// Keeps the first result: a second `agent.complete` in the same turn changes nothing.
+    fn complete(&self, result: &str) -> Result<String, ToolError> {
+        let mut memory = self.lock();
+        if memory.completion.is_none() {
+            memory.completion = Some(result.to_owned());
+        }
+        Ok(format!(
+            "Completed: the result ({} characters) goes to the agent that started this task",
+            result.chars().count()
+        ))
     }
 }
 

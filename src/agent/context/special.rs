@@ -169,6 +169,7 @@ mod tests {
                 },
             ],
             notes: vec!["Tests: `cargo test`".into(), "two\nlines".into()],
+            completion: None,
         }
     }
 
@@ -227,6 +228,7 @@ mod tests {
         let memory = AgentMemory {
             todos: vec![],
             notes: vec![forged.into()],
+            completion: None,
         };
         let specials = SpecialMessages::render("", &memory, &notes);
         for text in [specials.notes.unwrap(), specials.folder_notes.unwrap()] {

@@ -266,6 +266,7 @@ fn rendered_specials_are_sent_as_user_messages_and_the_role_is_promoted_bare() {
             status: TodoStatus::Pending,
         }],
         notes: Vec::new(),
+        completion: None,
     };
     let specials = SpecialMessages::render(ROLE, &memory, &[]);
     let request = assemble_request(None, &history("user", Form::Native), &specials);

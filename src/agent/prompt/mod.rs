@@ -1,7 +1,8 @@
 //! The agent's system prompt, assembled from modules (seed 001): role, capabilities, the tool
 //! guide of the calling mode, output style and an environment section. The templates live in
 //! `protocol/prompts/agent/`; the tool lists and the argument reference are generated from the
-//! schemas of [`ToolSet::Agent`] by [`crate::protocol::prompt`]. Pure: no clock, no environment.
+//! schemas of the tool set ([`ToolSet::Agent`], or [`ToolSet::Subagent`] for a sub-agent, whose
+//! role is `subagent-<type>.md` and whose capabilities module is `subagent.md`) by [`crate::protocol::prompt`]. Pure: no clock, no environment.
 //!
 //! Placeholders, filled in one pass (a value is never searched for placeholders, and an unknown
 //! placeholder is left as written): `{{working_directory}}`, `{{model_name}}`, `{{os_info}}`,
@@ -15,6 +16,7 @@ use crate::protocol::ToolSet;
 use crate::protocol::prompt::{
     PromptLanguage, ToolNaming, first_root, json_string_body, tool_names_for, tool_reference_for,
 };
+use crate::tools::agent::SubagentType;
 
 use template::fill;
 
@@ -24,6 +26,23 @@ const TOOLS_TEXT: &str = include_str!("../../../protocol/prompts/agent/tools.tex
 const TOOLS_NATIVE: &str = include_str!("../../../protocol/prompts/agent/tools.native.md");
 const STYLE: &str = include_str!("../../../protocol/prompts/agent/style.md");
 const ENVIRONMENT: &str = include_str!("../../../protocol/prompts/agent/environment.md");
+const SUBAGENT: &str = include_str!("../../../protocol/prompts/agent/subagent.md");
+
+/// The built-in role of a sub-agent type (`protocol/prompts/agent/subagent-<type>.md`).
+pub fn subagent_role(subagent: SubagentType) -> &'static str {
+    match subagent {
+        SubagentType::General => {
+            include_str!("../../../protocol/prompts/agent/subagent-general.md")
+        }
+        SubagentType::Explore => {
+            include_str!("../../../protocol/prompts/agent/subagent-explore.md")
+        }
+        SubagentType::Summary => {
+            include_str!("../../../protocol/prompts/agent/subagent-summary.md")
+        }
+        SubagentType::Plan => include_str!("../../../protocol/prompts/agent/subagent-plan.md"),
+    }
+}
 
 /// How the model calls tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -50,6 +69,10 @@ pub struct PromptContext {
     pub roots: Vec<String>,
     /// How the model calls tools.
     pub mode: CallingMode,
+    /// The tools the prompt offers: [`ToolSet::Agent`] for the main agent,
+    /// [`ToolSet::Subagent`] for a sub-agent (whose capabilities module then says how a
+    /// sub-agent works).
+    pub tools: ToolSet,
 }
 
 /// What the user configured instead of the built-in modules.
@@ -119,9 +142,13 @@ fn built_system_prompt(
     environment: &[(&str, &str)],
 ) -> String {
     let tool_guide = tool_guide(context, environment);
+    let capabilities = match context.tools {
+        ToolSet::Subagent => SUBAGENT,
+        _ => CAPABILITIES,
+    };
     [
         role_definition.trim_end().to_owned(),
-        fill(CAPABILITIES, environment).trim_end().to_owned(),
+        fill(capabilities, environment).trim_end().to_owned(),
         tool_guide.trim_end().to_owned(),
         fill(STYLE, environment).trim_end().to_owned(),
         fill(ENVIRONMENT, environment).trim_end().to_owned(),
@@ -137,9 +164,9 @@ fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
         CallingMode::Text => (TOOLS_TEXT, ToolNaming::Protocol),
         CallingMode::Native => (TOOLS_NATIVE, ToolNaming::Native),
     };
-    let tool_names = tool_names_for(ToolSet::Agent, naming);
+    let tool_names = tool_names_for(context.tools, naming);
     let tool_reference = match context.mode {
-        CallingMode::Text => tool_reference_for(PromptLanguage::En, ToolSet::Agent)
+        CallingMode::Text => tool_reference_for(PromptLanguage::En, context.tools)
             .trim_end()
             .to_owned(),
         CallingMode::Native => String::new(),

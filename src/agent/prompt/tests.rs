@@ -9,6 +9,7 @@ fn context(mode: CallingMode) -> PromptContext {
         current_date: "2025-03-14".to_owned(),
         roots: vec!["/srv/app".to_owned(), "/srv/shared".to_owned()],
         mode,
+        tools: ToolSet::Agent,
     }
 }
 

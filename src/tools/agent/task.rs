@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line};
@@ -15,7 +15,7 @@ use crate::protocol::{ErrorCode, ToolName};
 pub struct AgentTask;
 
 /// The kind of sub-agent, each with its own role prompt.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SubagentType {
     /// Anything read-only.
@@ -59,7 +59,7 @@ impl SubagentType {
 }
 
 /// Which model a sub-agent runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelChoice {
     /// `LIGHT_LLM_*` / `[agent.light]`, falling back to the main model.
