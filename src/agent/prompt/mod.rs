@@ -27,6 +27,10 @@ const TOOLS_NATIVE: &str = include_str!("../../../protocol/prompts/agent/tools.n
 const STYLE: &str = include_str!("../../../protocol/prompts/agent/style.md");
 const ENVIRONMENT: &str = include_str!("../../../protocol/prompts/agent/environment.md");
 const SUBAGENT: &str = include_str!("../../../protocol/prompts/agent/subagent.md");
+const SUBAGENT_TOOLS_TEXT: &str =
+    include_str!("../../../protocol/prompts/agent/subagent.tools.text.md");
+const SUBAGENT_TOOLS_NATIVE: &str =
+    include_str!("../../../protocol/prompts/agent/subagent.tools.native.md");
 
 /// The built-in role of a sub-agent type (`protocol/prompts/agent/subagent-<type>.md`).
 pub fn subagent_role(subagent: SubagentType) -> &'static str {
@@ -160,9 +164,12 @@ fn built_system_prompt(
 /// The tool-usage guide of the calling mode.
 fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
     let root_json = json_string_body(first_root(&context.roots));
-    let (template, naming) = match context.mode {
-        CallingMode::Text => (TOOLS_TEXT, ToolNaming::Protocol),
-        CallingMode::Native => (TOOLS_NATIVE, ToolNaming::Native),
+    let subagent = context.tools == ToolSet::Subagent;
+    let (template, naming) = match (context.mode, subagent) {
+        (CallingMode::Text, false) => (TOOLS_TEXT, ToolNaming::Protocol),
+        (CallingMode::Native, false) => (TOOLS_NATIVE, ToolNaming::Native),
+        (CallingMode::Text, true) => (SUBAGENT_TOOLS_TEXT, ToolNaming::Protocol),
+        (CallingMode::Native, true) => (SUBAGENT_TOOLS_NATIVE, ToolNaming::Native),
     };
     let tool_names = tool_names_for(context.tools, naming);
     let tool_reference = match context.mode {
