@@ -64,10 +64,22 @@ fn a_sub_agent_prompt_offers_only_its_tools_and_ends_with_agent_complete() {
     let prompt = explore_child(CallingMode::Text);
     let tools = example_tools(&prompt, ToolSet::Subagent);
     assert!(tools.contains(&ToolName::AgentComplete), "{tools:?}");
-    for absent in ["fs.write", "fs.edit", "shell.exec", "process.run", "agent.task"] {
-        assert!(!prompt.contains(&format!("`{absent}`")), "{absent} is offered");
+    for absent in [
+        "fs.write",
+        "fs.edit",
+        "shell.exec",
+        "process.run",
+        "agent.task",
+    ] {
+        assert!(
+            !prompt.contains(&format!("`{absent}`")),
+            "{absent} is offered"
+        );
     }
-    assert!(prompt.starts_with("You are an exploring sub-agent"), "{prompt}");
+    assert!(
+        prompt.starts_with("You are an exploring sub-agent"),
+        "{prompt}"
+    );
     assert!(prompt.contains("How you work as a sub-agent"));
     let native = explore_child(CallingMode::Native);
     assert!(native.contains("`agent_complete`"));
