@@ -679,4 +679,124 @@ mod tests {
             SystemPromptChoice::File("/p.md".into())
         );
     }
+
+    #[test]
+    fn the_light_model_needs_a_name_and_never_gets_the_main_key_on_another_server() {
+        let base = [
+            ("FLYCODE_BASE_URL", "http://main/v1"),
+            ("FLYCODE_MODEL", "m"),
+            ("FLYCODE_API_KEY", "sk-main"),
+        ];
+        let light = |vars: &[(&str, &str)], file: &AgentConfig| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(vars);
+            resolve(&SettingFlags::default(), file, &all).map(|s| s.light)
+        };
+        let none = AgentConfig::default();
+        assert_eq!(
+            light(&[("LIGHT_LLM_BASE_URL", "http://l/v1")], &none),
+            Ok(None)
+        );
+        let same_server = light(&[("LIGHT_LLM_MODEL_ID", "small")], &none)
+            .unwrap()
+            .unwrap();
+        assert_eq!(same_server.base_url, "http://main/v1");
+        assert_eq!(same_server.api_key.as_deref(), Some("sk-main"));
+        let elsewhere = light(
+            &[
+                ("LIGHT_LLM_MODEL_ID", "small"),
+                ("LIGHT_LLM_BASE_URL", "http://other/v1"),
+            ],
+            &none,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            elsewhere.api_key, None,
+            "the main key stays with its server"
+        );
+        let own_key = light(
+            &[
+                ("LIGHT_LLM_MODEL_ID", "small"),
+                ("LIGHT_LLM_BASE_URL", "http://other/v1"),
+                ("LIGHT_LLM_API_KEY", "sk-light"),
+            ],
+            &none,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(own_key.api_key.as_deref(), Some("sk-light"));
+        // The variables win over [agent.light]; a key variable it names must be set.
+        let file = AgentConfig {
+            light: Some(crate::config::LightModelConfig {
+                model: Some("file-small".into()),
+                base_url: None,
+                api_key_env: Some("MY_LIGHT_KEY".into()),
+            }),
+            ..AgentConfig::default()
+        };
+        assert_eq!(
+            light(&[], &file).unwrap_err(),
+            SettingsError::KeyVariableUnset {
+                variable: "MY_LIGHT_KEY".into()
+            }
+        );
+        let from_file = light(&[("MY_LIGHT_KEY", "sk-file")], &file)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (from_file.model.as_str(), from_file.api_key.as_deref()),
+            ("file-small", Some("sk-file"))
+        );
+        assert_eq!(from_file.api_key_source.as_deref(), Some("MY_LIGHT_KEY"));
+        let env_wins = light(
+            &[("LIGHT_LLM_MODEL_ID", "env-small"), ("MY_LIGHT_KEY", "k")],
+            &file,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(env_wins.model, "env-small");
+    }
+
+    #[test]
+    fn task_limits_default_to_the_contract_and_roles_to_the_built_ones() {
+        let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &base).unwrap();
+        assert_eq!(settings.tasks, TaskLimits::default());
+        assert_eq!(
+            (
+                settings.tasks.per_run,
+                settings.tasks.per_agent,
+                settings.tasks.max_turns
+            ),
+            (32, 16, 30)
+        );
+        assert_eq!(settings.tasks.time_limit, Duration::from_secs(600));
+        assert!(!settings.strict);
+        let file = AgentConfig {
+            max_tasks_per_agent: Some(2),
+            subagent_timeout_ms: Some(5000),
+            strict: Some(true),
+            subagent: crate::config::SubagentRolesConfig {
+                plan: Some(SubagentRoleConfig {
+                    role: Some(String::new()),
+                    role_file: None,
+                }),
+                ..Default::default()
+            },
+            ..AgentConfig::default()
+        };
+        let settings = resolve(&SettingFlags::default(), &file, &base).unwrap();
+        assert_eq!(settings.tasks.per_agent, 2);
+        assert_eq!(settings.tasks.time_limit, Duration::from_secs(5));
+        assert!(settings.strict);
+        assert_eq!(
+            settings.subagent_role(SubagentType::Plan),
+            &RoleChoice::Text(String::new())
+        );
+        assert_eq!(
+            settings.subagent_role(SubagentType::Explore),
+            &RoleChoice::Built
+        );
+    }
 }
