@@ -45,6 +45,8 @@ pub enum FindingCode {
     CallAfterInvalidResult,
     /// The file is not a transcript.
     UnreadableTranscript,
+    /// An `agent.task` result names a sub-agent whose transcript is not next to this one.
+    MissingSubagentTranscript,
 }
 
 /// The transcript rules of §7 with their default severity and help text, for SARIF and docs.
@@ -84,6 +86,11 @@ pub const TRANSCRIPT_RULES: &[(FindingCode, Severity, &str)] = &[
         Severity::Error,
         "The file is not a transcript: a JSON array of messages, an object {\"messages\": [...]}, or JSON Lines with one message per line.",
     ),
+    (
+        FindingCode::MissingSubagentTranscript,
+        Severity::Warning,
+        "An agent.task result of a flycode run record names a sub-agent (task-N) that sent requests, but its transcript STEM.task-N.jsonl is not next to this one, so its conversation cannot be checked. Keep each sub-agent's transcript beside its parent's.",
+    ),
 ];
 
 impl FindingCode {
@@ -99,6 +106,7 @@ impl FindingCode {
             FindingCode::RepeatedFailedCall => "repeated_failed_call",
             FindingCode::CallAfterInvalidResult => "call_after_invalid_result",
             FindingCode::UnreadableTranscript => "unreadable_transcript",
+            FindingCode::MissingSubagentTranscript => "missing_subagent_transcript",
         }
     }
 
@@ -107,7 +115,8 @@ impl FindingCode {
         match self {
             FindingCode::ReplyWarning(_)
             | FindingCode::RepeatedFailedCall
-            | FindingCode::CallAfterInvalidResult => Severity::Warning,
+            | FindingCode::CallAfterInvalidResult
+            | FindingCode::MissingSubagentTranscript => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -51,6 +51,17 @@ fn human(report: &Report) -> String {
             out.push_str(&format!("    | {excerpt}\n"));
         }
     }
+    // Transcripts checked beyond those named, so that the count below adds up.
+    for file in &report.files {
+        if let Some(link) = file.subagent_of.as_ref().filter(|link| !link.named) {
+            out.push_str(&format!(
+                "{}: checked as the transcript of sub-agent {} of {}\n",
+                escape_for_display(&file.file),
+                link.task_id,
+                escape_for_display(&link.parent)
+            ));
+        }
+    }
     out.push_str(&summary_line(report));
     out.push('\n');
     out
@@ -73,9 +84,28 @@ fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
 }
 
+/// `{"findings", "summary"}`, and `"subagents"` (`{file, parent, task_id, named}` for every
+/// sub-agent transcript found through its parent's) when there are any.
 fn json_report(report: &Report) -> Value {
     let findings: Vec<&Finding> = report.findings().collect();
-    json!({"findings": findings, "summary": report.summary()})
+    let mut out = json!({"findings": findings, "summary": report.summary()});
+    let subagents: Vec<Value> = report
+        .files
+        .iter()
+        .filter_map(|file| {
+            let link = file.subagent_of.as_ref()?;
+            Some(json!({
+                "file": file.file,
+                "parent": link.parent,
+                "task_id": link.task_id,
+                "named": link.named,
+            }))
+        })
+        .collect();
+    if !subagents.is_empty() {
+        out["subagents"] = Value::Array(subagents);
+    }
+    out
 }
 
 /// Escapes a workflow-command message (`%`, CR, LF).

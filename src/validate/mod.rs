@@ -4,7 +4,8 @@
 //! - [`rules`]: the §7 rules, message by message;
 //! - [`finding`]: findings and their codes;
 //! - [`inputs`]: files, directories and globs → the transcripts to read;
-//! - [`report`]: many files checked in parallel, in a deterministic order;
+//! - [`report`]: many files checked in parallel, in a deterministic order, with the transcripts
+//!   of the sub-agents they reference;
 //! - [`format`](mod@format): human, JSON, GitHub and SARIF output.
 
 pub mod finding;

@@ -5,6 +5,10 @@
 //! Pairing: after an assistant message with calls, the *answer window* is the run of following
 //! `tool` messages and `user` messages that hold result blocks (system and developer messages are
 //! skipped). The window closes at the next assistant message or a user message without a result.
+//!
+//! Sub-agents: a result that answers an `agent.task` call and carries the task's envelope
+//! ("Sub-agent task-N (...") is noted as a [`TaskReference`], so that [`report`](super::report)
+//! can check the sub-agent's own transcript; this module reads no file.
 
 use std::collections::HashSet;
 
@@ -52,6 +56,39 @@ struct SeenResult {
     /// Malformed results are reported as such and answer the oldest waiting call, so one bad
     /// block is not also reported as a mismatch or a missing result.
     is_malformed: bool,
+    /// The task id and turns of a sub-agent envelope in the body, if it holds one.
+    task: Option<(String, Option<u32>)>,
+}
+
+/// A sub-agent task whose result a `flycode run` record holds: its transcript is
+/// `STEM.TASK_ID.jsonl` next to the record (CONTRACT §10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskReference {
+    /// `task-N`, from the envelope's first line.
+    pub task_id: String,
+    /// The id of the `agent.task` call the result answers.
+    pub call_id: String,
+    /// The requests the sub-agent sent (the envelope's `Turns:`); 0 for a task that failed or
+    /// was cancelled before its first request, which recorded nothing.
+    pub turns: Option<u32>,
+    /// The 0-based index of the message holding the result.
+    pub index: usize,
+    /// The 1-based line where that message starts.
+    pub line: usize,
+}
+
+/// What checking one transcript found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// Findings, in the order they were made.
+    pub findings: Vec<Finding>,
+    /// Messages read.
+    pub messages: usize,
+    /// The sub-agent tasks whose results the transcript holds, in order.
+    pub tasks: Vec<TaskReference>,
+    /// The set the calls were judged against in the end (a `flycode run` record's own, when its
+    /// system prompt shows it is one).
+    pub tools: ToolSet,
 }
 
 /// Checks one transcript, one message at a time.
@@ -69,6 +106,7 @@ pub struct TranscriptChecker {
     /// flycode's own answer to a call without a usable id carries `flycode-invalid-call`
     /// instead, so the model's corrected call after it is not reported.
     after_invalid_result: bool,
+    tasks: Vec<TaskReference>,
 }
 
 impl TranscriptChecker {
@@ -84,7 +122,26 @@ impl TranscriptChecker {
             window_has_results: false,
             just_failed: Vec::new(),
             after_invalid_result: false,
+            tasks: Vec::new(),
         }
+    }
+
+    /// A checker for the transcript of a sub-agent, named `file`: its calls are read against
+    /// every tool ([`ToolSet::All`]), as the sub-agent's own calls were, since its executor
+    /// answers a tool it may not call with `denied_by_policy` rather than `unknown_tool`.
+    pub fn new_subagent(file: String, options: ValidateOptions) -> TranscriptChecker {
+        TranscriptChecker::new(
+            file,
+            ValidateOptions {
+                tools: ToolSet::All,
+                ..options
+            },
+        )
+    }
+
+    /// The transcript's name, as findings give it.
+    pub fn file(&self) -> &str {
+        &self.file
     }
 
     /// Applies the rules to the next message.
@@ -93,14 +150,13 @@ impl TranscriptChecker {
         match message.role {
             Role::System | Role::Developer => {
                 // flycode run's prompt lists its own tools: its record is judged against its
-                // set, whatever --tools says (a chat prompt never names them).
+                // set, whatever --tools says (a chat prompt never names them). A sub-agent's is
+                // never narrowed again.
                 if message.index == 0
-                    && ToolName::AGENT_TOOLS.iter().any(|tool| {
-                        message.text.contains(&format!("`{}`", tool.as_str()))
-                            || message.text.contains(&format!("`{}`", tool.native_name()))
-                    })
+                    && self.options.tools != ToolSet::All
+                    && let Some(tools) = run_tool_set(&message.text)
                 {
-                    self.options.tools = ToolSet::Agent;
+                    self.options.tools = tools;
                 }
             }
             Role::Assistant => self.push_assistant(message),
@@ -128,14 +184,19 @@ impl TranscriptChecker {
         }
     }
 
-    /// The findings, and how many messages were read.
-    pub fn finish(mut self) -> (Vec<Finding>, usize) {
+    /// The findings, how many messages were read, and the sub-agent tasks referenced.
+    pub fn finish(mut self) -> Checked {
         // A call that is the very last thing in the transcript is fine; one whose window began
         // (some parallel results arrived) but never completed is not.
         if self.window_has_results {
             self.close_window();
         }
-        (self.findings, self.messages)
+        Checked {
+            findings: self.findings,
+            messages: self.messages,
+            tasks: self.tasks,
+            tools: self.options.tools,
+        }
     }
 
     fn report(
@@ -169,12 +230,17 @@ impl TranscriptChecker {
         if !message.text.trim().is_empty() || message.tool_calls.is_empty() {
             self.judge_reply(message, &mut calls);
         }
+        // Native calls come from flycode run only: its main agent's set, or a sub-agent's.
+        let native_tools = match self.options.tools {
+            ToolSet::All => ToolSet::All,
+            _ => ToolSet::Agent,
+        };
         for native in &message.tool_calls {
             match parse_native_call(
                 native.id.as_deref(),
                 &native.function.name,
                 &native.function.arguments,
-                ToolSet::Agent,
+                native_tools,
             ) {
                 Ok(call) => calls.push(call),
                 Err(error) => {
@@ -314,6 +380,7 @@ impl TranscriptChecker {
             for block in parsed.blocks.iter().filter(|b| b.kind == BlockKind::Result) {
                 match ResultBlock::parse_content(&block.content) {
                     Ok(result) => results.push(SeenResult {
+                        task: result.body.as_deref().and_then(task_envelope),
                         id: result.id,
                         ok: Some(result.ok),
                         is_malformed: false,
@@ -334,6 +401,7 @@ impl TranscriptChecker {
                             id: has_id.then(|| "?".to_owned()),
                             ok: None,
                             is_malformed: true,
+                            task: None,
                         });
                     }
                 }
@@ -345,6 +413,7 @@ impl TranscriptChecker {
                 id: message.tool_call_id.clone(),
                 ok: None,
                 is_malformed: false,
+                task: None,
             });
         }
         results
@@ -367,6 +436,17 @@ impl TranscriptChecker {
         match answered {
             Some(position) => {
                 let call = self.pending.remove(position);
+                if let Some((ToolName::AgentTask, _)) = call.signature
+                    && let Some((task_id, turns)) = &result.task
+                {
+                    self.tasks.push(TaskReference {
+                        task_id: task_id.clone(),
+                        call_id: call.id.clone(),
+                        turns: *turns,
+                        index: message.index,
+                        line: message.line,
+                    });
+                }
                 if result.ok == Some(false)
                     && let Some(signature) = call.signature
                 {
@@ -427,6 +507,41 @@ impl TranscriptChecker {
     }
 }
 
+/// The set a `flycode run` record's system prompt shows: a sub-agent's names `agent.complete`
+/// (its calls are read against every tool), the main agent's names its other tools but never
+/// that one.
+fn run_tool_set(prompt: &str) -> Option<ToolSet> {
+    let names = |tool: ToolName| {
+        prompt.contains(&format!("`{}`", tool.as_str()))
+            || prompt.contains(&format!("`{}`", tool.native_name()))
+    };
+    if names(ToolName::AgentComplete) {
+        Some(ToolSet::All)
+    } else if ToolName::AGENT_TOOLS.iter().any(|tool| names(*tool)) {
+        Some(ToolSet::Agent)
+    } else {
+        None
+    }
+}
+
+/// The task id and turns of a sub-agent envelope's body: "Sub-agent task-3 (explore, light
+/// model): ok" then "Turns: 2 · ...". Only `task-` and digits make an id, since it becomes part
+/// of a file name.
+fn task_envelope(body: &str) -> Option<(String, Option<u32>)> {
+    let mut lines = body.lines();
+    let (task_id, _) = lines.next()?.strip_prefix("Sub-agent ")?.split_once(" (")?;
+    let number = task_id.strip_prefix("task-")?;
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let turns = lines
+        .next()
+        .and_then(|line| line.strip_prefix("Turns: "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok());
+    Some((task_id.to_owned(), turns))
+}
+
 /// The first telling line of `text` (not blank, not a fence), at most 100 characters, made safe
 /// to print.
 fn excerpt(text: &str) -> String {
@@ -442,4 +557,52 @@ fn excerpt(text: &str) -> String {
         ""
     };
     format!("{}{suffix}", escape_for_display(&short))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_gives_its_task_id_and_turns() {
+        let body = "Sub-agent task-12 (explore, light model): ok\nTurns: 3 · calls: 4 · tokens: 1 in, 2 out · 0.5 s\nCalls: none\n";
+        assert_eq!(task_envelope(body), Some(("task-12".to_owned(), Some(3))));
+        let failed = "Sub-agent task-1 (plan, main model): failed\nTurns: 0 · calls: 0\n";
+        assert_eq!(task_envelope(failed), Some(("task-1".to_owned(), Some(0))));
+        assert_eq!(
+            task_envelope("Sub-agent task-2 (general, main model): ok"),
+            Some(("task-2".to_owned(), None))
+        );
+    }
+
+    #[test]
+    fn only_task_and_digits_make_a_task_id() {
+        for body in [
+            "Sub-agent ../../etc/passwd (explore, main model): ok\n",
+            "Sub-agent task-1/../x (explore, main model): ok\n",
+            "Sub-agent task- (explore, main model): ok\n",
+            "Sub-agent task-1x (explore, main model): ok\n",
+            "sub-agent task-1 (explore, main model): ok\n",
+            "Read 3 lines\n",
+        ] {
+            assert_eq!(task_envelope(body), None, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_sub_agents_prompt_names_agent_complete_and_the_main_agents_does_not() {
+        assert_eq!(
+            run_tool_set("Finish with one `agent.complete` call; use `agent.todo`."),
+            Some(ToolSet::All)
+        );
+        assert_eq!(
+            run_tool_set("call `agent_complete` when done"),
+            Some(ToolSet::All)
+        );
+        assert_eq!(
+            run_tool_set("Delegate with `agent.task`; plan with `agent.todo`."),
+            Some(ToolSet::Agent)
+        );
+        assert_eq!(run_tool_set("You answer with flycode-call blocks."), None);
+    }
 }

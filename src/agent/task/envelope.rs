@@ -20,9 +20,9 @@ pub enum TaskStatus {
     /// The sub-agent called `agent.complete`.
     Ok,
     /// It ran out of turns or time, or answered without `agent.complete`: its result is what it
-    /// produced.
+    /// produced (which may be nothing, and says so).
     Partial,
-    /// It could not work: its model's API failed, its setup is wrong, or it produced nothing.
+    /// It could not work: its model's API failed, or its setup is wrong.
     Failed,
     /// The person pressed Ctrl-C.
     Cancelled,
@@ -86,9 +86,10 @@ pub struct TaskContext {
     pub task_id: String,
     /// The id of the `agent.task` call.
     pub parent_call_id: Option<String>,
-    /// The file name of the sub-agent's transcript, next to the parent's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transcript: Option<String>,
+    /// Where the sub-agent's conversation is recorded: `STEM.task-N.jsonl` next to each of the
+    /// parent's transcripts (none for a task that ended before its first request).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transcripts: Vec<String>,
 }
 
 /// What `agent.task` returns.
@@ -170,8 +171,11 @@ impl Envelope {
             self.stats.tokens_out,
             seconds(Duration::from_millis(self.stats.duration_ms)),
         );
-        if let Some(transcript) = &self.context.transcript {
-            body.push_str(&format!("Transcript: {transcript}\n"));
+        if !self.context.transcripts.is_empty() {
+            body.push_str(&format!(
+                "Transcripts: {}\n",
+                self.context.transcripts.join(", ")
+            ));
         }
         body.push('\n');
         body.push_str(&self.text);
@@ -247,7 +251,7 @@ mod tests {
             TaskContext {
                 task_id: "task-1".into(),
                 parent_call_id: Some("call_9".into()),
-                transcript: None,
+                transcripts: Vec::new(),
             },
             strict,
         )

@@ -208,10 +208,10 @@ impl Tasks<'_> {
         let context = TaskContext {
             task_id: task_id.to_owned(),
             parent_call_id: parent_call_id.map(str::to_owned),
-            transcript: transcripts
-                .first()
-                .and_then(|path| path.file_name())
-                .map(|name| name.to_string_lossy().into_owned()),
+            transcripts: transcripts
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect(),
         };
         let mut observer = RelayObserver {
             relay: self.relay.clone(),
@@ -229,12 +229,24 @@ impl Tasks<'_> {
                 self.settings.strict,
             )
         };
+        // A task that fails before its first request had no conversation: no transcript is
+        // written, so the envelope names none.
         let failed_early = |message: String| {
             let stats = TaskStats {
                 duration_ms: millis(started),
                 ..TaskStats::default()
             };
-            envelope(TaskStatus::Failed, &message, Vec::new(), stats)
+            Envelope::new(
+                TaskStatus::Failed,
+                &message,
+                (Vec::new(), model.used, task.subagent_type),
+                stats,
+                TaskContext {
+                    transcripts: Vec::new(),
+                    ..context.clone()
+                },
+                self.settings.strict,
+            )
         };
         let role = match self.role(task.subagent_type) {
             Ok(role) => role,
@@ -327,7 +339,7 @@ impl TaskRunner for Tasks<'_> {
                     "sub-agent {task_id} failed: {}",
                     first_line(&envelope.data.result)
                 ),
-                "do the work directly with the read-only tools, or start the task again later",
+                "do the work directly; start the task again only if the failure above can pass (an API outage), not for a setting the user must fix",
             ),
             TaskStatus::Cancelled => (
                 ErrorCode::Cancelled,
@@ -354,15 +366,12 @@ fn outcome(report: &RunReport, memory: &SharedMemory) -> (TaskStatus, String) {
                 format!("Notes the sub-agent saved:\n{}", list.join("\n"))
             })
         });
-    let partial = |why: &str| match &produced {
-        Some(text) => (
-            TaskStatus::Partial,
-            format!("{text}\n\n[flycode: the sub-agent did not finish: {why}]"),
-        ),
-        None => (
-            TaskStatus::Failed,
-            format!("the sub-agent produced no result: {why}"),
-        ),
+    let partial = |why: &str| {
+        let text = match &produced {
+            Some(text) => format!("{text}\n\n[flycode: the sub-agent did not finish: {why}]"),
+            None => format!("[flycode: the sub-agent produced no result before it stopped: {why}]"),
+        };
+        (TaskStatus::Partial, text)
     };
     match &report.ending {
         Ending::Completed => (TaskStatus::Ok, report.answer.clone().unwrap_or_default()),
