@@ -43,6 +43,22 @@ fn spawn_true(c: &mut Criterion) {
     group.bench_function("run_process_contained", |b| {
         b.iter(|| run_process(black_box(&contained)).map(|outcome| outcome.exit_code))
     });
+    // Where the containment's cost goes: what is built before the fork (the private TMPDIR and
+    // the ruleset, which opens the allowed paths), against the whole contained run.
+    if let Some(containment) = contained.containment.clone() {
+        group.bench_function("contain_prepare", |b| {
+            b.iter(|| flycode::sandbox::contain::prepare(black_box(&containment)).is_ok())
+        });
+    }
+    group.bench_function("containment_new", |b| {
+        b.iter(|| {
+            Containment::new(
+                ProgramSandbox::WorkspaceWrite,
+                false,
+                black_box(&[std::env::temp_dir()]),
+            )
+        })
+    });
     group.bench_function("command_status", |b| {
         b.iter(|| {
             Command::new(black_box("/bin/true"))
