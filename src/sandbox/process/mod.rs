@@ -36,8 +36,9 @@
 //!   early, never late, when several do. Making flycode a subreaper lasts for the life of the
 //!   process, and every process flycode starts must go through this module (every child of
 //!   flycode that is not a live main child is taken for a run's orphan).
-//! - **Containment** ([`ProcessSpec::containment`], Linux): the child enters a Landlock domain
-//!   between fork and exec; see [`crate::sandbox::contain`].
+//! - **Containment** ([`ProcessSpec::containment`], Linux): the child is started by a thread
+//!   that entered the run's Landlock domain, so it is contained from its first instruction; see
+//!   [`crate::sandbox::contain`].
 //! - **Other Unix** (macOS, the BSDs): only the process group is killed. A descendant that left
 //!   the group survives a timeout.
 //! - **Windows**: not implemented yet (a job object is the planned mechanism); [`run_process`]

@@ -70,7 +70,7 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     let started = Instant::now();
     let deadline = started.checked_add(spec.timeout);
     tree::become_subreaper();
-    // Built before the fork: the ruleset opens files and allocates, which the child must not.
+    // Built before the spawn; a failure to build it is the call's, with nothing started.
     let mut prepared = match &spec.containment {
         Some(containment) => {
             Some(contain::prepare(containment).map_err(|error| containment_error(spec, error))?)
@@ -218,17 +218,20 @@ fn spawn(
     }
     command.envs(spec.env_set.iter().map(|(name, value)| (name, value)));
     command.env(tree::RUN_TAG_VAR, &run.tag);
-    if let Some(prepared) = prepared {
+    if let Some(prepared) = &prepared {
         for name in ["TMPDIR", "TMP", "TEMP"] {
             command.env(name, prepared.temp_dir());
         }
-        prepared.apply_to(&mut command);
     }
 
     // Registered under the same lock as the spawn, so the orphan reaper never sees this child
     // unregistered.
     let mut live = tree::live_children();
-    let child = command.spawn().map_err(|error| spawn_error(spec, error))?;
+    let child = match prepared {
+        Some(prepared) => prepared.spawn(&mut command),
+        None => command.spawn(),
+    }
+    .map_err(|error| spawn_error(spec, error))?;
     live.push((child_pid(&child), run.id));
     Ok(child)
 }
