@@ -760,7 +760,10 @@ fn a_task_leaves_a_child_transcript_next_to_each_parent_transcript_and_both_vali
             .unwrap_or_else(|| panic!("the envelope names no transcript: {envelope}"))
             .split(", ")
             .collect();
-        let expected = [state_child.display().to_string(), child.display().to_string()];
+        let expected = [
+            state_child.display().to_string(),
+            child.display().to_string(),
+        ];
         assert_eq!(named, expected, "{envelope}");
     }
     for path in [&child, &state_child] {
