@@ -3,7 +3,13 @@
 //!
 //! Before a write creates its first temporary file, it records in `STATE/journal/` every target
 //! (root, directory, name), the temporary and backup names it will use and the sha256 of the
-//! content it will write; the record is flushed, and so is its directory. A batch records a second
+//! content it will write. A batch's record is flushed, and so is its directory. A single file's
+//! (fs.write, fs.edit) is not: its replacement is one rename of a flushed temporary file, whole
+//! old or whole new even after a power loss, and its record only lets the next start remove the
+//! temporary file after flycode was killed, for which the page cache (which outlives the
+//! process) is enough; the flushes would double the time of a small write. After a power loss
+//! such a record may be empty, and is then dropped (at worst a `.flycode-tmp-…` file remains
+//! beside the whole old file). A batch records a second
 //! phase, "replacing", after every temporary file is flushed and before the first rename. The
 //! record is removed when the operation is over, whether it succeeded or failed.
 //!
@@ -180,9 +186,10 @@ fn journal_error(file: &Path, error: std::io::Error) -> SandboxError {
     }
 }
 
-/// Writes the record through a temporary file and a rename, flushing the data and the directory,
-/// and returns the stored file, locked.
+/// Writes the record through a temporary file and a rename, flushing the data and the directory
+/// for a batch (see the module documentation), and returns the stored file, locked.
 fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
+    let durable = record.operation == Operation::WriteBatch;
     let fail = |e| journal_error(file, e);
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(fail)?;
@@ -197,9 +204,13 @@ fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
             .open(&temp)?;
         rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
         handle.write_all(&text)?;
-        handle.sync_data()?;
+        if durable {
+            handle.sync_data()?;
+        }
         std::fs::rename(&temp, file)?;
-        File::open(dir)?.sync_all()?;
+        if durable {
+            File::open(dir)?.sync_all()?;
+        }
         Ok(handle)
     })();
     written.map_err(|e| {
@@ -370,6 +381,13 @@ fn recover_file(file: &Path) -> Option<String> {
         .ok()
         .and_then(|_| serde_json::from_str(&text).ok());
     let Some(record) = record else {
+        // Only a single file's record is written unflushed, so only it can be empty after a
+        // power loss (a batch's is flushed before anything is staged); the file it covered is
+        // whole, old or new, and nothing can be done with an empty record but drop it.
+        if text.is_empty() {
+            let _ = std::fs::remove_file(file);
+            return None;
+        }
         return Some(format!(
             "cannot read the journal record {} of an interrupted write; look at it, then remove it",
             file.display()
@@ -662,6 +680,26 @@ mod tests {
         assert!(!is_single("a/b") && !is_single("..") && !is_single("/a"));
         assert_eq!(owner_of("12-345-6.json"), Some((12, 345)));
         assert_eq!(owner_of("garbage"), None);
+    }
+
+    #[test]
+    fn an_empty_record_is_dropped_and_a_garbled_one_reported() {
+        let temp = tempfile::tempdir().unwrap();
+        let empty = temp.path().join("1-2-3.json");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(recover_file(&empty), None);
+        assert!(!empty.exists(), "an empty record (a power loss) is dropped");
+        let garbled = temp.path().join("1-2-4.json");
+        std::fs::write(&garbled, b"{\"operation\":").unwrap();
+        let message = recover_file(&garbled).unwrap();
+        assert!(
+            message.contains("cannot read the journal record"),
+            "{message}"
+        );
+        assert!(
+            garbled.exists(),
+            "a garbled record is left for a person to look at"
+        );
     }
 
     fn target(root: &Path, dir: &str, name: &str, n: u32, backup: bool, new: &str) -> Target {

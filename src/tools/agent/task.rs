@@ -1,5 +1,5 @@
 //! `agent.task`: the main agent hands a read-only piece of work to a sub-agent (CONTRACT §10).
-//! The tool only reads its arguments and hands them to the run's [`TaskRunner`]; the sub-agent's
+//! The tool only reads its arguments and hands them to the run's [`TaskRunner`](super::TaskRunner); the sub-agent's
 //! loop, its quotas and its envelope live in `crate::agent::task`.
 
 use std::path::PathBuf;
