@@ -96,14 +96,28 @@ async def main():
         action = "accept" if "please-accept" in params.message else "decline"
         return types.ElicitResult(action=action, content={} if action == "accept" else None)
 
+    elsewhere = os.path.join(os.path.dirname(root), "elsewhere")
+
     async def roots(context):
         return types.ListRootsResult(roots=[types.Root(uri="file://" + os.path.join(root, "inner"))])
 
+    async def disjoint_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file://" + elsewhere)])
+
     options = {"mode": mode}
-    if scenario == "elicit":
+    if scenario in ("elicit", "elicit-write"):
         options["elicitation_callback"] = elicit
     if scenario == "roots":
         options["list_roots_callback"] = roots
+    if scenario == "roots-disjoint":
+        os.makedirs(elsewhere, exist_ok=True)
+        options["list_roots_callback"] = disjoint_roots
+    if scenario == "elicit-write":
+        # Writes run at once under `ask`; this policy asks before them, so the form shows one.
+        with open(os.path.join(root, "flycode.toml"), "w") as f:
+            f.write('[tools]\n"fs.write" = "ask"\n')
+        with open(os.path.join(root, "doc.txt"), "w") as f:
+            f.write("one\ntwo\nthree\n")
 
     async with Client(server(flycode, root, extra), **options) as client:
         report["protocolVersion"] = client.protocol_version
@@ -113,6 +127,18 @@ async def main():
             report["accepted"] = await call(client, "process_run", {"command": "echo", "args": ["please-accept"]})
             report["declined"] = await call(client, "process_run", {"command": "echo", "args": ["please-decline"]})
             report["questions"] = questions
+        elif scenario == "elicit-write":
+            path = os.path.join(root, "doc.txt")
+            report["accepted"] = await call(client, "fs_write", {"path": path, "mode": "overwrite", "content": "one\n2\nthree\nfour please-accept\n"})
+            report["declined"] = await call(client, "fs_write", {"path": path, "mode": "overwrite", "content": "gone please-decline\n"})
+            report["questions"] = questions
+            with open(path) as f:
+                report["content"] = f.read()
+        elif scenario == "roots-disjoint":
+            with open(os.path.join(root, "in.txt"), "w") as f:
+                f.write("inside flycode's root\n")
+            report["read"] = await call(client, "fs_read", {"path": os.path.join(root, "in.txt")})
+            report["list"] = await call(client, "fs_ls", {"path": root})
         elif scenario == "roots":
             os.makedirs(os.path.join(root, "inner"), exist_ok=True)
             with open(os.path.join(root, "inner", "in.txt"), "w") as f:

@@ -307,6 +307,61 @@ fn the_clients_roots_only_narrow_flycodes() {
 }
 
 #[test]
+fn client_roots_that_share_nothing_with_flycodes_refuse_every_call() {
+    let Some(python) = python() else { return };
+    for mode in MODES {
+        let place = place();
+        let report = play(&python, &place, "roots-disjoint", mode, &[]);
+        for key in ["read", "list"] {
+            let result = &report[key];
+            assert_eq!(result["isError"], true, "{mode}: {result}");
+            assert_eq!(code(result), "outside_roots", "{mode}: {result}");
+            let text = result["text"].as_str().unwrap();
+            assert!(
+                text.contains("none of the client's roots") && text.contains("elsewhere"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_approval_form_of_a_write_shows_the_size_of_the_change() {
+    let Some(python) = python() else { return };
+    for mode in MODES {
+        let place = place();
+        let report = play(&python, &place, "elicit-write", mode, &["--approve", "ask"]);
+        let questions: Vec<&str> = report["questions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q.as_str().unwrap())
+            .collect();
+        assert_eq!(questions.len(), 2, "{mode}: {questions:?}");
+        // "two" becomes "2", "four ..." is added: +2 -1 against the three lines on disk.
+        assert!(
+            questions[0].contains("change: +2 -1 lines"),
+            "{mode}: {}",
+            questions[0]
+        );
+        assert!(questions[0].contains("/fs.write"), "{}", questions[0]);
+        assert!(
+            questions[1].contains("change: +1 -4 lines"),
+            "{mode}: {}",
+            questions[1]
+        );
+        assert_eq!(report["accepted"]["isError"], false, "{mode}: {report}");
+        assert_eq!(report["declined"]["isError"], true, "{mode}: {report}");
+        assert_eq!(code(&report["declined"]), "denied_by_policy");
+        assert_eq!(
+            report["content"],
+            "one\n2\nthree\nfour please-accept\n",
+            "the accepted write landed and the declined one did not"
+        );
+    }
+}
+
+#[test]
 fn a_cancelled_call_kills_its_process_tree_and_long_runs_report_progress() {
     let Some(python) = python() else { return };
     for mode in MODES {
