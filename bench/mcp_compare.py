@@ -97,6 +97,14 @@ async def measure(name, params, root):
             # Its default refuses writes over 50 lines; the 1 MB write has 1024.
             await client.call_tool("set_config_value", {"key": "fileWriteLineLimit", "value": 100000})
         os.makedirs(os.path.join(root, "small"), exist_ok=True)
+        # The floor every call pays: a ping's round trip (the client, the pipes, the server's
+        # JSON-RPC layer, no tool), so a tool's own cost is its figure minus this one.
+        pings = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            await client.send_ping()
+            pings.append((time.perf_counter() - started) * 1000)
+        figures["ping (no tool: the floor)"] = (statistics.median(pings), None)
         for op, spec in ops.items():
             if spec is None:
                 figures[op] = None
