@@ -354,8 +354,7 @@ fn the_approval_form_of_a_write_shows_the_size_of_the_change() {
         assert_eq!(report["declined"]["isError"], true, "{mode}: {report}");
         assert_eq!(code(&report["declined"]), "denied_by_policy");
         assert_eq!(
-            report["content"],
-            "one\n2\nthree\nfour please-accept\n",
+            report["content"], "one\n2\nthree\nfour please-accept\n",
             "the accepted write landed and the declined one did not"
         );
     }
