@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod batch;
 pub mod contain;
+pub mod content_hash;
 pub mod error;
 pub mod files;
 pub mod handles;

@@ -17,7 +17,7 @@ use super::secrets::Secrets;
 use super::tool::{Notebook, RegisteredTool, SessionChange, TaskRunner, ToolContext, failure_line};
 use super::{Limits, ToolError, ToolOutput};
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
-use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session, sha256_hex};
+use crate::sandbox::{AuditEntry, AuditLog, LastComponent, Sandbox, Session};
 
 /// What running a call produced.
 #[derive(Debug)]
@@ -399,11 +399,8 @@ impl<'a> Executor<'a> {
     }
 
     fn current_hash(&self, input: &str) -> Option<String> {
-        use std::io::Read;
         let mut file = self.sandbox.open_for_reading(input).ok()?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).ok()?;
-        Some(sha256_hex(&bytes))
+        crate::sandbox::content_hash::current_sha256(&mut file).ok()
     }
 
     fn update_session(&self, invocation: &Invocation<'_>, output: &ToolOutput) {
@@ -451,6 +448,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
     use super::*;
+    use crate::sandbox::sha256_hex;
 
     fn assert_send_sync<T: Send + Sync>() {}
 
