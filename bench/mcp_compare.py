@@ -130,6 +130,11 @@ async def main():
     for name in ["flycode", "server-filesystem", "desktop-commander"]:
         root = os.path.join(scratch, "root-" + name)
         corpus(root)
+        # Files a model reads have usually been still for a while; flycode's stale-read guard
+        # remembers the hash of a file only once it has been unchanged for 3 s (a file written
+        # just before is hashed on every read, so its figures would be those of a file being
+        # edited while it is read). The other servers are unaffected by the wait.
+        time.sleep(4)
         home = os.path.join(scratch, "home-" + name)
         os.makedirs(home, exist_ok=True)
         env = dict(env_base, HOME=home, FLYCODE_STATE_DIR=os.path.join(home, "state"), XDG_CONFIG_HOME=os.path.join(home, "config"))
