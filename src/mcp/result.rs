@@ -43,12 +43,22 @@ pub fn result_text(block: &ResultBlock) -> String {
 /// `structuredContent` is [`ResultBlock::report`]: what `flycode exec --json` prints without its
 /// `text` member, since the whole block rendered again would repeat the body a third time (it is
 /// in the text content and, for most tools, in `result`), tripling what a 1 MB read sends.
+///
+/// Takes the block: a body that is the whole text moves into it rather than being copied.
 pub fn call_tool_result(
-    block: &ResultBlock,
+    mut block: ResultBlock,
     tool: Option<ToolName>,
     data: Option<Value>,
 ) -> CallToolResult {
-    let content = vec![ContentBlock::text(result_text(block))];
+    let text = if block.ok
+        && block.fields.is_empty()
+        && block.body.as_ref().is_some_and(|b| !b.is_empty())
+    {
+        block.body.take().unwrap_or_default()
+    } else {
+        result_text(&block)
+    };
+    let content = vec![ContentBlock::text(text)];
     let mut result = if block.ok {
         CallToolResult::success(content)
     } else {
@@ -71,7 +81,7 @@ mod tests {
             "/fs.read /w/a".into(),
             Some("hello\n".into()),
         );
-        let result = call_tool_result(&ok, Some(ToolName::FsRead), Some(json!({"size": 6})));
+        let result = call_tool_result(ok.clone(), Some(ToolName::FsRead), Some(json!({"size": 6})));
         assert_eq!(result.is_error, Some(false));
         assert_eq!(result_text(&ok), "hello\n");
         let structured = result.structured_content.unwrap();
@@ -87,7 +97,7 @@ mod tests {
             "/etc/passwd is outside the allowed roots".into(),
             Some("use a path inside the roots".into()),
         );
-        let result = call_tool_result(&failed, Some(ToolName::FsRead), None);
+        let result = call_tool_result(failed.clone(), Some(ToolName::FsRead), None);
         assert_eq!(result.is_error, Some(true));
         assert_eq!(
             result_text(&failed),

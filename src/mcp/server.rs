@@ -203,7 +203,7 @@ impl Shared {
                 format!("{} is not one of flycode's tools", request.name),
                 Some(format!("call one of: {}", names.join(", "))),
             );
-            return Ok(call_tool_result(&block, None, None).into());
+            return Ok(call_tool_result(block, None, None).into());
         };
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let args = match validate_args(tool, args) {
@@ -216,7 +216,7 @@ impl Shared {
                     error.to_string(),
                     Some(error.hint()),
                 );
-                return Ok(call_tool_result(&block, Some(tool), None).into());
+                return Ok(call_tool_result(block, Some(tool), None).into());
             }
         };
         let call = Call {
@@ -312,11 +312,12 @@ impl Shared {
             .run(call, sandbox, approver, prepared.runs_program, &context)
             .await?;
         drop(guard);
-        let (call, execution) = execution;
+        let (call, mut execution) = execution;
         if let Some(warning) = &execution.audit_error {
             eprintln!("flycode mcp: warning: {warning}");
         }
-        let data = execution.output.as_ref().map(|output| output.data.clone());
+        // Moved, not copied: a 1 MB read's content is in the data, and every copy counts.
+        let data = execution.output.take().map(|output| output.data);
         let block = match (&execution.decided, &prepared.question) {
             (Decided::Unanswered, Some(question)) => {
                 let (message, hint) = unanswerable(call.tool, prepared.judged_as, question);
@@ -330,7 +331,7 @@ impl Shared {
             }
             _ => execution.block,
         };
-        Ok(call_tool_result(&block, Some(call.tool), data).into())
+        Ok(call_tool_result(block, Some(call.tool), data).into())
     }
 
     /// The sandbox a call runs in: flycode's, or narrowed to the client's roots (asked for once,
@@ -620,7 +621,7 @@ impl Shared {
             message,
             Some(hint.to_owned()),
         );
-        call_tool_result(&block, Some(call.tool), None)
+        call_tool_result(block, Some(call.tool), None)
     }
 }
 
