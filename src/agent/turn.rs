@@ -163,6 +163,9 @@ impl AgentRun<'_> {
 
     fn drive(&mut self, progress: &mut Progress, observer: &mut dyn RunObserver) -> Ending {
         let mut turn = 0;
+        // The function definitions of the tools offered, made again only when the offer changes
+        // (a sub-agent's last turn): the schemas are the same every turn.
+        let mut definitions: Option<(&'static [ToolName], Vec<serde_json::Value>)> = None;
         loop {
             if self.cancel.load(Ordering::SeqCst) {
                 return Ending::Cancelled;
@@ -171,10 +174,20 @@ impl AgentRun<'_> {
             if let Some(ending) = self.before_request(progress, turn, observer) {
                 return ending;
             }
-            let tools = match self.settings.mode {
-                CallingMode::Native => native_tool_definitions(self.offered_tools(progress)),
-                CallingMode::Text => Vec::new(),
+            let offered = match self.settings.mode {
+                CallingMode::Native => self.offered_tools(progress),
+                CallingMode::Text => &[],
             };
+            if definitions
+                .as_ref()
+                .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
+            {
+                definitions = Some((offered, native_tool_definitions(offered)));
+            }
+            let tools = definitions
+                .as_ref()
+                .map(|(_, tools)| tools.as_slice())
+                .unwrap_or_default();
             progress.request = self.build_request(progress);
             progress.turn_start = progress.history.len();
             progress.report.turns = turn;
@@ -187,7 +200,7 @@ impl AgentRun<'_> {
                 &ChatRequest {
                     model: &self.settings.model,
                     messages: &progress.request,
-                    tools: &tools,
+                    tools,
                     stream: self.settings.stream,
                 },
                 &mut |event| observer.on_event(&client_event(event)),

@@ -219,13 +219,13 @@ impl Tasks<'_> {
             parent_call_id: parent_call_id.map(str::to_owned),
             tallies: Vec::new(),
         };
-        let envelope = |status, result: &str, tallies, stats| {
+        let envelope = |status, result: &str, tallies, stats, context| {
             Envelope::new(
                 status,
                 result,
                 (tallies, model.used, task.subagent_type),
                 stats,
-                context.clone(),
+                context,
                 self.settings.strict,
             )
         };
@@ -236,17 +236,11 @@ impl Tasks<'_> {
                 duration_ms: millis(started),
                 ..TaskStats::default()
             };
-            Envelope::new(
-                TaskStatus::Failed,
-                &message,
-                (Vec::new(), model.used, task.subagent_type),
-                stats,
-                TaskContext {
-                    transcripts: Vec::new(),
-                    ..context.clone()
-                },
-                self.settings.strict,
-            )
+            let context = TaskContext {
+                transcripts: Vec::new(),
+                ..context.clone()
+            };
+            envelope(TaskStatus::Failed, &message, Vec::new(), stats, context)
         };
         let role = match self.role(task.subagent_type) {
             Ok(role) => role,
@@ -312,7 +306,7 @@ impl Tasks<'_> {
             tokens_out: report.usage.completion_tokens,
             duration_ms: millis(started),
         };
-        envelope(status, &result, observer.tallies, stats)
+        envelope(status, &result, observer.tallies, stats, context)
     }
 }
 
