@@ -52,6 +52,8 @@ impl TurnCalls<'_, '_> {
                 }
             }
             // A task runs off this thread even alone, so its sub-agent's calls show as they run.
+            // Every other lone call runs here: its `●` line is printed before it may ask the
+            // person, which a call on another thread could not promise.
             let starts_task = calls.iter().any(|call| call.tool == ToolName::AgentTask);
             match calls.len() {
                 0 => {}
