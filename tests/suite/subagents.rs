@@ -4,132 +4,16 @@
 //! turn by the assistant messages already in the request.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
-
-/// The heading of the sub-agent capabilities module: only a child's system prompt has it.
-const CHILD_MARK: &str = "How you work as a sub-agent";
-
-struct Project {
-    _temp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-}
-
-impl Project {
-    fn new() -> Project {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(
-            root.join("src/session.rs"),
-            "pub const SESSION_TTL_SECS: u64 = 3600;\n\npub fn expire() {}\n",
-        )
-        .unwrap();
-        std::fs::write(root.join("AGENTS.md"), "Sessions live in src/session.rs.\n").unwrap();
-        Project {
-            _temp: temp,
-            base,
-            root,
-        }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.root.join(name).display().to_string()
-    }
-
-    fn transcript(&self) -> PathBuf {
-        self.base.join("run.jsonl")
-    }
-
-    fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("LIGHT_LLM_")
-            {
-                command.env_remove(name);
-            }
-        }
-        command
-            .current_dir(&self.root)
-            .env("HOME", &self.base)
-            .env("FLYCODE_STATE_DIR", self.base.join("state"))
-            .env("NO_COLOR", "1")
-            .args(["run", "--base-url"])
-            .arg(server.base_url())
-            .args(["--model", "main-model", "--yes", "--root"])
-            .arg(&self.root)
-            .arg("--transcript")
-            .arg(self.transcript())
-            .arg("Where do sessions expire?")
-            .args(extra)
-            .stdin(Stdio::null());
-        command
-    }
-}
-
-struct Finished {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn finish(mut command: Command) -> Finished {
-    let output = command.output().unwrap();
-    Finished {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn messages(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn is_child(request: &RecordedRequest) -> bool {
-    messages(request).first().is_some_and(|m| {
-        m["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains(CHILD_MARK)
-    })
-}
-
-/// How many replies of this conversation came before this request.
-fn turn(request: &RecordedRequest) -> usize {
-    messages(request)
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
-
-fn call(id: &str, tool: &str, args: &Value) -> Reply {
-    let arguments = args.to_string();
-    Reply::sse_tool_calls(&[(id, tool, arguments.as_str())])
-}
-
-/// The content of the tool message answering `id` in the last request of the parent.
-fn tool_result(requests: &[RecordedRequest], id: &str) -> String {
-    requests
-        .iter()
-        .filter(|r| !is_child(r))
-        .flat_map(messages)
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no result for {id}"))
-}
-
-const ANSWER: &str = "Sessions expire after SESSION_TTL_SECS (3600 s), src/session.rs:1.";
+use super::subagent_harness::{
+    ANSWER, CHILD_RESULT, Finished, PARENT_ANSWER, Project, block, call, children, explore_args,
+    explore_task, finish, is_child, messages, parent_with_one_task, parents, scripted, tool_result,
+    turn,
+};
 
 /// A parent that starts one explore task and answers from its result; a child that reads and
 /// searches, then completes with a result holding a `<tool_call>` tag.
@@ -137,7 +21,7 @@ fn explore_model(
     project: &Project,
 ) -> impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static {
     let session = project.path("src/session.rs");
-    let root = project.root.display().to_string();
+    let root = project.root_text();
     move |request, _| {
         if is_child(request) {
             match turn(request) {
@@ -156,14 +40,7 @@ fn explore_model(
                 ),
             }
         } else {
-            match turn(request) {
-                0 => call(
-                    "task_1",
-                    "agent_task",
-                    &json!({"description": "Find session expiry", "prompt": "Find where sessions expire under the root.", "subagentType": "explore"}),
-                ),
-                _ => Reply::sse_text(ANSWER, 7),
-            }
+            parent_with_one_task(request)
         }
     }
 }
@@ -176,7 +53,7 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
     assert_eq!(finished.code, 0, "{}", finished.stderr);
     assert!(finished.stdout.contains(ANSWER), "{}", finished.stdout);
     let requests = server.requests();
-    let children: Vec<&RecordedRequest> = requests.iter().filter(|r| is_child(r)).collect();
+    let children = children(&requests);
     assert_eq!(children.len(), 2, "the child made two requests");
     // No light model configured: the child ran on the main model, on the main server.
     assert!(children.iter().all(|r| r.body["model"] == "main-model"));
@@ -244,66 +121,8 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
 }
 
 // ---------------------------------------------------------------------------------------------
-// Helpers for the scenarios below: a scripted parent and child, the calls they make, and what
-// came of them.
-
-/// What the scripted parent answers once its script is played.
-const PARENT_ANSWER: &str = "Done: the sub-agent's findings are above.";
-
-/// A model that plays `parent` (one reply a turn) and then answers `PARENT_ANSWER`, and plays
-/// `child` for every child conversation and then completes with `CHILD_RESULT`. Both servers of
-/// a test run it, so a request that reaches the wrong server is answered, and the test's
-/// assertions about who got what decide.
-fn scripted(
-    parent: Vec<Reply>,
-    child: Vec<Reply>,
-) -> impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static {
-    move |request, _| {
-        let turn = turn(request);
-        if is_child(request) {
-            child
-                .get(turn)
-                .cloned()
-                .unwrap_or_else(|| complete(CHILD_RESULT))
-        } else {
-            parent
-                .get(turn)
-                .cloned()
-                .unwrap_or_else(|| Reply::sse_text(PARENT_ANSWER, 7))
-        }
-    }
-}
-
-/// What a scripted child completes with once its script is played.
-const CHILD_RESULT: &str = "SESSION_TTL_SECS = 3600 at src/session.rs:1";
-
-/// A child's `agent_complete` call.
-fn complete(result: &str) -> Reply {
-    call("done", "agent_complete", &json!({ "result": result }))
-}
-
-/// The arguments of an explore task, plus `extra` fields (e.g. `"model"`).
-fn explore_args(extra: &Value) -> Value {
-    let mut args = json!({
-        "description": "Find session expiry",
-        "prompt": "Find where sessions expire under the root.",
-        "subagentType": "explore",
-    });
-    if let (Some(args), Some(extra)) = (args.as_object_mut(), extra.as_object()) {
-        args.extend(extra.clone());
-    }
-    args
-}
-
-/// A parent turn starting one explore task as call `id`.
-fn explore_task(id: &str) -> Reply {
-    call(id, "agent_task", &explore_args(&json!({})))
-}
-
-/// The requests of child conversations, in order.
-fn child_requests(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
-    requests.iter().filter(|r| is_child(r)).collect()
-}
+// Helpers for the scenarios below (their scripted parent and child are `scripted`, shared with
+// the other sub-agent suites): what came of the calls they make.
 
 /// How many child conversations began (a conversation's first request has no reply in it).
 fn child_conversations(requests: &[RecordedRequest]) -> usize {
@@ -343,11 +162,6 @@ fn assert_contains_all(text: &str, parts: &[&str]) {
 }
 
 impl Project {
-    /// Writes `text` as the project's `flycode.toml` (read from the working directory, the root).
-    fn configure(&self, text: &str) {
-        std::fs::write(self.root.join("flycode.toml"), text).unwrap();
-    }
-
     /// Every file under the project's base folder (root, state directory, transcripts).
     fn all_files(&self) -> Vec<PathBuf> {
         let mut files = Vec::new();
@@ -422,7 +236,7 @@ fn a_child_that_writes_runs_programs_or_starts_a_task_is_refused_and_the_run_goe
     assert!(!process_marker.exists(), "a child ran a program");
     // The child's agent.task started nothing: one child conversation, two requests.
     assert_eq!(child_conversations(&requests), 1);
-    assert_eq!(child_requests(&requests).len(), 2);
+    assert_eq!(children(&requests).len(), 2);
     // The child then completed, and its envelope counts the refusals as failed calls.
     assert_contains_all(
         &tool_result(&requests, "task_1"),
@@ -527,7 +341,7 @@ fn an_explore_task_runs_on_the_light_model_whose_key_goes_only_to_its_server() {
             Some(format!("Bearer {LIGHT_KEY}").as_str())
         );
     }
-    assert!(child_requests(&main_requests).is_empty());
+    assert!(children(&main_requests).is_empty());
     assert!(
         main_requests
             .iter()
@@ -550,7 +364,7 @@ fn an_explore_task_runs_on_the_light_model_whose_key_goes_only_to_its_server() {
     assert!(!finished.stderr.contains(LIGHT_KEY));
     let files = project.all_files();
     assert!(files.contains(&project.transcript()));
-    assert!(files.contains(&project.base.join("run.task-1.jsonl")));
+    assert!(files.contains(&project.child("task-1")));
     for file in files {
         let bytes = std::fs::read(&file).unwrap();
         assert!(
@@ -584,7 +398,7 @@ fn a_task_that_asks_for_the_main_model_runs_on_the_main_server() {
     assert_answered(&finished);
     assert!(light.requests().is_empty(), "the light server was asked");
     let requests = main.requests();
-    let children = child_requests(&requests);
+    let children = children(&requests);
     assert!(!children.is_empty());
     assert!(children.iter().all(|r| r.body["model"] == "main-model"));
     assert_contains_all(
@@ -601,7 +415,7 @@ fn without_light_llm_settings_an_explore_task_falls_back_to_the_main_model() {
     let finished = finish(project.command(&server, &["--json"]));
     assert_eq!(finished.code, 0, "{}", finished.stderr);
     let requests = server.requests();
-    let children = child_requests(&requests);
+    let children = children(&requests);
     assert!(!children.is_empty());
     assert!(children.iter().all(|r| r.body["model"] == "main-model"));
     assert_contains_all(
@@ -741,18 +555,12 @@ fn an_empty_configured_role_fails_the_task_before_any_request_naming_the_setting
         ],
     );
     // No conversation, so no child transcript, and the envelope names none.
-    assert!(!project.base.join("run.task-1.jsonl").exists());
+    assert!(!project.child("task-1").exists());
     assert!(!result.contains("Transcript:"), "{result}");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Text mode.
-
-/// A text-mode reply: one `flycode-call` block.
-fn block(id: &str, tool: &str, args: &Value) -> Reply {
-    let call = json!({"id": id, "tool": tool, "args": args});
-    Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 5)
-}
 
 /// The content of the last message of `request`.
 fn last_content(request: &RecordedRequest) -> String {
@@ -781,7 +589,7 @@ fn in_text_mode_a_task_is_a_call_block_and_its_envelope_a_result_block() {
     assert_answered(&finished);
     let requests = server.requests();
     assert!(requests.iter().all(|r| r.body.get("tools").is_none()));
-    let children = child_requests(&requests);
+    let children = children(&requests);
     assert_eq!(children.len(), 2, "the child read, then completed");
     // The child's read came back as a result block in a user message.
     let read = messages(children[1]).last().cloned().unwrap();
@@ -796,7 +604,7 @@ fn in_text_mode_a_task_is_a_call_block_and_its_envelope_a_result_block() {
         ],
     );
     // The parent's next request ends with the envelope as a result block.
-    let parent: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_child(r)).collect();
+    let parent = parents(&requests);
     assert_eq!(parent.len(), 2);
     let envelope = messages(parent[1]).last().cloned().unwrap();
     assert_eq!(envelope["role"], "user");

@@ -14,148 +14,13 @@ use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
 use super::common::send_signal;
-
-/// The heading of the sub-agent capabilities module: only a child's system prompt has it.
-const CHILD_MARK: &str = "How you work as a sub-agent";
-
-/// The parent's answer once its task is back.
-const ANSWER: &str = "Sessions expire after SESSION_TTL_SECS (3600 s), src/session.rs:1.";
+use super::subagent_harness::{
+    ANSWER, CHILD_MARK, Project, call, children, complete, is_child, messages, parallel,
+    parent_with_one_task, parents, run_ok, text, tool_result, turn,
+};
 
 /// A hang guard: no wait in these tests lasts longer than this.
 const HANG_GUARD: Duration = Duration::from_secs(30);
-
-struct Project {
-    _temp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-}
-
-impl Project {
-    /// An allowed root `app/` with a source file and an `AGENTS.md`, the state folder beside it.
-    fn new() -> Project {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(
-            root.join("src/session.rs"),
-            "pub const SESSION_TTL_SECS: u64 = 3600;\n\npub fn expire() {}\n",
-        )
-        .unwrap();
-        std::fs::write(root.join("AGENTS.md"), "Sessions live in src/session.rs.\n").unwrap();
-        Project {
-            _temp: temp,
-            base,
-            root,
-        }
-    }
-
-    /// The same, with this `flycode.toml` in the root (the working directory of the run).
-    fn with_config(config: &str) -> Project {
-        let project = Project::new();
-        std::fs::write(project.root.join("flycode.toml"), config).unwrap();
-        project
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.root.join(name).display().to_string()
-    }
-
-    fn root_text(&self) -> String {
-        self.root.display().to_string()
-    }
-
-    /// The `--transcript` of the run.
-    fn transcript(&self) -> PathBuf {
-        self.base.join("run.jsonl")
-    }
-
-    fn state_runs(&self) -> PathBuf {
-        self.base.join("state/runs")
-    }
-
-    fn command(&self, server: &ScriptedServer) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("LIGHT_LLM_")
-            {
-                command.env_remove(name);
-            }
-        }
-        command
-            .current_dir(&self.root)
-            .env("HOME", &self.base)
-            .env("FLYCODE_STATE_DIR", self.base.join("state"))
-            .env("NO_COLOR", "1")
-            .args(["run", "--base-url"])
-            .arg(server.base_url())
-            .args(["--model", "main-model", "--yes", "--root"])
-            .arg(&self.root)
-            .arg("--transcript")
-            .arg(self.transcript())
-            .arg("Where do sessions expire?")
-            .stdin(Stdio::null());
-        command
-    }
-}
-
-struct Finished {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn finish(mut command: Command) -> Finished {
-    let output = command.output().unwrap();
-    Finished {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// Runs the project against `server` and asserts the run itself went well.
-fn run_ok(project: &Project, server: &ScriptedServer) -> Finished {
-    let finished = finish(project.command(server));
-    assert_eq!(finished.code, 0, "{}", finished.stderr);
-    assert!(finished.stdout.contains(ANSWER), "{}", finished.stdout);
-    finished
-}
-
-fn messages(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn text(message: &Value) -> &str {
-    message["content"].as_str().unwrap_or_default()
-}
-
-fn is_child(request: &RecordedRequest) -> bool {
-    messages(request)
-        .first()
-        .is_some_and(|m| text(m).contains(CHILD_MARK))
-}
-
-fn children(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
-    requests.iter().filter(|r| is_child(r)).collect()
-}
-
-fn parents(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
-    requests.iter().filter(|r| !is_child(r)).collect()
-}
-
-/// How many replies of this conversation came before this request.
-fn turn(request: &RecordedRequest) -> usize {
-    messages(request)
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
 
 /// The task prompt of a child's request: its first user message.
 fn task_prompt(request: &RecordedRequest) -> String {
@@ -182,48 +47,6 @@ fn offered(request: &RecordedRequest) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn call(id: &str, tool: &str, args: &Value) -> Reply {
-    let arguments = args.to_string();
-    Reply::sse_tool_calls(&[(id, tool, arguments.as_str())])
-}
-
-/// One reply calling all of `calls` `(id, tool, arguments)` at once.
-fn parallel(calls: &[(&str, &str, Value)]) -> Reply {
-    let arguments: Vec<String> = calls.iter().map(|(_, _, args)| args.to_string()).collect();
-    let calls: Vec<(&str, &str, &str)> = calls
-        .iter()
-        .zip(&arguments)
-        .map(|((id, tool, _), args)| (*id, *tool, args.as_str()))
-        .collect();
-    Reply::sse_tool_calls(&calls)
-}
-
-fn complete(id: &str, result: &str) -> Reply {
-    call(id, "agent_complete", &json!({"result": result}))
-}
-
-/// A parent that starts one explore task (`task_1`) and then answers.
-fn parent_with_one_task(request: &RecordedRequest) -> Reply {
-    match turn(request) {
-        0 => call(
-            "task_1",
-            "agent_task",
-            &json!({"description": "Find session expiry", "prompt": "Find where sessions expire under the root.", "subagentType": "explore"}),
-        ),
-        _ => Reply::sse_text(ANSWER, 7),
-    }
-}
-
-/// The content of the tool message answering `id` in the parent's requests.
-fn tool_result(requests: &[RecordedRequest], id: &str) -> String {
-    parents(requests)
-        .into_iter()
-        .flat_map(messages)
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .map(|m| text(&m).to_owned())
-        .unwrap_or_else(|| panic!("no result for {id}"))
 }
 
 /// The messages of a JSON Lines transcript; every line must be a JSON object.
@@ -358,7 +181,7 @@ fn a_child_past_its_turn_budget_gets_a_last_turn_in_which_only_agent_complete_ru
     );
     assert_eq!(offered(children[2]), ["agent_complete"]);
     // The read of the last turn was refused, as the child's own transcript shows.
-    let recorded = read_jsonl(&project.base.join("run.task-1.jsonl"));
+    let recorded = read_jsonl(&project.child("task-1"));
     let refused = recorded
         .iter()
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "read_1")
@@ -447,7 +270,7 @@ fn two_tasks_in_one_turn_run_at_once_and_come_back_in_call_order() {
                 } else {
                     "expire after SESSION_TTL_SECS (result B)"
                 };
-                return complete("done", result);
+                return complete(result);
             }
             match turn(request) {
                 0 => parallel(&[
@@ -509,7 +332,7 @@ fn ctrl_c_during_a_child_cancels_the_run_and_the_task_is_recorded_cancelled() {
         }
     });
     let mut running = project
-        .command(&server)
+        .command(&server, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -615,7 +438,7 @@ fn a_childs_special_messages_sit_where_seed_004_says() {
                 ),
                 ("ls_3", "fs_ls", ls),
             ]),
-            _ => complete("done", "SESSION_TTL_SECS = 3600 at src/session.rs:1"),
+            _ => complete("SESSION_TTL_SECS = 3600 at src/session.rs:1"),
         }
     });
     run_ok(&project, &server);
@@ -724,13 +547,13 @@ fn a_task_leaves_a_child_transcript_next_to_each_parent_transcript_and_both_vali
         }
         match turn(request) {
             0 => call("read_1", "fs_read", &json!({"path": session})),
-            _ => complete("done", "SESSION_TTL_SECS = 3600 at src/session.rs:1"),
+            _ => complete("SESSION_TTL_SECS = 3600 at src/session.rs:1"),
         }
     });
     run_ok(&project, &server);
 
     let parent = project.transcript();
-    let child = project.base.join("run.task-1.jsonl");
+    let child = project.child("task-1");
     let state_parents: Vec<PathBuf> = super::common::files_in(&project.state_runs(), "jsonl")
         .into_iter()
         .filter(|path| !path.to_string_lossy().contains(".task-"))

@@ -3,173 +3,22 @@
 //! the child's own file; a child transcript that is missing is a warning on the parent.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::api_server::ScriptedServer;
 use super::common::flycode;
+use super::subagent_harness::{Project, block, explore_args, explore_task, parallel, scripted};
 
-/// The heading of the sub-agent capabilities module: only a child's system prompt has it.
-const CHILD_MARK: &str = "How you work as a sub-agent";
-
-struct Project {
-    _temp: tempfile::TempDir,
-    base: PathBuf,
-    root: PathBuf,
-}
+// The projects here are `Project::bare()`: the reports count messages, and an `AGENTS.md` would
+// add a folder-notes message to every conversation.
 
 impl Project {
-    fn new() -> Project {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(
-            root.join("src/session.rs"),
-            "pub const SESSION_TTL_SECS: u64 = 3600;\n\npub fn expire() {}\n",
-        )
-        .unwrap();
-        Project {
-            _temp: temp,
-            base,
-            root,
-        }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.root.join(name).display().to_string()
-    }
-
-    /// The parent's transcript (`--transcript`).
-    fn transcript(&self) -> PathBuf {
-        self.base.join("run.jsonl")
-    }
-
-    /// The transcript of the run's sub-agent `task_id`, next to the parent's.
-    fn child(&self, task_id: &str) -> PathBuf {
-        self.base.join(format!("run.{task_id}.jsonl"))
-    }
-
-    /// Writes `text` as the project's `flycode.toml` (read from the working directory, the root).
-    fn configure(&self, text: &str) {
-        std::fs::write(self.root.join("flycode.toml"), text).unwrap();
-    }
-
     /// A quoted glob matching the parent's transcript and its children's (the folder also holds
     /// the state directory).
     fn both(&self) -> PathBuf {
         self.base.join("run*.jsonl")
     }
-
-    /// Runs `flycode run` to the end against `server`, recording `run.jsonl` and its children's.
-    fn run(&self, server: &ScriptedServer, extra: &[&str]) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("LIGHT_LLM_")
-            {
-                command.env_remove(name);
-            }
-        }
-        let output = command
-            .current_dir(&self.root)
-            .env("HOME", &self.base)
-            .env("FLYCODE_STATE_DIR", self.base.join("state"))
-            .env("NO_COLOR", "1")
-            .args(["run", "--base-url"])
-            .arg(server.base_url())
-            .args(["--model", "main-model", "--yes", "--root"])
-            .arg(&self.root)
-            .arg("--transcript")
-            .arg(self.transcript())
-            .arg("Where do sessions expire?")
-            .args(extra)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-}
-
-fn messages(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn is_child(request: &RecordedRequest) -> bool {
-    messages(request).first().is_some_and(|m| {
-        m["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains(CHILD_MARK)
-    })
-}
-
-/// How many replies of this conversation came before this request.
-fn turn(request: &RecordedRequest) -> usize {
-    messages(request)
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
-
-/// A model that plays `parent` (one reply a turn) and then answers in prose, and plays `child`
-/// for every child conversation and then completes.
-fn scripted(
-    parent: Vec<Reply>,
-    child: Vec<Reply>,
-) -> impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static {
-    move |request, _| {
-        let turn = turn(request);
-        if is_child(request) {
-            child.get(turn).cloned().unwrap_or_else(|| {
-                Reply::sse_tool_calls(&[(
-                    "done",
-                    "agent_complete",
-                    &json!({"result": "SESSION_TTL_SECS = 3600 at src/session.rs:1"}).to_string(),
-                )])
-            })
-        } else {
-            parent
-                .get(turn)
-                .cloned()
-                .unwrap_or_else(|| Reply::sse_text("Sessions expire after an hour.", 7))
-        }
-    }
-}
-
-fn explore_args() -> Value {
-    json!({
-        "description": "Find session expiry",
-        "prompt": "Find where sessions expire under the root.",
-        "subagentType": "explore",
-    })
-}
-
-/// A native tool-call turn.
-fn calls(calls: &[(&str, &str, Value)]) -> Reply {
-    let arguments: Vec<String> = calls.iter().map(|(_, _, args)| args.to_string()).collect();
-    let calls: Vec<(&str, &str, &str)> = calls
-        .iter()
-        .zip(&arguments)
-        .map(|((id, tool, _), args)| (*id, *tool, args.as_str()))
-        .collect();
-    Reply::sse_tool_calls(&calls)
-}
-
-/// A text-mode reply: one `flycode-call` block.
-fn block(id: &str, tool: &str, args: &Value) -> Reply {
-    let call = json!({"id": id, "tool": tool, "args": args});
-    Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 5)
 }
 
 /// A native run whose parent starts one explore task; the child reads, tries to write (refused:
@@ -177,8 +26,8 @@ fn block(id: &str, tool: &str, args: &Value) -> Reply {
 fn native_run(project: &Project) {
     let session = project.path("src/session.rs");
     let server = ScriptedServer::start(scripted(
-        vec![calls(&[("task_1", "agent_task", explore_args())])],
-        vec![calls(&[
+        vec![explore_task("task_1")],
+        vec![parallel(&[
             ("r1", "fs_read", json!({ "path": session })),
             (
                 "w1",
@@ -262,7 +111,7 @@ fn first_assistant(path: &Path) -> usize {
 
 #[test]
 fn a_native_run_and_its_sub_agent_validate_clean_and_both_files_are_named() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     let parent = project.transcript();
     let child = project.child("task-1");
@@ -287,9 +136,9 @@ fn a_native_run_and_its_sub_agent_validate_clean_and_both_files_are_named() {
 
 #[test]
 fn a_text_mode_run_and_its_sub_agent_validate_clean() {
-    let project = Project::new();
+    let project = Project::bare();
     let server = ScriptedServer::start(scripted(
-        vec![block("call-001", "agent.task", &explore_args())],
+        vec![block("call-001", "agent.task", &explore_args(&json!({})))],
         vec![
             block(
                 "call-001",
@@ -322,7 +171,7 @@ fn a_text_mode_run_and_its_sub_agent_validate_clean() {
 
 #[test]
 fn a_sub_agent_transcript_named_too_is_checked_once() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     let parent = project.transcript();
     let child = project.child("task-1");
@@ -344,7 +193,7 @@ fn a_sub_agent_transcript_named_too_is_checked_once() {
 
 #[test]
 fn a_sub_agent_transcript_alone_is_judged_as_a_sub_agents() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     // Its system prompt names agent.complete: the refused fs.write and the completion parse.
     let (code, report) = validate_json(&[], &[&project.child("task-1")]);
@@ -354,7 +203,7 @@ fn a_sub_agent_transcript_alone_is_judged_as_a_sub_agents() {
 
 #[test]
 fn a_child_without_a_system_prompt_is_judged_as_a_sub_agent_through_its_parent() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     // Drop the system prompts: only the parent's reference tells that the child is a child.
     for path in [project.transcript(), project.child("task-1")] {
@@ -386,7 +235,7 @@ fn a_child_without_a_system_prompt_is_judged_as_a_sub_agent_through_its_parent()
 
 #[test]
 fn a_protocol_violation_in_a_child_is_reported_under_the_childs_path_in_every_format() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     let parent = project.transcript();
     let child = project.child("task-1");
@@ -449,7 +298,7 @@ fn a_protocol_violation_in_a_child_is_reported_under_the_childs_path_in_every_fo
 
 #[test]
 fn a_missing_sub_agent_transcript_is_a_warning_on_the_parent_and_strict_makes_it_an_error() {
-    let project = Project::new();
+    let project = Project::bare();
     native_run(&project);
     let parent = project.transcript();
     std::fs::remove_file(project.child("task-1")).unwrap();
@@ -486,12 +335,9 @@ fn a_missing_sub_agent_transcript_is_a_warning_on_the_parent_and_strict_makes_it
 
 #[test]
 fn a_task_that_failed_before_any_request_needs_no_transcript() {
-    let project = Project::new();
+    let project = Project::bare();
     project.configure("[agent.subagent.explore]\nrole = \"\"\n");
-    let server = ScriptedServer::start(scripted(
-        vec![calls(&[("task_1", "agent_task", explore_args())])],
-        vec![],
-    ));
+    let server = ScriptedServer::start(scripted(vec![explore_task("task_1")], vec![]));
     project.run(&server, &[]);
     assert!(!project.child("task-1").exists());
     let parent = std::fs::read_to_string(project.transcript()).unwrap();
