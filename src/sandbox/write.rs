@@ -5,9 +5,13 @@
 //! A precondition on the current content (`expectedSha256`) is checked under an exclusive
 //! advisory lock on the file, so two writers with the same expectation cannot both win.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use cap_std::fs::{Dir, OpenOptions};
 use sha2::{Digest, Sha256};
@@ -74,22 +78,29 @@ impl Sandbox {
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
         clean_stale_temporaries(&parent);
-        let _lock = lock_what_is_there(&parent, &name, input, mode)?;
-        // Under the lock, read what is at the name now.
-        let current = read_current(&parent, &name, input)?;
-        let actual = current
-            .as_deref()
-            .map_or_else(|| "(missing)".to_owned(), sha256_hex);
-        if let Some(expected) = expected_sha256
-            && expected != actual
-        {
-            return Ok(Err(HashMismatch { actual }));
+        let locked = lock_what_is_there(&parent, &name, input, mode)?;
+        // Under the lock, what is at the name now. An overwrite reads the old content only to
+        // check an expectation, and then streams it through the hash: a 1 MB overwrite would
+        // otherwise read, hold and hash the megabyte it is about to replace.
+        let old = match (mode, &locked) {
+            (WriteMode::Append, Some(file)) => Some(read_whole(file, input)?),
+            _ => None,
+        };
+        if let Some(expected) = expected_sha256 {
+            let actual = match (&old, &locked) {
+                (Some(old), _) => sha256_hex(old),
+                (None, Some(file)) => stream_hash(file, input)?,
+                (None, None) => "(missing)".to_owned(),
+            };
+            if expected != actual {
+                return Ok(Err(HashMismatch { actual }));
+            }
         }
         // An append is staged and renamed too (old content plus the addition): a writer killed
         // part-way through the addition must not leave half of it.
-        let whole = match (mode, &current) {
-            (WriteMode::Append, Some(old)) => [old.as_slice(), content].concat(),
-            _ => content.to_vec(),
+        let whole: Cow<'_, [u8]> = match &old {
+            Some(old) => Cow::Owned([old.as_slice(), content].concat()),
+            None => Cow::Borrowed(content),
         };
         let sha256 = sha256_hex(&whole);
         let temp = temp_name(&name);
@@ -116,7 +127,7 @@ impl Sandbox {
             path: path.absolute.clone(),
             bytes_written: content.len() as u64,
             sha256,
-            created: current.is_none(),
+            created: locked.is_none(),
         }))
     }
 
@@ -166,21 +177,22 @@ fn open_existing(
     }
 }
 
-fn read_current(parent: &Dir, name: &Path, input: &str) -> Result<Option<Vec<u8>>, SandboxError> {
-    let Some(mut file) = open_existing(parent, name, input)? else {
-        return Ok(None);
-    };
-    check_regular(
-        input,
-        &file
-            .metadata()
-            .map_err(|e| SandboxError::from_io(input, e))?
-            .file_type(),
-    )?;
+/// The whole content of the locked file (read from its start: it was just opened).
+fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxError> {
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
+    (&*file)
+        .read_to_end(&mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
-    Ok(Some(bytes))
+    Ok(bytes)
+}
+
+/// The sha256 of the locked file's content, streamed.
+fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxError> {
+    let mut reader = file
+        .try_clone()
+        .map_err(|e| SandboxError::from_io(input, e))?
+        .into_std();
+    super::content_hash::current_sha256(&mut reader).map_err(|e| SandboxError::from_io(input, e))
 }
 
 /// Checks an existing file before changing it, then locks it exclusively: only regular files, and
@@ -267,7 +279,13 @@ fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
 /// runs (on Linux), or older than an hour (elsewhere). A journal record may still cover them (a
 /// flycode killed while this one runs): the records of dead processes are recovered first, so a
 /// half-done batch is finished or undone rather than losing its backups here.
+///
+/// A folder is looked through at most once a minute per process (see [`due_for_cleaning`]):
+/// listing it on every write would make each write to a large folder pay for the listing.
 pub fn clean_stale_temporaries(dir: &Dir) {
+    if !due_for_cleaning(dir, Instant::now()) {
+        return;
+    }
     let abandoned = |dir: &Dir| -> Vec<std::ffi::OsString> {
         let Ok(entries) = dir.entries() else {
             return Vec::new();
@@ -287,6 +305,48 @@ pub fn clean_stale_temporaries(dir: &Dir) {
     for name in abandoned(dir) {
         let _ = dir.remove_file(&name);
     }
+}
+
+/// How long a folder that was looked through for abandoned temporaries is not looked at again.
+const CLEANED_FOR: Duration = Duration::from_secs(60);
+
+/// Whether `dir` was not looked through in the last [`CLEANED_FOR`] (and it now counts as looked
+/// through). Folders are told apart by device, inode and creation time (an inode number is reused
+/// by a folder made after one was removed); one without a creation time is always due.
+fn due_for_cleaning(dir: &Dir, now: Instant) -> bool {
+    type Identity = (u64, u64, std::time::SystemTime);
+    static CLEANED: Mutex<Option<HashMap<Identity, Instant>>> = Mutex::new(None);
+    #[cfg(unix)]
+    let identity = {
+        use cap_std::fs::MetadataExt;
+        let Ok(metadata) = dir.dir_metadata() else {
+            return true;
+        };
+        let Ok(created) = metadata.created() else {
+            return true;
+        };
+        (metadata.dev(), metadata.ino(), created.into_std())
+    };
+    #[cfg(not(unix))]
+    let identity: Identity = {
+        let _ = dir;
+        return true;
+    };
+    let mut cleaned = CLEANED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cleaned = cleaned.get_or_insert_with(HashMap::new);
+    if cleaned
+        .get(&identity)
+        .is_some_and(|at| now.saturating_duration_since(*at) < CLEANED_FOR)
+    {
+        return false;
+    }
+    if cleaned.len() >= 4096 {
+        cleaned.retain(|_, at| now.saturating_duration_since(*at) < CLEANED_FOR);
+    }
+    cleaned.insert(identity, now);
+    true
 }
 
 fn is_abandoned(entry: &cap_std::fs::DirEntry) -> bool {
@@ -483,6 +543,46 @@ mod tests {
             .unwrap()
             .is_ok()
         );
+        // An append checks the expectation against the content it extends.
+        let stale_append = write(
+            &sandbox,
+            &path,
+            "more",
+            WriteMode::Append,
+            Some(&sha256_hex(b"current")),
+        )
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(stale_append.actual, sha256_hex(b"new"));
+        let appended = write(
+            &sandbox,
+            &path,
+            "more",
+            WriteMode::Append,
+            Some(&sha256_hex(b"new")),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(appended.sha256, sha256_hex(b"newmore"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "newmore");
+    }
+
+    #[test]
+    fn a_folder_is_looked_through_for_temporaries_at_most_once_a_minute() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(temp.path(), cap_std::ambient_authority()).unwrap();
+        let now = Instant::now();
+        assert!(due_for_cleaning(&dir, now));
+        let has_creation_time = dir.dir_metadata().unwrap().created().is_ok();
+        // Without a creation time a folder cannot be told from a later one: it is always due.
+        assert_eq!(
+            due_for_cleaning(&dir, now + Duration::from_secs(59)),
+            !has_creation_time
+        );
+        assert!(due_for_cleaning(
+            &dir,
+            now + CLEANED_FOR + Duration::from_secs(1)
+        ));
     }
 
     #[test]
