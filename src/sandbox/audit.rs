@@ -23,7 +23,7 @@ pub struct AuditEntry {
     pub id: Option<String>,
     /// The tool.
     pub tool: String,
-    /// The arguments as given.
+    /// The arguments as logged: made by [`logged_args`] from the arguments as given.
     pub args: Map<String, Value>,
     /// `ok`, `failed` or `denied`.
     pub outcome: &'static str,
@@ -102,16 +102,17 @@ fn entry_json(entry: &AuditEntry) -> Value {
         "time": crate::protocol::time::format_rfc3339(entry.time),
         "id": entry.id,
         "tool": entry.tool,
-        "args": redact(&entry.args),
+        "args": entry.args,
         "outcome": entry.outcome,
         "code": entry.code,
         "durationMs": u64::try_from(entry.duration.as_millis()).unwrap_or(u64::MAX),
     })
 }
 
-/// Content as `{bytes, sha256}`, environment values as their length: the log never holds file
-/// contents or secrets.
-fn redact(args: &Map<String, Value>) -> Value {
+/// The arguments as the log holds them: content as `{bytes, sha256}`, environment values as their
+/// length, the rest as given. The log never holds file contents or secrets, and a call's megabyte
+/// of content is never copied to be logged.
+pub fn logged_args(args: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, value) in args {
         let shown = match (key.as_str(), value) {
@@ -131,14 +132,17 @@ fn redact(args: &Map<String, Value>) -> Value {
             ("files", Value::Array(files)) => Value::Array(
                 files
                     .iter()
-                    .map(|f| f.as_object().map_or(Value::Null, redact))
+                    .map(|f| {
+                        f.as_object()
+                            .map_or(Value::Null, |f| Value::Object(logged_args(f)))
+                    })
                     .collect(),
             ),
             _ => value.clone(),
         };
         out.insert(key.clone(), shown);
     }
-    Value::Object(out)
+    out
 }
 
 #[cfg(test)]
@@ -156,7 +160,7 @@ mod tests {
                 time: SystemTime::UNIX_EPOCH,
                 id: Some(format!("call-{n}")),
                 tool: "fs.write".into(),
-                args: args.as_object().unwrap().clone(),
+                args: logged_args(args.as_object().unwrap()),
                 outcome: "ok",
                 code: None,
                 duration: Duration::from_millis(3),
