@@ -7,6 +7,7 @@
 //! - [`approval`]: a call policy asks about, asked through MCP elicitation.
 //! - [`roots`]: the client's roots, which only narrow flycode's.
 //! - [`server`]: the handler, cancellation and progress.
+//! - [`transport`]: newline-delimited JSON-RPC on stdio, with a direct path for plain tool calls.
 //!
 //! Nothing here writes to standard output: it carries the protocol alone. Warnings go to
 //! standard error.
@@ -16,5 +17,6 @@ pub mod result;
 pub mod roots;
 pub mod server;
 pub mod tools;
+pub mod transport;
 
 pub use server::{McpServer, McpSettings, serve_stdio};

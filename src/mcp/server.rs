@@ -41,6 +41,9 @@ use crate::tools::Limits;
 use crate::tools::executor::{Approval, Decided, Executor, Serial};
 use crate::tools::policy::Policy;
 use crate::tools::registry::{Invocation, is_read_only};
+use crate::tools::secrets::Secrets;
+use crate::tools::tool::BoundCall;
+use sha2::{Digest, Sha256};
 
 /// The key of the approval question in an `input_required` result.
 const APPROVAL_KEY: &str = "flycode_approval";
@@ -128,8 +131,9 @@ impl McpServer {
 
 /// Serves `server` on standard input and output until the client closes them.
 pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
+    let (reader, writer) = rmcp::transport::stdio_pipes();
     let running = server
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(super::transport::LineTransport::new(reader, writer))
         .await
         .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
     running
@@ -184,12 +188,14 @@ struct Prepared {
     message: String,
     judged_as: ToolName,
     runs_program: bool,
+    /// The call bound to its tool, for the run to use rather than parse the arguments again.
+    bound: Option<Box<dyn BoundCall>>,
 }
 
 impl Shared {
     async fn call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let id = format!("mcp-{}", request_id_text(&context.id));
@@ -205,7 +211,8 @@ impl Shared {
             );
             return Ok(call_tool_result(block, None, None).into());
         };
-        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        // Taken, not copied: a 1 MB write's content is in them.
+        let args = Value::Object(request.arguments.take().unwrap_or_default());
         let args = match validate_args(tool, args) {
             Ok(args) => args,
             Err(error) => {
@@ -243,8 +250,14 @@ impl Shared {
             SandboxFor::Refused(client) => return Ok(self.refuse_disjoint(&call, &client).into()),
         };
 
-        let prepared = self.prepare(&call, &sandbox);
-        let state = self.request_state(&request.name, &call.args, prepared.question.as_ref());
+        let mut prepared = self.prepare(&call, &sandbox);
+        // The token binding an answer to its call: needed only where something is asked (it
+        // hashes the whole call, a 1 MB write's content included).
+        let state = if prepared.question.is_some() || !pending.is_empty() {
+            self.request_state(&request.name, &call.args, prepared.question.as_ref())
+        } else {
+            String::new()
+        };
         let answer = match &prepared.question {
             None => Approval::Unavailable,
             Some(_) if !can_elicit(capabilities.as_ref()) => Approval::Unavailable,
@@ -308,8 +321,16 @@ impl Shared {
             asked: prepared.question.as_ref().map(|q| q.shown.clone()),
             answer,
         };
+        let bound = prepared.bound.take();
         let execution = self
-            .run(call, sandbox, approver, prepared.runs_program, &context)
+            .run(
+                call,
+                bound,
+                sandbox,
+                approver,
+                prepared.runs_program,
+                &context,
+            )
             .await?;
         drop(guard);
         let (call, mut execution) = execution;
@@ -461,6 +482,7 @@ impl Shared {
                 message: String::new(),
                 judged_as: call.tool,
                 runs_program: false,
+                bound: None,
             };
         };
         let question = question(
@@ -473,11 +495,14 @@ impl Shared {
             .as_ref()
             .map(|q| elicitation_message(q, &invocation, sandbox))
             .unwrap_or_default();
+        let judged_as = invocation.bound.judged_as();
+        let runs_program = invocation.effects().program.is_some();
         Prepared {
             question,
             message,
-            judged_as: invocation.bound.judged_as(),
-            runs_program: invocation.effects().program.is_some(),
+            judged_as,
+            runs_program,
+            bound: Some(invocation.bound),
         }
     }
 
@@ -488,9 +513,17 @@ impl Shared {
         args: &Map<String, Value>,
         question: Option<&Question>,
     ) -> String {
-        let args = Value::Object(args.clone()).to_string();
         let shown = question.map(|q| q.shown.as_str()).unwrap_or_default();
-        sha256_hex(format!("{}\n{name}\n{args}\n{shown}", self.state_key).as_bytes())
+        let mut hasher = HashWriter(Sha256::new());
+        hasher
+            .0
+            .update(format!("{}\n{name}\n", self.state_key).as_bytes());
+        // Streamed into the hash: the arguments are never copied or held as text.
+        if serde_json::to_writer(&mut hasher, args).is_err() {
+            hasher.0.update(b"(unserialisable)");
+        }
+        hasher.0.update(format!("\n{shown}").as_bytes());
+        hex::encode(hasher.0.finalize())
     }
 
     /// Runs the call on a blocking thread; a cancelled request sets its cancel flag, and a
@@ -498,6 +531,7 @@ impl Shared {
     async fn run(
         &self,
         call: Call,
+        bound: Option<Box<dyn BoundCall>>,
         sandbox: Arc<Sandbox>,
         approver: AnsweredApprover,
         runs_program: bool,
@@ -524,7 +558,10 @@ impl Shared {
                 restriction: None,
                 serial: Serial::default(),
             };
-            let execution = executor.execute(&call);
+            let execution = match bound {
+                Some(bound) => executor.execute_invocation(&Invocation { call: &call, bound }),
+                None => executor.execute(&call),
+            };
             (call, execution)
         });
         let progress_token = context.meta.get_progress_token().filter(|_| runs_program);
@@ -598,11 +635,16 @@ impl Shared {
         hint: &str,
     ) -> rmcp::model::CallToolResult {
         if let Some(audit) = &self.settings.audit {
+            // Masked as the executor masks what it logs (CONTRACT §12).
+            let secrets = Secrets::from_env(self.settings.limits.secret_names());
+            let mut args = crate::sandbox::audit::logged_args(&call.args);
+            args.values_mut()
+                .for_each(|value| secrets.mask_value(value));
             let entry = AuditEntry {
                 time: SystemTime::now(),
                 id: call.id.clone(),
                 tool: call.tool.as_str().to_owned(),
-                args: call.args.clone(),
+                args,
                 outcome: "denied",
                 code: Some(code.as_str().to_owned()),
                 duration: Duration::ZERO,
@@ -661,6 +703,20 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
 }
 
 /// The lock's data, also after a thread panicked while holding it.
+/// Feeds what is written to it into a sha256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()

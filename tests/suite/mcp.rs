@@ -392,11 +392,9 @@ fn a_cancelled_call_kills_its_process_tree_and_long_runs_report_progress() {
     }
 }
 
-#[test]
-fn standard_output_carries_only_protocol_messages() {
-    use std::io::{BufRead, BufReader, Write};
-    let place = place();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
+/// `flycode mcp --root ROOT` with its standard streams piped, for a test that speaks raw lines.
+fn spawn_raw(place: &Place) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_flycode"))
         .args(["mcp", "--root"])
         .arg(&place.root)
         .env("FLYCODE_STATE_DIR", &place.state)
@@ -406,11 +404,95 @@ fn standard_output_carries_only_protocol_messages() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+const INITIALIZE: [&str; 2] = [
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+];
+
+#[test]
+fn lines_that_are_not_requests_are_ignored_or_answered_under_their_id() {
+    use std::io::{BufRead, BufReader, Write};
+    let place = place();
+    let target = place.root.join("a.txt");
+    let mut child = spawn_raw(&place);
+    let mut stdin = child.stdin.take().unwrap();
+    let write = serde_json::json!({
+        "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+        "params": {"name": "fs_write", "arguments": {
+            "path": target, "mode": "overwrite", "content": "line \"one\"\n\u{e9}\ttwo\n"
+        }}
+    });
+    let read_with_meta = serde_json::json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "fs_read", "arguments": {"path": target}, "_meta": {"progressToken": "p"}}
+    });
+    let lines = [
+        INITIALIZE[0].to_owned(),
+        INITIALIZE[1].to_owned(),
+        "this is not JSON".to_owned(),
+        String::new(),
+        r#"{"jsonrpc":"2.0","method":"notifications/made-up","params":5}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":5,"method":7}"#.to_owned(),
+        write.to_string(),
+    ];
+    for line in &lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers: Vec<Value> = Vec::new();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next_answer = |answers: &mut Vec<Value>| {
+        let line = output.next().expect("the server closed early").unwrap();
+        answers.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
+    };
+    while answers.len() < 3 {
+        next_answer(&mut answers);
+    }
+    // Calls run concurrently: the read goes once the write has answered.
+    writeln!(stdin, "{read_with_meta}").unwrap();
+    stdin.flush().unwrap();
+    next_answer(&mut answers);
+    drop(stdin);
+    let rest: Vec<String> = output.map(Result::unwrap).collect();
+    assert!(child.wait().unwrap().success());
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert!(
+        rest.is_empty(),
+        "only four answers: {answers:?} then {rest:?}"
+    );
+    assert!(
+        [1, 5, 6, 7]
+            .iter()
+            .all(|id| ids.contains(&&Value::from(*id))),
+        "{ids:?}"
+    );
+    let invalid = answers.iter().find(|a| a["id"] == 5).unwrap();
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    let written = answers.iter().find(|a| a["id"] == 6).unwrap();
+    assert_eq!(written["result"]["isError"], false, "{written}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "line \"one\"\n\u{e9}\ttwo\n"
+    );
+    let read = answers.iter().find(|a| a["id"] == 7).unwrap();
+    assert_eq!(
+        read["result"]["content"][0]["text"], "line \"one\"\n\u{e9}\ttwo\n",
+        "{read}"
+    );
+}
+
+#[test]
+fn standard_output_carries_only_protocol_messages() {
+    use std::io::{BufRead, BufReader, Write};
+    let place = place();
+    let mut child = spawn_raw(&place);
     let mut stdin = child.stdin.take().unwrap();
     let requests = [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        INITIALIZE[0],
+        INITIALIZE[1],
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
     ];
     for request in requests {
