@@ -102,17 +102,26 @@ impl ResultBlock {
         tool: Option<super::ToolName>,
         result: Option<serde_json::Value>,
     ) -> serde_json::Value {
+        use serde_json::Value;
         let error = (!self.ok).then(
             || serde_json::json!({"code": self.code, "message": self.error, "hint": self.hint}),
         );
-        serde_json::json!({
-            "id": self.id,
-            "tool": tool.map(super::ToolName::as_str),
-            "command": self.command,
-            "ok": self.ok,
-            "error": error,
-            "result": result,
-        })
+        // Built by hand rather than with `json!`, which would copy `result` (a 1 MB read's
+        // content) to serialize it.
+        let mut report = serde_json::Map::new();
+        report.insert(
+            "id".into(),
+            self.id.clone().map_or(Value::Null, Value::String),
+        );
+        report.insert(
+            "tool".into(),
+            tool.map_or(Value::Null, |tool| Value::String(tool.as_str().to_owned())),
+        );
+        report.insert("command".into(), Value::String(self.command.clone()));
+        report.insert("ok".into(), Value::Bool(self.ok));
+        report.insert("error".into(), error.unwrap_or(Value::Null));
+        report.insert("result".into(), result.unwrap_or(Value::Null));
+        Value::Object(report)
     }
 
     /// A successful result.

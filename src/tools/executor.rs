@@ -28,7 +28,7 @@ pub struct Execution {
     pub tool: ToolName,
     /// The call in slash form.
     pub command: String,
-    /// The tool's output, when it succeeded.
+    /// The tool's output, when it succeeded, without its body: that has moved into `block`.
     pub output: Option<ToolOutput>,
     /// The error, when it failed.
     pub error: Option<ToolError>,
@@ -231,13 +231,14 @@ impl<'a> Executor<'a> {
                 audit_error = Some(format!("audit log {}: {error}", audit.path().display()));
             }
         }
-        let (block, summary) = match &result {
+        let (block, summary) = match &mut result {
             Ok(output) => {
+                let summary = tool.map(|tool| tool.summary(output)).unwrap_or_default();
+                // Moved, not copied: a 1 MB read's body is in the block from here on.
                 let mut block =
-                    ResultBlock::success(call.id.clone(), command.clone(), output.body.clone());
+                    ResultBlock::success(call.id.clone(), command.clone(), output.body.take());
                 block.fields = output.fields.clone();
                 let block = block.capped(self.limits.output_cap, output.continue_hint.as_deref());
-                let summary = tool.map(|tool| tool.summary(output)).unwrap_or_default();
                 (block, summary)
             }
             Err(error) => {

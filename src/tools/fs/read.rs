@@ -174,13 +174,15 @@ fn run_with(sandbox: &Sandbox, args: &ReadArgs, plan: &Plan) -> Result<ToolOutpu
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         file.read_to_end(&mut bytes)
             .map_err(|e| io_error(&args.path, &e))?;
-        let (content, span) = select_whole(&bytes, selection, args.encoding, &args.path)?;
-        // Kept only for the metadata, which hashes the same bytes.
-        (
-            content,
-            Shown::exact(span),
-            args.include_meta.then_some(bytes),
-        )
+        // The bytes are kept only for the metadata, which hashes the same bytes.
+        let (content, span, whole) = select_whole(
+            bytes,
+            selection,
+            args.encoding,
+            &args.path,
+            args.include_meta,
+        )?;
+        (content, Shown::exact(span), whole)
     };
 
     let meta = if !args.include_meta {
@@ -274,22 +276,43 @@ fn encode(bytes: Vec<u8>, encoding: Encoding) -> String {
 
 /// The selection of a file read whole, as before streaming existed: a `utf-8` read needs the
 /// whole file to be UTF-8.
+/// The part of a file read whole that `selection` asks for, and the file's bytes when
+/// `keep_bytes`. The whole of a UTF-8 file becomes the content without a copy.
 fn select_whole(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     selection: Selection,
     encoding: Encoding,
     path: &str,
-) -> Result<(String, Span), ToolError> {
+    keep_bytes: bool,
+) -> Result<(String, Span, Option<Vec<u8>>), ToolError> {
+    let not_utf8_at = |e: std::str::Utf8Error| not_utf8(path, e.valid_up_to() as u64);
     match encoding {
+        Encoding::Utf8 if selection == Selection::Whole => {
+            let (text, whole) = if keep_bytes {
+                let text = std::str::from_utf8(&bytes).map_err(not_utf8_at)?.to_owned();
+                (text, Some(bytes))
+            } else {
+                let text = String::from_utf8(bytes).map_err(|e| not_utf8_at(e.utf8_error()))?;
+                (text, None)
+            };
+            let total = text.chars().count() as u64;
+            let span = Span {
+                start: 0,
+                end: total,
+                total,
+            };
+            Ok((text, span, whole))
+        }
         Encoding::Utf8 => {
-            let text =
-                std::str::from_utf8(bytes).map_err(|e| not_utf8(path, e.valid_up_to() as u64))?;
+            let text = std::str::from_utf8(&bytes).map_err(not_utf8_at)?;
             let (part, span) = select_text(text, selection)?;
-            Ok((part.to_owned(), span))
+            let part = part.to_owned();
+            Ok((part, span, keep_bytes.then_some(bytes)))
         }
         Encoding::Base64 | Encoding::Hex => {
-            let (part, span) = select_bytes(bytes, selection)?;
-            Ok((encode(part.to_vec(), encoding), span))
+            let (part, span) = select_bytes(&bytes, selection)?;
+            let part = encode(part.to_vec(), encoding);
+            Ok((part, span, keep_bytes.then_some(bytes)))
         }
     }
 }
@@ -1220,6 +1243,32 @@ mod tests {
         all
     }
 
+    #[test]
+    fn a_whole_read_is_the_file_and_spans_every_character() {
+        for text in ["αβγ line\n😀", "", "x\ny"] {
+            let (content, span, _) = select_whole(
+                text.as_bytes().to_vec(),
+                Selection::Whole,
+                Encoding::Utf8,
+                "f",
+                false,
+            )
+            .unwrap();
+            let (part, expected) = select_text(text, Selection::Whole).unwrap();
+            assert_eq!((content.as_str(), span), (part, expected));
+        }
+        let error = select_whole(
+            b"ab\xffc".to_vec(),
+            Selection::Whole,
+            Encoding::Utf8,
+            "f",
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(error.code, ErrorCode::BinaryContent);
+        assert!(error.message.contains("offset 2"), "{}", error.message);
+    }
+
     /// Streaming in any block size gives what a whole read gives, with the same positions and
     /// totals wherever the streamed read knows them.
     #[test]
@@ -1242,12 +1291,22 @@ mod tests {
                     text.len() as u64
                 };
                 for selection in selections(units, lines) {
-                    let whole = select_whole(text.as_bytes(), selection, encoding, "f");
+                    let whole =
+                        select_whole(text.as_bytes().to_vec(), selection, encoding, "f", false);
+                    let kept =
+                        select_whole(text.as_bytes().to_vec(), selection, encoding, "f", true);
+                    if let (Ok((content, span, none)), Ok((same, same_span, bytes))) =
+                        (&whole, &kept)
+                    {
+                        assert_eq!((content, span), (same, same_span));
+                        assert!(none.is_none());
+                        assert_eq!(bytes.as_deref(), Some(text.as_bytes()));
+                    }
                     for block in [1, 2, 3, 5, 7, 64] {
                         let got = streamed(text.as_bytes(), selection, encoding, &tiny(block));
                         let context = format!("{text:?} {selection:?} {encoding:?} block {block}");
                         match (&whole, got) {
-                            (Ok((content, span)), Ok((got, shown))) => {
+                            (Ok((content, span, _)), Ok((got, shown))) => {
                                 assert_eq!(&got, content, "{context}");
                                 let expected_count = match selection {
                                     Selection::Lines(..) if span.total == 0 => 0,
