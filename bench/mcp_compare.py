@@ -1,7 +1,9 @@
 """The measuring half of bench/mcp_compare.sh: python mcp_compare.py FLYCODE SCRATCH RUNS."""
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -124,9 +126,86 @@ async def measure(name, params, root):
     return figures
 
 
+class RawClient:
+    """JSON-RPC over the server's pipes with no SDK: one line out, read lines until the answer.
+    What it measures is the server's own time plus the pipes, nearly without client overhead."""
+
+    def __init__(self, params):
+        self.process = subprocess.Popen(
+            [params.command, *params.args], env=params.env, cwd=params.cwd,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method, params):
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("the server closed its output")
+            message = json.loads(line)
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+
+    def close(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # desktop-commander stays after its input closes
+            self.process.terminate()
+            self.process.wait()
+
+
+def measure_raw(name, params, root):
+    ops = operations(root)[name]
+    client = RawClient(params)
+    try:
+        if name == "desktop-commander":
+            client.request("tools/call", {"name": "set_config_value", "arguments": {"key": "fileWriteLineLimit", "value": 100000}})
+        pings = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            client.request("ping", {})
+            pings.append((time.perf_counter() - started) * 1000)
+        figures = {"ping (no tool: the floor)": statistics.median(pings)}
+        for op, spec in ops.items():
+            if spec is None:
+                figures[op] = None
+                continue
+            times = []
+            for i in range(100 if op == "small write" else runs):
+                tool, args = spec(i) if callable(spec) else spec
+                started = time.perf_counter()
+                client.request("tools/call", {"name": tool, "arguments": args})
+                times.append((time.perf_counter() - started) * 1000)
+            figures[op] = statistics.median(times)
+        return figures
+    finally:
+        client.close()
+
+
+def server_params(name, root, home):
+    env_base = {k: os.environ[k] for k in ("PATH",) if k in os.environ}
+    env = dict(env_base, HOME=home, FLYCODE_STATE_DIR=os.path.join(home, "state"), XDG_CONFIG_HOME=os.path.join(home, "config"))
+    if name == "flycode":
+        with open(os.path.join(home, "flycode.toml"), "w") as f:
+            f.write("output_cap = 2097152\n")
+        return StdioServerParameters(command=flycode, args=["mcp", "--root", root], env=env, cwd=home)
+    if name == "server-filesystem":
+        return StdioServerParameters(command="node", args=[os.path.join(npm, "@modelcontextprotocol/server-filesystem/dist/index.js"), root], env=env, cwd=home)
+    return StdioServerParameters(command="node", args=[os.path.join(npm, "@wonderwhy-er/desktop-commander/dist/index.js")], env=env, cwd=home)
+
+
 async def main():
     results = {}
-    env_base = {k: os.environ[k] for k in ("PATH",) if k in os.environ}
+    raw = {}
     for name in ["flycode", "server-filesystem", "desktop-commander"]:
         root = os.path.join(scratch, "root-" + name)
         corpus(root)
@@ -137,16 +216,9 @@ async def main():
         time.sleep(4)
         home = os.path.join(scratch, "home-" + name)
         os.makedirs(home, exist_ok=True)
-        env = dict(env_base, HOME=home, FLYCODE_STATE_DIR=os.path.join(home, "state"), XDG_CONFIG_HOME=os.path.join(home, "config"))
-        if name == "flycode":
-            with open(os.path.join(home, "flycode.toml"), "w") as f:
-                f.write("output_cap = 2097152\n")
-            params = StdioServerParameters(command=flycode, args=["mcp", "--root", root], env=env, cwd=home)
-        elif name == "server-filesystem":
-            params = StdioServerParameters(command="node", args=[os.path.join(npm, "@modelcontextprotocol/server-filesystem/dist/index.js"), root], env=env, cwd=home)
-        else:
-            params = StdioServerParameters(command="node", args=[os.path.join(npm, "@wonderwhy-er/desktop-commander/dist/index.js")], env=env, cwd=home)
+        params = server_params(name, root, home)
         results[name] = await measure(name, params, root)
+        raw[name] = measure_raw(name, params, root)
     names = list(results)
     ops = [op for op in results["flycode"] if op != "peak RSS"]
     print(f"\nmedian ms per call over {runs} calls (100 for small write); client: python mcp SDK, stdio\n")
@@ -168,6 +240,13 @@ async def main():
     print("| peak RSS (MiB) | " + " | ".join(f"{results[n]['peak RSS'] / 1024:.1f}" for n in names) + " |")
     for note in notes:
         print("note:", note)
+    print(f"\nthe same operations from a raw JSON-RPC client (no SDK: the server's own time plus the pipes), median ms\n")
+    print("| operation | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    for op in ops:
+        print(f"| {op} | " + " | ".join("n/a" if raw[n][op] is None else f"{raw[n][op]:.3f}" for n in names) + " |")
+    floor = "ping (no tool: the floor)"
+    print("| trivial call minus ping (the tool's own cost) | " + " | ".join(f"{raw[n]['trivial (read 5 B)'] - raw[n][floor]:.3f}" for n in names) + " |")
 
 
 anyio.run(main)

@@ -3,7 +3,9 @@
 # (the official Python MCP SDK, from target/mcp-venv as .ci/run makes it) on the same operations:
 # list depth 1 and 3, read 1 MB, the first 200 lines of a 20 MB file, a content search, write
 # 1 MB, 100 small writes, a trivial call (read a 5-byte file). Prints the median latency of each
-# operation per server (ms, client round trip) and each server's peak resident memory.
+# operation per server (ms, client round trip) and each server's peak resident memory; then the
+# same operations from a raw JSON-RPC client (no SDK), which shows the server's own time: with the
+# SDK, a 1 MB answer costs the client more than any of the servers spend on it.
 #
 #   bench/mcp_compare.sh            (env: RUNS per operation, default 30; SCRATCH folder)
 #
