@@ -14,8 +14,11 @@
 //! line that is not JSON is ignored (answering it could start an error storm), and a line longer
 //! than [`MAX_LINE`] is dropped. Unlike rmcp, well-formed JSON that is not a valid request is
 //! answered with `Invalid Request` under the request's own `id` (so the client's call fails
-//! rather than waits), and an invalid notification is not answered at all (JSON-RPC forbids
-//! replying to a notification). Each is noted on stderr.
+//! rather than waits); an invalid notification is not answered (JSON-RPC forbids replying to a
+//! notification), nor is an invalid answer (its `id` is one of the server's own requests). At
+//! most [`ANSWERS_IN_FLIGHT`] such answers are written at once, and reading waits for a place,
+//! so a client that sends bad lines and reads nothing cannot make them pile up. Each is noted on
+//! stderr, up to [`NOTES`] notes.
 
 use std::sync::Arc;
 
@@ -26,6 +29,7 @@ use rmcp::model::{
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The longest line read (rmcp's limit too); a longer one is dropped.
@@ -41,7 +45,20 @@ pub struct LineTransport<R, W> {
     /// Whether the rest of an over-long line is being skipped.
     discarding: bool,
     writer: Arc<tokio::sync::Mutex<W>>,
+    /// The answer to an invalid request, waiting for a place among [`ANSWERS_IN_FLIGHT`].
+    pending_answer: Option<TxJsonRpcMessage<RoleServer>>,
+    answers_in_flight: Arc<tokio::sync::Semaphore>,
+    /// Notes written about lines that are not messages; past [`NOTES`] they are not written.
+    notes: u32,
 }
+
+/// Answers to invalid requests being written at once: past this, reading waits, so a client that
+/// sends bad lines and never reads its answers cannot make them pile up.
+const ANSWERS_IN_FLIGHT: usize = 16;
+
+/// Notes about lines that are not messages written to standard error at most: a client that
+/// floods bad lines must not stall the server on a standard error nobody reads.
+const NOTES: u32 = 100;
 
 impl<R, W> LineTransport<R, W>
 where
@@ -55,6 +72,21 @@ where
             line: Vec::new(),
             discarding: false,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            pending_answer: None,
+            answers_in_flight: Arc::new(tokio::sync::Semaphore::new(ANSWERS_IN_FLIGHT)),
+            notes: 0,
+        }
+    }
+
+    /// Writes a note about a line to standard error, up to [`NOTES`] of them.
+    fn note(&mut self, text: std::fmt::Arguments<'_>) {
+        self.notes = self.notes.saturating_add(1);
+        match self.notes.cmp(&NOTES) {
+            std::cmp::Ordering::Less => eprintln!("flycode mcp: {text}"),
+            std::cmp::Ordering::Equal => eprintln!(
+                "flycode mcp: {text} (further notes about lines that are not messages are not shown)"
+            ),
+            std::cmp::Ordering::Greater => {}
         }
     }
 
@@ -93,15 +125,24 @@ where
         }
     }
 
-    /// Answers a request that could not be read, without holding up the reading.
-    fn answer_invalid(&self, id: Option<RequestId>, reason: String) {
-        let answer: TxJsonRpcMessage<RoleServer> =
-            JsonRpcMessage::error(ErrorData::invalid_request(reason, None), id);
-        let future = self.send_message(&answer);
+    /// Sends the pending answer to an invalid request once fewer than [`ANSWERS_IN_FLIGHT`] are
+    /// being written. Cancel-safe: the answer stays pending until it has a place.
+    async fn send_pending_answer(&mut self) {
+        if self.pending_answer.is_none() {
+            return;
+        }
+        let Ok(place) = Arc::clone(&self.answers_in_flight).acquire_owned().await else {
+            return;
+        };
+        let Some(answer) = self.pending_answer.take() else {
+            return;
+        };
+        let writing = self.send_message(&answer);
         tokio::spawn(async move {
-            if let Err(error) = future.await {
+            if let Err(error) = writing.await {
                 eprintln!("flycode mcp: could not answer an invalid request: {error}");
             }
+            drop(place);
         });
     }
 
@@ -140,6 +181,7 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            self.send_pending_answer().await;
             match self.read_line().await {
                 Ok(true) => {}
                 // The end of the input: a last line without its newline is not a message.
@@ -155,14 +197,20 @@ where
                 LineRead::Message(message) => return Some(*message),
                 LineRead::Nothing => {}
                 LineRead::NotJson(error) => {
-                    eprintln!("flycode mcp: ignored a line that is not JSON ({error})");
+                    self.note(format_args!("ignored a line that is not JSON ({error})"));
                 }
                 LineRead::InvalidNotification(error) => {
-                    eprintln!("flycode mcp: ignored an invalid notification ({error})");
+                    self.note(format_args!("ignored an invalid notification ({error})"));
+                }
+                LineRead::InvalidResponse(error) => {
+                    self.note(format_args!("ignored an invalid response ({error})"));
                 }
                 LineRead::InvalidRequest(id, error) => {
-                    eprintln!("flycode mcp: answered an invalid request ({error})");
-                    self.answer_invalid(id, format!("Invalid request: {error}"));
+                    self.note(format_args!("answered an invalid request ({error})"));
+                    self.pending_answer = Some(JsonRpcMessage::error(
+                        ErrorData::invalid_request(format!("Invalid request: {error}"), None),
+                        id,
+                    ));
                 }
             }
         }
@@ -186,9 +234,14 @@ pub enum LineRead {
     Nothing,
     /// Not JSON: ignored.
     NotJson(serde_json::Error),
-    /// JSON, but not a message the server reads, without an `id`: ignored.
+    /// JSON with a `method` and no `id`, but not a notification the server reads: ignored
+    /// (JSON-RPC forbids answering a notification).
     InvalidNotification(serde_json::Error),
-    /// JSON, but not a request the server reads: answered under its `id` where it has one.
+    /// JSON shaped like an answer (`result` or `error`, or no `method`), but not one the server
+    /// reads: ignored (its `id` is one of the server's own requests, not the client's).
+    InvalidResponse(serde_json::Error),
+    /// Any other JSON that is not a request the server reads: answered under its `id` where it
+    /// has a usable one, else under `null`.
     InvalidRequest(Option<RequestId>, serde_json::Error),
 }
 
@@ -206,11 +259,21 @@ pub fn read_message(line: &[u8]) -> LineRead {
     match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(message) => LineRead::Message(Box::new(message)),
         Err(error) if error.is_syntax() || error.is_eof() => LineRead::NotJson(error),
-        Err(error) => match serde_json::from_slice::<Addressed>(line) {
-            Ok(Addressed { id: Some(id) }) => LineRead::InvalidRequest(Some(id), error),
-            Ok(Addressed { id: None }) => LineRead::InvalidNotification(error),
-            Err(_) => LineRead::InvalidRequest(None, error),
-        },
+        Err(error) => {
+            let Ok(Value::Object(members)) = serde_json::from_slice::<Value>(line) else {
+                return LineRead::InvalidRequest(None, error);
+            };
+            let answer_shaped = members.contains_key("result") || members.contains_key("error");
+            match (members.get("method"), members.get("id")) {
+                (None, _) => LineRead::InvalidResponse(error),
+                (Some(_), _) if answer_shaped => LineRead::InvalidResponse(error),
+                (Some(_), None) => LineRead::InvalidNotification(error),
+                (Some(_), Some(id)) => {
+                    let id = serde_json::from_value::<RequestId>(id.clone()).ok();
+                    LineRead::InvalidRequest(id, error)
+                }
+            }
+        }
     }
 }
 
@@ -248,13 +311,6 @@ impl PlainToolCall {
     }
 }
 
-/// The `id` of a JSON object, if it has a usable one.
-#[derive(Deserialize)]
-struct Addressed {
-    #[serde(default)]
-    id: Option<RequestId>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +329,24 @@ mod tests {
         }
     }
 
+    /// Whether both paths read `line` as a `tools/call` request (not a custom request).
+    fn both_read_a_tool_call(line: &str) -> bool {
+        let is_tool_call = |message: &RxJsonRpcMessage<RoleServer>| {
+            matches!(
+                message,
+                JsonRpcMessage::Request(JsonRpcRequest {
+                    request: ClientRequest::CallToolRequest(_),
+                    ..
+                })
+            )
+        };
+        let here = match read_message(line.as_bytes()) {
+            LineRead::Message(message) => is_tool_call(&message),
+            _ => false,
+        };
+        here && is_tool_call(&serde_json::from_str(line).unwrap())
+    }
+
     fn is_plain(line: &str) -> bool {
         serde_json::from_str::<PlainToolCall>(line).is_ok()
     }
@@ -285,6 +359,7 @@ mod tests {
         })
         .to_string();
         assert!(is_plain(&line));
+        assert!(both_read_a_tool_call(&line));
         assert_eq!(through_here(&line), through_rmcp(&line));
         let without_arguments =
             r#"{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":"fs_ls"}}"#;
@@ -324,6 +399,22 @@ mod tests {
         assert!(matches!(
             read_message(br#"{"jsonrpc":"2.0","method":"notifications/whatever","params":5}"#),
             LineRead::InvalidNotification(_)
+        ));
+        // An answer's id is one of the server's own requests: never answered under it.
+        for answer in [
+            br#"{"jsonrpc":"2.0","id":5,"result":{},"error":{}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":5}"#,
+            br#"{"jsonrpc":"2.0","id":5,"method":"ping","result":{}}"#,
+        ] {
+            assert!(
+                matches!(read_message(answer), LineRead::InvalidResponse(_)),
+                "{}",
+                String::from_utf8_lossy(answer)
+            );
+        }
+        assert!(matches!(
+            read_message(br#"{"jsonrpc":"2.0","id":null,"method":5}"#),
+            LineRead::InvalidRequest(None, _)
         ));
         assert!(matches!(
             read_message(br#"[1, 2]"#),
@@ -367,6 +458,46 @@ mod tests {
         assert!(transport.receive().await.is_none());
     }
 
+    #[tokio::test]
+    async fn a_client_that_never_reads_its_answers_holds_up_reading_instead_of_piling_them_up() {
+        let (client, server) = tokio::io::duplex(256);
+        let (mut client_output, mut client_input) = tokio::io::split(client);
+        let (reader, writer) = tokio::io::split(server);
+        let mut transport = LineTransport::new(reader, writer);
+        tokio::spawn(async move {
+            for id in 0..40 {
+                let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":5}}\n");
+                client_input.write_all(line.as_bytes()).await.unwrap();
+            }
+            client_input
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"last\",\"method\":\"ping\"}\n")
+                .await
+                .unwrap();
+            client_input
+        });
+        let blocked =
+            tokio::time::timeout(std::time::Duration::from_millis(300), transport.receive()).await;
+        assert!(
+            blocked.is_err(),
+            "the ping cannot be reached while answers wait"
+        );
+        assert_eq!(transport.answers_in_flight.available_permits(), 0);
+        // Once the client reads, every answer is written and the ping is read.
+        let reading = tokio::spawn(async move {
+            let mut answers = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut client_output, &mut answers)
+                .await
+                .unwrap();
+            answers
+        });
+        let message = transport.receive().await.unwrap();
+        assert_eq!(serde_json::to_value(message).unwrap()["id"], "last");
+        drop(transport);
+        let answers = String::from_utf8(reading.await.unwrap()).unwrap();
+        assert_eq!(answers.lines().count(), 40, "{answers}");
+        assert!(answers.lines().all(|line| line.contains("-32600")));
+    }
+
     proptest! {
         #[test]
         fn any_plain_tool_call_reads_as_rmcp_reads_it(
@@ -382,6 +513,7 @@ mod tests {
             })
             .to_string();
             prop_assert!(is_plain(&line));
+            prop_assert!(both_read_a_tool_call(&line));
             prop_assert_eq!(through_here(&line), through_rmcp(&line));
         }
     }
