@@ -4,8 +4,8 @@
 //! rmcp reads every message through serde's buffered untagged and flattened deserialisation, which
 //! copies each string of a message several times: a 1 MB `fs_write` spent about 3 ms there, more
 //! than writing and flushing the file. A `tools/call` request in its plain form (`jsonrpc`, `id`,
-//! `method`, and `params` holding only `name` and `arguments`) is therefore read here directly
-//! into rmcp's types, each string parsed once. Every other line (a call with `_meta`, input
+//! `method`, and `params` holding only `name`, `arguments` and `_meta`) is therefore read here
+//! directly into rmcp's types, each string parsed once. Every other line (a call with input
 //! responses or request state, and every other message) goes through rmcp's own deserialisation,
 //! so its meaning is rmcp's; tests check that both paths read a plain call alike.
 //!
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestMethod, CallToolRequestParams, ClientRequest, ErrorData, JsonObject,
-    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, Request, RequestId,
+    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, Request, RequestId, RequestMetaObject,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -277,8 +277,9 @@ pub fn read_message(line: &[u8]) -> LineRead {
     }
 }
 
-/// A `tools/call` request in its plain form. Anything more (`_meta`, `inputResponses`,
-/// `requestState`, another member) makes it fail, and the line is read by rmcp instead.
+/// A `tools/call` request in its plain form: `name`, `arguments` and `_meta`. Anything more
+/// (`inputResponses`, `requestState`, another member) makes it fail, and the line is read by rmcp
+/// instead.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlainToolCall {
@@ -296,6 +297,10 @@ struct PlainToolCallParams {
     name: String,
     #[serde(default)]
     arguments: Option<JsonObject>,
+    /// The request's metadata (a progress token; in the 2026-07-28 era, every request's protocol
+    /// version and client), kept where rmcp keeps it: in the request's extensions.
+    #[serde(rename = "_meta", default)]
+    meta: Option<JsonObject>,
 }
 
 impl PlainToolCall {
@@ -304,9 +309,13 @@ impl PlainToolCall {
         if let Some(arguments) = self.params.arguments {
             params = params.with_arguments(arguments);
         }
+        let mut request = Request::new(params);
+        if let Some(meta) = self.params.meta {
+            request.extensions.insert(RequestMetaObject::from(meta));
+        }
         JsonRpcMessage::Request(JsonRpcRequest::new(
             self.id,
-            ClientRequest::CallToolRequest(Request::new(params)),
+            ClientRequest::CallToolRequest(request),
         ))
     }
 }
@@ -371,9 +380,8 @@ mod tests {
     }
 
     #[test]
-    fn a_call_with_meta_or_retry_state_and_every_other_message_is_read_by_rmcp() {
+    fn a_call_with_retry_state_and_every_other_message_is_read_by_rmcp() {
         for line in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_run","arguments":{},"_meta":{"progressToken":3}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs_write","arguments":{},"requestState":"abc"}}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -382,10 +390,37 @@ mod tests {
             assert!(!is_plain(line), "{line}");
             assert_eq!(through_here(line), through_rmcp(line), "{line}");
         }
-        let with_meta = through_here(
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_run","_meta":{"progressToken":3}}}"#,
+    }
+
+    #[test]
+    fn a_calls_metadata_lands_where_rmcp_puts_it() {
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_run","arguments":{"program":"sleep"},"_meta":{"progressToken":3,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(is_plain(line));
+        assert!(both_read_a_tool_call(line));
+        assert_eq!(through_here(line), through_rmcp(line));
+        let meta = |message: RxJsonRpcMessage<RoleServer>| match message {
+            JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(request),
+                ..
+            }) => request.extensions.get::<RequestMetaObject>().cloned(),
+            _ => None,
+        };
+        let here = match read_message(line.as_bytes()) {
+            LineRead::Message(message) => meta(*message),
+            _ => None,
+        };
+        let rmcp = meta(serde_json::from_str(line).unwrap());
+        assert!(here.is_some());
+        assert_eq!(here, rmcp);
+        assert_eq!(
+            here.unwrap().get_progress_token(),
+            Some(rmcp::model::ProgressToken(
+                rmcp::model::NumberOrString::Number(3)
+            ))
         );
-        assert_eq!(with_meta["params"]["_meta"]["progressToken"], 3);
+        let null_meta = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs_ls","_meta":null}}"#;
+        assert!(is_plain(null_meta));
+        assert_eq!(through_here(null_meta), through_rmcp(null_meta));
     }
 
     #[test]
