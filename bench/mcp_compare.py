@@ -1,4 +1,4 @@
-"""The measuring half of bench/mcp_compare.sh: python mcp_compare.py FLYCODE SCRATCH RUNS."""
+"""The measuring half of bench/mcp_compare.sh: python mcp_compare.py FLYCODE SCRATCH RUNS ROUNDS."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-flycode, scratch, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+flycode, scratch, runs, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 npm = os.path.join(scratch, "npm", "node_modules")
 
 
@@ -106,7 +106,7 @@ async def measure(name, params, root):
             started = time.perf_counter()
             await client.send_ping()
             pings.append((time.perf_counter() - started) * 1000)
-        figures["ping (no tool: the floor)"] = (statistics.median(pings), None)
+        figures["ping (no tool: the floor)"] = (pings, None)
         for op, spec in ops.items():
             if spec is None:
                 figures[op] = None
@@ -121,7 +121,7 @@ async def measure(name, params, root):
                 times.append((time.perf_counter() - started) * 1000)
                 if result.is_error:
                     error = " ".join(getattr(b, "text", "") for b in result.content)[:120]
-            figures[op] = (statistics.median(times), error)
+            figures[op] = (times, error)
         figures["peak RSS"] = children_rss()
     return figures
 
@@ -174,7 +174,7 @@ def measure_raw(name, params, root):
             started = time.perf_counter()
             client.request("ping", {})
             pings.append((time.perf_counter() - started) * 1000)
-        figures = {"ping (no tool: the floor)": statistics.median(pings)}
+        figures = {"ping (no tool: the floor)": pings}
         for op, spec in ops.items():
             if spec is None:
                 figures[op] = None
@@ -185,7 +185,7 @@ def measure_raw(name, params, root):
                 started = time.perf_counter()
                 client.request("tools/call", {"name": tool, "arguments": args})
                 times.append((time.perf_counter() - started) * 1000)
-            figures[op] = statistics.median(times)
+            figures[op] = times
         return figures
     finally:
         client.close()
@@ -203,25 +203,51 @@ def server_params(name, root, home):
     return StdioServerParameters(command="node", args=[os.path.join(npm, "@wonderwhy-er/desktop-commander/dist/index.js")], env=env, cwd=home)
 
 
+def pooled(rounds):
+    """One server's rounds as one: every op's samples together, the highest peak memory."""
+    merged = {}
+    for figures in rounds:
+        for op, figure in figures.items():
+            if op == "peak RSS":
+                merged[op] = max(merged.get(op, 0), figure)
+            elif figure is None:
+                merged[op] = None
+            elif isinstance(figure, tuple):
+                times, error = figure
+                known = merged.get(op) or ([], None)
+                merged[op] = (known[0] + times, known[1] or error)
+            else:
+                merged[op] = merged.get(op, []) + figure
+    return merged
+
+
 async def main():
-    results = {}
-    raw = {}
-    for name in ["flycode", "server-filesystem", "desktop-commander"]:
+    names = ["flycode", "server-filesystem", "desktop-commander"]
+    sdk_rounds = {name: [] for name in names}
+    raw_rounds = {name: [] for name in names}
+    places = {}
+    for name in names:
         root = os.path.join(scratch, "root-" + name)
         corpus(root)
-        # Files a model reads have usually been still for a while; flycode's stale-read guard
-        # remembers the hash of a file only once it has been unchanged for 3 s (a file written
-        # just before is hashed on every read, so its figures would be those of a file being
-        # edited while it is read). The other servers are unaffected by the wait.
-        time.sleep(4)
         home = os.path.join(scratch, "home-" + name)
         os.makedirs(home, exist_ok=True)
-        params = server_params(name, root, home)
-        results[name] = await measure(name, params, root)
-        raw[name] = measure_raw(name, params, root)
-    names = list(results)
+        places[name] = (root, server_params(name, root, home))
+    # Files a model reads have usually been still for a while; flycode's stale-read guard
+    # remembers the hash of a file only once it has been unchanged for 3 s (a file written just
+    # before is hashed on every read, so its figures would be those of a file being edited while
+    # it is read). The other servers are unaffected by the wait.
+    time.sleep(4)
+    # The servers take turns, round after round, so that a busy spell of a shared machine does
+    # not fall on one server's figures alone; each figure is the median of all rounds' calls.
+    for _ in range(rounds):
+        for name in names:
+            root, params = places[name]
+            sdk_rounds[name].append(await measure(name, params, root))
+            raw_rounds[name].append(measure_raw(name, params, root))
+    results = {name: pooled(sdk_rounds[name]) for name in names}
+    raw = {name: pooled(raw_rounds[name]) for name in names}
     ops = [op for op in results["flycode"] if op != "peak RSS"]
-    print(f"\nmedian ms per call over {runs} calls (100 for small write); client: python mcp SDK, stdio\n")
+    print(f"\nmedian ms per call, {rounds} rounds of {runs} calls (100 for small write); client: python mcp SDK, stdio\n")
     print("| operation | " + " | ".join(names) + " |")
     print("| --- |" + " --- |" * len(names))
     notes = []
@@ -232,21 +258,22 @@ async def main():
             if figure is None:
                 cells.append("n/a")
             else:
-                median, error = figure
-                cells.append(f"{median:.2f}" + (" (error)" if error else ""))
+                times, error = figure
+                cells.append(f"{statistics.median(times):.2f}" + (" (error)" if error else ""))
                 if error:
                     notes.append(f"{name} / {op}: {error}")
         print(f"| {op} | " + " | ".join(cells) + " |")
     print("| peak RSS (MiB) | " + " | ".join(f"{results[n]['peak RSS'] / 1024:.1f}" for n in names) + " |")
     for note in notes:
         print("note:", note)
-    print(f"\nthe same operations from a raw JSON-RPC client (no SDK: the server's own time plus the pipes), median ms\n")
+    print("\nthe same operations from a raw JSON-RPC client (no SDK: the server's own time plus the pipes), median ms\n")
     print("| operation | " + " | ".join(names) + " |")
     print("| --- |" + " --- |" * len(names))
+    median = {n: {op: None if raw[n][op] is None else statistics.median(raw[n][op]) for op in ops} for n in names}
     for op in ops:
-        print(f"| {op} | " + " | ".join("n/a" if raw[n][op] is None else f"{raw[n][op]:.3f}" for n in names) + " |")
+        print(f"| {op} | " + " | ".join("n/a" if median[n][op] is None else f"{median[n][op]:.3f}" for n in names) + " |")
     floor = "ping (no tool: the floor)"
-    print("| trivial call minus ping (the tool's own cost) | " + " | ".join(f"{raw[n]['trivial (read 5 B)'] - raw[n][floor]:.3f}" for n in names) + " |")
+    print("| trivial call minus ping (the tool's own cost) | " + " | ".join(f"{median[n]['trivial (read 5 B)'] - median[n][floor]:.3f}" for n in names) + " |")
 
 
 anyio.run(main)

@@ -7,7 +7,8 @@
 # same operations from a raw JSON-RPC client (no SDK), which shows the server's own time: with the
 # SDK, a 1 MB answer costs the client more than any of the servers spend on it.
 #
-#   bench/mcp_compare.sh            (env: RUNS per operation, default 30; SCRATCH folder)
+#   bench/mcp_compare.sh     (env: RUNS calls per operation and round, default 30; ROUNDS, default
+#                             3: the servers take turns round after round; SCRATCH folder)
 #
 # The npm servers (@modelcontextprotocol/server-filesystem, @wonderwhy-er/desktop-commander) are
 # installed into a scratch folder, without install scripts (they would download a browser and a
@@ -28,4 +29,4 @@ if [ ! -x "$scratch/npm/node_modules/.bin/mcp-server-filesystem" ]; then
     PUPPETEER_SKIP_DOWNLOAD=1 npm install --silent --no-audit --no-fund --ignore-scripts \
       @modelcontextprotocol/server-filesystem@2026.8.31 @wonderwhy-er/desktop-commander@0.2.52)
 fi
-"$venv/bin/python" bench/mcp_compare.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-30}"
+"$venv/bin/python" bench/mcp_compare.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-30}" "${ROUNDS:-3}"
