@@ -54,11 +54,11 @@ pub struct LineTransport<R, W> {
 
 /// Answers to invalid requests being written at once: past this, reading waits, so a client that
 /// sends bad lines and never reads its answers cannot make them pile up.
-const ANSWERS_IN_FLIGHT: usize = 16;
+pub const ANSWERS_IN_FLIGHT: usize = 16;
 
 /// Notes about lines that are not messages written to standard error at most: a client that
 /// floods bad lines must not stall the server on a standard error nobody reads.
-const NOTES: u32 = 100;
+pub const NOTES: u32 = 100;
 
 impl<R, W> LineTransport<R, W>
 where

@@ -280,8 +280,9 @@ fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
 /// flycode killed while this one runs): the records of dead processes are recovered first, so a
 /// half-done batch is finished or undone rather than losing its backups here.
 ///
-/// A folder is looked through at most once a minute per process (see [`due_for_cleaning`]):
-/// listing it on every write would make each write to a large folder pay for the listing.
+/// A folder is looked through at most once a minute per process (folders told apart by device,
+/// inode and creation time): listing it on every write would make each write to a large folder
+/// pay for the listing.
 pub fn clean_stale_temporaries(dir: &Dir) {
     if !due_for_cleaning(dir, Instant::now()) {
         return;
