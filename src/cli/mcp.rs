@@ -7,6 +7,17 @@ use crate::mcp::{McpServer, McpSettings, serve_stdio};
 use crate::protocol::ToolSet;
 use crate::sandbox::AuditLog;
 
+/// The flycode.toml a user edits to allow a call: the one read (made absolute: an MCP client
+/// starts the server in a folder of its own choosing), else the user's configuration file.
+fn settings_file(read: Option<&std::path::Path>) -> std::path::PathBuf {
+    let in_config_dir =
+        || crate::sandbox::protect::user_config_dir().map(|d| d.join("flycode.toml"));
+    match read {
+        Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.to_owned()),
+        None => in_config_dir().unwrap_or_else(|| "flycode.toml".into()),
+    }
+}
+
 /// Runs `flycode mcp` until the client closes the connection.
 pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(&args.roots, args.approve, None);
@@ -38,6 +49,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             tool_set,
             protected: config.protected.clone(),
             audit: AuditLog::default_location(),
+            config_file: settings_file(config.source.as_deref()),
         },
     );
     let runtime = tokio::runtime::Builder::new_current_thread()

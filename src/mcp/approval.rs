@@ -13,6 +13,7 @@
 //! other.
 
 use std::io::Read;
+use std::path::Path;
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 
@@ -186,7 +187,12 @@ fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String>
 
 /// What a refusal says when the client cannot ask the person (no elicitation): the message
 /// the model and the person read, and the hint for the model.
-pub fn unanswerable(tool: ToolName, judged_as: ToolName, question: &Question) -> (String, String) {
+pub fn unanswerable(
+    tool: ToolName,
+    judged_as: ToolName,
+    question: &Question,
+    config_file: &Path,
+) -> (String, String) {
     if question.in_person {
         (
             format!(
@@ -198,8 +204,9 @@ pub fn unanswerable(tool: ToolName, judged_as: ToolName, question: &Question) ->
     } else {
         (
             format!(
-                "{tool} needs the user's approval ({}), and this MCP client cannot ask (it does not support elicitation). To allow it, set approval = \"auto\" in flycode.toml, or allow this tool alone with [tools] \"{judged_as}\" = \"allow\", and restart the server",
-                question.reason
+                "{tool} needs the user's approval ({}), and this MCP client cannot ask (it does not support elicitation). To allow it, set approval = \"auto\" in {}, or allow this tool alone with [tools] \"{judged_as}\" = \"allow\" there, and restart the server",
+                question.reason,
+                config_file.display()
             ),
             "tell the user what you want to run and why, and how to allow it; or do without this call".to_owned(),
         )
@@ -254,8 +261,13 @@ mod tests {
             reason: "process.run asks first".into(),
             in_person: false,
         };
-        let (message, _) = unanswerable(ToolName::ProcessRun, ToolName::ProcessRun, &question);
-        assert!(message.contains("approval = \"auto\""), "{message}");
+        let file = Path::new("/home/me/.config/flycode/flycode.toml");
+        let (message, _) =
+            unanswerable(ToolName::ProcessRun, ToolName::ProcessRun, &question, file);
+        assert!(
+            message.contains("approval = \"auto\" in /home/me/.config/flycode/flycode.toml"),
+            "{message}"
+        );
         assert!(
             message.contains("[tools] \"process.run\" = \"allow\""),
             "{message}"
@@ -267,6 +279,7 @@ mod tests {
                 in_person: true,
                 ..question
             },
+            file,
         );
         assert!(message.contains("no setting in flycode.toml"), "{message}");
     }

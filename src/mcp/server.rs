@@ -65,6 +65,9 @@ pub struct McpSettings {
     pub protected: Vec<String>,
     /// Where executed calls are logged.
     pub audit: Option<AuditLog>,
+    /// The flycode.toml a setting that allows a call belongs in: the file read at start, else
+    /// the user's (named in the refusal of a call the client cannot ask about).
+    pub config_file: PathBuf,
 }
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
@@ -341,7 +344,12 @@ impl Shared {
         let data = execution.output.take().map(|output| output.data);
         let block = match (&execution.decided, &prepared.question) {
             (Decided::Unanswered, Some(question)) => {
-                let (message, hint) = unanswerable(call.tool, prepared.judged_as, question);
+                let (message, hint) = unanswerable(
+                    call.tool,
+                    prepared.judged_as,
+                    question,
+                    &self.settings.config_file,
+                );
                 ResultBlock::failure(
                     call.id.clone(),
                     execution.command.clone(),

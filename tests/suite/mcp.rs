@@ -284,7 +284,13 @@ fn without_elicitation_an_asked_call_is_refused_with_how_to_allow_it() {
             assert_eq!(result["isError"], true, "{mode}: {result}");
             assert_eq!(code(result), "denied_by_policy");
             let text = result["text"].as_str().unwrap();
-            assert!(text.contains("flycode.toml"), "{text}");
+            // The file to edit is named: with none read, the user's (the client chose the
+            // server's working folder, so a bare "flycode.toml" would not say which).
+            let file = place.config.join("flycode").join("flycode.toml");
+            assert!(
+                text.contains(&format!("approval = \"auto\" in {}", file.display())),
+                "{text}"
+            );
             assert!(
                 text.contains("[tools] \"process.run\" = \"allow\""),
                 "{text}"
