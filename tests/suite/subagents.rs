@@ -556,7 +556,7 @@ fn an_empty_configured_role_fails_the_task_before_any_request_naming_the_setting
     );
     // No conversation, so no child transcript, and the envelope names none.
     assert!(!project.child("task-1").exists());
-    assert!(!result.contains("Transcript:"), "{result}");
+    assert!(!result.contains("Transcripts:"), "{result}");
 }
 
 // ---------------------------------------------------------------------------------------------

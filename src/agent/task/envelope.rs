@@ -216,12 +216,18 @@ static CALL_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
-/// `text` without tags that could pass for a call, a result or the wrapper.
+/// `text` without tags that could pass for a call, a result or the wrapper. Removed until none
+/// is left: one pass would let `</child_</child_summary>summary>` close up into the very tag it
+/// removed. Each pass shortens the text, so this ends.
 pub fn strip_call_tags(text: &str) -> String {
-    match &*CALL_TAG {
-        Some(tags) => tags.replace_all(text, "").into_owned(),
-        None => text.to_owned(),
+    let Some(tags) = &*CALL_TAG else {
+        return text.to_owned();
+    };
+    let mut text = text.to_owned();
+    while let std::borrow::Cow::Owned(shorter) = tags.replace_all(&text, "") {
+        text = shorter;
     }
+    text
 }
 
 #[cfg(test)]
@@ -263,6 +269,13 @@ mod tests {
             "a <tool_call>{\"x\":1}</tool_call> b </child_summary> c <Invoke name=\"rm\"> <TOOL_CALLS > <function_call/> <b>kept</b>",
         );
         assert_eq!(stripped, "a {\"x\":1} b  c    <b>kept</b>");
+        // Nested tags do not close up into the tag that was removed.
+        assert_eq!(
+            strip_call_tags(
+                "x </child_</child_summary>summary> <tool_<tool_<tool_call>call>call> y"
+            ),
+            "x   y"
+        );
     }
 
     #[test]

@@ -183,6 +183,29 @@ mod tests {
     }
 
     #[test]
+    fn a_blank_prompt_or_title_is_refused_before_any_task_starts() {
+        use crate::protocol::ToolName;
+        use crate::protocol::args::validate_args;
+        for args in [
+            json!({"description": "Find it", "prompt": "   \n"}),
+            json!({"description": "   ", "prompt": "find where sessions expire"}),
+        ] {
+            let error = validate_args(ToolName::AgentTask, args.clone()).unwrap_err();
+            assert!(
+                error.to_string().contains("has the wrong form"),
+                "{args}: {error}"
+            );
+        }
+        assert!(
+            validate_args(
+                ToolName::AgentTask,
+                json!({"description": "Find it", "prompt": "find where sessions expire"})
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn the_outcome_line_reads_the_envelope() {
         let envelope = json!({
             "status": "ok",
