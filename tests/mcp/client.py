@@ -169,8 +169,23 @@ async def main():
                     # Long enough for a progress notification or two.
                     await anyio.sleep(2.5)
                 group.cancel_scope.cancel()
-            report["childPid"] = int(open(pid_file).read().strip())
+            child = int(open(pid_file).read().strip())
+            report["childPid"] = child
             report["progress"] = progress
+
+            def running(pid):
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+                except OSError:
+                    return False
+
+            # Killed by the cancellation itself, while the session goes on: closing the session
+            # would cancel every call anyway, so that must not be what is seen here.
+            with anyio.move_on_after(20):
+                while running(child):
+                    await anyio.sleep(0.02)
+            report["goneWhileConnected"] = not running(child)
             # The server is still serving after the cancellation.
             report["after"] = await call(client, "fs_ls", {"path": root})
         else:

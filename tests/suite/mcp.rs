@@ -378,6 +378,10 @@ fn a_cancelled_call_kills_its_process_tree_and_long_runs_report_progress() {
             "{mode}: no progress notification: {report}"
         );
         assert_eq!(report["after"]["isError"], false, "{mode}: {report}");
+        assert_eq!(
+            report["goneWhileConnected"], true,
+            "{mode}: the cancellation did not kill the program's child: {report}"
+        );
         // The kill is prompt, but the client may be done before the server: wait for it.
         let proc = PathBuf::from(format!("/proc/{pid}"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
