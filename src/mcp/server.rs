@@ -645,7 +645,8 @@ impl Shared {
         if let Some(audit) = &self.settings.audit {
             // Masked as the executor masks what it logs (CONTRACT §12).
             let secrets = Secrets::from_env(self.settings.limits.secret_names());
-            let mut args = crate::sandbox::audit::logged_args(&call.args);
+            let mut args =
+                crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
             args.values_mut()
                 .for_each(|value| secrets.mask_value(value));
             let entry = AuditEntry {

@@ -2,6 +2,7 @@
 //! as size and sha256, outcome, code, duration), appended to `audit.jsonl` in the state
 //! directory. Each line is written with a single append, so concurrent writers never interleave.
 
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -109,15 +110,20 @@ fn entry_json(entry: &AuditEntry) -> Value {
     })
 }
 
-/// The arguments as the log holds them: content as `{bytes, sha256}`, environment values as their
-/// length, the rest as given. The log never holds file contents or secrets, and a call's megabyte
-/// of content is never copied to be logged.
-pub fn logged_args(args: &Map<String, Value>) -> Map<String, Value> {
+/// How secrets are masked in text (`Secrets::mask`), for [`logged_args`].
+pub type Mask<'m> = &'m dyn for<'t> Fn(&'t str) -> Cow<'t, str>;
+
+/// The arguments as the log holds them: content as `{bytes, sha256}` of the content with its
+/// secrets masked (a hash of the raw content would let someone confirm a guessed secret),
+/// environment values as their length, the rest as given (the caller masks those). The log never
+/// holds file contents or secrets, and content without a secret is never copied to be logged.
+pub fn logged_args(args: &Map<String, Value>, mask: Mask<'_>) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, value) in args {
         let shown = match (key.as_str(), value) {
             (k, Value::String(text)) if CONTENT_KEYS.contains(&k) => {
-                json!({"bytes": text.len(), "sha256": sha256_hex(text.as_bytes())})
+                let masked = mask(text);
+                json!({"bytes": masked.len(), "sha256": sha256_hex(masked.as_bytes())})
             }
             ("env", Value::Object(env)) => Value::Object(
                 env.iter()
@@ -134,7 +140,7 @@ pub fn logged_args(args: &Map<String, Value>) -> Map<String, Value> {
                     .iter()
                     .map(|f| {
                         f.as_object()
-                            .map_or(Value::Null, |f| Value::Object(logged_args(f)))
+                            .map_or(Value::Null, |f| Value::Object(logged_args(f, mask)))
                     })
                     .collect(),
             ),
@@ -160,7 +166,7 @@ mod tests {
                 time: SystemTime::UNIX_EPOCH,
                 id: Some(format!("call-{n}")),
                 tool: "fs.write".into(),
-                args: logged_args(args.as_object().unwrap()),
+                args: logged_args(args.as_object().unwrap(), &|text| Cow::Borrowed(text)),
                 outcome: "ok",
                 code: None,
                 duration: Duration::from_millis(3),
@@ -177,5 +183,12 @@ mod tests {
         assert_eq!(recent[1]["time"], "1970-01-01T00:00:00Z");
         assert_eq!(recent[1]["durationMs"], 3);
         assert_eq!(log.recent(0).unwrap(), Vec::<Value>::new());
+        // Content is hashed with its secrets masked: the hash cannot confirm a guessed secret.
+        let args = json!({"content": "key=hunter22"});
+        let logged = logged_args(args.as_object().unwrap(), &|text| {
+            Cow::Owned(text.replace("hunter22", "***"))
+        });
+        assert_eq!(logged["content"]["sha256"], sha256_hex(b"key=***"));
+        assert_eq!(logged["content"]["bytes"], 7);
     }
 }

@@ -47,7 +47,7 @@ pub fn current_sha256(file: &mut File) -> std::io::Result<String> {
     {
         return Ok(hash);
     }
-    let hash = stream_sha256(file)?;
+    let hash = stream_sha256(&mut *file)?;
     if let Some((identity, state)) = known
         && settled(state, SystemTime::now())
         // The file did not change while it was read.
@@ -58,11 +58,13 @@ pub fn current_sha256(file: &mut File) -> std::io::Result<String> {
     Ok(hash)
 }
 
-fn stream_sha256(file: &mut File) -> std::io::Result<String> {
+/// The lowercase hex sha256 of everything `reader` yields, read in pieces (constant memory),
+/// never from the remembered hashes: for a check that must see the bytes as they are now.
+pub fn stream_sha256(mut reader: impl Read) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 256 * 1024];
     loop {
-        match file.read(&mut buffer) {
+        match reader.read(&mut buffer) {
             Ok(0) => break,
             Ok(n) => hasher.update(&buffer[..n]),
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}

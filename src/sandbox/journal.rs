@@ -376,15 +376,17 @@ fn recover_file(file: &Path) -> Option<String> {
         }
     }
     let mut text = String::new();
-    let record: Option<Record> = handle
-        .read_to_string(&mut text)
+    let read = handle.read_to_string(&mut text);
+    let record: Option<Record> = read
+        .as_ref()
         .ok()
         .and_then(|_| serde_json::from_str(&text).ok());
     let Some(record) = record else {
         // Only a single file's record is written unflushed, so only it can be empty after a
         // power loss (a batch's is flushed before anything is staged); the file it covered is
-        // whole, old or new, and nothing can be done with an empty record but drop it.
-        if text.is_empty() {
+        // whole, old or new, and nothing can be done with an empty record but drop it. A record
+        // that could not be read (not UTF-8, an I/O error) is not known to be empty: it stays.
+        if read.is_ok() && text.is_empty() {
             let _ = std::fs::remove_file(file);
             return None;
         }
@@ -700,6 +702,11 @@ mod tests {
             garbled.exists(),
             "a garbled record is left for a person to look at"
         );
+        // Bytes that are not UTF-8 read as nothing, but the record is not empty: it stays.
+        let unreadable = temp.path().join("1-2-5.json");
+        std::fs::write(&unreadable, b"{\"operation\":\"batch\xff").unwrap();
+        assert!(recover_file(&unreadable).is_some());
+        assert!(unreadable.exists(), "a record that cannot be read is kept");
     }
 
     fn target(root: &Path, dir: &str, name: &str, n: u32, backup: bool, new: &str) -> Target {

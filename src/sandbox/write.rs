@@ -186,13 +186,11 @@ fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxE
     Ok(bytes)
 }
 
-/// The sha256 of the locked file's content, streamed.
+/// The sha256 of the locked file's content, streamed and never remembered: the caller asked for
+/// this exact content, and a remembered hash rests on timestamps (which a write through a
+/// memory map may not move until later).
 fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxError> {
-    let mut reader = file
-        .try_clone()
-        .map_err(|e| SandboxError::from_io(input, e))?
-        .into_std();
-    super::content_hash::current_sha256(&mut reader).map_err(|e| SandboxError::from_io(input, e))
+    super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
 }
 
 /// Checks an existing file before changing it, then locks it exclusively: only regular files, and

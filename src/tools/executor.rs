@@ -209,7 +209,8 @@ impl<'a> Executor<'a> {
         let command = secrets.mask(&command).into_owned();
         let mut audit_error = None;
         if let Some(audit) = &self.audit {
-            let mut args = crate::sandbox::audit::logged_args(&call.args);
+            let mut args =
+                crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
             args.values_mut()
                 .for_each(|value| secrets.mask_value(value));
             let entry = AuditEntry {

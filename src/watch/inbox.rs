@@ -252,20 +252,7 @@ fn read_bounded(
 /// The lowercase hex sha256 of a file's content, read in pieces: a file of any size is hashed in
 /// constant memory (the same value [`sha256_hex`] gives for its bytes).
 fn hash_file(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut file = crate::sandbox::host::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buffer[..n]),
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(hex::encode(hasher.finalize()))
+    crate::sandbox::content_hash::stream_sha256(crate::sandbox::host::open(path)?)
 }
 
 /// Reply files in `dir` with their size and modification time.
