@@ -130,8 +130,11 @@ pub fn elicitation_message(
     message
 }
 
-/// Files larger than this are not read for a diff stat.
+/// Files (and new contents) larger than this are not compared for a diff stat.
 const DIFF_STAT_LIMIT: u64 = 1 << 20;
+
+/// The longest a diff stat may take.
+const DIFF_STAT_TIME: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// `change: +3 -1 lines` for an overwrite of a file small enough to compare; a count for a batch
 /// or an edit.
@@ -141,6 +144,9 @@ fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String>
         ToolName::FsWrite => {
             let path = args.get("path")?.as_str()?;
             let content = args.get("content")?.as_str()?;
+            if content.len() as u64 > DIFF_STAT_LIMIT {
+                return None;
+            }
             let appending = args.get("mode").and_then(|m| m.as_str()) == Some("append");
             let old = match sandbox.open_for_reading(path) {
                 Ok(file) => {
@@ -156,12 +162,17 @@ fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String>
                 Err(_) => String::new(),
             };
             let new = if appending {
-                format!("{old}{content}")
+                std::borrow::Cow::Owned(format!("{old}{content}"))
             } else {
-                content.to_owned()
+                std::borrow::Cow::Borrowed(content)
             };
             let (mut added, mut removed) = (0usize, 0usize);
-            for change in similar::TextDiff::from_lines(&old, &new).iter_all_changes() {
+            // The question is asked on the server's one thread: a diff that would take long is
+            // cut short (its counts are then an upper bound, which is still a fair stat).
+            let diff = similar::TextDiff::configure()
+                .timeout(DIFF_STAT_TIME)
+                .diff_lines(old.as_str(), new.as_ref());
+            for change in diff.iter_all_changes() {
                 match change.tag() {
                     similar::ChangeTag::Insert => added += 1,
                     similar::ChangeTag::Delete => removed += 1,

@@ -36,7 +36,7 @@ use super::result::call_tool_result;
 use super::roots::{file_uri_path, narrow};
 use crate::protocol::args::validate_args;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet, render_command};
-use crate::sandbox::{AuditEntry, AuditLog, Protection, Roots, Sandbox, Session, sha256_hex};
+use crate::sandbox::{AuditEntry, AuditLog, Protection, Roots, Sandbox, Session};
 use crate::tools::Limits;
 use crate::tools::executor::{Approval, Decided, Executor, Serial};
 use crate::tools::policy::Policy;
@@ -108,15 +108,7 @@ impl McpServer {
     pub fn new(sandbox: Sandbox, settings: McpSettings) -> McpServer {
         let full = Arc::new(sandbox);
         let tools = super::tools::tool_list(settings.tool_set);
-        let state_key = sha256_hex(
-            format!(
-                "{:?} {} {:?}",
-                SystemTime::now(),
-                std::process::id(),
-                std::collections::hash_map::RandomState::new()
-            )
-            .as_bytes(),
-        );
+        let state_key = random_key();
         McpServer {
             shared: Arc::new(Shared {
                 settings,
@@ -253,7 +245,7 @@ impl Shared {
             SandboxFor::Refused(client) => return Ok(self.refuse_disjoint(&call, &client).into()),
         };
 
-        let mut prepared = self.prepare(&call, &sandbox);
+        let mut prepared = self.prepare(&call, &sandbox, can_elicit(capabilities.as_ref()));
         // The token binding an answer to its call: needed only where something is asked (it
         // hashes the whole call, a 1 MB write's content included).
         let state = if prepared.question.is_some() || !pending.is_empty() {
@@ -482,8 +474,9 @@ impl Shared {
         }
     }
 
-    /// Policy's question for the call, the form's message, and what the call is.
-    fn prepare(&self, call: &Call, sandbox: &Sandbox) -> Prepared {
+    /// Policy's question for the call, the form's message (only where a form will be shown: it
+    /// may read the file for a diff stat), and what the call is.
+    fn prepare(&self, call: &Call, sandbox: &Sandbox, can_ask: bool) -> Prepared {
         let Ok(invocation) = Invocation::new(call) else {
             return Prepared {
                 question: None,
@@ -501,6 +494,7 @@ impl Shared {
         );
         let message = question
             .as_ref()
+            .filter(|_| can_ask)
             .map(|q| elicitation_message(q, &invocation, sandbox))
             .unwrap_or_default();
         let judged_as = invocation.bound.judged_as();
@@ -712,6 +706,24 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
 }
 
 /// The lock's data, also after a thread panicked while holding it.
+/// 256 random bits, hex: from the operating system's generator, else from the standard library's
+/// randomly seeded hashers (`RandomState` prints nothing of its keys, so only hashing with it
+/// draws on them).
+fn random_key() -> String {
+    use std::hash::BuildHasher;
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    let from_os = crate::sandbox::host::open(std::path::Path::new("/dev/urandom"))
+        .and_then(|mut f| f.read_exact(&mut bytes));
+    if from_os.is_err() {
+        let seeded = std::collections::hash_map::RandomState::new();
+        for (n, chunk) in bytes.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(&seeded.hash_one((n, SystemTime::now())).to_le_bytes());
+        }
+    }
+    hex::encode(bytes)
+}
+
 /// Feeds what is written to it into a sha256.
 struct HashWriter(Sha256);
 
@@ -730,4 +742,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_key_is_256_fresh_random_bits() {
+        let (one, two) = (random_key(), random_key());
+        assert_eq!(one.len(), 64);
+        assert!(one.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(one, two);
+    }
 }

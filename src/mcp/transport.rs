@@ -222,7 +222,7 @@ where
 }
 
 fn memchr_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&byte| byte == b'\n')
+    memchr::memchr(b'\n', bytes)
 }
 
 /// What one line holds.
