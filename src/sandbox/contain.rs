@@ -25,10 +25,15 @@
 //! - **ptrace and flycode's environment**: Landlock denies a domain's processes ptrace access to
 //!   processes outside it (attaching, `/proc/<pid>/mem`). Some kernels still let them read
 //!   `/proc/<pid>/environ` of a process outside, so the program also loses `CAP_SYS_PTRACE`
-//!   (bounding and inheritable sets, which matters as root): flycode is non-dumpable
-//!   ([`super::process::protect_own_environment`]) and its environment is then unreadable to
-//!   the program, root or not. Other processes of the user (the shell that started flycode, with
-//!   its exported API key) are not flycode's to protect.
+//!   (bounding and inheritable sets, which matters as root), and flycode is non-dumpable
+//!   ([`super::process::protect_own_environment`]). Some kernels still let a program running
+//!   as root read flycode's `/proc/<pid>/environ` (not its memory or descriptors); what keeps
+//!   the API key out of reach is that flycode's environment no longer holds it (the secret
+//!   hand-off). Other processes of the user (the shell that started flycode, with its exported
+//!   API key) are not flycode's to protect.
+//! - The program is started by a short-lived thread that entered the domain first; until that
+//!   thread ends, the program could signal it (it is in the same domain), not any other of
+//!   flycode's threads.
 //! - `no_new_privs` is set: a setuid program (sudo) gains no privileges.
 //!
 //! Partial enforcement: on a kernel older than ABI 5 the rights it lacks are not enforced
@@ -274,15 +279,22 @@ impl Prepared {
     }
 
     /// Starts `command` inside the domain (Linux; elsewhere the program runs uncontained). Once
-    /// only: a second call starts the program uncontained, so the runner calls it once.
+    /// only: the ruleset is used up, and a second call is an error rather than a program
+    /// started without it.
     pub fn spawn(
         &mut self,
         command: &mut std::process::Command,
     ) -> std::io::Result<std::process::Child> {
         #[cfg(target_os = "linux")]
-        if let Some(ruleset) = self.ruleset.take() {
-            return linux::spawn_restricted(command, ruleset);
+        {
+            match self.ruleset.take() {
+                Some(ruleset) => linux::spawn_restricted(command, ruleset),
+                None => Err(std::io::Error::other(
+                    "the containment was already used for another program; prepare it again",
+                )),
+            }
         }
+        #[cfg(not(target_os = "linux"))]
         command.spawn()
     }
 }

@@ -272,7 +272,6 @@ fn a_secret_a_program_prints_is_masked_in_the_result_and_the_audit_log() {
 /// gone. Nor does the key reach the result.
 #[test]
 fn a_program_reading_flycodes_environment_gets_no_key() {
-    use std::os::unix::fs::MetadataExt;
     let w = workspace("");
     let key = "sk-test-environ-0123456789";
     let report = w.call(
@@ -293,11 +292,8 @@ fn a_program_reading_flycodes_environment_gets_no_key() {
     let text = String::from_utf8_lossy(&environ);
     assert!(!text.contains(key), "the key is in flycode's environ");
     assert!(!text.contains("FLYCODE_API_KEY="), "{text}");
-    let as_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    if as_root {
-        // Root reads it despite flycode being non-dumpable: the hand-off is what keeps the key out.
-        assert!(!environ.is_empty(), "root could not read flycode's environ");
-    }
+    // Whether the program could read it at all depends on the kernel (root can, on some); what
+    // keeps the key out either way is the hand-off, checked on whatever was read.
     if !environ.is_empty() {
         let handoff = text
             .split('\0')
