@@ -57,7 +57,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         restriction: None,
         serial: Serial::default(),
     };
-    let execution = executor.execute(&call);
+    let mut execution = executor.execute(&call);
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode: warning: {warning}");
     }
@@ -72,7 +72,8 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
             .map_err(anyhow::Error::msg)
             .context("saving the session")?;
     }
-    let data = execution.output.as_ref().map(|o| o.data.clone());
+    // Moved, not copied: a 1 MB read's content is in the data.
+    let data = execution.output.take().map(|output| output.data);
     print_result(args.json, &execution.block, Some(&call), data)?;
     Ok(if execution.is_ok() {
         Outcome::Success

@@ -274,9 +274,8 @@ fn encode(bytes: Vec<u8>, encoding: Encoding) -> String {
     }
 }
 
-/// The selection of a file read whole, as before streaming existed: a `utf-8` read needs the
-/// whole file to be UTF-8.
-/// The part of a file read whole that `selection` asks for, and the file's bytes when
+/// The part of a file read whole (as before streaming existed: a `utf-8` read needs the whole
+/// file to be UTF-8) that `selection` asks for, and the file's bytes when
 /// `keep_bytes`. The whole of a UTF-8 file becomes the content without a copy.
 fn select_whole(
     bytes: Vec<u8>,
