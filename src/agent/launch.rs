@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approver, Executor, Serial};
+use crate::tools::executor::{Approver, Executor};
 use crate::tools::policy::Policy;
 
 /// Why a run cannot start (exit 2).
@@ -206,7 +206,6 @@ impl Launch {
                 notebook: Some(&memory),
                 tasks: Some(&tasks),
                 restriction: None,
-                serial: Serial::default(),
             },
             settings: &self.settings,
             lenient: options.lenient,

@@ -16,7 +16,7 @@ use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::{Executor, Serial};
+use crate::tools::executor::Executor;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
@@ -55,7 +55,6 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         notebook: None,
         tasks: None,
         restriction: None,
-        serial: Serial::default(),
     };
     let mut execution = executor.execute(&call);
     if let Some(warning) = &execution.audit_error {

@@ -12,7 +12,7 @@ use super::{Outcome, WatchArgs, approver, hand_off_secrets, open_sandbox};
 use crate::protocol::display::escape_for_display;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::{Executor, Serial};
+use crate::tools::executor::Executor;
 use crate::watch::clipboard::{SystemClipboard, run_clipboard};
 use crate::watch::handler::policy_key;
 use crate::watch::inbox::{Inbox, InboxOptions};
@@ -79,7 +79,6 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             notebook: None,
             tasks: None,
             restriction: None,
-            serial: Serial::default(),
         },
         replay,
         lenient: args.run.lenient,

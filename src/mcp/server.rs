@@ -38,7 +38,7 @@ use crate::protocol::args::validate_args;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet, render_command};
 use crate::sandbox::{AuditEntry, AuditLog, Protection, Roots, Sandbox, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approval, Decided, Executor, Serial};
+use crate::tools::executor::{Approval, Decided, Executor};
 use crate::tools::policy::Policy;
 use crate::tools::registry::{Invocation, is_read_only};
 use crate::tools::secrets::Secrets;
@@ -558,7 +558,6 @@ impl Shared {
                 notebook: None,
                 tasks: None,
                 restriction: None,
-                serial: Serial::default(),
             };
             let execution = match bound {
                 Some(bound) => executor.execute_invocation(&Invocation { call: &call, bound }),

@@ -2,9 +2,10 @@
 //! stale-read guard, the tool, the session's memory, the audit log, and the result block.
 //!
 //! One executor serves every caller, also several at once: it is `Send + Sync` and runs calls
-//! through `&self`. The session's memory is behind a lock, the person is asked one question at a
-//! time, and the audit log is appended under a lock, so concurrent read-only calls (CONTRACT §11)
-//! share it safely. Everything it needs to know about a tool it asks the tool ([`super::registry`]).
+//! through `&self`. The session's memory is behind a lock, and the person is asked one question
+//! at a time and the audit log appended one line at a time across the whole process (every
+//! executor shares one terminal: a parent's and its sub-agents' alike), so concurrent read-only
+//! calls (CONTRACT §11) share it safely. Everything it needs to know about a tool it asks the tool ([`super::registry`]).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -92,9 +93,6 @@ pub struct Executor<'a> {
     pub tasks: Option<&'a dyn TaskRunner>,
     /// The only tools this executor runs (a sub-agent's), whatever the call says.
     pub restriction: Option<Restriction>,
-    /// Held while the person is asked (one question at a time) and while the audit log is
-    /// appended (one line at a time).
-    pub serial: Serial,
 }
 
 /// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
@@ -110,12 +108,12 @@ pub struct Restriction {
     pub hint: &'static str,
 }
 
-/// The locks that keep the person's questions and the audit log's lines one at a time.
-#[derive(Debug, Default)]
-pub struct Serial {
-    asking: Mutex<()>,
-    logging: Mutex<()>,
-}
+/// One question to the person at a time, in the whole process: there is one terminal, and
+/// every executor (the main agent's, each sub-agent's, each MCP call's) shares it.
+static ASKING: Mutex<()> = Mutex::new(());
+
+/// One audit-log line at a time, in the whole process.
+static LOGGING: Mutex<()> = Mutex::new(());
 
 impl<'a> Executor<'a> {
     /// An executor with no session memory, no audit log, the default limits and no notebook:
@@ -135,7 +133,6 @@ impl<'a> Executor<'a> {
             notebook: None,
             tasks: None,
             restriction: None,
-            serial: Serial::default(),
         }
     }
 
@@ -226,7 +223,7 @@ impl<'a> Executor<'a> {
                 code: result.as_ref().err().map(|e| e.code.as_str().to_owned()),
                 duration: started.elapsed(),
             };
-            let _one_line_at_a_time = lock(&self.serial.logging);
+            let _one_line_at_a_time = lock(&LOGGING);
             // A log that cannot be written must not hide the call's own outcome.
             if let Err(error) = audit.append(&entry) {
                 audit_error = Some(format!("audit log {}: {error}", audit.path().display()));
@@ -323,7 +320,7 @@ impl<'a> Executor<'a> {
         };
         let shown = show_whole_call(invocation, command, &self.limits);
         let answer = {
-            let _one_question_at_a_time = lock(&self.serial.asking);
+            let _one_question_at_a_time = lock(&ASKING);
             if in_person {
                 self.approver.approve_in_person(&shown, &reason)
             } else {
@@ -457,6 +454,55 @@ mod tests {
     #[test]
     fn one_executor_can_serve_several_threads() {
         assert_send_sync::<Executor<'static>>();
+    }
+
+    /// Counts how many questions are open at once, holding each open a moment.
+    struct CountingApprover {
+        open: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Approver for CountingApprover {
+        fn approve(&self, _shown: &str, _reason: &str) -> Approval {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.open.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            self.open.fetch_sub(1, SeqCst);
+            Approval::No
+        }
+    }
+
+    #[test]
+    fn executors_on_several_threads_ask_one_question_at_a_time() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox =
+            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
+                .unwrap();
+        let policy = Policy {
+            approval: super::super::policy::Approval::Ask,
+            ..Policy::default()
+        };
+        let approver = CountingApprover {
+            open: 0.into(),
+            most: 0.into(),
+        };
+        let call = Call {
+            id: None,
+            tool: ToolName::FsRm,
+            args: serde_json::json!({"path": root.join("a.txt")})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        // Separate executors (as a parent and its sub-agents have): one terminal all the same.
+        std::thread::scope(|threads| {
+            for _ in 0..4 {
+                threads.spawn(|| Executor::new(&sandbox, &policy, &approver).execute(&call));
+            }
+        });
+        assert_eq!(approver.most.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::turn::{AgentRun, RunKind};
 use crate::protocol::{ErrorCode, ToolName, ToolSet};
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::agent::{ModelChoice, SubagentType, TaskArgs, TaskRunner};
-use crate::tools::executor::{Approver, Executor, Restriction, Serial};
+use crate::tools::executor::{Approver, Executor, Restriction};
 use crate::tools::policy::Policy;
 use crate::tools::{Limits, ToolError, ToolOutput};
 pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally};
@@ -284,7 +284,6 @@ impl Tasks<'_> {
                 notebook: Some(&memory),
                 tasks: None,
                 restriction: Some(SUBAGENT_ONLY),
-                serial: Serial::default(),
             },
             settings: &child_settings,
             lenient: self.lenient,
