@@ -137,7 +137,7 @@ pub const RETRY_BASE_MS: SettingRange = SettingRange {
     unit: "milliseconds before the first retry, doubled each time",
 };
 
-/// `[agent] max_tasks_per_run`: 0 turns sub-agents off.
+/// `[agent] max_tasks_per_run`: 0 refuses every task (`quota_exceeded`).
 pub const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
     key: "max_tasks_per_run",
     flag: None,
@@ -146,7 +146,7 @@ pub const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
     unit: "sub-agent tasks per run",
 };
 
-/// `[agent] max_tasks_per_agent`: 0 turns sub-agents off.
+/// `[agent] max_tasks_per_agent`: 0 refuses every task (`quota_exceeded`).
 pub const MAX_TASKS_PER_AGENT: SettingRange = SettingRange {
     key: "max_tasks_per_agent",
     flag: None,
