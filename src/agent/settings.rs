@@ -214,9 +214,11 @@ pub enum SettingsError {
     },
     /// `api_key_env` names a variable that is not set.
     #[error(
-        "flycode.toml says the API key is in {variable}, but {variable} is not set: export it, or remove api_key_env"
+        "flycode.toml's {setting} says the API key is in {variable}, but {variable} is not set: export it, or remove {setting}"
     )]
     KeyVariableUnset {
+        /// The setting that names it: `api_key_env`, or `api_key_env in [agent.light]`.
+        setting: &'static str,
         /// The variable.
         variable: String,
     },
@@ -291,6 +293,7 @@ pub fn resolve_settings(
             Some(key) => (Some(key), Some(variable.clone())),
             None => {
                 return Err(SettingsError::KeyVariableUnset {
+                    setting: "api_key_env",
                     variable: variable.clone(),
                 });
             }
@@ -403,6 +406,14 @@ fn resolve_light(
     let set = |name: &str| env(name).filter(|value| !value.trim().is_empty());
     let table = file.light.clone().unwrap_or_default();
     let Some(model) = set("LIGHT_LLM_MODEL_ID").or(table.model) else {
+        // A table that sets where and how but not which model is a mistake, not "no light
+        // model" (the variables alone, unset or partly set, fall back as the contract says).
+        if file.light.is_some() {
+            return Err(SettingsError::Invalid {
+                setting: "[agent.light]",
+                problem: "it names no model: add model = \"...\" to it (or set LIGHT_LLM_MODEL_ID), or remove the table".to_owned(),
+            });
+        }
         return Ok(None);
     };
     let base_url = set("LIGHT_LLM_BASE_URL")
@@ -423,11 +434,12 @@ fn resolve_light(
             Some(key) => (Some(key), Some(variable.clone())),
             None => {
                 return Err(SettingsError::KeyVariableUnset {
+                    setting: "api_key_env in [agent.light]",
                     variable: variable.clone(),
                 });
             }
         }
-    } else if base_url == main_base_url {
+    } else if same_endpoint(&base_url, main_base_url) {
         (main_key.map(str::to_owned), None)
     } else {
         (None, None)
@@ -438,6 +450,11 @@ fn resolve_light(
         api_key,
         api_key_source,
     }))
+}
+
+/// Whether two base URLs are the same endpoint (a trailing `/` aside): the main key may go to it.
+fn same_endpoint(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
 fn resolve_task_limits(file: &AgentConfig) -> Result<TaskLimits, SettingsError> {
@@ -583,6 +600,7 @@ mod tests {
         assert_eq!(
             error,
             SettingsError::KeyVariableUnset {
+                setting: "api_key_env",
                 variable: "MY_KEY".into()
             }
         );
@@ -738,6 +756,7 @@ mod tests {
         assert_eq!(
             light(&[], &file).unwrap_err(),
             SettingsError::KeyVariableUnset {
+                setting: "api_key_env in [agent.light]",
                 variable: "MY_LIGHT_KEY".into()
             }
         );
@@ -756,6 +775,31 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(env_wins.model, "env-small");
+        // The same server written with a trailing slash still gets the main key.
+        let slash = light(
+            &[
+                ("LIGHT_LLM_MODEL_ID", "small"),
+                ("LIGHT_LLM_BASE_URL", "http://main/v1/"),
+            ],
+            &none,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(slash.api_key.as_deref(), Some("sk-main"));
+        // A table without a model is an error naming it.
+        let no_model = AgentConfig {
+            light: Some(crate::config::LightModelConfig {
+                model: None,
+                base_url: Some("http://other/v1".into()),
+                api_key_env: None,
+            }),
+            ..AgentConfig::default()
+        };
+        let error = light(&[], &no_model).unwrap_err().to_string();
+        assert!(
+            error.contains("[agent.light]") && error.contains("model"),
+            "{error}"
+        );
     }
 
     #[test]
