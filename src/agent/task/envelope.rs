@@ -183,6 +183,28 @@ impl Envelope {
     }
 }
 
+/// Room kept in a result block for the envelope's lines around the result.
+const ENVELOPE_ROOM: usize = 2048;
+
+/// `result` cut at a character boundary so that the envelope fits a result block of `cap` bytes,
+/// with a last line saying so; whole when it fits. Cut by the block instead, the wrapper would
+/// lose its end tag and the parent would be told to narrow a read it never made.
+pub fn fit_result(result: &str, cap: usize) -> std::borrow::Cow<'_, str> {
+    let room = cap.saturating_sub(ENVELOPE_ROOM).max(ENVELOPE_ROOM);
+    if result.len() <= room {
+        return std::borrow::Cow::Borrowed(result);
+    }
+    let mut end = room;
+    while !result.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}\n[cut: the result is {} bytes and only the first {end} fit; the whole of it is the last call in the task's transcript]",
+        &result[..end],
+        result.len()
+    ))
+}
+
 fn seconds(duration: Duration) -> String {
     format!("{:.1} s", duration.as_secs_f64())
 }
@@ -276,6 +298,24 @@ mod tests {
             ),
             "x   y"
         );
+    }
+
+    #[test]
+    fn a_long_result_is_cut_so_the_envelope_fits_its_block() {
+        let long = "é".repeat(50_000);
+        let fitted = fit_result(&long, 65_536);
+        assert!(fitted.len() < 65_536 - 1024, "{}", fitted.len());
+        assert!(
+            fitted.contains("[cut: the result is 100000 bytes"),
+            "{fitted}"
+        );
+        let body = envelope(TaskStatus::Ok, &fitted, false).body();
+        assert!(body.len() <= 65_536, "{}", body.len());
+        assert!(
+            body.trim_end().ends_with("</child_summary>"),
+            "the wrapper is whole"
+        );
+        assert_eq!(fit_result("short", 65_536), "short");
     }
 
     #[test]

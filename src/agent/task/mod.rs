@@ -35,7 +35,7 @@ use crate::tools::agent::{ModelChoice, SubagentType, TaskArgs, TaskRunner};
 use crate::tools::executor::{Approver, Executor, Restriction};
 use crate::tools::policy::Policy;
 use crate::tools::{Limits, ToolError, ToolOutput};
-pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally};
+pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally, fit_result};
 
 /// What a sub-agent's executor runs: the read-only tools, its notes and `agent.complete`.
 pub const SUBAGENT_ONLY: Restriction = Restriction {
@@ -222,7 +222,7 @@ impl Tasks<'_> {
         let envelope = |status, result: &str, tallies, stats, context| {
             Envelope::new(
                 status,
-                result,
+                &fit_result(result, self.limits.output_cap),
                 (tallies, model.used, task.subagent_type),
                 stats,
                 context,
