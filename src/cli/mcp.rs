@@ -2,7 +2,7 @@
 //! §15). Standard output carries the protocol alone; this command's own words go to standard
 //! error.
 
-use super::{McpArgs, Outcome, RunFlags, hand_off_secrets, open_sandbox};
+use super::{ApproveMode, McpArgs, Outcome, RunFlags, hand_off_secrets, open_sandbox};
 use crate::mcp::{McpServer, McpSettings, serve_stdio};
 use crate::protocol::ToolSet;
 use crate::sandbox::AuditLog;
@@ -21,6 +21,7 @@ fn settings_file(read: Option<&std::path::Path>) -> std::path::PathBuf {
 /// Runs `flycode mcp` until the client closes the connection.
 pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(&args.roots, args.approve, None);
+    let approve = args.approve;
     let flags = RunFlags {
         roots: args.roots,
         approve: args.approve,
@@ -50,6 +51,11 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             protected: config.protected.clone(),
             audit: AuditLog::default_location(),
             config_file: settings_file(config.source.as_deref()),
+            approve_flag: match approve {
+                Some(ApproveMode::Ask) => Some("--approve ask".to_owned()),
+                Some(ApproveMode::ReadOnly) => Some("--approve read-only".to_owned()),
+                Some(ApproveMode::Auto) | None => None,
+            },
         },
     );
     let runtime = tokio::runtime::Builder::new_current_thread()

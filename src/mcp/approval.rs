@@ -196,14 +196,42 @@ fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String>
     }
 }
 
+/// Where the setting that allows a call goes: the flycode.toml to edit, and the `--approve`
+/// flag the server was started with, if any (it overrides the file).
+pub struct AllowAdvice<'a> {
+    /// The flycode.toml to edit, by its full path.
+    pub config_file: &'a Path,
+    /// `--approve ask` or `--approve read-only`, as the server was started.
+    pub approve_flag: Option<&'a str>,
+}
+
+/// What a refusal says when a client that can ask got no answer for this exact call (its form
+/// failed, or the call would now run differently than it was shown).
+pub fn unanswered_form(tool: ToolName, question: &Question) -> (String, String) {
+    (
+        format!(
+            "{tool} needs the user's approval ({}), and the client's approval form brought no answer for this exact call (the form failed, or the call would now run differently than it was shown); nothing was run",
+            question.reason
+        ),
+        "send the call again to be asked again, or do without it".to_owned(),
+    )
+}
+
 /// What a refusal says when the client cannot ask the person (no elicitation): the message
 /// the model and the person read, and the hint for the model.
 pub fn unanswerable(
     tool: ToolName,
     judged_as: ToolName,
     question: &Question,
-    config_file: &Path,
+    advice: &AllowAdvice<'_>,
 ) -> (String, String) {
+    let config_file = advice.config_file;
+    let flag = advice
+        .approve_flag
+        .map(|flag| {
+            format!(" The server was started with {flag}, which overrides the file: change it to --approve auto in the client's configuration of the server, or drop it.")
+        })
+        .unwrap_or_default();
     if question.in_person {
         (
             format!(
@@ -215,7 +243,7 @@ pub fn unanswerable(
     } else {
         (
             format!(
-                "{tool} needs the user's approval ({}), and this MCP client cannot ask (it does not support elicitation). To allow it, set approval = \"auto\" in {}, or allow this tool alone with [tools] \"{judged_as}\" = \"allow\" there, and restart the server",
+                "{tool} needs the user's approval ({}), and this MCP client cannot ask (it does not support elicitation). To allow it, set approval = \"auto\" in {}, or allow this tool alone with [tools] \"{judged_as}\" = \"allow\" there, and restart the server.{flag}",
                 question.reason,
                 config_file.display()
             ),
@@ -273,8 +301,37 @@ mod tests {
             in_person: false,
         };
         let file = Path::new("/home/me/.config/flycode/flycode.toml");
-        let (message, _) =
-            unanswerable(ToolName::ProcessRun, ToolName::ProcessRun, &question, file);
+        let advice = AllowAdvice {
+            config_file: file,
+            approve_flag: None,
+        };
+        let (message, _) = unanswerable(
+            ToolName::ProcessRun,
+            ToolName::ProcessRun,
+            &question,
+            &advice,
+        );
+        assert!(!message.contains("--approve"), "{message}");
+        let flagged = AllowAdvice {
+            config_file: file,
+            approve_flag: Some("--approve ask"),
+        };
+        let (with_flag, _) = unanswerable(
+            ToolName::ProcessRun,
+            ToolName::ProcessRun,
+            &question,
+            &flagged,
+        );
+        assert!(
+            with_flag.contains("started with --approve ask, which overrides the file"),
+            "{with_flag}"
+        );
+        let (unanswered, _) = unanswered_form(ToolName::ProcessRun, &question);
+        assert!(
+            unanswered.contains("no answer for this exact call")
+                && !unanswered.contains("cannot ask"),
+            "{unanswered}"
+        );
         assert!(
             message.contains("approval = \"auto\" in /home/me/.config/flycode/flycode.toml"),
             "{message}"
@@ -290,7 +347,7 @@ mod tests {
                 in_person: true,
                 ..question
             },
-            file,
+            &advice,
         );
         assert!(message.contains("no setting in flycode.toml"), "{message}");
     }

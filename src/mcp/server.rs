@@ -30,7 +30,8 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
 use super::approval::{
-    AnsweredApprover, Question, answer_of, elicitation, elicitation_message, question, unanswerable,
+    AllowAdvice, AnsweredApprover, Question, answer_of, elicitation, elicitation_message, question,
+    unanswerable, unanswered_form,
 };
 use super::result::call_tool_result;
 use super::roots::{file_uri_path, narrow};
@@ -68,6 +69,9 @@ pub struct McpSettings {
     /// The flycode.toml a setting that allows a call belongs in: the file read at start, else
     /// the user's (named in the refusal of a call the client cannot ask about).
     pub config_file: PathBuf,
+    /// `--approve MODE` as the server was started with it (other than `auto`), which a setting
+    /// in the file cannot override.
+    pub approve_flag: Option<String>,
 }
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
@@ -176,6 +180,9 @@ impl ServerHandler for McpServer {
         *lock(&self.shared.client_roots) = ClientRoots::Unknown;
     }
 }
+
+/// How long a client (before 2026-07-28) is given to list its roots.
+const ROOTS_WAIT: Duration = Duration::from_secs(10);
 
 /// What the handler learned about a call before running it.
 struct Prepared {
@@ -336,12 +343,19 @@ impl Shared {
         let data = execution.output.take().map(|output| output.data);
         let block = match (&execution.decided, &prepared.question) {
             (Decided::Unanswered, Some(question)) => {
-                let (message, hint) = unanswerable(
-                    call.tool,
-                    prepared.judged_as,
-                    question,
-                    &self.settings.config_file,
-                );
+                let (message, hint) = if can_elicit(capabilities.as_ref()) {
+                    unanswered_form(call.tool, question)
+                } else {
+                    unanswerable(
+                        call.tool,
+                        prepared.judged_as,
+                        question,
+                        &AllowAdvice {
+                            config_file: &self.settings.config_file,
+                            approve_flag: self.settings.approve_flag.as_deref(),
+                        },
+                    )
+                };
                 ResultBlock::failure(
                     call.id.clone(),
                     execution.command.clone(),
@@ -392,9 +406,13 @@ impl Shared {
                         }
                     }
                 } else {
+                    // A client that never answers must not hold the call (or every later one).
                     #[allow(deprecated)]
-                    let listed = context.peer.list_roots().await;
-                    listed.map_err(|e| e.to_string())
+                    let listed = tokio::time::timeout(ROOTS_WAIT, context.peer.list_roots()).await;
+                    match listed {
+                        Ok(listed) => listed.map_err(|e| e.to_string()),
+                        Err(_) => Err(format!("no answer in {} s", ROOTS_WAIT.as_secs())),
+                    }
                 };
                 match listed {
                     Ok(listed) => {
@@ -406,9 +424,13 @@ impl Shared {
                     }
                     Err(error) => {
                         eprintln!(
-                            "flycode mcp: the client declares roots but could not list them ({error}); using flycode's roots"
+                            "flycode mcp: the client declares roots but could not list them ({error}); using flycode's roots until it says they changed"
                         );
-                        ClientRoots::Narrowed(self.full.clone())
+                        let full = ClientRoots::Narrowed(self.full.clone());
+                        if self.roots_generation.load(Ordering::SeqCst) == generation {
+                            *lock(&self.client_roots) = full.clone();
+                        }
+                        full
                     }
                 }
             }
