@@ -38,6 +38,11 @@ def corpus(root):
 one_mb = ("z" * 1023 + "\n") * 1024
 
 
+# Desktop Commander's defaults refuse writes over 50 lines (the 1 MB write has 1024) and cap
+# reads at 1000 lines; its usage reporting is turned off so that it does not wait on the network.
+DESKTOP_COMMANDER_CONFIG = [("fileWriteLineLimit", 100000), ("fileReadLineLimit", 100000), ("telemetryEnabled", False)]
+
+
 def operations(root):
     """Per server: the MCP call for each operation (None: the server has no such tool)."""
     p = lambda name: os.path.join(root, name)  # noqa: E731
@@ -96,8 +101,8 @@ async def measure(name, params, root):
     figures = {}
     async with Client(params, mode="legacy") as client:
         if name == "desktop-commander":
-            # Its default refuses writes over 50 lines; the 1 MB write has 1024.
-            await client.call_tool("set_config_value", {"key": "fileWriteLineLimit", "value": 100000})
+            for key, value in DESKTOP_COMMANDER_CONFIG:
+                await client.call_tool("set_config_value", {"key": key, "value": value})
         os.makedirs(os.path.join(root, "small"), exist_ok=True)
         # The floor every call pays: a ping's round trip (the client, the pipes, the server's
         # JSON-RPC layer, no tool), so a tool's own cost is its figure minus this one.
@@ -144,15 +149,21 @@ class RawClient:
         self.process.stdin.flush()
 
     def request(self, method, params):
+        """The answer and the round trip in ms: from writing the encoded request to reading the
+        answer's line (encoding the request and decoding lines are outside the clock)."""
         self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode() + b"\n"
+        started = time.perf_counter()
+        self.process.stdin.write(line)
+        self.process.stdin.flush()
         while True:
             line = self.process.stdout.readline()
+            ended = time.perf_counter()
             if not line:
                 raise RuntimeError("the server closed its output")
             message = json.loads(line)
             if message.get("id") == self.next_id and "method" not in message:
-                return message
+                return message, (ended - started) * 1000
 
     def close(self):
         self.process.stdin.close()
@@ -168,12 +179,9 @@ def measure_raw(name, params, root):
     client = RawClient(params)
     try:
         if name == "desktop-commander":
-            client.request("tools/call", {"name": "set_config_value", "arguments": {"key": "fileWriteLineLimit", "value": 100000}})
-        pings = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            client.request("ping", {})
-            pings.append((time.perf_counter() - started) * 1000)
+            for key, value in DESKTOP_COMMANDER_CONFIG:
+                client.request("tools/call", {"name": "set_config_value", "arguments": {"key": key, "value": value}})
+        pings = [client.request("ping", {})[1] for _ in range(runs)]
         figures = {"ping (no tool: the floor)": pings}
         for op, spec in ops.items():
             if spec is None:
@@ -182,9 +190,10 @@ def measure_raw(name, params, root):
             times = []
             for i in range(100 if op == "small write" else runs):
                 tool, args = spec(i) if callable(spec) else spec
-                started = time.perf_counter()
-                client.request("tools/call", {"name": tool, "arguments": args})
-                times.append((time.perf_counter() - started) * 1000)
+                answer, ms = client.request("tools/call", {"name": tool, "arguments": args})
+                times.append(ms)
+                if "error" in answer or answer.get("result", {}).get("isError"):
+                    raise RuntimeError(f"{name} / {op} failed: {json.dumps(answer)[:300]}")
             figures[op] = times
         return figures
     finally:
