@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # flycode mcp against the two MCP servers people use for files today, driven by the same client
-# (the official Python MCP SDK, from target/mcp-venv as .ci/run makes it) on the same operations:
+# (the official Python MCP SDK, from target/tmp/mcp-venv as the tests make it) on the same operations:
 # list depth 1 and 3, read 1 MB, the first 200 lines of a 20 MB file, a content search, write
 # 1 MB, 100 small writes, a trivial call (read a 5-byte file). Prints the median latency of each
 # operation per server (ms, client round trip) and each server's peak resident memory; then the
@@ -17,9 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch="${SCRATCH:-$(mktemp -d)}"
-venv=target/mcp-venv
+venv=target/tmp/mcp-venv
 if ! "$venv/bin/python" -c "import mcp" 2>/dev/null; then
-  python3 -m venv "$venv"
+  mkdir -p target/tmp; python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check mcp==2.3.0
 fi
 cargo build --release --quiet

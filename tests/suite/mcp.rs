@@ -3,9 +3,9 @@
 //! eras: `legacy` (the initialize handshake: the server asks with its own requests) and `auto`
 //! (2026-07-28: the server asks through `input_required` results).
 //!
-//! The client lives in a virtual environment that `.ci/run` makes (`target/mcp-venv`, its
-//! python in `FLYCODE_TEST_PYTHON`). Without it these tests fail and say how to make it; set
-//! `FLYCODE_SKIP_MCP_TESTS=1` to skip them on purpose.
+//! The client lives in a virtual environment the tests make themselves on first use
+//! (`target/tmp/mcp-venv`), or in the python `FLYCODE_TEST_PYTHON` names. Without either these
+//! tests fail and say what is missing; set `FLYCODE_SKIP_MCP_TESTS=1` to skip them on purpose.
 
 #![allow(clippy::disallowed_methods)] // fixtures are made and inspected directly
 
@@ -18,27 +18,79 @@ use super::common::repo_root;
 
 const MODES: [&str; 2] = ["legacy", "auto"];
 
-/// The python that has the `mcp` package, or `None` when the tests are skipped on purpose.
+/// The pinned version of the official Python MCP SDK the tests drive `flycode mcp` with.
+const MCP_SDK_VERSION: &str = "2.3.0";
+
+/// The python that has the `mcp` package, or `None` when the tests are skipped on purpose:
+/// `FLYCODE_TEST_PYTHON`, else a virtual environment the tests make themselves on first use
+/// ([`ensure_venv`]), so a plain `cargo test` on a fresh clone needs no other step.
 fn python() -> Option<PathBuf> {
     if std::env::var_os("FLYCODE_SKIP_MCP_TESTS").is_some_and(|v| v == "1") {
         eprintln!("FLYCODE_SKIP_MCP_TESTS=1: skipping the MCP end-to-end tests");
         return None;
     }
-    let python = std::env::var_os("FLYCODE_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/mcp-venv/bin/python"));
-    let has_mcp = Command::new(&python)
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let python = match std::env::var_os("FLYCODE_TEST_PYTHON") {
+        Some(python) => PathBuf::from(python),
+        None => ensure_venv(),
+    };
     assert!(
-        has_mcp,
-        "the MCP tests need the official Python MCP SDK, and {} cannot import it.\n\
-         Run .ci/run once, or: python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp==2.3.0\n\
-         (or point FLYCODE_TEST_PYTHON at a python that has it; FLYCODE_SKIP_MCP_TESTS=1 skips these tests)",
+        has_sdk(&python),
+        "the MCP tests need the official Python MCP SDK, and {} cannot import mcp {MCP_SDK_VERSION}.\n\
+         The tests make target/tmp/mcp-venv themselves (python3 with venv and pip, and PyPI, are needed once);\n\
+         or point FLYCODE_TEST_PYTHON at a python that has it; FLYCODE_SKIP_MCP_TESTS=1 skips these tests",
         python.display()
     );
     Some(python)
+}
+
+/// Whether `python` imports the pinned `mcp` package.
+fn has_sdk(python: &Path) -> bool {
+    Command::new(python)
+        .args([
+            "-c",
+            &format!(
+                "import mcp, importlib.metadata as m, sys; sys.exit(m.version('mcp') != '{MCP_SDK_VERSION}')"
+            ),
+        ])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+/// Makes `target/tmp/mcp-venv` with the pinned SDK unless it is there already, and returns its
+/// python. Test threads and test processes (nextest) may get here at once: a lock file held with
+/// `flock` lets one install while the others wait, then find it done.
+fn ensure_venv() -> PathBuf {
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(&base).unwrap();
+        let venv = base.join("mcp-venv");
+        let python = venv.join("bin/python");
+        let lock = std::fs::File::create(base.join("mcp-venv.lock")).unwrap();
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        if !has_sdk(&python) {
+            eprintln!(
+                "making {} with mcp {MCP_SDK_VERSION} (once)",
+                venv.display()
+            );
+            let made = Command::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv)
+                .status()
+                .is_ok_and(|status| status.success());
+            let installed = made
+                && Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", "--disable-pip-version-check"])
+                    .arg(format!("mcp=={MCP_SDK_VERSION}"))
+                    .status()
+                    .is_ok_and(|status| status.success());
+            if !installed {
+                eprintln!("could not make {}; see the messages above", venv.display());
+            }
+        }
+        python
+    })
+    .clone()
 }
 
 /// A root, a state directory (for the audit log) and an empty configuration directory.
