@@ -17,6 +17,7 @@ pub mod handles;
 pub mod host;
 pub mod journal;
 pub mod ops;
+pub(crate) mod place;
 pub mod process;
 pub mod protect;
 pub mod resolve;
