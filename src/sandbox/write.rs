@@ -281,18 +281,29 @@ fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxE
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
 }
 
-/// Checks an existing file before changing it, then locks it exclusively: only regular files, and
+/// Checks an existing file before changing it and locks it exclusively: only regular files, and
 /// no appending to a file with other hard links (its other names may lie outside the roots;
-/// overwrite only replaces this name).
-pub(super) fn lock_for_change(
+/// overwrite only replaces this name). The links are counted under the lock: a batch keeps a
+/// second name (its backup) of a file only while it holds that file's lock.
+fn lock_for_change(
     file: &cap_std::fs::File,
     input: &str,
-    mode: WriteMode,
-) -> Result<(), SandboxError> {
+) -> Result<cap_std::fs::Metadata, SandboxError> {
     let metadata = file
         .metadata()
         .map_err(|e| SandboxError::from_io(input, e))?;
     check_regular(input, &metadata.file_type())?;
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| SandboxError::from_io(input, e.into()))?;
+    file.metadata().map_err(|e| SandboxError::from_io(input, e))
+}
+
+/// Refuses to append to a file with more than one name.
+fn check_links(
+    metadata: &cap_std::fs::Metadata,
+    input: &str,
+    mode: WriteMode,
+) -> Result<(), SandboxError> {
     #[cfg(unix)]
     {
         use cap_std::fs::MetadataExt;
@@ -307,9 +318,8 @@ pub(super) fn lock_for_change(
         }
     }
     #[cfg(not(unix))]
-    let _ = mode;
-    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| SandboxError::from_io(input, e.into()))
+    let _ = (metadata, input, mode);
+    Ok(())
 }
 
 /// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
@@ -327,7 +337,7 @@ pub(crate) fn temp_name(name: &Path) -> PathBuf {
 /// Locks the file at `name`, if there is one, and keeps the lock only once the locked file is
 /// still the one at the name: a writer that waited while another replaced the file would
 /// otherwise hold the lock of a file no longer there and race the next writer.
-fn lock_what_is_there(
+pub(super) fn lock_what_is_there(
     parent: &Dir,
     name: &Path,
     input: &str,
@@ -337,8 +347,9 @@ fn lock_what_is_there(
         let Some(file) = open_existing(parent, name, input)? else {
             return Ok(None);
         };
-        lock_for_change(&file, input, mode)?;
+        let metadata = lock_for_change(&file, input)?;
         if same_file(&file, parent, name) {
+            check_links(&metadata, input, mode)?;
             return Ok(Some(file));
         }
     }
