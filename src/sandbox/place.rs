@@ -14,8 +14,8 @@ use cap_std::fs::Dir;
 ///
 /// Linux: `renameat2` with `RENAME_NOREPLACE`. Where a file system does not support the flag
 /// (`EINVAL`), and on other Unix systems: a hard link to the name (which fails if the name
-/// exists), then the temporary name is removed. Elsewhere: a check, then a rename (a race
-/// remains there; PROTOCOL.md §11 says so).
+/// exists), then the temporary name is removed. Elsewhere (not built yet): a check, then a
+/// rename, where a race remains.
 pub fn rename_if_free(dir: &Dir, temp: &Path, name: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
