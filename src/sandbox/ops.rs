@@ -93,6 +93,9 @@ impl Sandbox {
             return Ok(Removed::Directory);
         }
         self.protection().check(input, &path.absolute)?;
+        // A writer of this file finishes first; one that comes later finds it gone (PROTOCOL.md
+        // §9, fs.write, "Concurrent writers").
+        let _lock = super::write::lock_entry(&parent, &name, &[]);
         parent
             .remove_file(&name)
             .map_err(|e| SandboxError::from_io(input, e))?;
@@ -137,6 +140,20 @@ impl Sandbox {
             return Err(SandboxError::AlreadyExists {
                 path: to.to_owned(),
             });
+        }
+        // Writers of either file finish first, and later ones find the names as the move left
+        // them: an append never lands on a name the move has just emptied or filled. Locked in
+        // path order, as fs.writeBatch locks, so two moves cannot wait for each other.
+        let mut ends = [
+            (&source.absolute, &source_dir, &source_name),
+            (&target.absolute, &target_dir, &target_name),
+        ];
+        ends.sort_by(|a, b| a.0.cmp(b.0));
+        let mut locks: Vec<std::fs::File> = Vec::new();
+        for (_, dir, name) in ends {
+            if let Some(lock) = super::write::lock_entry(dir, name, &locks) {
+                locks.push(lock);
+            }
         }
         let moved = if overwrite {
             source_dir.rename(&source_name, &target_dir, &target_name)

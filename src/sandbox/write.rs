@@ -355,6 +355,53 @@ pub(super) fn lock_what_is_there(
     }
 }
 
+/// Locks the regular file at `name` itself (a link is not followed, and gets no lock), as
+/// [`lock_what_is_there`] does, for an operation that removes or moves the name: a writer that
+/// holds the file's lock finishes first, and one that waits finds the name gone or moved on and
+/// starts over. `None` where there is no regular file, or it cannot be opened (unreadable), or it
+/// is one of the `held` files (two names of one file: a second lock on it would wait for the
+/// first forever): the operation then goes on without this lock.
+pub(super) fn lock_entry(
+    parent: &Dir,
+    name: &Path,
+    held: &[std::fs::File],
+) -> Option<std::fs::File> {
+    loop {
+        let (file, metadata) = super::handles::open_file(parent, name.as_os_str()).ok()?;
+        if !metadata.is_file() || held.iter().any(|h| same_inode(h, &metadata)) {
+            return None;
+        }
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        #[cfg(unix)]
+        {
+            use cap_std::fs::MetadataExt as _;
+            use std::os::unix::fs::MetadataExt as _;
+            let now = parent.symlink_metadata(name).ok()?;
+            let locked = file.metadata().ok()?;
+            if now.dev() == locked.dev() && now.ino() == locked.ino() {
+                return Some(file);
+            }
+        }
+        #[cfg(not(unix))]
+        return Some(file);
+    }
+}
+
+/// Whether `file` is the file `metadata` describes.
+fn same_inode(file: &std::fs::File, metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata()
+            .is_ok_and(|m| m.dev() == metadata.dev() && m.ino() == metadata.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, metadata);
+        false
+    }
+}
+
 /// Whether the open `file` is the one at `name` now.
 fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
     #[cfg(unix)]

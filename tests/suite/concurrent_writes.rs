@@ -266,3 +266,72 @@ fn chmod_refuses_to_lock_the_owner_out_of_a_root() {
     let mode = std::fs::metadata(&w.root).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
 }
+
+#[test]
+fn appends_racing_a_log_rotation_land_once_each() {
+    use flycode::sandbox::{Roots, Sandbox, WriteMode};
+    let w = Workspace::new();
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&w.root)).unwrap()).unwrap();
+    let log = w.path("app.log");
+    let (writers, lines) = (3, 40);
+    std::thread::scope(|scope| {
+        let sandbox = &sandbox;
+        let appenders: Vec<_> = (0..writers)
+            .map(|writer| {
+                let log = log.clone();
+                scope.spawn(move || {
+                    for n in 0..lines {
+                        let line = format!("{writer} {n}\n");
+                        sandbox
+                            .write_file(&log, line.as_bytes(), WriteMode::Append, None)
+                            .unwrap()
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        // Rotate while they append: app.log becomes app.log.N, and the next append starts a
+        // new app.log.
+        let mut rotation = 0;
+        while appenders.iter().any(|a| !a.is_finished()) {
+            if sandbox
+                .rename(&log, &w.path(&format!("app.log.{rotation}")), false)
+                .is_ok()
+            {
+                rotation += 1;
+            }
+        }
+    });
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for entry in std::fs::read_dir(&w.root).unwrap() {
+        let path = entry.unwrap().path();
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            *seen.entry(line.to_owned()).or_insert(0) += 1;
+        }
+    }
+    for writer in 0..writers {
+        for n in 0..lines {
+            let line = format!("{writer} {n}");
+            assert_eq!(seen.get(&line), Some(&1), "{line:?}: {seen:?}");
+        }
+    }
+    assert_eq!(seen.len(), writers * lines);
+}
+
+#[test]
+fn moving_a_file_onto_another_name_of_itself_does_not_wait_for_itself() {
+    use flycode::sandbox::{Roots, Sandbox};
+    let w = Workspace::new();
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&w.root)).unwrap()).unwrap();
+    std::fs::write(w.root.join("a.txt"), "a").unwrap();
+    std::fs::hard_link(w.root.join("a.txt"), w.root.join("b.txt")).unwrap();
+    // Two names of one file: one lock, not two (the second would wait for the first forever).
+    sandbox
+        .rename(&w.path("a.txt"), &w.path("b.txt"), true)
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(w.root.join("b.txt")).unwrap(), "a");
+    sandbox
+        .rename(&w.path("b.txt"), &w.path("b.txt"), true)
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(w.root.join("b.txt")).unwrap(), "a");
+}
