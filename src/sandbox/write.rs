@@ -195,7 +195,7 @@ impl Sandbox {
             )),
             None => None,
         };
-        stage(parent, &temp, &whole, permissions, input)?;
+        let _staged = stage(parent, &temp, &whole, permissions, input)?;
         let placed = match &locked {
             // Replacing the file whose lock is held: the name still leads to it (checked after
             // locking), and every other flycode writer waits for the lock.
@@ -515,22 +515,25 @@ fn is_abandoned(entry: &cap_std::fs::DirEntry) -> bool {
 }
 
 /// Writes `content` to the new temporary file `temp` in `parent`, flushed, with `permissions`;
-/// removed again if anything fails.
+/// removed again if anything fails. The file is returned locked: a writer that finds it at the
+/// name before this one is done with it (the link fallback of [`super::place`] gives it a second
+/// name for a moment) waits instead of counting that name.
 fn stage(
     parent: &Dir,
     temp: &Path,
     content: &[u8],
     permissions: Option<cap_std::fs::Permissions>,
     input: &str,
-) -> Result<(), SandboxError> {
+) -> Result<cap_std::fs::File, SandboxError> {
     let result = (|| {
         let mut file = parent.open_with(temp, OpenOptions::new().write(true).create_new(true))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
         file.write_all(content)?;
         file.sync_data()?;
         if let Some(permissions) = permissions {
             file.set_permissions(permissions)?;
         }
-        Ok::<_, std::io::Error>(())
+        Ok::<_, std::io::Error>(file)
     })();
     result.map_err(|error| {
         let _ = parent.remove_file(temp);

@@ -151,6 +151,21 @@ fn four_mcp_sessions_appending_to_one_new_file_lose_no_acknowledged_append() {
         assert_eq!(mine, expected);
     }
     assert_no_temporaries(&w.root.join("shared"));
+    // The audit log holds every call, one whole line each, and no journal record outlives its
+    // write.
+    let audit = std::fs::read_to_string(w.state.join("audit.jsonl")).unwrap();
+    let writes = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .filter(|entry| entry["tool"] == "fs.write" && entry["outcome"] == "ok")
+        .count();
+    assert_eq!(writes, SESSIONS * APPENDS);
+    assert_eq!(journal_records(&w), 0);
+}
+
+/// How many records are in the state directory's journal.
+fn journal_records(w: &Workspace) -> usize {
+    std::fs::read_dir(w.state.join("journal")).map_or(0, |entries| entries.count())
 }
 
 fn assert_no_temporaries(dir: &Path) {
@@ -206,9 +221,7 @@ fn exec_processes_writing_new_files_in_one_folder_and_appending_all_land() {
     lines.sort_unstable();
     assert_eq!(lines, ["append 1", "append 3", "append 5", "append 7"]);
     // No journal record outlives its write.
-    let journal = w.state.join("journal");
-    let records = std::fs::read_dir(&journal).map_or(0, |entries| entries.count());
-    assert_eq!(records, 0);
+    assert_eq!(journal_records(&w), 0);
 }
 
 #[test]
