@@ -378,7 +378,7 @@ fn lock_and_read(
     input: &str,
     mode: WriteMode,
 ) -> Result<Option<(cap_std::fs::File, Vec<u8>)>, SandboxError> {
-    let Some(mut file) = super::write::lock_what_is_there(parent, name, input, mode)? else {
+    let Some(mut file) = super::lock::lock_what_is_there(parent, name, input, mode)? else {
         return Ok(None);
     };
     let mut bytes = Vec::new();

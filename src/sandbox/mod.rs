@@ -16,6 +16,7 @@ pub mod files;
 pub mod handles;
 pub mod host;
 pub mod journal;
+pub(crate) mod lock;
 pub mod ops;
 pub(crate) mod place;
 pub mod process;

@@ -95,7 +95,7 @@ impl Sandbox {
         self.protection().check(input, &path.absolute)?;
         // A writer of this file finishes first; one that comes later finds it gone (PROTOCOL.md
         // §9, fs.write, "Concurrent writers").
-        let _lock = super::write::lock_entry(&parent, &name, &[]);
+        let _lock = super::lock::lock_entry(&parent, &name, &[]);
         parent
             .remove_file(&name)
             .map_err(|e| SandboxError::from_io(input, e))?;
@@ -151,7 +151,7 @@ impl Sandbox {
         ends.sort_by(|a, b| a.0.cmp(b.0));
         let mut locks: Vec<std::fs::File> = Vec::new();
         for (_, dir, name) in ends {
-            if let Some(lock) = super::write::lock_entry(dir, name, &locks) {
+            if let Some(lock) = super::lock::lock_entry(dir, name, &locks) {
                 locks.push(lock);
             }
         }

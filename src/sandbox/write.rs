@@ -22,7 +22,7 @@ use cap_std::fs::{Dir, OpenOptions};
 use sha2::{Digest, Sha256};
 
 use super::error::SandboxError;
-use super::files::{Sandbox, check_regular};
+use super::files::Sandbox;
 use super::journal::{Journal, Operation, Target};
 use super::resolve::{LastComponent, RootedPath};
 
@@ -144,7 +144,7 @@ impl Sandbox {
             name,
             input,
         } = *target;
-        let locked = lock_what_is_there(parent, name, input, mode)?;
+        let locked = super::lock::lock_what_is_there(parent, name, input, mode)?;
         // Under the lock, what is at the name now. An overwrite reads the old content only to
         // check an expectation, and then streams it through the hash: a 1 MB overwrite would
         // otherwise read, hold and hash the megabyte it is about to replace.
@@ -252,19 +252,6 @@ impl Sandbox {
     }
 }
 
-fn open_existing(
-    parent: &Dir,
-    name: &Path,
-    input: &str,
-) -> Result<Option<cap_std::fs::File>, SandboxError> {
-    let options = super::files::read_options();
-    match parent.open_with(name, &options) {
-        Ok(file) => Ok(Some(file)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(SandboxError::from_io(input, error)),
-    }
-}
-
 /// The whole content of the locked file (read from its start: it was just opened).
 fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxError> {
     let mut bytes = Vec::new();
@@ -281,47 +268,6 @@ fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxE
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
 }
 
-/// Checks an existing file before changing it and locks it exclusively: only regular files, and
-/// no appending to a file with other hard links (its other names may lie outside the roots;
-/// overwrite only replaces this name). The links are counted under the lock: a batch keeps a
-/// second name (its backup) of a file only while it holds that file's lock.
-fn lock_for_change(
-    file: &cap_std::fs::File,
-    input: &str,
-) -> Result<cap_std::fs::Metadata, SandboxError> {
-    let metadata = file
-        .metadata()
-        .map_err(|e| SandboxError::from_io(input, e))?;
-    check_regular(input, &metadata.file_type())?;
-    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| SandboxError::from_io(input, e.into()))?;
-    file.metadata().map_err(|e| SandboxError::from_io(input, e))
-}
-
-/// Refuses to append to a file with more than one name.
-fn check_links(
-    metadata: &cap_std::fs::Metadata,
-    input: &str,
-    mode: WriteMode,
-) -> Result<(), SandboxError> {
-    #[cfg(unix)]
-    {
-        use cap_std::fs::MetadataExt;
-        if mode == WriteMode::Append && metadata.nlink() > 1 {
-            return Err(SandboxError::Denied {
-                path: input.to_owned(),
-                reason: format!(
-                    "the file has {} hard links, and appending would change them all; overwrite it instead",
-                    metadata.nlink()
-                ),
-            });
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (metadata, input, mode);
-    Ok(())
-}
-
 /// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
 /// writer in it (so two writes in one process never pick the same name), and the final name.
 pub(crate) fn temp_name(name: &Path) -> PathBuf {
@@ -332,91 +278,6 @@ pub(crate) fn temp_name(name: &Path) -> PathBuf {
         COUNTER.fetch_add(1, Ordering::Relaxed),
         name.display()
     ))
-}
-
-/// Locks the file at `name`, if there is one, and keeps the lock only once the locked file is
-/// still the one at the name: a writer that waited while another replaced the file would
-/// otherwise hold the lock of a file no longer there and race the next writer.
-pub(super) fn lock_what_is_there(
-    parent: &Dir,
-    name: &Path,
-    input: &str,
-    mode: WriteMode,
-) -> Result<Option<cap_std::fs::File>, SandboxError> {
-    loop {
-        let Some(file) = open_existing(parent, name, input)? else {
-            return Ok(None);
-        };
-        let metadata = lock_for_change(&file, input)?;
-        if same_file(&file, parent, name) {
-            check_links(&metadata, input, mode)?;
-            return Ok(Some(file));
-        }
-    }
-}
-
-/// Locks the regular file at `name` itself (a link is not followed, and gets no lock), as
-/// [`lock_what_is_there`] does, for an operation that removes or moves the name: a writer that
-/// holds the file's lock finishes first, and one that waits finds the name gone or moved on and
-/// starts over. `None` where there is no regular file, or it cannot be opened (unreadable), or it
-/// is one of the `held` files (two names of one file: a second lock on it would wait for the
-/// first forever): the operation then goes on without this lock.
-pub(super) fn lock_entry(
-    parent: &Dir,
-    name: &Path,
-    held: &[std::fs::File],
-) -> Option<std::fs::File> {
-    loop {
-        let (file, metadata) = super::handles::open_file(parent, name.as_os_str()).ok()?;
-        if !metadata.is_file() || held.iter().any(|h| same_inode(h, &metadata)) {
-            return None;
-        }
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
-        #[cfg(unix)]
-        {
-            use cap_std::fs::MetadataExt as _;
-            use std::os::unix::fs::MetadataExt as _;
-            let now = parent.symlink_metadata(name).ok()?;
-            let locked = file.metadata().ok()?;
-            if now.dev() == locked.dev() && now.ino() == locked.ino() {
-                return Some(file);
-            }
-        }
-        #[cfg(not(unix))]
-        return Some(file);
-    }
-}
-
-/// Whether `file` is the file `metadata` describes.
-fn same_inode(file: &std::fs::File, metadata: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        file.metadata()
-            .is_ok_and(|m| m.dev() == metadata.dev() && m.ino() == metadata.ino())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, metadata);
-        false
-    }
-}
-
-/// Whether the open `file` is the one at `name` now.
-fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use cap_std::fs::MetadataExt;
-        match (file.metadata(), parent.metadata(name)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, parent, name);
-        true
-    }
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
