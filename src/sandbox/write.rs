@@ -778,6 +778,50 @@ mod tests {
     }
 
     #[test]
+    fn of_writers_that_expect_no_file_exactly_one_creates_it() {
+        let (_t, root, _o, sandbox) = setup();
+        for round in 0..20 {
+            let path = root.join(format!("once-{round}.txt"));
+            let sandbox = &sandbox;
+            let winners: Vec<usize> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|writer| {
+                        let path = path.clone();
+                        scope.spawn(move || {
+                            let content = format!("writer {writer}");
+                            let mode = if writer % 2 == 0 {
+                                WriteMode::Overwrite
+                            } else {
+                                WriteMode::Append
+                            };
+                            match write(sandbox, &path, &content, mode, Some("(missing)")).unwrap()
+                            {
+                                Ok(outcome) => {
+                                    assert!(outcome.created);
+                                    Some(writer)
+                                }
+                                Err(mismatch) => {
+                                    assert_ne!(mismatch.actual, "(missing)");
+                                    None
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .filter_map(|h| h.join().unwrap())
+                    .collect()
+            });
+            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                format!("writer {}", winners[0])
+            );
+        }
+    }
+
+    #[test]
     fn concurrent_creations_of_different_files_in_one_folder_all_land() {
         let (_t, root, _o, sandbox) = setup();
         let sandbox = &sandbox;
