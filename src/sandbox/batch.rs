@@ -21,6 +21,9 @@ use super::journal::{Journal, Operation, Target};
 use super::resolve::{LastComponent, RootedPath};
 use super::write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex, temp_name};
 
+/// How many times a batch starts over after losing a race to create one of its files.
+const MAX_ATTEMPTS: usize = 100;
+
 /// One file of a batch.
 #[derive(Clone, Debug)]
 pub struct BatchFile {
@@ -69,6 +72,9 @@ struct Staged {
     backup: Option<PathBuf>,
     /// Whether the backup name has been made (a hard link to the old file).
     linked: bool,
+    /// The staged file, locked until the batch is over: once it is at its name, another writer
+    /// waits for the batch (which may still put the old file back) instead of changing it.
+    _lock: cap_std::fs::File,
     existed: bool,
     outcome: WriteOutcome,
 }
@@ -93,7 +99,28 @@ impl Sandbox {
         if let Some(message) = find_conflict(files, &resolved) {
             return Ok(Err(BatchRefusal::Conflict { message }));
         }
+        // A batch that loses a race to create one of its files has changed nothing (it was put
+        // back): it starts over, and then finds that file and waits for its lock.
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(result) = self.write_batch_once(files, &resolved)? {
+                return Ok(result);
+            }
+        }
+        Err(SandboxError::Io {
+            path: files.first().map(|f| f.path.clone()).unwrap_or_default(),
+            source: std::io::Error::other(format!(
+                "files of the batch were created and removed by someone else {MAX_ATTEMPTS} times while flycode tried to write them, so nothing was written; try again when nothing else changes them"
+            )),
+        })
+    }
 
+    /// One attempt at a batch; `None` when another writer created one of its new files first
+    /// (everything was put back).
+    fn write_batch_once(
+        &self,
+        files: &[BatchFile],
+        resolved: &[RootedPath],
+    ) -> Result<Option<Result<Vec<WriteOutcome>, BatchRefusal>>, SandboxError> {
         // Lock existing files in path order, then check every precondition.
         let mut order: Vec<usize> = (0..files.len()).collect();
         order.sort_by(|a, b| resolved[*a].absolute.cmp(&resolved[*b].absolute));
@@ -117,10 +144,10 @@ impl Sandbox {
             if let Some(expected) = &file.expected_sha256
                 && *expected != actual
             {
-                return Ok(Err(BatchRefusal::Mismatch {
+                return Ok(Some(Err(BatchRefusal::Mismatch {
                     index,
                     mismatch: HashMismatch { actual },
-                }));
+                })));
             }
         }
 
@@ -133,7 +160,7 @@ impl Sandbox {
             .collect();
         let targets: Option<Vec<Target>> = plans
             .iter()
-            .zip(&resolved)
+            .zip(resolved)
             .map(|(plan, path)| {
                 Target::new(
                     self.root_path(path),
@@ -172,13 +199,16 @@ impl Sandbox {
 
         // Replace, keeping backups so a failure can be undone.
         for done in 0..staged.len() {
-            if let Err(error) = replace(&mut staged[done], &files[done].path) {
+            if let Err(error) = replace(&mut staged[done]) {
                 for item in staged[..done].iter().rev() {
                     restore(item);
                 }
                 discard(&staged);
                 self.remove_created(&created_dirs);
-                return Err(error);
+                if !staged[done].existed && error.kind() == std::io::ErrorKind::AlreadyExists {
+                    return Ok(None);
+                }
+                return Err(SandboxError::from_io(&files[done].path, error));
             }
         }
         for item in &staged {
@@ -191,7 +221,10 @@ impl Sandbox {
         }
         drop(journal);
         drop(locks);
-        Ok(Ok(staged.into_iter().map(|item| item.outcome).collect()))
+        Ok(Some(Ok(staged
+            .into_iter()
+            .map(|item| item.outcome)
+            .collect())))
     }
 
     /// The parent directory of `path` if it exists.
@@ -248,7 +281,7 @@ impl Sandbox {
         file: &BatchFile,
         path: &RootedPath,
         plan: Plan,
-        created_dirs: &mut Vec<(usize, PathBuf)>,
+        created_dirs: &mut Vec<CreatedDirs>,
     ) -> Result<Staged, SandboxError> {
         let root = self.root_dir(path);
         if let Some(parent) = path.relative.parent() {
@@ -262,7 +295,11 @@ impl Sandbox {
             if let Some(missing) = first_missing {
                 root.create_dir_all(parent)
                     .map_err(|e| SandboxError::from_io(&file.path, e))?;
-                created_dirs.push((path.root, missing));
+                created_dirs.push(CreatedDirs {
+                    root: path.root,
+                    first: missing,
+                    last: parent.to_owned(),
+                });
             }
         }
         let (parent, name) = self.parent_dir(&file.path, path, false)?;
@@ -275,18 +312,23 @@ impl Sandbox {
         let written = (|| {
             let mut handle =
                 parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
+            rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
             handle.write_all(&plan.content)?;
             handle.sync_data()?;
             if let Some(permissions) = permissions {
                 handle.set_permissions(permissions)?;
             }
-            Ok::<_, std::io::Error>(())
+            Ok::<_, std::io::Error>(handle)
         })();
-        if let Err(error) = written {
-            let _ = parent.remove_file(&temp);
-            return Err(SandboxError::from_io(&file.path, error));
-        }
+        let handle = match written {
+            Ok(handle) => handle,
+            Err(error) => {
+                let _ = parent.remove_file(&temp);
+                return Err(SandboxError::from_io(&file.path, error));
+            }
+        };
         Ok(Staged {
+            _lock: handle,
             existed: plan.backup.is_some(),
             outcome: plan.outcome,
             parent,
@@ -297,13 +339,28 @@ impl Sandbox {
         })
     }
 
-    fn remove_created(&self, created: &[(usize, PathBuf)]) {
-        for (root, dir) in created.iter().rev() {
-            if let Some(handle) = self.root_handle(*root) {
-                let _ = handle.remove_dir_all(dir);
+    /// Removes the directories the batch created, deepest first, each only while it is empty:
+    /// another writer may have put a file in one meanwhile, and that file stays.
+    fn remove_created(&self, created: &[CreatedDirs]) {
+        for dirs in created.iter().rev() {
+            let Some(handle) = self.root_handle(dirs.root) else {
+                continue;
+            };
+            for dir in dirs.last.ancestors() {
+                if !dir.starts_with(&dirs.first) || handle.remove_dir(dir).is_err() {
+                    break;
+                }
             }
         }
     }
+}
+
+/// The directories a batch created on the way to one file: `first` (the first that was missing)
+/// down to `last` (the file's own directory), relative to root number `root`.
+struct CreatedDirs {
+    root: usize,
+    first: PathBuf,
+    last: PathBuf,
 }
 
 fn file_name(path: &RootedPath) -> PathBuf {
@@ -313,20 +370,17 @@ fn file_name(path: &RootedPath) -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Locks an existing file and reads it; `None` when there is no file.
+/// Locks an existing file (the one at the name once locked) and reads it; `None` when there is
+/// no file.
 fn lock_and_read(
     parent: &Dir,
     name: &Path,
     input: &str,
     mode: WriteMode,
 ) -> Result<Option<(cap_std::fs::File, Vec<u8>)>, SandboxError> {
-    let options = super::files::read_options();
-    let mut file = match parent.open_with(name, &options) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(SandboxError::from_io(input, error)),
+    let Some(mut file) = super::lock::lock_what_is_there(parent, name, input, mode)? else {
+        return Ok(None);
     };
-    super::write::lock_for_change(&file, input, mode)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
@@ -379,18 +433,18 @@ fn find_conflict(files: &[BatchFile], resolved: &[RootedPath]) -> Option<String>
     None
 }
 
-fn replace(item: &mut Staged, input: &str) -> Result<(), SandboxError> {
-    if item.existed
-        && let Some(backup) = &item.backup
-    {
-        item.parent
-            .hard_link(&item.name, &item.parent, backup)
-            .map_err(|e| SandboxError::from_io(input, e))?;
+/// Puts one staged file at its name: over the old file (kept under its backup name first), or,
+/// for a new file, only if the name is still free (`AlreadyExists` when another writer created it
+/// meanwhile).
+fn replace(item: &mut Staged) -> std::io::Result<()> {
+    if !item.existed {
+        return super::place::rename_if_free(&item.parent, &item.temp, &item.name);
+    }
+    if let Some(backup) = &item.backup {
+        item.parent.hard_link(&item.name, &item.parent, backup)?;
         item.linked = true;
     }
-    item.parent
-        .rename(&item.temp, &item.parent, &item.name)
-        .map_err(|e| SandboxError::from_io(input, e))
+    item.parent.rename(&item.temp, &item.parent, &item.name)
 }
 
 /// Puts a replaced file back (or removes a created one).
@@ -463,6 +517,58 @@ mod tests {
         }
         all.sort();
         all
+    }
+
+    #[test]
+    fn concurrent_batches_and_appends_to_new_files_lose_nothing() {
+        let (_t, root, sandbox) = setup();
+        let log = root.join("new/log.txt");
+        let sandbox = &sandbox;
+        std::thread::scope(|scope| {
+            for writer in 0..6 {
+                let (root, log) = (root.clone(), log.clone());
+                scope.spawn(move || {
+                    for n in 0..12 {
+                        let line = format!("{writer} {n}\n");
+                        if writer < 4 {
+                            let mut append = file(&root, "new/log.txt", &line);
+                            append.mode = WriteMode::Append;
+                            let own = file(&root, &format!("new/{writer}-{n}.txt"), &line);
+                            sandbox.write_batch(&[append, own]).unwrap().unwrap();
+                        } else {
+                            sandbox
+                                .write_file(
+                                    &log.display().to_string(),
+                                    line.as_bytes(),
+                                    WriteMode::Append,
+                                    None,
+                                )
+                                .unwrap()
+                                .unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        let mut expected: Vec<String> = (0..6)
+            .flat_map(|w| (0..12).map(move |n| format!("{w} {n}")))
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(lines, expected);
+        for writer in 0..4 {
+            for n in 0..12 {
+                let own = root.join(format!("new/{writer}-{n}.txt"));
+                assert_eq!(
+                    std::fs::read_to_string(own).unwrap(),
+                    format!("{writer} {n}\n")
+                );
+            }
+        }
+        // Nothing staged is left behind.
+        assert_eq!(std::fs::read_dir(root.join("new")).unwrap().count(), 49);
     }
 
     #[test]

@@ -93,6 +93,9 @@ impl Sandbox {
             return Ok(Removed::Directory);
         }
         self.protection().check(input, &path.absolute)?;
+        // A writer of this file finishes first; one that comes later finds it gone (PROTOCOL.md
+        // §9, fs.write, "Concurrent writers").
+        let _lock = super::lock::lock_entry(&parent, &name, &[]);
         parent
             .remove_file(&name)
             .map_err(|e| SandboxError::from_io(input, e))?;
@@ -138,6 +141,20 @@ impl Sandbox {
                 path: to.to_owned(),
             });
         }
+        // Writers of either file finish first, and later ones find the names as the move left
+        // them: an append never lands on a name the move has just emptied or filled. Locked in
+        // path order, as fs.writeBatch locks, so two moves cannot wait for each other.
+        let mut ends = [
+            (&source.absolute, &source_dir, &source_name),
+            (&target.absolute, &target_dir, &target_name),
+        ];
+        ends.sort_by(|a, b| a.0.cmp(b.0));
+        let mut locks: Vec<std::fs::File> = Vec::new();
+        for (_, dir, name) in ends {
+            if let Some(lock) = super::lock::lock_entry(dir, name, &locks) {
+                locks.push(lock);
+            }
+        }
         let moved = if overwrite {
             source_dir.rename(&source_name, &target_dir, &target_name)
         } else {
@@ -169,6 +186,7 @@ impl Sandbox {
         }
         let path = self.resolve(input, LastComponent::Follow)?;
         self.protection().check(input, &path.absolute)?;
+        self.keep_roots_usable(input, &path.absolute, mode)?;
         #[cfg(unix)]
         {
             use cap_std::fs::MetadataExt;
@@ -206,6 +224,38 @@ impl Sandbox {
         return root
             .set_permissions(&path.relative, permissions)
             .map_err(|e| SandboxError::from_io(input, e));
+    }
+
+    /// Refuses a mode that takes from an allowed root the owner's read, write or search
+    /// permission, or from a directory holding one the owner's search permission: flycode and
+    /// the programs it runs would lose the root (PROTOCOL.md §9, fs.chmod).
+    fn keep_roots_usable(
+        &self,
+        input: &str,
+        absolute: &Path,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
+        let (needed, what, names) = if self.roots().iter().any(|root| root == absolute) {
+            (0o700, "an allowed root", "read, write and search (u+rwx)")
+        } else if self.holds_a_root(absolute) {
+            (
+                0o100,
+                "a directory that holds an allowed root",
+                "search (u+x)",
+            )
+        } else {
+            return Ok(());
+        };
+        if mode & needed == needed {
+            return Ok(());
+        }
+        Err(SandboxError::Denied {
+            path: input.to_owned(),
+            reason: format!(
+                "this is {what}, and mode {mode:04o} would take the owner's {names} permission from it, locking flycode and its programs out; keep those bits (e.g. {:04o}), or change the files inside it instead",
+                mode | needed
+            ),
+        })
     }
 
     /// The current permission bits of what `input` names.
@@ -594,6 +644,32 @@ mod tests {
                 .any(|n| n.to_string_lossy().contains("flycode-tmp")),
             "{names:?}"
         );
+    }
+
+    #[test]
+    fn chmod_never_locks_the_owner_out_of_a_root() {
+        let (_t, root, _o, sandbox) = setup();
+        let shown = root.display().to_string();
+        for mode in [0o000, 0o600, 0o500, 0o300, 0o077] {
+            let error = sandbox.set_mode(&shown, mode).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::DeniedByPolicy, "{mode:o}");
+            assert!(error.to_string().contains("u+rwx"), "{error}");
+        }
+        assert_eq!(sandbox.mode_of(&shown).unwrap() & 0o700, 0o700);
+        // Modes that keep the owner's bits are fine, on the root and below it.
+        sandbox.set_mode(&shown, 0o700).unwrap();
+        assert_eq!(sandbox.mode_of(&shown).unwrap(), 0o700);
+        sandbox.set_mode(&shown, 0o755).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        sandbox.set_mode(&p(&root, "sub"), 0o000).unwrap();
+        sandbox.set_mode(&p(&root, "sub"), 0o755).unwrap();
+        // A directory holding a nested root must keep its search bit.
+        std::fs::create_dir(root.join("sub/inner")).unwrap();
+        let roots = Roots::resolve(&[root.clone(), root.join("sub/inner")]).unwrap();
+        let nested = Sandbox::open(&roots).unwrap();
+        let error = nested.set_mode(&p(&root, "sub"), 0o600).unwrap_err();
+        assert!(error.to_string().contains("u+x"), "{error}");
+        nested.set_mode(&p(&root, "sub"), 0o711).unwrap();
     }
 
     #[test]

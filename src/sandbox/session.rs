@@ -1,6 +1,7 @@
-//! The stale-read guard's memory: for each file the model read, the sha256 it saw. A file that
-//! changed since (by anything but flycode) may not be overwritten, appended, moved, removed or
-//! chmodded without an explicit `expectedSha256`.
+//! The stale-read guard's memory: for each file the model read, the sha256 it saw (or, after the
+//! session's own write, the sha256 of what it wrote). A file that changed since (by anything but
+//! this session) may not be overwritten, appended, moved, removed or chmodded without an explicit
+//! `expectedSha256` (PROTOCOL.md §10, Stale-read guard).
 //!
 //! A session is named (`--session NAME`) and kept as JSON in the state directory, so the guard
 //! works across `flycode exec` runs; `watch` and `run` keep one per run.

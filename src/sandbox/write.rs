@@ -2,8 +2,13 @@
 //! to a temporary file in the same directory, are flushed (`sync_data`), take the old file's
 //! permissions, and replace the name by `rename`; then the directory itself is flushed.
 //!
-//! A precondition on the current content (`expectedSha256`) is checked under an exclusive
-//! advisory lock on the file, so two writers with the same expectation cannot both win.
+//! Every write of an existing file happens under an exclusive advisory lock on that file, taken
+//! again when the name has meanwhile moved on to another file: an append reads the content it
+//! extends under the lock, so concurrent appends (threads, sessions, processes) all land, each
+//! once, and a precondition on the current content (`expectedSha256`) lets exactly one of two
+//! writers with the same expectation win. Where there is no file, there is nothing to lock: the
+//! staged file takes the name only if it is still free (`RENAME_NOREPLACE`), and a writer that
+//! loses that race starts over against the winner's file (PROTOCOL.md §9, fs.write).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -17,7 +22,7 @@ use cap_std::fs::{Dir, OpenOptions};
 use sha2::{Digest, Sha256};
 
 use super::error::SandboxError;
-use super::files::{Sandbox, check_regular};
+use super::files::Sandbox;
 use super::journal::{Journal, Operation, Target};
 use super::resolve::{LastComponent, RootedPath};
 
@@ -58,6 +63,26 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// How many times a write starts over after losing a creation race before it gives up.
+const MAX_ATTEMPTS: usize = 100;
+
+/// Where a write goes: the resolved path, its open directory and its final name.
+#[derive(Clone, Copy)]
+struct Destination<'a> {
+    path: &'a RootedPath,
+    parent: &'a Dir,
+    name: &'a Path,
+    input: &'a str,
+}
+
+/// What one attempt at a write came to.
+enum Attempt {
+    /// Written, or refused by the expectation.
+    Done(Result<WriteOutcome, HashMismatch>),
+    /// There was no file, and another writer created one before this one could: start over.
+    LostCreation,
+}
+
 impl Sandbox {
     /// Writes `content` to `input` (links followed; missing parent directories inside the root
     /// are created). With `expected_sha256`, the current content must hash to it (`(missing)`
@@ -78,7 +103,48 @@ impl Sandbox {
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
         clean_stale_temporaries(&parent);
-        let locked = lock_what_is_there(&parent, &name, input, mode)?;
+        let target = Destination {
+            path: &path,
+            parent: &parent,
+            name: &name,
+            input,
+        };
+        // Each lost creation race means another writer has just created the file: the next
+        // attempt finds it and waits for its lock. Only someone creating and removing it again
+        // and again could keep a writer here.
+        for _ in 0..MAX_ATTEMPTS {
+            if let Attempt::Done(result) =
+                self.write_once(&target, content, mode, expected_sha256)?
+            {
+                return Ok(result);
+            }
+        }
+        Err(SandboxError::Io {
+            path: input.to_owned(),
+            source: std::io::Error::other(format!(
+                "the file was created and removed by someone else {MAX_ATTEMPTS} times while flycode tried to write it, so nothing was written; try again when nothing else changes it"
+            )),
+        })
+    }
+
+    /// One attempt at a write: lock what is at the name (or find nothing), check, stage, and put
+    /// the staged file in place. Where there was no file, the staged one takes the name only if
+    /// it is still free; otherwise another writer created the file meanwhile, nothing was
+    /// written, and the caller tries again, against that file.
+    fn write_once(
+        &self,
+        target: &Destination<'_>,
+        content: &[u8],
+        mode: WriteMode,
+        expected_sha256: Option<&str>,
+    ) -> Result<Attempt, SandboxError> {
+        let Destination {
+            path,
+            parent,
+            name,
+            input,
+        } = *target;
+        let locked = super::lock::lock_what_is_there(parent, name, input, mode)?;
         // Under the lock, what is at the name now. An overwrite reads the old content only to
         // check an expectation, and then streams it through the hash: a 1 MB overwrite would
         // otherwise read, hold and hash the megabyte it is about to replace.
@@ -93,7 +159,7 @@ impl Sandbox {
                 (None, None) => "(missing)".to_owned(),
             };
             if expected != actual {
-                return Ok(Err(HashMismatch { actual }));
+                return Ok(Attempt::Done(Err(HashMismatch { actual })));
             }
         }
         // An append is staged and renamed too (old content plus the addition): a writer killed
@@ -103,12 +169,12 @@ impl Sandbox {
             None => Cow::Borrowed(content),
         };
         let sha256 = sha256_hex(&whole);
-        let temp = temp_name(&name);
+        let temp = temp_name(name);
         let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
-        let target = Target::new(
+        let record = Target::new(
             &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
             parent_relative,
-            &name,
+            name,
             &temp,
             None,
             sha256.clone(),
@@ -116,19 +182,41 @@ impl Sandbox {
         );
         // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
         // unrecorded, as before the journal existed.
-        let journal = match target {
-            Some(target) => Some(Journal::begin(Operation::Write, vec![target])?),
+        let journal = match record {
+            Some(record) => Some(Journal::begin(Operation::Write, vec![record])?),
             None => None,
         };
-        replace_atomically(&parent, &name, &temp, &whole, input)?;
-        sync_dir(&parent, input)?;
+        // The new file keeps the old one's permissions (read from the locked file itself).
+        let permissions = match &locked {
+            Some(file) => Some(without_special_bits(
+                file.metadata()
+                    .map_err(|e| SandboxError::from_io(input, e))?
+                    .permissions(),
+            )),
+            None => None,
+        };
+        let _staged = stage(parent, &temp, &whole, permissions, input)?;
+        let placed = match &locked {
+            // Replacing the file whose lock is held: the name still leads to it (checked after
+            // locking), and every other flycode writer waits for the lock.
+            Some(_) => parent.rename(&temp, parent, name),
+            None => super::place::rename_if_free(parent, &temp, name),
+        };
+        if let Err(error) = placed {
+            let _ = parent.remove_file(&temp);
+            if locked.is_none() && error.kind() == std::io::ErrorKind::AlreadyExists {
+                return Ok(Attempt::LostCreation);
+            }
+            return Err(SandboxError::from_io(input, error));
+        }
+        sync_dir(parent, input)?;
         drop(journal);
-        Ok(Ok(WriteOutcome {
+        Ok(Attempt::Done(Ok(WriteOutcome {
             path: path.absolute.clone(),
             bytes_written: content.len() as u64,
             sha256,
             created: locked.is_none(),
-        }))
+        })))
     }
 
     /// The directory holding `path` (created when `create` and missing) and the final name.
@@ -164,19 +252,6 @@ impl Sandbox {
     }
 }
 
-fn open_existing(
-    parent: &Dir,
-    name: &Path,
-    input: &str,
-) -> Result<Option<cap_std::fs::File>, SandboxError> {
-    let options = super::files::read_options();
-    match parent.open_with(name, &options) {
-        Ok(file) => Ok(Some(file)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(SandboxError::from_io(input, error)),
-    }
-}
-
 /// The whole content of the locked file (read from its start: it was just opened).
 fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxError> {
     let mut bytes = Vec::new();
@@ -193,37 +268,6 @@ fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxE
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
 }
 
-/// Checks an existing file before changing it, then locks it exclusively: only regular files, and
-/// no appending to a file with other hard links (its other names may lie outside the roots;
-/// overwrite only replaces this name).
-pub(super) fn lock_for_change(
-    file: &cap_std::fs::File,
-    input: &str,
-    mode: WriteMode,
-) -> Result<(), SandboxError> {
-    let metadata = file
-        .metadata()
-        .map_err(|e| SandboxError::from_io(input, e))?;
-    check_regular(input, &metadata.file_type())?;
-    #[cfg(unix)]
-    {
-        use cap_std::fs::MetadataExt;
-        if mode == WriteMode::Append && metadata.nlink() > 1 {
-            return Err(SandboxError::Denied {
-                path: input.to_owned(),
-                reason: format!(
-                    "the file has {} hard links, and appending would change them all; overwrite it instead",
-                    metadata.nlink()
-                ),
-            });
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| SandboxError::from_io(input, e.into()))
-}
-
 /// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
 /// writer in it (so two writes in one process never pick the same name), and the final name.
 pub(crate) fn temp_name(name: &Path) -> PathBuf {
@@ -234,43 +278,6 @@ pub(crate) fn temp_name(name: &Path) -> PathBuf {
         COUNTER.fetch_add(1, Ordering::Relaxed),
         name.display()
     ))
-}
-
-/// Locks the file at `name`, if there is one, and keeps the lock only once the locked file is
-/// still the one at the name: a writer that waited while another replaced the file would
-/// otherwise hold the lock of a file no longer there and race the next writer.
-fn lock_what_is_there(
-    parent: &Dir,
-    name: &Path,
-    input: &str,
-    mode: WriteMode,
-) -> Result<Option<cap_std::fs::File>, SandboxError> {
-    loop {
-        let Some(file) = open_existing(parent, name, input)? else {
-            return Ok(None);
-        };
-        lock_for_change(&file, input, mode)?;
-        if same_file(&file, parent, name) {
-            return Ok(Some(file));
-        }
-    }
-}
-
-/// Whether the open `file` is the one at `name` now.
-fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use cap_std::fs::MetadataExt;
-        match (file.metadata(), parent.metadata(name)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, parent, name);
-        true
-    }
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
@@ -368,38 +375,31 @@ fn is_abandoned(entry: &cap_std::fs::DirEntry) -> bool {
     }
 }
 
-/// Temporary file in the same directory, flushed, permissions kept, renamed over the name.
-fn replace_atomically(
+/// Writes `content` to the new temporary file `temp` in `parent`, flushed, with `permissions`;
+/// removed again if anything fails. The file is returned locked: a writer that finds it at the
+/// name before this one is done with it (the link fallback of [`super::place`] gives it a second
+/// name for a moment) waits instead of counting that name.
+fn stage(
     parent: &Dir,
-    name: &Path,
     temp: &Path,
     content: &[u8],
+    permissions: Option<cap_std::fs::Permissions>,
     input: &str,
-) -> Result<(), SandboxError> {
-    let permissions = parent
-        .metadata(name)
-        .ok()
-        .map(|m| without_special_bits(m.permissions()));
+) -> Result<cap_std::fs::File, SandboxError> {
     let result = (|| {
-        let mut file = parent
-            .open_with(temp, OpenOptions::new().write(true).create_new(true))
-            .map_err(|e| SandboxError::from_io(input, e))?;
-        file.write_all(content)
-            .map_err(|e| SandboxError::from_io(input, e))?;
-        file.sync_data()
-            .map_err(|e| SandboxError::from_io(input, e))?;
+        let mut file = parent.open_with(temp, OpenOptions::new().write(true).create_new(true))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+        file.write_all(content)?;
+        file.sync_data()?;
         if let Some(permissions) = permissions {
-            file.set_permissions(permissions)
-                .map_err(|e| SandboxError::from_io(input, e))?;
+            file.set_permissions(permissions)?;
         }
-        parent
-            .rename(temp, parent, name)
-            .map_err(|e| SandboxError::from_io(input, e))
+        Ok::<_, std::io::Error>(file)
     })();
-    if result.is_err() {
+    result.map_err(|error| {
         let _ = parent.remove_file(temp);
-    }
-    result
+        SandboxError::from_io(input, error)
+    })
 }
 
 /// The permissions to keep, without setuid, setgid and sticky bits: new content must not inherit
@@ -695,6 +695,167 @@ mod tests {
         );
         let error = write(&sandbox, &fifo, "x", WriteMode::Append, None).unwrap_err();
         assert_eq!(error.code(), ErrorCode::SpecialFile);
+    }
+
+    /// Every line of `text` and how often it occurs.
+    fn line_counts(text: &str) -> HashMap<&str, usize> {
+        let mut counts = HashMap::new();
+        for line in text.lines() {
+            *counts.entry(line).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn concurrent_appends_to_a_new_file_all_land_once() {
+        let (_t, root, _o, sandbox) = setup();
+        for round in 0..10 {
+            let path = root.join(format!("log-{round}.txt"));
+            let sandbox = &sandbox;
+            std::thread::scope(|scope| {
+                for writer in 0..6 {
+                    let path = path.clone();
+                    scope.spawn(move || {
+                        for n in 0..15 {
+                            let line = format!("writer {writer} line {n} {}\n", "x".repeat(40));
+                            let outcome = write(sandbox, &path, &line, WriteMode::Append, None)
+                                .unwrap()
+                                .unwrap();
+                            assert_eq!(outcome.bytes_written, line.len() as u64);
+                        }
+                    });
+                }
+            });
+            let text = std::fs::read_to_string(&path).unwrap();
+            let counts = line_counts(&text);
+            assert_eq!(counts.len(), 6 * 15, "round {round}: {text}");
+            assert!(counts.values().all(|&n| n == 1), "round {round}: {text}");
+            assert!(text.ends_with('\n'));
+        }
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with(TEMP_PREFIX))
+            .collect();
+        assert!(names.is_empty(), "temporaries left: {names:?}");
+    }
+
+    #[test]
+    fn a_creator_that_loses_the_race_keeps_the_winners_content() {
+        let (_t, root, _o, sandbox) = setup();
+        for round in 0..20 {
+            let path = root.join(format!("new-{round}.txt"));
+            let sandbox = &sandbox;
+            // Overwrites of a missing file: the last one wins, whole; appends racing them land
+            // on whichever content is there when they run, and are never dropped.
+            std::thread::scope(|scope| {
+                for writer in 0..4 {
+                    let path = path.clone();
+                    scope.spawn(move || {
+                        let mode = if writer % 2 == 0 {
+                            WriteMode::Overwrite
+                        } else {
+                            WriteMode::Append
+                        };
+                        write(sandbox, &path, &format!("w{writer}\n"), mode, None)
+                            .unwrap()
+                            .unwrap();
+                    });
+                }
+            });
+            let text = std::fs::read_to_string(&path).unwrap();
+            // The file is the last overwrite, whole, then whatever was appended after it, once
+            // each: an append answered before that overwrite was replaced by it, as asked.
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(matches!(lines[0], "w0" | "w2"), "round {round}: {text:?}");
+            assert!(
+                lines[1..].iter().all(|l| matches!(*l, "w1" | "w3")),
+                "round {round}: {text:?}"
+            );
+            let counts = line_counts(&text);
+            assert!(counts.values().all(|&n| n == 1), "round {round}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn of_writers_that_expect_no_file_exactly_one_creates_it() {
+        let (_t, root, _o, sandbox) = setup();
+        for round in 0..20 {
+            let path = root.join(format!("once-{round}.txt"));
+            let sandbox = &sandbox;
+            let winners: Vec<usize> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|writer| {
+                        let path = path.clone();
+                        scope.spawn(move || {
+                            let content = format!("writer {writer}");
+                            let mode = if writer % 2 == 0 {
+                                WriteMode::Overwrite
+                            } else {
+                                WriteMode::Append
+                            };
+                            match write(sandbox, &path, &content, mode, Some("(missing)")).unwrap()
+                            {
+                                Ok(outcome) => {
+                                    assert!(outcome.created);
+                                    Some(writer)
+                                }
+                                Err(mismatch) => {
+                                    assert_ne!(mismatch.actual, "(missing)");
+                                    None
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .filter_map(|h| h.join().unwrap())
+                    .collect()
+            });
+            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                format!("writer {}", winners[0])
+            );
+        }
+    }
+
+    #[test]
+    fn concurrent_creations_of_different_files_in_one_folder_all_land() {
+        let (_t, root, _o, sandbox) = setup();
+        let sandbox = &sandbox;
+        std::thread::scope(|scope| {
+            for writer in 0..6 {
+                let root = root.clone();
+                scope.spawn(move || {
+                    for n in 0..20 {
+                        let path = root.join(format!("dir/sub/{writer}-{n}.txt"));
+                        let mode = if n % 2 == 0 {
+                            WriteMode::Overwrite
+                        } else {
+                            WriteMode::Append
+                        };
+                        write(sandbox, &path, &format!("{writer} {n}"), mode, None)
+                            .unwrap()
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        for writer in 0..6 {
+            for n in 0..20 {
+                let path = root.join(format!("dir/sub/{writer}-{n}.txt"));
+                assert_eq!(
+                    std::fs::read_to_string(&path).unwrap(),
+                    format!("{writer} {n}")
+                );
+            }
+        }
+        assert_eq!(
+            std::fs::read_dir(root.join("dir/sub")).unwrap().count(),
+            120
+        );
     }
 
     #[test]

@@ -424,6 +424,16 @@ impl<'a> Executor<'a> {
                         lock(session).remember(&path, &hash);
                     }
                 }
+                // PROTOCOL.md §10 (Stale-read guard): an append carries what the session knew
+                // forward; it never makes the session know a file it did not.
+                SessionChange::Appended(input, hash) => {
+                    if let Some(path) = resolved(&input) {
+                        let mut session = lock(session);
+                        if session.remembered(&path).is_some() {
+                            session.remember(&path, &hash);
+                        }
+                    }
+                }
                 // A missing last component still resolves, to the name it had.
                 SessionChange::Forget(input) => {
                     if let Some(path) = resolved(input) {
@@ -556,5 +566,62 @@ mod tests {
         let removed = executor.execute(&call(ToolName::FsRm, serde_json::json!({"path": path})));
         assert!(removed.is_ok());
         assert_eq!(lock(&session).remembered(&path), None);
+    }
+
+    #[test]
+    fn a_sessions_own_appends_never_make_its_next_write_stale() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox =
+            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
+                .unwrap();
+        let policy = Policy {
+            approval: super::super::policy::Approval::Auto,
+            ..Policy::default()
+        };
+        let session = Mutex::new(Session::in_memory());
+        let executor = Executor {
+            session: Some(&session),
+            ..Executor::new(&sandbox, &policy, &FixedApprover(Approval::Yes))
+        };
+        let call = |tool: ToolName, args: serde_json::Value| Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap(),
+        };
+        let append = |path: &PathBuf, line: &str| {
+            executor.execute(&call(
+                ToolName::FsWrite,
+                serde_json::json!({"path": path, "mode": "append", "content": line}),
+            ))
+        };
+        // Appends to a file the session never read: another writer's lines in between are no
+        // reason to refuse (nothing was read that could be stale), and nothing is remembered.
+        let log = root.join("log.txt");
+        assert!(append(&log, "mine 1\n").is_ok());
+        std::fs::write(&log, "mine 1\ntheirs\n").unwrap();
+        assert!(append(&log, "mine 2\n").is_ok());
+        assert_eq!(lock(&session).remembered(&log), None);
+        // Read, then its own appends: each one's hash is remembered, so none is stale.
+        let notes = root.join("notes.txt");
+        std::fs::write(&notes, "start\n").unwrap();
+        assert!(
+            executor
+                .execute(&call(ToolName::FsRead, serde_json::json!({"path": notes})))
+                .is_ok()
+        );
+        for n in 0..3 {
+            let done = append(&notes, &format!("line {n}\n"));
+            assert!(done.is_ok(), "{:?}", done.block);
+        }
+        let whole = std::fs::read(&notes).unwrap();
+        assert_eq!(
+            lock(&session).remembered(&notes),
+            Some(sha256_hex(&whole).as_str())
+        );
+        // A change by anyone else still counts.
+        std::fs::write(&notes, "rewritten by someone else\n").unwrap();
+        let stale = append(&notes, "late\n");
+        assert_eq!(stale.block.code.as_deref(), Some("stale_file"));
     }
 }

@@ -85,8 +85,12 @@ pub enum ApprovalClass {
 pub enum SessionChange<'a> {
     /// The model read this path: remember its current hash.
     Read(&'a str),
-    /// flycode wrote this file with this hash.
+    /// flycode wrote this file with this hash (the model knows what it wrote).
     Wrote(String, String),
+    /// flycode appended to this file, which now has this hash. The model knows the whole content
+    /// only if it knew what was there before: the hash is remembered only where the session
+    /// remembers one already, so appends alone never arm the guard.
+    Appended(String, String),
     /// The model saw this file whole, with this hash, at this resolved path (also a file the
     /// arguments do not name, such as one an fs.readMany glob found).
     Saw(String, String),

@@ -11,6 +11,7 @@ mod cli_prompt;
 mod cli_run;
 mod cli_watch;
 mod common;
+mod concurrent_writes;
 mod containment;
 mod crash_safety;
 mod edit;

@@ -174,11 +174,14 @@ impl Tool for FsWrite {
         args: &'a WriteArgs,
         output: &ToolOutput,
     ) -> Vec<SessionChange<'a>> {
-        output.data["sha256"]
-            .as_str()
-            .map(|hash| SessionChange::Wrote(args.path.clone(), hash.to_owned()))
-            .into_iter()
-            .collect()
+        let Some(hash) = output.data["sha256"].as_str() else {
+            return Vec::new();
+        };
+        let (path, hash) = (args.path.clone(), hash.to_owned());
+        vec![match args.mode {
+            ModeArg::Overwrite => SessionChange::Wrote(path, hash),
+            ModeArg::Append => SessionChange::Appended(path, hash),
+        }]
     }
 
     fn subject(&self, args: &WriteArgs, roots: &[PathBuf]) -> String {

@@ -132,18 +132,22 @@ impl Tool for FsWriteBatch {
 
     fn session_changes<'a>(
         &self,
-        _args: &'a WriteBatchArgs,
+        args: &'a WriteBatchArgs,
         output: &ToolOutput,
     ) -> Vec<SessionChange<'a>> {
+        // The output lists the files in the order of the arguments.
         output.data["files"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|file| {
-                Some(SessionChange::Wrote(
-                    file["path"].as_str()?.to_owned(),
-                    file["sha256"].as_str()?.to_owned(),
-                ))
+            .zip(&args.files)
+            .filter_map(|(file, arg)| {
+                let path = file["path"].as_str()?.to_owned();
+                let hash = file["sha256"].as_str()?.to_owned();
+                Some(match arg.mode {
+                    Some(ModeArg::Append) => SessionChange::Appended(path, hash),
+                    _ => SessionChange::Wrote(path, hash),
+                })
             })
             .collect()
     }
