@@ -1,7 +1,10 @@
-//! Configuration: command-line flags, then `flycode.toml`, then defaults, resolved into one
-//! [`Config`]. The file is `./flycode.toml` if present, else the user's configuration directory's
-//! `flycode.toml`; an unknown key or a bad value is an error naming the file, line and key, and a
-//! number outside its range is one too (never raised or lowered into it), naming the range:
+//! Configuration: defaults, the user's `flycode.toml`, the project's, the environment and the
+//! flags, merged key by key into one [`Config`] (PROTOCOL.md §10 "Configuration"). [`mod@file`] reads
+//! one file key by key, [`layers`] finds the files and merges them, setting aside what an
+//! untrusted project file says that would loosen safety, [`trust`] keeps the trusted folders and
+//! [`show`] says where each setting comes from. A mistake in a file (an unknown key, a bad value,
+//! a number outside its range, never raised or lowered into it) is an error naming the file, line
+//! and key, every mistake of every file at once:
 //! `flycode.toml:3: output_cap = 10 is out of range: allowed 1024..=16777216 (bytes of a result
 //! body)`. The ranges ([`range`]), which bind the flags of `flycode run` as well:
 //!
