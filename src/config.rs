@@ -314,13 +314,11 @@ impl Config {
     /// Flags over the environment over the project's file over the user's file over defaults
     /// (PROTOCOL.md §10 "Configuration"), the project file judged against the user's trust store.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let cwd = std::env::current_dir().map_err(|source| ConfigError::Unreadable {
-            path: PathBuf::from("."),
-            source,
-        })?;
+        // A working directory that is gone has no project file (the user's still applies).
+        let cwd = std::env::current_dir().ok();
         let user_dir = user_config_dir();
         let store = user_dir.as_deref().map(TrustStore::in_dir);
-        let layers = layers::load(&cwd, user_dir.as_deref(), store.as_ref())?;
+        let layers = layers::load(cwd.as_deref(), user_dir.as_deref(), store.as_ref())?;
         Config::from_layers(flags, layers)
     }
 

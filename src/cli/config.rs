@@ -131,7 +131,7 @@ fn check(
         None => {
             let user_dir = user_config_dir();
             let store = user_dir.as_deref().map(TrustStore::in_dir);
-            let layers = layers::load(cwd, user_dir.as_deref(), store.as_ref())?;
+            let layers = layers::load(Some(cwd), user_dir.as_deref(), store.as_ref())?;
             let checked = layers
                 .files
                 .iter()

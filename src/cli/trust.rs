@@ -60,7 +60,7 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     // read from the very bytes that are hashed.
     let bytes = crate::sandbox::host::read(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
-    let unlocked = layers::load(&dir, user_config_dir().as_deref(), None)
+    let unlocked = layers::load(Some(&dir), user_config_dir().as_deref(), None)
         .map(|loaded| loaded.ignored)
         .unwrap_or_default();
     let record = store.trust(&dir, &bytes)?;

@@ -155,7 +155,7 @@ pub fn project_dir(file: &Path) -> std::io::Result<PathBuf> {
 /// Reads the user's file (in `user_dir`) and the project file that applies in `cwd`, judges the
 /// project file against `store`, and merges them.
 pub fn load(
-    cwd: &Path,
+    cwd: Option<&Path>,
     user_dir: Option<&Path>,
     store: Option<&TrustStore>,
 ) -> Result<Layers, ConfigError> {
@@ -171,7 +171,7 @@ pub fn load(
             kind: FileKind::User,
         });
     }
-    if let Some(path) = find_project_file(cwd) {
+    if let Some(path) = cwd.and_then(find_project_file) {
         let canonical = crate::sandbox::host::canonicalize(&path).unwrap_or_else(|_| path.clone());
         if Some(&canonical) != canonical_user.as_ref() {
             let (parsed, sha256) = read(&path)?;
@@ -416,6 +416,40 @@ mod tests {
             value(&layers, &["tools", "shell.exec"]),
             Some("deny".into())
         );
+    }
+
+    #[test]
+    fn load_reads_both_files_and_trusts_only_the_recorded_bytes() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = temp.path().canonicalize().unwrap();
+        let (user_dir, project) = (base.join("config"), base.join("project"));
+        std::fs::create_dir_all(&user_dir).unwrap();
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::write(user_dir.join("flycode.toml"), "secret_env = [\"A\"]\n").unwrap();
+        let text = "approval = \"auto\"\n";
+        std::fs::write(project.join("flycode.toml"), text).unwrap();
+        let store = TrustStore::in_dir(&user_dir);
+        let load = || load(Some(&project.join("src")), Some(&user_dir), Some(&store)).unwrap();
+        let layers = load();
+        assert_eq!(layers.files.len(), 2);
+        assert_eq!(layers.ignored.len(), 1);
+        assert_eq!(
+            layers
+                .project()
+                .map(|(_, dir, trusted)| (dir.to_owned(), trusted)),
+            Some((project.clone(), false))
+        );
+        store.trust(&project, text.as_bytes()).unwrap();
+        let layers = load();
+        assert!(layers.ignored.is_empty());
+        assert_eq!(value(&layers, &["approval"]), Some("auto".into()));
+        assert_eq!(
+            value(&layers, &["secret_env"]),
+            Some(toml::Value::Array(vec!["A".into()]))
+        );
+        std::fs::write(project.join("flycode.toml"), "approval = \"auto\" \n").unwrap();
+        assert_eq!(load().ignored.len(), 1);
     }
 
     #[test]
