@@ -91,6 +91,7 @@ fn files_text(layers: &Layers) -> String {
             FileKind::Project {
                 dir,
                 trusted: false,
+                ..
             } => format!(
                 "project file, NOT trusted: only settings that do not loosen safety apply ({})",
                 show::trust_command(dir)
@@ -107,7 +108,7 @@ fn files_json(layers: &Layers) -> Vec<serde_json::Value> {
         .iter()
         .map(|file| match &file.kind {
             FileKind::User => json!({"path": file.parsed.path, "layer": "user", "trusted": true}),
-            FileKind::Project { dir, trusted } => json!({
+            FileKind::Project { dir, trusted, .. } => json!({
                 "path": file.parsed.path,
                 "layer": "project",
                 "trusted": trusted,

@@ -167,6 +167,15 @@ pub struct TrustArgs {
     pub revoke: bool,
 }
 
+/// The flags of a command that runs calls, as the configuration takes them.
+pub(crate) fn config_flags(flags: &RunFlags) -> crate::config::Flags {
+    crate::config::Flags {
+        roots: flags.roots.roots.clone(),
+        approval: flags.approve.map(Into::into),
+        tool_set: flags.tools.map(Into::into),
+    }
+}
+
 /// `flycode validate` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -433,14 +442,19 @@ pub(crate) fn advise_too_large(too_large: &ReplyTooLarge) {
 /// also the notice on standard error that names what an untrusted project file said and was not
 /// applied, with the command that trusts it.
 pub(crate) fn load_config(flags: &crate::config::Flags) -> anyhow::Result<crate::config::Config> {
-    static NOTICE_SHOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let config = crate::config::Config::load(flags)?;
-    if let Some(notice) = crate::config::show::notice(&config.layers)
-        && !NOTICE_SHOWN.swap(true, std::sync::atomic::Ordering::SeqCst)
-    {
-        eprintln!("{}", crate::protocol::display::escape_for_terminal(&notice));
+    if let Some(notice) = crate::config::show::notice(&config.layers) {
+        show_notice_once(&notice);
     }
     Ok(config)
+}
+
+/// Prints the untrusted-settings notice on standard error unless this process already did.
+pub(crate) fn show_notice_once(notice: &str) {
+    static NOTICE_SHOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !NOTICE_SHOWN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("{}", crate::protocol::display::escape_for_terminal(notice));
+    }
 }
 
 /// The configuration and the allowed roots: one resolution for every command, with the same

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{Outcome, TrustArgs};
-use crate::config::layers::{self, find_project_file};
+use crate::config::layers::{self, FileKind, find_project_file};
 use crate::config::trust::{TrustStore, sha256_hex};
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
@@ -84,6 +84,83 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     }
     print(&text)?;
     Ok(Outcome::Success)
+}
+
+/// `watch` and `run` on a terminal: when an untrusted project file's settings are ignored, shows
+/// the notice and asks on the terminal whether to trust the folder now (PROTOCOL.md §10
+/// "Configuration"). Trusts only the very bytes that were judged: a file changed since is left
+/// untrusted. Nothing is asked under `--yes` (an unattended run) or without a terminal; a
+/// configuration that does not load is left for the command to report.
+pub(crate) fn offer_trust(flags: &super::RunFlags) {
+    use std::io::{BufRead, IsTerminal};
+    if flags.yes || !std::io::stderr().is_terminal() {
+        return;
+    }
+    let Ok(config) = crate::config::Config::load(&super::config_flags(flags)) else {
+        return;
+    };
+    let Some(notice) = crate::config::show::notice(&config.layers) else {
+        return;
+    };
+    let project = config
+        .layers
+        .files
+        .iter()
+        .find_map(|file| match &file.kind {
+            FileKind::Project {
+                dir,
+                trusted: false,
+                sha256,
+            } => Some((file.parsed.path.clone(), dir.clone(), sha256.clone())),
+            _ => None,
+        });
+    let (Some((file, dir, shown_sha)), Ok(tty)) = (project, crate::sandbox::host::open_terminal())
+    else {
+        return;
+    };
+    super::show_notice_once(&notice);
+    let Ok(mut writer) = tty.try_clone() else {
+        return;
+    };
+    let question = format!(
+        "Trust {} now, so all its settings apply? [y/N] ",
+        file.display()
+    );
+    if writer
+        .write_all(escape_for_terminal(&question).as_bytes())
+        .and_then(|()| writer.flush())
+        .is_err()
+    {
+        return;
+    }
+    let mut answer = String::new();
+    if std::io::BufReader::new(tty).read_line(&mut answer).is_err()
+        || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    {
+        return;
+    }
+    let outcome = crate::sandbox::host::read(&file)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            if sha256_hex(&bytes) != shown_sha {
+                return Err("it changed since it was read; review it and run flycode trust".into());
+            }
+            let store = TrustStore::user().map_err(|error| error.to_string())?;
+            store.trust(&dir, &bytes).map_err(|error| error.to_string())
+        });
+    // A key variable that only this file names is handed off from the next start on; it is
+    // already kept from every program (secret_env and api_key_env are secret names).
+    match outcome {
+        Ok(_) => eprintln!(
+            "flycode: trusted {}; a change to it makes it untrusted again",
+            escape_for_terminal(&file.display().to_string())
+        ),
+        Err(why) => eprintln!(
+            "flycode: {} was not trusted: {}",
+            escape_for_terminal(&file.display().to_string()),
+            escape_for_terminal(&why)
+        ),
+    }
 }
 
 /// The trusted folders, each with whether its file is still the one trusted.

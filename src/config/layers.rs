@@ -78,6 +78,8 @@ pub enum FileKind {
         dir: PathBuf,
         /// Whether the person trusts this folder with this file's current content.
         trusted: bool,
+        /// The sha256 of the bytes read (what `flycode trust` would record).
+        sha256: String,
     },
 }
 
@@ -105,7 +107,7 @@ impl Layers {
     /// The project file, if one applies.
     pub fn project(&self) -> Option<(&Path, &Path, bool)> {
         self.files.iter().find_map(|file| match &file.kind {
-            FileKind::Project { dir, trusted } => {
+            FileKind::Project { dir, trusted, .. } => {
                 Some((file.parsed.path.as_path(), dir.as_path(), *trusted))
             }
             FileKind::User => None,
@@ -182,7 +184,11 @@ pub fn load(
             let trusted = store.is_some_and(|store| store.is_trusted(&dir, &sha256));
             files.push(LayerFile {
                 parsed,
-                kind: FileKind::Project { dir, trusted },
+                kind: FileKind::Project {
+                    dir,
+                    trusted,
+                    sha256,
+                },
             });
         }
     }
@@ -221,6 +227,7 @@ pub fn merge(files: Vec<LayerFile>) -> Layers {
             FileKind::Project {
                 dir,
                 trusted: false,
+                ..
             } => Some(dir.clone()),
             _ => None,
         };
@@ -306,6 +313,7 @@ mod tests {
             FileKind::Project {
                 dir: dir.to_owned(),
                 trusted,
+                sha256: sha256_hex(text.as_bytes()),
             },
         )
     }

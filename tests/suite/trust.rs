@@ -348,3 +348,90 @@ fn trust_without_a_project_file_says_there_is_nothing_to_trust() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no flycode.toml applies"));
     assert!(!place.config.join("flycode/trusted.json").exists());
 }
+
+/// `flycode run` on a terminal (util-linux `script`) offers to trust the folder; a yes records the
+/// file that was shown.
+#[test]
+fn run_on_a_terminal_offers_to_trust_the_folder() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let found = std::process::Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "util-linux `script` is needed"
+        );
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let place = Place::new();
+    place.project_file("approval = \"auto\"\n");
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
+    // Nothing listens on port 9 of the loopback: the run fails at its first request, after the
+    // question.
+    let command = format!(
+        "{} run --base-url http://127.0.0.1:9/v1 --model m --max-retries 0 --no-stream 'say hi'",
+        quote(env!("CARGO_BIN_EXE_flycode"))
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .current_dir(place.project.join("src"))
+        .env("SHELL", "/bin/sh")
+        .env("HOME", &place.home)
+        .env("XDG_CONFIG_HOME", &place.config)
+        .env("FLYCODE_STATE_DIR", &place.state)
+        .env("TERM", "dumb")
+        .env_remove("FLYCODE_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = stdout.read(&mut buffer) {
+            if read == 0 || sender.send(buffer[..read].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !String::from_utf8_lossy(&seen).contains("[y/N]") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok(chunk) => seen.extend(chunk),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("no question:\n{}", String::from_utf8_lossy(&seen));
+            }
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"y\n").unwrap();
+    stdin.flush().unwrap();
+    let status = child.wait().unwrap();
+    drop(stdin);
+    reader.join().unwrap();
+    seen.extend(receiver.try_iter().flatten());
+    let text = String::from_utf8_lossy(&seen);
+    assert!(!status.success(), "{text}");
+    assert!(text.contains("is not trusted"), "{text}");
+    assert!(text.contains("flycode: trusted "), "{text}");
+    let list = place.flycode(&["trust", "--list"]).output().unwrap();
+    let list = String::from_utf8(list.stdout).unwrap();
+    assert!(
+        list.contains(&format!("{}  sha256", place.project.display()))
+            && list.ends_with("trusted\n"),
+        "{list}"
+    );
+}
