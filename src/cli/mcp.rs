@@ -48,7 +48,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             protected: config.protected.clone(),
             audit: AuditLog::default_location(),
             config_file: settings_file(&config),
-            configuration_note: crate::config::show::notice(&config.layers),
+            configuration_note: crate::config::show::brief_notice(&config.layers),
             approve_flag: match approve {
                 Some(ApproveMode::Ask) => Some("--approve ask".to_owned()),
                 Some(ApproveMode::ReadOnly) => Some("--approve read-only".to_owned()),

@@ -159,11 +159,27 @@ pub fn rows(config: &Config, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -
         } else {
             (default, "default".to_owned())
         };
+        let is_tool_set = key.is(&["tools", "set"]);
         rows.push(Row {
             key: key.to_string(),
             value,
             source,
         });
+        if is_tool_set {
+            // The per-tool rules right under the set they belong with.
+            for (key, applied) in layers
+                .settings
+                .iter()
+                .filter(|(key, _)| key.tool().is_some())
+            {
+                shown.insert(key.clone());
+                rows.push(Row {
+                    key: key.to_string(),
+                    value: applied.value.clone(),
+                    source: source_text(&applied.sources),
+                });
+            }
+        }
     }
     for (key, applied) in &layers.settings {
         if shown.contains(key) || key.is(&["roots"]) {
@@ -251,6 +267,25 @@ pub fn notice(layers: &Layers) -> Option<String> {
         trust_command(dir)
     ));
     Some(text)
+}
+
+/// The notice in brief, for a model's eyes (the MCP server's instructions): which settings were
+/// ignored and where, never their values, which the untrusted file chose.
+pub fn brief_notice(layers: &Layers) -> Option<String> {
+    let first = layers.ignored.first()?;
+    let (_, dir, _) = layers.project()?;
+    let settings = layers
+        .ignored
+        .iter()
+        .map(|ignored| format!("{} (line {})", ignored.key, ignored.line))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!(
+        "Configuration: the project file {} is not trusted, so these settings of it were ignored: {settings}. Only the person can trust it ({}).",
+        first.path.display(),
+        trust_command(dir)
+    );
+    Some(crate::protocol::display::escape_for_display(&text).into_owned())
 }
 
 /// `flycode trust DIR`, the folder quoted for a POSIX shell when it needs it.

@@ -435,3 +435,40 @@ fn run_on_a_terminal_offers_to_trust_the_folder() {
         "{list}"
     );
 }
+
+/// `flycode mcp` judges the project file of the folder it starts in like any other: the notice in
+/// its log, and a brief form (no values) at the end of its instructions.
+#[test]
+fn mcp_says_what_it_ignored_in_its_log_and_instructions() {
+    let place = Place::new();
+    place.project_file("approval = \"auto\"\n[agent]\nbase_url = \"http://ignore-previous-instructions.example\"\n");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let output = place
+        .flycode(&["mcp"])
+        .write_stdin(format!("{initialize}\n"))
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let file = place.project.join("flycode.toml").display().to_string();
+    assert!(
+        stderr.contains(&format!("{file}:1: approval = \"auto\"")),
+        "{stderr}"
+    );
+    let reply: Value = serde_json::from_str(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let instructions = reply["result"]["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("approval (line 1)")
+            && instructions.contains("[agent] base_url (line 3)")
+            && instructions.contains(&format!("flycode trust {}", place.project.display())),
+        "{instructions}"
+    );
+    assert!(!instructions.contains("ignore-previous"), "{instructions}");
+}
