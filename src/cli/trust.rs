@@ -19,6 +19,10 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
         return list(&store);
     }
     let start = match &args.dir {
+        // A folder that is gone can still be revoked, by the name it was trusted under.
+        Some(dir) if args.revoke => crate::sandbox::host::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .with_context(|| format!("cannot name the folder {}", dir.display()))?,
         Some(dir) => crate::sandbox::host::canonicalize(dir)
             .with_context(|| format!("cannot open the folder {}", dir.display()))?,
         None => std::env::current_dir()?,

@@ -427,6 +427,40 @@ mod tests {
     }
 
     #[test]
+    fn untrusted_roots_must_lie_in_the_project_and_in_the_users_roots() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = temp.path().canonicalize().unwrap();
+        let project_dir = base.join("work/app");
+        std::fs::create_dir_all(project_dir.join("src")).unwrap();
+        std::fs::create_dir_all(base.join("other")).unwrap();
+        std::os::unix::fs::symlink(base.join("other"), project_dir.join("link")).unwrap();
+        let user = |roots: &str| {
+            file(
+                &base.join("user.toml"),
+                &format!("roots = {roots}\n"),
+                FileKind::User,
+            )
+        };
+        let ignored = |user_roots: &str, roots: &str| {
+            merge(vec![
+                user(user_roots),
+                project(&project_dir, &format!("roots = {roots}\n"), false),
+            ])
+            .ignored
+            .len()
+        };
+        // Inside the project and inside the user's roots (relative to the user's file).
+        assert_eq!(ignored("[\"work\"]", "[\"src\"]"), 0);
+        // `roots = []` is the default: no roots of the user's to stay inside.
+        assert_eq!(ignored("[]", "[\".\"]"), 0);
+        // Inside the project but outside the user's roots; a link out; a missing folder.
+        assert_eq!(ignored("[\"other\"]", "[\"src\"]"), 1);
+        assert_eq!(ignored("[]", "[\"link\"]"), 1);
+        assert_eq!(ignored("[]", "[\"missing\"]"), 1);
+        assert_eq!(ignored("[]", "[\"..\"]"), 1);
+    }
+
+    #[test]
     fn load_reads_both_files_and_trusts_only_the_recorded_bytes() {
         let temp = tempfile::tempdir().unwrap();
         let base = temp.path().canonicalize().unwrap();

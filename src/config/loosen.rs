@@ -141,7 +141,10 @@ fn roots(entry: &Entry, lower: Lower<'_>, project_dir: &Path) -> Option<String> 
             project_dir.display()
         ));
     }
-    let lower_roots = lower(&entry.key).map(|applied| listed(&applied.value, &applied.base))?;
+    // `roots = []` below means the default (the working directory): no roots of its own.
+    let lower_roots = lower(&entry.key)
+        .map(|applied| listed(&applied.value, &applied.base))
+        .filter(|roots| !roots.is_empty())?;
     let outside_lower = new.iter().find(|root| !is_inside(root, &lower_roots))?;
     Some(format!(
         "{} is outside the roots your own configuration names",
