@@ -1,7 +1,10 @@
-//! Configuration: command-line flags, then `flycode.toml`, then defaults, resolved into one
-//! [`Config`]. The file is `./flycode.toml` if present, else the user's configuration directory's
-//! `flycode.toml`; an unknown key or a bad value is an error naming the file, line and key, and a
-//! number outside its range is one too (never raised or lowered into it), naming the range:
+//! Configuration: defaults, the user's `flycode.toml`, the project's, the environment and the
+//! flags, merged key by key into one [`Config`] (PROTOCOL.md §10 "Configuration"). [`mod@file`] reads
+//! one file key by key, [`layers`] finds the files and merges them, setting aside what an
+//! untrusted project file says that would loosen safety, [`trust`] keeps the trusted folders and
+//! [`show`] says where each setting comes from. A mistake in a file (an unknown key, a bad value,
+//! a number outside its range, never raised or lowered into it) is an error naming the file, line
+//! and key, every mistake of every file at once:
 //! `flycode.toml:3: output_cap = 10 is out of range: allowed 1024..=16777216 (bytes of a result
 //! body)`. The ranges ([`range`]), which bind the flags of `flycode run` as well:
 //!
@@ -68,8 +71,13 @@
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
 //! ```
 
+pub mod file;
+pub mod layers;
+mod loosen;
 pub mod range;
 pub mod reply_limit;
+pub mod show;
+pub mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -81,6 +89,9 @@ use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
 use crate::sandbox::contain::ProgramSandbox;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::tools::policy::{Approval, Policy, ToolRule};
+use file::{Key, Mistake};
+use layers::{FileKind, LayerFile, Layers};
+use trust::TrustStore;
 
 /// Why the configuration cannot be used (exit 2).
 #[derive(Debug, Error)]
@@ -103,6 +114,9 @@ pub enum ConfigError {
         /// What is wrong, naming the key.
         message: String,
     },
+    /// The files have mistakes: every one of them, in file order.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Mistakes(Vec<Mistake>),
 }
 
 /// The configuration file's contents.
@@ -239,7 +253,7 @@ pub struct SubagentRoleConfig {
     pub role_file: Option<PathBuf>,
 }
 
-/// What the command line says, before the file is read.
+/// What the command line says, before the files are read.
 #[derive(Debug, Default, Clone)]
 pub struct Flags {
     /// `--root` values.
@@ -277,8 +291,11 @@ pub struct Config {
     pub secret_env: Vec<String>,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
-    /// The file the configuration came from, if any.
-    pub source: Option<PathBuf>,
+    /// The files read and what each key's value comes from, including the settings of an
+    /// untrusted project file that were not applied.
+    pub layers: Layers,
+    /// The flags it was loaded with.
+    pub flags: Flags,
 }
 
 impl Config {
@@ -294,40 +311,78 @@ impl Config {
         }
     }
 
-    /// Flags over the first configuration file found over defaults.
+    /// Flags over the environment over the project's file over the user's file over defaults
+    /// (PROTOCOL.md §10 "Configuration"), the project file judged against the user's trust store.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let local = PathBuf::from(CONFIG_FILE_NAME);
-        let user = user_config_dir().map(|dir| dir.join(CONFIG_FILE_NAME));
-        let source = [Some(local), user]
-            .into_iter()
-            .flatten()
-            .find(|p| p.is_file());
-        let file = match &source {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        Config::resolve(flags, file, source)
+        // A working directory that is gone has no project file (the user's still applies).
+        let cwd = std::env::current_dir().ok();
+        let user_dir = user_config_dir();
+        let store = user_dir.as_deref().map(TrustStore::in_dir);
+        let layers = layers::load(cwd.as_deref(), user_dir.as_deref(), store.as_ref())?;
+        Config::from_layers(flags, layers)
     }
 
-    /// Reads the configuration from `path` only (tests, `--config`).
+    /// Reads the configuration from `path` only, as the user's own file (tests).
     pub fn load_from(flags: &Flags, path: &Path) -> Result<Config, ConfigError> {
-        let file = read_file(path)?;
-        Config::resolve(flags, file, Some(path.to_owned()))
+        let (parsed, _) = layers::read(path)?;
+        let layers = layers::merge(vec![LayerFile {
+            parsed,
+            kind: FileKind::User,
+        }]);
+        Config::from_layers(flags, layers)
     }
 
-    fn resolve(
-        flags: &Flags,
-        file: FileConfig,
-        source: Option<PathBuf>,
-    ) -> Result<Config, ConfigError> {
-        let invalid = |key: &str, message: String| {
-            let line = source
-                .as_deref()
-                .and_then(|p| crate::sandbox::host::read_to_string(p).ok())
-                .and_then(|text| text.lines().position(|l| l.contains(key)))
-                .map_or(1, |i| i + 1);
+    /// The configuration the merged `layers` and `flags` give; an error listing every mistake of
+    /// every file when any has one.
+    pub fn from_layers(flags: &Flags, layers: Layers) -> Result<Config, ConfigError> {
+        let mistakes = layers.mistakes();
+        if !mistakes.is_empty() {
+            return Err(ConfigError::Mistakes(mistakes));
+        }
+        let mut root = toml::Table::new();
+        for (key, applied) in &layers.settings {
+            insert_nested(&mut root, &key.0, applied.value.clone());
+        }
+        let file = FileConfig::deserialize(toml::Value::Table(root)).map_err(|error| {
             ConfigError::Invalid {
-                path: source.clone().unwrap_or_default(),
+                path: PathBuf::from(CONFIG_FILE_NAME),
+                line: 1,
+                message: error.message().to_owned(),
+            }
+        })?;
+        Config::resolve(flags, file, layers)
+    }
+
+    /// The file a person edits to change a setting: the project's when trusted, else the
+    /// user's.
+    pub fn settings_file(&self) -> Option<PathBuf> {
+        match self.layers.project() {
+            Some((path, _, true)) => Some(path.to_owned()),
+            _ => user_config_dir().map(|dir| dir.join(CONFIG_FILE_NAME)),
+        }
+    }
+
+    fn resolve(flags: &Flags, file: FileConfig, layers: Layers) -> Result<Config, ConfigError> {
+        let line_of = |key: &Key| {
+            layers
+                .settings
+                .get(key)
+                .and_then(|applied| applied.sources.first())
+                .and_then(|source| match source {
+                    layers::Source::File { path, line } => Some((path.clone(), *line)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))
+        };
+        let invalid = |key: &str, message: String| {
+            let key = if key == "tools" || key == "set" {
+                Key::of(&["tools", "set"])
+            } else {
+                Key(vec!["tools".to_owned(), key.to_owned()])
+            };
+            let (path, line) = line_of(&key);
+            ConfigError::Invalid {
+                path,
                 line,
                 message,
             }
@@ -374,31 +429,38 @@ impl Config {
                 }
             }
         }
-        let base = source
-            .as_deref()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let mut agent = file.agent.unwrap_or_default();
-        let subagent_files = [
-            &mut agent.subagent.general,
-            &mut agent.subagent.explore,
-            &mut agent.subagent.summary,
-            &mut agent.subagent.plan,
-        ]
-        .into_iter()
-        .flatten()
-        .map(|role| &mut role.role_file);
-        for path in [&mut agent.role_file, &mut agent.system_prompt_file]
-            .into_iter()
-            .chain(subagent_files)
-            .flatten()
-        {
+        // A relative path is relative to the folder of the file that set it.
+        let base = |key: &[&str]| {
+            layers
+                .settings
+                .get(&Key::of(key))
+                .map(|applied| applied.base.clone())
+                .unwrap_or_default()
+        };
+        let beside = |path: &mut PathBuf, key: &[&str]| {
             if path.is_relative() {
-                *path = base.join(&*path);
+                *path = base(key).join(&*path);
+            }
+        };
+        let mut agent = file.agent.unwrap_or_default();
+        if let Some(path) = &mut agent.role_file {
+            beside(path, &["agent", "role_file"]);
+        }
+        if let Some(path) = &mut agent.system_prompt_file {
+            beside(path, &["agent", "system_prompt_file"]);
+        }
+        for (name, role) in [
+            ("general", &mut agent.subagent.general),
+            ("explore", &mut agent.subagent.explore),
+            ("summary", &mut agent.subagent.summary),
+            ("plan", &mut agent.subagent.plan),
+        ] {
+            if let Some(path) = role.as_mut().and_then(|role| role.role_file.as_mut()) {
+                beside(path, &["agent", "subagent", name, "role_file"]);
             }
         }
         let roots = if flags.roots.is_empty() {
+            let base = base(&["roots"]);
             file.roots
                 .unwrap_or_default()
                 .into_iter()
@@ -430,27 +492,28 @@ impl Config {
             process_network: file.process_network.unwrap_or(true),
             secret_env: file.secret_env.unwrap_or_default(),
             agent,
-            source,
+            layers,
+            flags: flags.clone(),
         })
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text =
-        crate::sandbox::host::read_to_string(path).map_err(|source| ConfigError::Unreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-    toml::from_str(&text).map_err(|error| {
-        let line = error.span().map_or(1, |span| {
-            text[..span.start.min(text.len())].matches('\n').count() + 1
-        });
-        ConfigError::Invalid {
-            path: path.to_owned(),
-            line,
-            message: error.message().to_owned(),
+/// Puts `value` at `key` in `table`, making the tables on the way.
+fn insert_nested(table: &mut toml::Table, key: &[String], value: toml::Value) {
+    match key {
+        [] => {}
+        [last] => {
+            table.insert(last.clone(), value);
         }
-    })
+        [first, rest @ ..] => {
+            let inner = table
+                .entry(first.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(inner) = inner {
+                insert_nested(inner, rest, value);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

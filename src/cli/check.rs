@@ -14,7 +14,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode check: reading the reply from standard input (end it with Ctrl-D)");
     }
-    let config = crate::config::Config::load(&crate::config::Flags {
+    let config = super::load_config(&crate::config::Flags {
         tool_set: args.tools.map(Into::into),
         ..crate::config::Flags::default()
     })?;

@@ -7,15 +7,12 @@ use crate::mcp::{McpServer, McpSettings, serve_stdio};
 use crate::protocol::ToolSet;
 use crate::sandbox::AuditLog;
 
-/// The flycode.toml a user edits to allow a call: the one read (made absolute: an MCP client
-/// starts the server in a folder of its own choosing), else the user's configuration file.
-fn settings_file(read: Option<&std::path::Path>) -> std::path::PathBuf {
-    let in_config_dir =
-        || crate::sandbox::protect::user_config_dir().map(|d| d.join("flycode.toml"));
-    match read {
-        Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.to_owned()),
-        None => in_config_dir().unwrap_or_else(|| "flycode.toml".into()),
-    }
+/// The flycode.toml a user edits to allow a call: the trusted project file, else the user's
+/// configuration file (an untrusted project file cannot allow a call: PROTOCOL.md §10).
+fn settings_file(config: &crate::config::Config) -> std::path::PathBuf {
+    config
+        .settings_file()
+        .unwrap_or_else(|| "flycode.toml".into())
 }
 
 /// Runs `flycode mcp` until the client closes the connection.
@@ -50,7 +47,8 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             tool_set,
             protected: config.protected.clone(),
             audit: AuditLog::default_location(),
-            config_file: settings_file(config.source.as_deref()),
+            config_file: settings_file(&config),
+            configuration_note: crate::config::show::brief_notice(&config.layers),
             approve_flag: match approve {
                 Some(ApproveMode::Ask) => Some("--approve ask".to_owned()),
                 Some(ApproveMode::ReadOnly) => Some("--approve read-only".to_owned()),

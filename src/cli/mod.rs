@@ -3,11 +3,13 @@
 
 pub mod approve;
 pub mod check;
+pub mod config;
 pub mod exec;
 pub mod log;
 pub mod mcp;
 pub mod prompt;
 pub mod run;
+pub mod trust;
 pub mod validate;
 pub mod watch;
 
@@ -48,6 +50,10 @@ pub enum Command {
     /// Give the verdict on one model reply: print the normalized call, or the flycode-result
     /// block a violation earns. Exit 0 call, 1 invalid, 3 no call.
     Check(CheckArgs),
+    /// Print the effective settings and where each comes from (flag, variable, file:line,
+    /// default, or ignored as untrusted); --check lists every mistake of the files. Exit 2 on a
+    /// mistake.
+    Config(ConfigArgs),
     /// Judge one reply (or a slash command), run its call under the policy, print the
     /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call.
     Exec(ExecArgs),
@@ -61,6 +67,9 @@ pub enum Command {
     /// Work on a task through an OpenAI-compatible API until the model answers in prose.
     /// Exit 0 answered, 1 stopped early or failed, 2 usage or settings, 130 Ctrl-C.
     Run(RunArgs),
+    /// Trust the flycode.toml that applies in a folder (default: here), so that its settings that
+    /// loosen safety apply too; a change to the file makes it untrusted again.
+    Trust(TrustArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
     /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
@@ -120,6 +129,51 @@ pub struct RunArgs {
     /// Roots, approval and reading flags.
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+/// `flycode config` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// Instead of the settings, report every mistake of every file that applies here (or of
+    /// FILE only), with "did you mean" hints. Exit 2 when there is one.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub check: Option<Option<PathBuf>>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Roots as `exec` would be given them.
+    #[command(flatten)]
+    pub roots: RootFlags,
+    /// Approval mode as `exec` would be given it.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approve: Option<ApproveMode>,
+    /// The tool set as `exec` would be given it.
+    #[arg(long = "tools", value_enum, value_name = "SET")]
+    pub tools: Option<ToolSetChoice>,
+}
+
+/// `flycode trust` arguments.
+#[derive(Debug, clap::Args)]
+pub struct TrustArgs {
+    /// The folder whose flycode.toml to trust: the nearest one from here upward, up to the top of
+    /// the git repository (default: the current directory).
+    #[arg(value_name = "DIR", conflicts_with = "list")]
+    pub dir: Option<PathBuf>,
+    /// List the trusted folders and whether each file is unchanged since.
+    #[arg(long)]
+    pub list: bool,
+    /// Stop trusting the folder instead.
+    #[arg(long, conflicts_with = "list")]
+    pub revoke: bool,
+}
+
+/// The flags of a command that runs calls, as the configuration takes them.
+pub(crate) fn config_flags(flags: &RunFlags) -> crate::config::Flags {
+    crate::config::Flags {
+        roots: flags.roots.roots.clone(),
+        approval: flags.approve.map(Into::into),
+        tool_set: flags.tools.map(Into::into),
+    }
 }
 
 /// `flycode validate` arguments.
@@ -324,11 +378,13 @@ pub enum Language {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Config(args) => config::run(&args),
         Command::Exec(args) => exec::run(&args),
         Command::Log(args) => log::run(&args),
         Command::Mcp(args) => mcp::run(args),
         Command::Prompt(args) => prompt::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Trust(args) => trust::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::HoldClipboard => prompt::hold_clipboard(),
@@ -382,6 +438,25 @@ pub(crate) fn advise_too_large(too_large: &ReplyTooLarge) {
     );
 }
 
+/// The layered configuration (PROTOCOL.md §10 "Configuration"); the first time in a process,
+/// also the notice on standard error that names what an untrusted project file said and was not
+/// applied, with the command that trusts it.
+pub(crate) fn load_config(flags: &crate::config::Flags) -> anyhow::Result<crate::config::Config> {
+    let config = crate::config::Config::load(flags)?;
+    if let Some(notice) = crate::config::show::notice(&config.layers) {
+        show_notice_once(&notice);
+    }
+    Ok(config)
+}
+
+/// Prints the untrusted-settings notice on standard error unless this process already did.
+pub(crate) fn show_notice_once(notice: &str) {
+    static NOTICE_SHOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !NOTICE_SHOWN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("{}", crate::protocol::display::escape_for_terminal(notice));
+    }
+}
+
 /// The configuration and the allowed roots: one resolution for every command, with the same
 /// refusals (a missing directory, the whole file system without `--allow-filesystem-root`).
 pub(crate) fn load_roots(
@@ -389,7 +464,7 @@ pub(crate) fn load_roots(
     approval: Option<ApproveMode>,
     tools: Option<ToolSetChoice>,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Roots)> {
-    let config = crate::config::Config::load(&crate::config::Flags {
+    let config = load_config(&crate::config::Flags {
         roots: flags.roots.clone(),
         approval: approval.map(Into::into),
         tool_set: tools.map(Into::into),
@@ -463,7 +538,7 @@ pub(crate) fn tool_set(tools: Option<ToolSetChoice>) -> anyhow::Result<crate::pr
     if let Some(choice) = tools {
         return Ok(choice.into());
     }
-    Ok(crate::config::Config::load(&crate::config::Flags::default())?.tool_set)
+    Ok(load_config(&crate::config::Flags::default())?.tool_set)
 }
 
 /// `--yes` answers every question a person need not answer; otherwise the terminal asks.

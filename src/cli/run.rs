@@ -24,6 +24,7 @@ use crate::tools::executor::{Approval, Approver};
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let task = read_task(args)?;
+    super::trust::offer_trust(&args.run);
     let (config, sandbox) = open_sandbox(&args.run)?;
     let mut launch = Launch::prepare(
         &args.settings,

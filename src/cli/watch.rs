@@ -27,6 +27,7 @@ enum Source {
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
+    super::trust::offer_trust(&args.run);
     let (config, sandbox) = open_sandbox(&args.run)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     // Without a display, the line saying so (printed once the folder is watched).

@@ -72,6 +72,9 @@ pub struct McpSettings {
     /// `--approve MODE` as the server was started with it (other than `auto`), which a setting
     /// in the file cannot override.
     pub approve_flag: Option<String>,
+    /// What the server's instructions add about the configuration: the settings of an untrusted
+    /// project file that were ignored (PROTOCOL.md §10 "Configuration").
+    pub configuration_note: Option<String>,
 }
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
@@ -155,7 +158,13 @@ impl ServerHandler for McpServer {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("flycode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "flycode's file and program tools, inside the allowed roots only: {roots}. Paths are absolute. Results are capped; a capped result says how to read on."
+                "flycode's file and program tools, inside the allowed roots only: {roots}. Paths are absolute. Results are capped; a capped result says how to read on.{}",
+                self.shared
+                    .settings
+                    .configuration_note
+                    .as_deref()
+                    .map(|note| format!("\n\n{note}"))
+                    .unwrap_or_default()
             ))
     }
 

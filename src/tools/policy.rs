@@ -23,6 +23,17 @@ pub enum Approval {
     ReadOnly,
 }
 
+impl Approval {
+    /// The mode as written in `flycode.toml` and after `--approve`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Auto => "auto",
+            Approval::Ask => "ask",
+            Approval::ReadOnly => "read-only",
+        }
+    }
+}
+
 /// A per-tool override from the configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

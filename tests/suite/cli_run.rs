@@ -62,6 +62,7 @@ impl Project {
         command
             .current_dir(&self.root)
             .env("HOME", &self.base)
+            .env_remove("XDG_CONFIG_HOME")
             .env("FLYCODE_STATE_DIR", self.base.join("state"))
             .env("NO_COLOR", "1")
             .args(["run", "--base-url"])
@@ -882,8 +883,11 @@ fn ctrl_c_stops_a_running_program_and_the_calls_after_it() {
 #[test]
 fn the_variable_named_by_api_key_env_is_kept_from_programs() {
     let project = Project::new();
+    // The user's file: a project file naming the key variable applies only once trusted.
+    let config = project.base.join(".config/flycode");
+    std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
-        project.root.join("flycode.toml"),
+        config.join("flycode.toml"),
         "[agent]\napi_key_env = \"MY_PROVIDER_KEY\"\n",
     )
     .unwrap();

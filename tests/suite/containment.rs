@@ -170,7 +170,8 @@ fn without_network_a_loopback_connect_fails_and_with_it_succeeds() {
 fn flycodes_state_and_configuration_are_unreadable() {
     let w = workspace("");
     std::fs::write(w.state.join("secret.txt"), "state-secret").unwrap();
-    std::fs::write(w.config.join("flycode/flycode.toml"), "config-secret").unwrap();
+    // Valid TOML: the user's file is read as a layer under the project's.
+    std::fs::write(w.config.join("flycode/flycode.toml"), "# config-secret\n").unwrap();
     let report = w.shell(&format!(
         "cat {}/secret.txt; cat {}/flycode/flycode.toml; cat {}/flycode.toml",
         w.state.display(),

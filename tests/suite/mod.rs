@@ -33,6 +33,7 @@ mod subagents_flow;
 mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;
+mod trust;
 mod validate_formats;
 mod validate_subagents;
 mod watch_sessions;

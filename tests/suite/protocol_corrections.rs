@@ -15,9 +15,12 @@ fn block(call: &Value) -> String {
 
 /// `flycode check` of `reply`: its exit code and what it printed.
 fn check(reply: &str, dir: &std::path::Path) -> (i32, String) {
+    // The folder is HOME too: the user's configuration is `dir/.config/flycode/flycode.toml`.
     let output = flycode()
         .arg("check")
         .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("XDG_CONFIG_HOME")
         .write_stdin(reply)
         .output()
         .unwrap();
@@ -152,8 +155,10 @@ fn the_relative_path_hint_uses_the_first_root() {
         header(&answer, "hint").contains("/home/me/project/file.txt"),
         "{answer}"
     );
+    // The user's file (a project file's roots outside the project apply only once trusted).
+    std::fs::create_dir_all(temp.path().join(".config/flycode")).unwrap();
     std::fs::write(
-        temp.path().join("flycode.toml"),
+        temp.path().join(".config/flycode/flycode.toml"),
         "roots = [\"/srv/app\", \"/srv/other\"]\n",
     )
     .unwrap();

@@ -18,7 +18,7 @@ use flycode::agent::message::Message;
 /// 17 MiB: over the default limit of 16 MiB.
 const OVER_DEFAULT: usize = 17 << 20;
 
-/// A folder to work in, with its own HOME (so no user flycode.toml is read) and an allowed root.
+/// A folder to work in, its own HOME (where the test writes the user's flycode.toml), and an allowed root.
 struct Place {
     _temp: tempfile::TempDir,
     base: PathBuf,
@@ -38,7 +38,7 @@ impl Place {
         }
     }
 
-    /// `flycode ARGS` in the base folder, where a flycode.toml may be written.
+    /// `flycode ARGS` in the base folder, which is HOME too.
     fn flycode(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
         for (name, _) in std::env::vars() {
@@ -57,8 +57,12 @@ impl Place {
         command
     }
 
+    /// Writes the user's `flycode.toml` (HOME is the base folder): a project file could only
+    /// lower the limit until trusted.
     fn configure(&self, text: &str) {
-        std::fs::write(self.base.join("flycode.toml"), text).unwrap();
+        let dir = self.base.join(".config/flycode");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("flycode.toml"), text).unwrap();
     }
 
     /// A reply file: one fs.write call whose content is `content_bytes` of text.

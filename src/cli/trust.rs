@@ -1,0 +1,208 @@
+//! `flycode trust`: trust the project file that applies in a folder, list the trusted folders,
+//! or revoke one (PROTOCOL.md §10 "Configuration").
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{Outcome, TrustArgs};
+use crate::config::layers::{self, FileKind, find_project_file};
+use crate::config::trust::{TrustStore, sha256_hex};
+use crate::protocol::display::escape_for_terminal;
+use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
+
+/// Runs `flycode trust`.
+pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
+    let store = TrustStore::user()?;
+    if args.list {
+        return list(&store);
+    }
+    let start = match &args.dir {
+        // A folder that is gone can still be revoked, by the name it was trusted under.
+        Some(dir) if args.revoke => crate::sandbox::host::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .with_context(|| format!("cannot name the folder {}", dir.display()))?,
+        Some(dir) => crate::sandbox::host::canonicalize(dir)
+            .with_context(|| format!("cannot open the folder {}", dir.display()))?,
+        None => std::env::current_dir()?,
+    };
+    let found = find_project_file(&start);
+    if args.revoke {
+        // The folder of the file that applies there, else the folder named itself.
+        let dir = found
+            .as_deref()
+            .and_then(|file| folder_of(file).ok())
+            .unwrap_or(start);
+        let text = if store.revoke(&dir)? {
+            format!(
+                "flycode: {} is no longer trusted: its flycode.toml may only tighten settings\n",
+                dir.display()
+            )
+        } else {
+            format!(
+                "flycode: {} was not trusted; nothing changed\n",
+                dir.display()
+            )
+        };
+        print(&text)?;
+        return Ok(Outcome::Success);
+    }
+    let Some(file) = found else {
+        return Err(crate::config::trust::TrustError::NoProjectFile(start).into());
+    };
+    let canonical = crate::sandbox::host::canonicalize(&file).unwrap_or_else(|_| file.clone());
+    if user_config_dir().is_some_and(|dir| canonical == dir.join(CONFIG_FILE_NAME)) {
+        print(&format!(
+            "flycode: {} is your own configuration file: it always applies, there is nothing to trust\n",
+            file.display()
+        ))?;
+        return Ok(Outcome::Success);
+    }
+    let dir = folder_of(&file)?;
+    // What trusting changes: the settings the file says that are ignored while it is untrusted,
+    // read from the very bytes that are hashed.
+    let bytes = crate::sandbox::host::read(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let unlocked = layers::load(Some(&dir), user_config_dir().as_deref(), None)
+        .map(|loaded| loaded.ignored)
+        .unwrap_or_default();
+    let record = store.trust(&dir, &bytes)?;
+    let mut text = format!(
+        "flycode: trusted {} (sha256 {}): its settings apply in {} and the folders below it; a change to the file makes it untrusted again\n",
+        file.display(),
+        &record.sha256[..12],
+        dir.display()
+    );
+    if !unlocked.is_empty() {
+        text.push_str("flycode: these settings of it now apply:\n");
+        for ignored in &unlocked {
+            text.push_str(&format!(
+                "  {}:{}: {} = {}\n",
+                ignored.path.display(),
+                ignored.line,
+                ignored.key,
+                ignored.value
+            ));
+        }
+    }
+    print(&text)?;
+    Ok(Outcome::Success)
+}
+
+/// `watch` and `run` on a terminal: when an untrusted project file's settings are ignored, shows
+/// the notice and asks on the terminal whether to trust the folder now (PROTOCOL.md §10
+/// "Configuration"). Trusts only the very bytes that were judged: a file changed since is left
+/// untrusted. Nothing is asked under `--yes` (an unattended run) or without a terminal; a
+/// configuration that does not load is left for the command to report.
+pub(crate) fn offer_trust(flags: &super::RunFlags) {
+    use std::io::{BufRead, IsTerminal};
+    if flags.yes || !std::io::stderr().is_terminal() {
+        return;
+    }
+    let Ok(config) = crate::config::Config::load(&super::config_flags(flags)) else {
+        return;
+    };
+    let Some(notice) = crate::config::show::notice(&config.layers) else {
+        return;
+    };
+    let project = config
+        .layers
+        .files
+        .iter()
+        .find_map(|file| match &file.kind {
+            FileKind::Project {
+                dir,
+                trusted: false,
+                sha256,
+            } => Some((file.parsed.path.clone(), dir.clone(), sha256.clone())),
+            _ => None,
+        });
+    let (Some((file, dir, shown_sha)), Ok(tty)) = (project, crate::sandbox::host::open_terminal())
+    else {
+        return;
+    };
+    super::show_notice_once(&notice);
+    let Ok(mut writer) = tty.try_clone() else {
+        return;
+    };
+    let question = format!(
+        "Trust {} now, so all its settings apply? [y/N] ",
+        file.display()
+    );
+    if writer
+        .write_all(escape_for_terminal(&question).as_bytes())
+        .and_then(|()| writer.flush())
+        .is_err()
+    {
+        return;
+    }
+    let mut answer = String::new();
+    if std::io::BufReader::new(tty).read_line(&mut answer).is_err()
+        || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    {
+        return;
+    }
+    let outcome = crate::sandbox::host::read(&file)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            if sha256_hex(&bytes) != shown_sha {
+                return Err("it changed since it was read; review it and run flycode trust".into());
+            }
+            let store = TrustStore::user().map_err(|error| error.to_string())?;
+            store.trust(&dir, &bytes).map_err(|error| error.to_string())
+        });
+    // A key variable that only this file names is handed off from the next start on; it is
+    // already kept from every program (secret_env and api_key_env are secret names).
+    match outcome {
+        Ok(_) => eprintln!(
+            "flycode: trusted {}; a change to it makes it untrusted again",
+            escape_for_terminal(&file.display().to_string())
+        ),
+        Err(why) => eprintln!(
+            "flycode: {} was not trusted: {}",
+            escape_for_terminal(&file.display().to_string()),
+            escape_for_terminal(&why)
+        ),
+    }
+}
+
+/// The trusted folders, each with whether its file is still the one trusted.
+fn list(store: &TrustStore) -> anyhow::Result<Outcome> {
+    let trusted = store.list()?;
+    let mut text = String::new();
+    if trusted.is_empty() {
+        text.push_str(&format!(
+            "no trusted folders ({} lists none)\n",
+            store.file().display()
+        ));
+    }
+    for entry in &trusted {
+        let file = entry.dir.join(CONFIG_FILE_NAME);
+        let state = match crate::sandbox::host::read(&file) {
+            Ok(bytes) if sha256_hex(&bytes) == entry.sha256 => "trusted",
+            Ok(_) => "changed since: untrusted until trusted again",
+            Err(_) => "no flycode.toml there now",
+        };
+        text.push_str(&format!(
+            "{}  sha256 {}  {state}\n",
+            entry.dir.display(),
+            entry.sha256.get(..12).unwrap_or(&entry.sha256)
+        ));
+    }
+    print(&text)?;
+    Ok(Outcome::Success)
+}
+
+/// The folder a project file was found in, links resolved (as the loader names it).
+fn folder_of(file: &Path) -> anyhow::Result<PathBuf> {
+    layers::project_dir(file)
+        .with_context(|| format!("cannot open the folder of {}", file.display()))
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    std::io::stdout()
+        .lock()
+        .write_all(escape_for_terminal(text).as_bytes())?;
+    Ok(())
+}
