@@ -77,7 +77,7 @@ impl Sandbox {
         }
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
-        clean_stale_temporaries(&parent);
+        clean_stale_temporaries(&parent, self.roots());
         let locked = lock_what_is_there(&parent, &name, input, mode)?;
         // Under the lock, what is at the name now. An overwrite reads the old content only to
         // check an expectation, and then streams it through the hash: a 1 MB overwrite would
@@ -117,7 +117,11 @@ impl Sandbox {
         // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
         // unrecorded, as before the journal existed.
         let journal = match target {
-            Some(target) => Some(Journal::begin(Operation::Write, vec![target])?),
+            Some(target) => Some(Journal::begin(
+                Operation::Write,
+                self.roots(),
+                vec![target.creating(locked.is_none())],
+            )?),
             None => None,
         };
         replace_atomically(&parent, &name, &temp, &whole, input)?;
@@ -281,7 +285,7 @@ fn same_file(file: &cap_std::fs::File, parent: &Dir, name: &Path) -> bool {
 /// A folder is looked through at most once a minute per process (folders told apart by device,
 /// inode and creation time): listing it on every write would make each write to a large folder
 /// pay for the listing.
-pub fn clean_stale_temporaries(dir: &Dir) {
+pub fn clean_stale_temporaries(dir: &Dir, roots: &[std::path::PathBuf]) {
     if !due_for_cleaning(dir, Instant::now()) {
         return;
     }
@@ -298,7 +302,7 @@ pub fn clean_stale_temporaries(dir: &Dir) {
     if abandoned(dir).is_empty() {
         return;
     }
-    for line in super::journal::recover_interrupted() {
+    for line in super::journal::recover_interrupted(Some(roots)) {
         eprintln!("flycode: {line}");
     }
     for name in abandoned(dir) {
