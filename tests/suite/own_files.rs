@@ -323,3 +323,45 @@ fn a_forged_session_does_not_let_a_stale_write_through() {
     );
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "the model's\n");
 }
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_program_can_neither_read_nor_write_flycodes_own_files_inside_a_root() {
+    let home = Home::new();
+    // A first write makes the key and the journal's folder.
+    let first = home.call(
+        "fs.write",
+        json!({"path": home.root.join("a.txt"), "mode": "overwrite", "content": "x"}),
+    );
+    assert_eq!(first["ok"], true, "{first}");
+    std::fs::create_dir_all(home.state.join("journal")).unwrap();
+    std::fs::create_dir_all(home.root.join("src")).unwrap();
+    let key = std::fs::read(home.state.join("seal.key")).unwrap();
+    let script = format!(
+        "od -An -tx1 {state}/seal.key; cat {state}/audit.jsonl; echo forged > {state}/journal/1-1-1.json; rm -f {state}/seal.key; echo made > {root}/src/work.txt; cat {root}/src/work.txt; rm {root}/a.txt",
+        state = home.state.display(),
+        root = home.root.display()
+    );
+    let report = home.call("shell.exec", json!({"command": script}));
+    let text = report.to_string();
+    if text.contains("Landlock") && report["ok"] == false {
+        eprintln!("skipped: this kernel cannot contain programs ({text})");
+        return;
+    }
+    // The rest of the root is the program's to write (all but creating or removing entries in
+    // the folders on the way to the state directory: here the root itself).
+    assert!(text.contains("made"), "{report}");
+    assert!(home.root.join("a.txt").exists(), "{report}");
+    assert!(
+        !text.contains("\"outcome\""),
+        "the audit log was read: {report}"
+    );
+    assert!(!text.contains(&hex::encode(&key)[..8]), "{report}");
+    assert_eq!(
+        std::fs::read(home.state.join("seal.key")).unwrap(),
+        key,
+        "{report}"
+    );
+    assert!(!home.state.join("journal/1-1-1.json").exists(), "{report}");
+    assert_eq!(text.matches("Permission denied").count(), 5, "{report}");
+}
