@@ -1,5 +1,6 @@
 //! Seals on flycode's own records (PROTOCOL.md §11 Security, "After a crash"): the journal,
-//! the watch replay store and the sessions carry an HMAC-SHA256 (RFC 2104) under a 256-bit key
+//! the watch replay stores, the sessions and each audit-log line carry an HMAC-SHA256 (RFC 2104,
+//! built here from `sha2` in a few lines rather than another dependency) under a 256-bit key
 //! that only flycode can read, so that a record a program or a tool planted in the state
 //! directory is told apart from one flycode wrote, and never acted on.
 //!
@@ -10,7 +11,7 @@
 //! file. No file tool may read it (the state directory is flycode's own, see
 //! [`super::protect`]) and no program may (Landlock, [`super::contain`]).
 //!
-//! A seal covers a purpose (journal, replay, session), the record's file name and its exact
+//! A seal covers a purpose (journal, replay, session, audit), the record's name and its exact
 //! bytes, so a record cannot be moved to another name or used for another purpose. This module
 //! knows nothing of what the records mean.
 
@@ -65,6 +66,8 @@ pub enum Purpose {
     Replay,
     /// A session of the stale-read guard.
     Session,
+    /// A line of the audit log.
+    Audit,
 }
 
 impl Purpose {
@@ -73,6 +76,7 @@ impl Purpose {
             Purpose::Journal => b"flycode journal record",
             Purpose::Replay => b"flycode replay store",
             Purpose::Session => b"flycode session",
+            Purpose::Audit => b"flycode audit line",
         }
     }
 }
