@@ -1,5 +1,5 @@
 //! What an interrupted `fs.write`, `fs.edit` or `fs.writeBatch` left behind, and how the next
-//! start of flycode finishes or undoes it (CONTRACT §13).
+//! start of flycode finishes or undoes it (PROTOCOL.md §11 Security, "After a crash").
 //!
 //! Before a write creates its first temporary file, it records in `STATE/journal/` every target
 //! (root, directory, name), the temporary and backup names it will use and the sha256 of the
@@ -21,8 +21,16 @@
 //!
 //! Recovery walks from `/` to each recorded directory one component at a time without following
 //! links, and only removes or renames the exact names flycode creates (`.flycode-tmp-…`). The only
-//! other name it touches is a target being undone, and only when its content is still exactly
-//! what the interrupted operation wrote (checked through a handle opened without following links).
+//! other name it touches is a target being undone, and only when the record says the operation
+//! created it and its content is still exactly what the operation wrote (checked through a
+//! handle opened without following links).
+//!
+//! Records are sealed ([`super::seal`]: HMAC-SHA256 of the record's name and bytes under a key
+//! only flycode reads) and carry the roots of the run that wrote them. Recovery acts only on a
+//! record whose seal verifies and whose targets all lie in its recorded roots (and, where the
+//! caller knows them, in this run's: a record outside those is left for a run that has them).
+//! Anything else in the journal (damaged, planted by a program or a tool, from an older flycode)
+//! is never acted on or deleted: it is moved to `journal/rejected/` and reported.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
