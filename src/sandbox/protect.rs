@@ -312,6 +312,54 @@ mod tests {
     }
 
     #[test]
+    fn flycodes_own_files_are_refused_for_any_access_but_a_root_inside_them_is_the_users() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap();
+        // Neither directory exists yet: compared as they will be made.
+        let state = home.join(".local/state/flycode");
+        let config = home.join(".config/flycode");
+        let transcript = home.join("run.jsonl");
+        let protection = Protection::default()
+            .with_state_dir(Some(state.clone()))
+            .with_config_dir(Some(config.clone()))
+            .with_records(std::slice::from_ref(&transcript));
+        for own in [
+            state.join("audit.jsonl"),
+            state.join("journal/1-2-3.json"),
+            state.clone(),
+            config.join("flycode.toml"),
+            transcript.clone(),
+        ] {
+            let reason = protection.own_reason(&own, &home).unwrap();
+            assert!(reason.contains("flycode's own"), "{reason}");
+        }
+        assert!(
+            protection
+                .own_reason(&home.join("src/main.rs"), &home)
+                .is_none()
+        );
+        // The default inbox is readable, not writable.
+        let inbox = state.join("inbox/r.result.md");
+        assert!(protection.own_reason(&inbox, &home).is_none());
+        assert!(protection.reason(&inbox).is_some());
+        // A root inside the state directory is the user's.
+        let inner = state.join("ws");
+        assert!(
+            protection
+                .own_reason(&inner.join("a.txt"), &inner)
+                .is_none()
+        );
+        assert!(
+            protection
+                .own_reason(&state.join("a.txt"), &state)
+                .is_some()
+        );
+        // No tree holding one may be removed, and walks skip them.
+        assert!(protection.check_tree("home", &home.join(".local")).is_err());
+        assert!(protection.own_paths().contains(&state));
+    }
+
+    #[test]
     fn a_tree_holding_a_protected_path_cannot_be_removed() {
         let temp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(temp.path().join("repo/.git/hooks")).unwrap();
