@@ -22,6 +22,11 @@ struct Home {
 
 impl Home {
     fn new() -> Home {
+        Home::with_state("state")
+    }
+
+    /// The same, the state directory at `root/STATE`.
+    fn with_state(state: &str) -> Home {
         let temp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(temp.path()).unwrap();
         let root = base.join("root");
@@ -32,7 +37,7 @@ impl Home {
         }
         Home {
             _temp: temp,
-            state: root.join("state"),
+            state: root.join(state),
             root,
             config,
             outside,
@@ -364,4 +369,37 @@ fn a_program_can_neither_read_nor_write_flycodes_own_files_inside_a_root() {
     );
     assert!(!home.state.join("journal/1-1-1.json").exists(), "{report}");
     assert_eq!(text.matches("Permission denied").count(), 5, "{report}");
+}
+
+#[test]
+fn a_folder_of_the_models_cannot_become_the_state_directory() {
+    // The state directory is not made yet: the model prepares a key and a record of its own and
+    // moves them to where flycode would make it.
+    let home = Home::with_state(".local/state/flycode");
+    let planted = home.root.join("x/flycode");
+    std::fs::create_dir_all(planted.join("journal")).unwrap();
+    std::fs::write(planted.join("seal.key"), [7u8; 32]).unwrap();
+    for target in [".local", ".local/state", ".local/state/flycode"] {
+        std::fs::create_dir_all(home.root.join(target).parent().unwrap()).unwrap();
+        let from = if target.ends_with("flycode") {
+            planted.clone()
+        } else {
+            home.root.join("x")
+        };
+        let report = home.call(
+            "fs.mv",
+            json!({"fromPath": from, "toPath": home.root.join(target)}),
+        );
+        assert_eq!(
+            report["error"]["code"], "denied_by_policy",
+            "{target}: {report}"
+        );
+        assert!(report.to_string().contains("flycode's own"), "{report}");
+    }
+    assert!(planted.join("seal.key").exists());
+    // flycode made its own key (the audit log's lines are sealed), not the planted one.
+    assert_ne!(
+        std::fs::read(home.state.join("seal.key")).unwrap(),
+        [7u8; 32]
+    );
 }
