@@ -110,14 +110,15 @@ impl Containment {
     }
 }
 
-/// flycode's state and configuration directories, as absolute paths with links resolved where
-/// they exist (Landlock acts on the real files).
+/// flycode's state and configuration directories, as absolute paths with links resolved as far
+/// as they exist (Landlock acts on the real files; a directory not made yet is hidden where it
+/// will be made, so no program can make it first).
 pub fn flycode_private_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = [super::state::state_dir(), super::protect::user_config_dir()]
         .into_iter()
         .flatten()
         .filter(|dir| dir.is_absolute())
-        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .map(|dir| super::protect::settled(&dir))
         .collect();
     dirs.dedup();
     dirs

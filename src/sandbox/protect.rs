@@ -53,7 +53,7 @@ pub const STATE_INBOX: &str = "inbox";
 /// `path` with links resolved as far as it exists: the deepest existing ancestor canonical, the
 /// missing rest as given (a state directory flycode has not made yet is compared the same way
 /// a path the model names is resolved).
-fn settled(path: &Path) -> PathBuf {
+pub(crate) fn settled(path: &Path) -> PathBuf {
     let mut missing = Vec::new();
     let mut existing = path;
     loop {

@@ -403,3 +403,26 @@ fn a_folder_of_the_models_cannot_become_the_state_directory() {
         [7u8; 32]
     );
 }
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_program_cannot_make_the_state_directory_before_flycode_does() {
+    let home = Home::with_state(".local/state/flycode");
+    std::fs::create_dir_all(home.root.join(".local/state")).unwrap();
+    let script = format!(
+        "mkdir -p {state}/journal; head -c 32 /dev/zero > {state}/seal.key",
+        state = home.state.display()
+    );
+    let report = home.call("shell.exec", json!({"command": script}));
+    let text = report.to_string();
+    if text.contains("Landlock") && report["ok"] == false && !text.contains("Permission denied") {
+        eprintln!("skipped: this kernel cannot contain programs ({text})");
+        return;
+    }
+    assert!(text.contains("Permission denied"), "{report}");
+    // Whatever exists now is flycode's own key, if any: never the program's.
+    if let Ok(key) = std::fs::read(home.state.join("seal.key")) {
+        assert_ne!(key, [0u8; 32], "{report}");
+    }
+    assert!(!home.state.join("journal").exists(), "{report}");
+}
