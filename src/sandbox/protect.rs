@@ -174,7 +174,8 @@ impl Protection {
             if !path.starts_with(&dir) || (root.starts_with(&dir) && root != dir) {
                 continue;
             }
-            return Some(match which {
+            let reason = match which {
+                // The default inbox holds the user's replies and results.
                 OwnDir::State if path.starts_with(dir.join(STATE_INBOX)) => continue,
                 OwnDir::State => format!(
                     "it is flycode's own, inside its state directory {}: no file tool reads or changes anything there, even inside a root, because the audit log and the replay stores hold other calls' content and the journal, sessions and key decide what flycode does; ask the user if you need something from it",
@@ -184,7 +185,8 @@ impl Protection {
                     "it is flycode's own, inside the user's flycode configuration directory {}: no file tool reads or changes anything there; ask the user if you need a setting",
                     dir.display()
                 ),
-            });
+            };
+            return Some(reason);
         }
         if self.records.iter().any(|record| record == path) {
             return Some(
