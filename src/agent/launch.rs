@@ -124,10 +124,18 @@ impl Launch {
             .chain(settings.subagent_roles.iter().map(RoleChoice::file))
             .flatten()
             .map(Path::to_path_buf)
-            .chain(transcripts.iter().cloned())
+            .collect();
+        // The transcripts record other calls' content: no tool may read them either.
+        let records: Vec<PathBuf> = transcripts
+            .iter()
+            .cloned()
             .chain(child_transcripts)
             .collect();
-        let protection = sandbox.protection().clone().with_own_files(&own_files);
+        let protection = sandbox
+            .protection()
+            .clone()
+            .with_own_files(&own_files)
+            .with_records(&records);
         let sandbox = sandbox.with_protection(protection);
         let (prompt, prompt_context) = build_prompt(&settings, &sandbox)?;
         let provider = OpenAiProvider::new(ClientSettings {

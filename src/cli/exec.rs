@@ -41,7 +41,13 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         }
     };
     let session = match &args.session {
-        Some(name) => Some(Mutex::new(Session::load(name).map_err(anyhow::Error::msg)?)),
+        Some(name) => {
+            let session = Session::load(name).map_err(anyhow::Error::msg)?;
+            if let Some(notice) = session.notice() {
+                eprintln!("flycode: {notice}");
+            }
+            Some(Mutex::new(session))
+        }
         None => None,
     };
     let approver = approver(&args.run);

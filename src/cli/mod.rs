@@ -515,11 +515,12 @@ pub(crate) fn open_sandbox(
     flags: &RunFlags,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
     crate::sandbox::process::prepare_to_run_programs();
-    // Before anything can write: finish or undo what a killed flycode left (CONTRACT §13).
-    for line in crate::sandbox::journal::recover_interrupted() {
+    let (config, roots) = load_roots(&flags.roots, flags.approve, flags.tools)?;
+    // Before anything can write: finish or undo what a killed flycode left, inside this run's
+    // roots (PROTOCOL.md §11 Security, "After a crash").
+    for line in crate::sandbox::journal::recover_interrupted(Some(roots.paths())) {
         eprintln!("flycode: {line}");
     }
-    let (config, roots) = load_roots(&flags.roots, flags.approve, flags.tools)?;
     if let Some(warning) =
         crate::sandbox::contain::startup_warning(config.process_sandbox, config.process_network)
     {

@@ -51,12 +51,17 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         },
     };
     let name = args.session.clone().unwrap_or_else(|| "default".to_owned());
-    let session = Mutex::new(Session::load(&name).map_err(anyhow::Error::msg)?);
+    let session = Session::load(&name).map_err(anyhow::Error::msg)?;
     let replay = ReplayStore::load_from(
         &state.join("watch").join(format!("{name}.json")),
         args.new_session,
     )
     .map_err(anyhow::Error::msg)?;
+    // A store or session flycode did not seal is not used (PROTOCOL.md §11 Security).
+    for notice in [session.notice(), replay.notice()].into_iter().flatten() {
+        eprintln!("flycode: {notice}");
+    }
+    let session = Mutex::new(session);
     let approver = approver(&args.run);
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

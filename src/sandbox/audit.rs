@@ -1,6 +1,13 @@
 //! The audit log: one JSON line per executed call (time, id, tool, arguments with content shown
 //! as size and sha256, outcome, code, duration), appended to `audit.jsonl` in the state
 //! directory. Each line is written with a single append, so concurrent writers never interleave.
+//!
+//! Each line ends with a `seal` ([`super::seal`], HMAC-SHA256 under the state directory's key)
+//! over the line's bytes before it, so [`line_seal`] tells a line flycode wrote from one that
+//! was changed or added by anything else. What it does not show: a line removed, the log cut
+//! short or replaced by an older copy, or a genuine line copied twice (the seal covers a line,
+//! not its place in the log). No tool may read or change the log (it is in the state
+//! directory), and no contained program may, even when the state directory lies inside a root.
 
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Write};
@@ -9,8 +16,55 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
+use super::seal::{Key, Purpose};
 use super::state::state_dir;
 use super::write::sha256_hex;
+
+/// What each line's seal is made for (the log's usual name, whatever the file is called now).
+const SEAL_NAME: &str = "audit.jsonl";
+
+/// How a line's seal is appended: `…,"seal":"HEX"}`.
+const SEAL_FIELD: &str = ",\"seal\":\"";
+
+/// What a line of the audit log says about its origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineSeal {
+    /// flycode wrote it as it is.
+    Verified,
+    /// It has no seal (written by an older flycode, or by someone else).
+    Missing,
+    /// Its seal does not match: it was changed, or not written by flycode.
+    Broken,
+}
+
+/// Whether `line` (without its newline) is one flycode wrote as it is, by its seal.
+pub fn line_seal(line: &str) -> LineSeal {
+    let Some((body, mac)) = split_seal(line) else {
+        return LineSeal::Missing;
+    };
+    match Key::of_state_dir() {
+        Ok(key) if key.verifies(Purpose::Audit, SEAL_NAME, body.as_bytes(), mac) => {
+            LineSeal::Verified
+        }
+        _ => LineSeal::Broken,
+    }
+}
+
+/// The line as it was before its seal (with its closing brace) and the seal.
+fn split_seal(line: &str) -> Option<(String, &str)> {
+    let at = line.rfind(SEAL_FIELD)?;
+    let mac = line[at + SEAL_FIELD.len()..].strip_suffix("\"}")?;
+    Some((format!("{}}}", &line[..at]), mac))
+}
+
+/// `line` (a JSON object) with its seal added before the closing brace.
+fn sealed(key: &Key, line: String) -> String {
+    let mac = key.seal(Purpose::Audit, SEAL_NAME, line.as_bytes());
+    match line.strip_suffix('}') {
+        Some(open) => format!("{open}{SEAL_FIELD}{mac}\"}}"),
+        None => line,
+    }
+}
 
 /// Arguments whose values are file contents: logged as size and hash only.
 const CONTENT_KEYS: [&str; 2] = ["content", "rightContent"];
@@ -66,6 +120,10 @@ impl AuditLog {
             std::fs::create_dir_all(dir)?;
         }
         let mut line = entry_json(entry).to_string();
+        // A log without a key still logs: the lines are then unsealed, and say so when checked.
+        if let Ok(key) = Key::of_state_dir() {
+            line = sealed(&key, line);
+        }
         line.push('\n');
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -190,5 +248,44 @@ mod tests {
         });
         assert_eq!(logged["content"]["sha256"], sha256_hex(b"key=***"));
         assert_eq!(logged["content"]["bytes"], 7);
+    }
+
+    #[test]
+    fn a_changed_or_forged_line_is_told_from_one_flycode_wrote() {
+        let temp = tempfile::tempdir().unwrap();
+        let log = AuditLog::at(&temp.path().join("audit.jsonl"));
+        log.append(&AuditEntry {
+            time: SystemTime::UNIX_EPOCH,
+            id: Some("c1".into()),
+            tool: "fs.read".into(),
+            args: Map::new(),
+            outcome: "ok",
+            code: None,
+            duration: Duration::from_millis(1),
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        let line = text.trim_end();
+        assert_eq!(line_seal(line), LineSeal::Verified, "{line}");
+        let value: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(value["id"], "c1");
+        assert!(value["seal"].is_string());
+        assert_eq!(
+            line_seal(&line.replace("\"ok\"", "\"failed\"")),
+            LineSeal::Broken
+        );
+        let unsealed = entry_json(&AuditEntry {
+            time: SystemTime::UNIX_EPOCH,
+            id: None,
+            tool: "fs.rm".into(),
+            args: Map::new(),
+            outcome: "ok",
+            code: None,
+            duration: Duration::ZERO,
+        })
+        .to_string();
+        assert_eq!(line_seal(&unsealed), LineSeal::Missing);
+        let forged = sealed(&Key::from_bytes([9; 32]), unsealed);
+        assert_eq!(line_seal(&forged), LineSeal::Broken);
     }
 }

@@ -171,12 +171,17 @@ impl Sandbox {
                     plan.outcome.sha256.clone(),
                     plan.first_missing.as_deref(),
                 )
+                .map(|target| target.creating(plan.outcome.created))
             })
             .collect();
         // Paths that are not UTF-8 cannot be recorded (records are JSON): such a batch goes
         // unrecorded, as before the journal existed.
         let mut journal = match targets {
-            Some(targets) => Some(Journal::begin(Operation::WriteBatch, targets)?),
+            Some(targets) => Some(Journal::begin(
+                Operation::WriteBatch,
+                self.roots(),
+                targets,
+            )?),
             None => None,
         };
         let mut created_dirs = Vec::new();
@@ -303,7 +308,7 @@ impl Sandbox {
             }
         }
         let (parent, name) = self.parent_dir(&file.path, path, false)?;
-        super::write::clean_stale_temporaries(&parent);
+        super::write::clean_stale_temporaries(&parent, self.roots());
         let temp = plan.temp;
         let permissions = parent
             .metadata(&name)

@@ -18,6 +18,13 @@
 //!   only), a private temporary directory made for the call (mode 0700, `TMPDIR`, `TMP` and `TEMP`
 //!   point at it, removed after the call), and the devices of [`DEVICES`]. `read-only` keeps the
 //!   temporary directory and the devices: nothing written survives the call.
+//! - **flycode's own directories inside a root** (the state directory in `~/.local/state` when a
+//!   root is `$HOME`): the roots' read and write rules are split around them the same way
+//!   ([`allowed_beneath`]), so a program can neither read nor change them (the key that seals
+//!   flycode's records, the journal, the audit log). The cost: in the folders on the way from
+//!   the root to them (`$HOME`, `~/.local`, `~/.local/state`), a program can change the
+//!   existing entries but not create, remove or rename entries directly in them. Keeping the
+//!   state directory outside the roots (`FLYCODE_STATE_DIR`) avoids it.
 //! - **Network** (`process_network = false`): no TCP bind or connect (Landlock ABI 4). A kernel
 //!   without network rules refuses to run programs rather than run them with a network.
 //! - **Scopes** (ABI 6, where present): no signals to processes outside the domain and no
@@ -103,14 +110,15 @@ impl Containment {
     }
 }
 
-/// flycode's state and configuration directories, as absolute paths with links resolved where
-/// they exist (Landlock acts on the real files).
+/// flycode's state and configuration directories, as absolute paths with links resolved as far
+/// as they exist (Landlock acts on the real files; a directory not made yet is hidden where it
+/// will be made, so no program can make it first).
 pub fn flycode_private_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = [super::state::state_dir(), super::protect::user_config_dir()]
         .into_iter()
         .flatten()
         .filter(|dir| dir.is_absolute())
-        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .map(|dir| super::protect::settled(&dir))
         .collect();
     dirs.dedup();
     dirs
@@ -204,19 +212,35 @@ pub fn describe(sandbox: ProgramSandbox, network: bool) -> String {
 /// whether each is a symbolic link), each allowed whole unless it is hidden (left out) or an
 /// ancestor of a hidden path (split in turn). Links at split levels are left out: a rule on one
 /// would apply to its target, which may be hidden. Sorted.
-pub fn readable_set<F>(hidden: &[PathBuf], mut list: F) -> Vec<PathBuf>
+pub fn readable_set<F>(hidden: &[PathBuf], list: F) -> Vec<PathBuf>
 where
     F: FnMut(&Path) -> Vec<(std::ffi::OsString, bool)>,
 {
-    let root = PathBuf::from("/");
+    allowed_beneath(Path::new("/"), hidden, list)
+}
+
+/// The same for everything beneath `base`: `base` itself when no hidden path lies inside it
+/// (a root that lies inside a hidden directory, as in tests, is the user's and stays whole);
+/// nothing when `base` is hidden; otherwise its entries, split as [`readable_set`] splits `/`.
+/// The allowed roots go through this too, so a program cannot read or write flycode's state or
+/// configuration directory when it lies inside a root.
+pub fn allowed_beneath<F>(base: &Path, hidden: &[PathBuf], mut list: F) -> Vec<PathBuf>
+where
+    F: FnMut(&Path) -> Vec<(std::ffi::OsString, bool)>,
+{
+    let hidden: Vec<PathBuf> = hidden
+        .iter()
+        .filter(|dir| dir.starts_with(base))
+        .cloned()
+        .collect();
     if hidden.is_empty() {
-        return vec![root];
+        return vec![base.to_owned()];
     }
-    if hidden.iter().any(|dir| dir == &root) {
+    if hidden.iter().any(|dir| dir == base) {
         return Vec::new();
     }
     let mut allowed = Vec::new();
-    let mut pending = vec![root];
+    let mut pending = vec![base.to_owned()];
     while let Some(dir) = pending.pop() {
         for (name, is_link) in list(&dir) {
             let path = dir.join(name);
@@ -349,7 +373,9 @@ mod linux {
 
     use landlock::{PathBeneath, PathFd};
 
-    use super::{Containment, DEVICES, ProgramSandbox, Support, list_dir, readable_set};
+    use super::{
+        Containment, DEVICES, ProgramSandbox, Support, allowed_beneath, list_dir, readable_set,
+    };
 
     /// The readable part of a ruleset: every path of [`readable_set`], opened, kept between runs
     /// while the directories it was listed from are unchanged. Opening and checking ~150 paths
@@ -494,9 +520,36 @@ mod linux {
         let readable = readable_rules(&hidden);
         let read = AccessFs::from_read(FS_ABI);
         let read_file = read & AccessFs::from_file(FS_ABI);
-        let mut writable = vec![temp.to_owned()];
+        // The roots, without flycode's own directories where those lie inside one.
+        let roots: Vec<(PathBuf, bool)> = containment
+            .roots
+            .iter()
+            .flat_map(|root| allowed_beneath(root, &containment.hidden, list_dir))
+            .map(|path| {
+                let is_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+                (path, is_file)
+            })
+            .collect();
+        let file_rights = AccessFs::from_file(FS_ABI);
+        let beneath = |paths: &[(PathBuf, bool)], access: BitFlags<AccessFs>| {
+            paths
+                .iter()
+                .filter_map(|(path, is_file)| {
+                    let access = if *is_file {
+                        access & file_rights
+                    } else {
+                        access
+                    };
+                    PathFd::new(path)
+                        .ok()
+                        .map(|fd| PathBeneath::new(fd, access))
+                })
+                .map(Ok::<_, RulesetError>)
+                .collect::<Vec<_>>()
+        };
+        let mut writable = vec![(temp.to_owned(), false)];
         if containment.sandbox == ProgramSandbox::WorkspaceWrite {
-            writable.extend(containment.roots.iter().cloned());
+            writable.extend(roots.iter().cloned());
         }
         let device: BitFlags<AccessFs> =
             make_bitflags!(AccessFs::{ReadFile | WriteFile | Truncate | IoctlDev});
@@ -507,12 +560,9 @@ mod linux {
                 let access = if *is_file { read_file } else { read };
                 Ok::<_, RulesetError>(PathBeneath::new(fd, access))
             }))?
-            .add_rules(path_beneath_rules(
-                &containment.roots,
-                AccessFs::from_read(FS_ABI),
-            ))?
+            .add_rules(beneath(&roots, AccessFs::from_read(FS_ABI)))?
             .add_rules(path_beneath_rules(DEVICES, device))?
-            .add_rules(path_beneath_rules(&writable, AccessFs::from_all(FS_ABI)))
+            .add_rules(beneath(&writable, AccessFs::from_all(FS_ABI)))
     }
 
     /// Spawns `command` from a thread of its own that first enters the domain of `ruleset`:
@@ -694,6 +744,28 @@ mod tests {
             "{allowed:?}"
         );
         assert!(readable_set(&paths(&["/"]), list).is_empty());
+    }
+
+    #[test]
+    fn a_root_holding_a_hidden_directory_is_split_and_one_inside_it_stays_whole() {
+        let hidden = paths(&["/root/.local/state/flycode"]);
+        assert_eq!(
+            allowed_beneath(Path::new("/root"), &hidden, list),
+            paths(&[
+                "/root/.config",
+                "/root/.local/share",
+                "/root/.local/state/other",
+                "/root/work",
+            ])
+        );
+        // Roots beside it, or inside it (a test's root in the state directory), are whole.
+        assert_eq!(
+            allowed_beneath(Path::new("/root/work"), &hidden, list),
+            paths(&["/root/work"])
+        );
+        let inside = Path::new("/root/.local/state/flycode/ws");
+        assert_eq!(allowed_beneath(inside, &hidden, list), vec![inside]);
+        assert!(allowed_beneath(Path::new("/root/.local/state/flycode"), &hidden, list).is_empty());
     }
 
     #[test]

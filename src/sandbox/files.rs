@@ -1,12 +1,13 @@
 //! The allowed roots as open directory handles, and file access through them.
 //!
-//! Every path is first resolved and checked by [`resolve_in_roots`]; the file is then opened
+//! Every path is first resolved and checked by [`resolve_in_roots`] (and refused if it is one of
+//! flycode's own files, [`Protection::own_reason`]); the file is then opened
 //! relative to its root's directory handle with `cap-std`, whose openat-based resolution never
 //! leaves that directory. A component swapped for a link after the check therefore cannot lead
 //! outside: the open fails, and the path is resolved again to report why.
 
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, FileType, Metadata, OpenOptions};
@@ -59,9 +60,22 @@ impl Sandbox {
         &self.roots
     }
 
-    /// Resolves a path argument inside the roots.
+    /// Resolves a path argument inside the roots. Every file tool's path goes through here, so
+    /// this is where flycode's own files are refused, for reading as for changing
+    /// ([`Protection::own_reason`]).
     pub fn resolve(&self, input: &str, last: LastComponent) -> Result<RootedPath, SandboxError> {
-        resolve_in_roots(&self.roots, input, last)
+        let path = resolve_in_roots(&self.roots, input, last)?;
+        let root = self
+            .roots
+            .get(path.root)
+            .map_or(Path::new("/"), PathBuf::as_path);
+        if let Some(reason) = self.protection.own_reason(&path.absolute, root) {
+            return Err(SandboxError::Denied {
+                path: input.to_owned(),
+                reason,
+            });
+        }
+        Ok(path)
     }
 
     /// Whether `absolute` is an allowed root or lies above one.

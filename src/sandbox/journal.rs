@@ -1,5 +1,5 @@
 //! What an interrupted `fs.write`, `fs.edit` or `fs.writeBatch` left behind, and how the next
-//! start of flycode finishes or undoes it (CONTRACT §13).
+//! start of flycode finishes or undoes it (PROTOCOL.md §11 Security, "After a crash").
 //!
 //! Before a write creates its first temporary file, it records in `STATE/journal/` every target
 //! (root, directory, name), the temporary and backup names it will use and the sha256 of the
@@ -21,8 +21,16 @@
 //!
 //! Recovery walks from `/` to each recorded directory one component at a time without following
 //! links, and only removes or renames the exact names flycode creates (`.flycode-tmp-…`). The only
-//! other name it touches is a target being undone, and only when its content is still exactly
-//! what the interrupted operation wrote (checked through a handle opened without following links).
+//! other name it touches is a target being undone, and only when the record says the operation
+//! created it and its content is still exactly what the operation wrote (checked through a
+//! handle opened without following links).
+//!
+//! Records are sealed ([`super::seal`]: HMAC-SHA256 of the record's name and bytes under a key
+//! only flycode reads) and carry the roots of the run that wrote them. Recovery acts only on a
+//! record whose seal verifies and whose targets all lie in its recorded roots (and, where the
+//! caller knows them, in this run's: a record outside those is left for a run that has them).
+//! Anything else in the journal (damaged, planted by a program or a tool, from an older flycode)
+//! is never acted on or deleted: it is moved to `journal/rejected/` and reported.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -35,10 +43,14 @@ use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
+use super::seal::{Key, Purpose};
 use super::write::{TEMP_PREFIX, sha256_hex};
 
 /// The directory of the records, inside the state directory.
 const JOURNAL_DIR: &str = "journal";
+
+/// Where records that are not flycode's (or cannot be read) are set aside, inside the journal.
+pub const REJECTED_DIR: &str = "rejected";
 
 /// Which operation a record belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +89,10 @@ pub struct Target {
     pub sha256: String,
     /// The first directory the operation created on the way to `dir` (relative to the root).
     pub created: Option<String>,
+    /// Whether the operation creates the file (there was none): only then may undoing it remove
+    /// the file, and only while it holds exactly the content recorded.
+    #[serde(default)]
+    pub new_file: bool,
 }
 
 impl Target {
@@ -105,15 +121,30 @@ impl Target {
                 Some(c) => Some(text(c)?),
                 None => None,
             },
+            new_file: false,
         })
+    }
+
+    /// The same target, recorded as creating its file (`true`) or replacing one.
+    pub fn creating(mut self, new_file: bool) -> Target {
+        self.new_file = new_file;
+        self
+    }
+
+    /// The target's file, as a path.
+    fn path(&self) -> PathBuf {
+        Path::new(&self.root).join(&self.dir).join(&self.name)
     }
 }
 
-/// A record as stored.
+/// A record as stored (sealed, see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Record {
     operation: Operation,
     phase: Phase,
+    /// The allowed roots of the run that wrote it: every target's root is one of them.
+    roots: Vec<String>,
     targets: Vec<Target>,
 }
 
@@ -127,14 +158,23 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Records an operation before its first temporary file is created. Without a state
-    /// directory there is nowhere to record it, and the operation goes on unrecorded.
-    pub fn begin(operation: Operation, targets: Vec<Target>) -> Result<Journal, SandboxError> {
+    /// Records an operation of a run with the allowed `roots` before its first temporary file
+    /// is created. Without a state directory there is nowhere to record it, and the operation
+    /// goes on unrecorded.
+    pub fn begin(
+        operation: Operation,
+        roots: &[PathBuf],
+        targets: Vec<Target>,
+    ) -> Result<Journal, SandboxError> {
         let mut journal = Journal {
             file: None,
             record: Record {
                 operation,
                 phase: Phase::Staging,
+                roots: roots
+                    .iter()
+                    .filter_map(|root| root.to_str().map(str::to_owned))
+                    .collect(),
                 targets,
             },
             _lock: None,
@@ -193,9 +233,11 @@ fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
     let fail = |e| journal_error(file, e);
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(fail)?;
+    let key = Key::of_state_dir().map_err(|e| fail(std::io::Error::other(e)))?;
     let name = file.file_name().unwrap_or_default().to_string_lossy();
     let temp = dir.join(format!(".{name}.tmp"));
-    let text = serde_json::to_vec(record).map_err(|e| fail(std::io::Error::other(e)))?;
+    let body = serde_json::to_string(record).map_err(|e| fail(std::io::Error::other(e)))?;
+    let text = key.wrap(Purpose::Journal, &name, &body).into_bytes();
     let written = (|| {
         let _ = std::fs::remove_file(&temp);
         let mut handle = std::fs::OpenOptions::new()
@@ -297,6 +339,7 @@ pub fn step(
     has_backup: bool,
     holds_new_content: bool,
     backup_present: bool,
+    new_file: bool,
 ) -> Step {
     match decision {
         Decision::Finish if backup_present => Step::RemoveBackup,
@@ -308,16 +351,25 @@ pub fn step(
             Step::LeaveChanged
         }
         Decision::Undo if has_backup => Step::RestoreBackup,
-        Decision::Undo => Step::RemoveCreated,
+        // Only a file the operation itself created is ever removed.
+        Decision::Undo if new_file => Step::RemoveCreated,
+        Decision::Undo => Step::LeaveChanged,
     }
 }
 
 /// Finishes or undoes every operation that a flycode process now gone left unfinished, and
-/// returns one line per operation saying what was done (for standard error).
-pub fn recover_interrupted() -> Vec<String> {
-    let Some(dir) = super::state::state_dir().map(|d| d.join(JOURNAL_DIR)) else {
+/// returns one line per operation saying what was done (for standard error). `roots` are the
+/// allowed roots of this run, where it knows them: a record whose files lie outside them is left
+/// for a run that has them.
+///
+/// Only a record flycode itself sealed is acted on, and only on files inside the roots it
+/// records; anything else found in the journal (damaged, planted, written by another key or an
+/// older flycode) is moved to `journal/rejected/`, reported, and never acted on or deleted.
+pub fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
+    let Some(state) = super::state::state_dir() else {
         return Vec::new();
     };
+    let dir = state.join(JOURNAL_DIR);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
@@ -325,6 +377,7 @@ pub fn recover_interrupted() -> Vec<String> {
         .filter_map(|e| e.ok().map(|e| e.file_name()))
         .collect();
     names.sort();
+    let mut key = None;
     let mut lines = Vec::new();
     for name in names {
         let text = name.to_string_lossy();
@@ -344,7 +397,16 @@ pub fn recover_interrupted() -> Vec<String> {
             let _ = std::fs::remove_file(&file);
             continue;
         }
-        if let Some(line) = recover_file(&file) {
+        let key = match key.get_or_insert_with(|| Key::in_dir(&state)) {
+            Ok(key) => key,
+            Err(error) => {
+                lines.push(format!(
+                    "cannot check the journal's records of interrupted writes, so none was acted on: {error}"
+                ));
+                break;
+            }
+        };
+        if let Some(line) = recover_file(&file, key, roots) {
             lines.push(line);
         }
     }
@@ -359,7 +421,82 @@ fn owner_of(stem: &str) -> Option<(u32, u64)> {
     Some((pid, start))
 }
 
-fn recover_file(file: &Path) -> Option<String> {
+/// Why a record is not acted on.
+enum Foreign {
+    /// Its bytes could not be read.
+    Unreadable,
+    /// Its seal does not verify.
+    Unsealed,
+    /// Sealed, but not a record this flycode understands, or naming a file outside its roots.
+    Invalid,
+}
+
+/// The record in `text` (stored as `name`) if flycode sealed it and it names only files inside
+/// the roots it records.
+fn authentic(key: &Key, name: &str, text: &str) -> Result<Record, Foreign> {
+    let body = key
+        .unwrap(Purpose::Journal, name, text)
+        .ok_or(Foreign::Unsealed)?;
+    let record: Record = serde_json::from_str(body).map_err(|_| Foreign::Invalid)?;
+    let inside = |target: &Target| {
+        record.roots.contains(&target.root)
+            && Path::new(&target.root).is_absolute()
+            && Path::new(&target.dir)
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)))
+    };
+    if record.targets.iter().all(inside) {
+        Ok(record)
+    } else {
+        Err(Foreign::Invalid)
+    }
+}
+
+/// Moves a record that is not acted on into `journal/rejected/` (never over another one) and
+/// says so.
+fn set_aside(file: &Path, why: Foreign) -> String {
+    let why = match why {
+        Foreign::Unreadable => "it cannot be read",
+        Foreign::Unsealed => {
+            "its seal does not verify: it is damaged, or flycode did not write it (a program or a tool may have planted it)"
+        }
+        Foreign::Invalid => "it is not a record this flycode understands",
+    };
+    let dir = file.parent().unwrap_or(Path::new(".")).join(REJECTED_DIR);
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let moved = std::fs::create_dir_all(&dir).and_then(|()| {
+        for n in 0..1000 {
+            let target = if n == 0 {
+                dir.join(name.as_ref())
+            } else {
+                dir.join(format!("{name}.{n}"))
+            };
+            // Linked, then unlinked: never replaces a record set aside before.
+            match std::fs::hard_link(file, &target) {
+                Ok(()) => {
+                    std::fs::remove_file(file)?;
+                    return Ok(target);
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
+    });
+    match moved {
+        Ok(target) => format!(
+            "set aside the journal record {} and did nothing it says: {why}; it is kept as {} for you to look at",
+            file.display(),
+            target.display()
+        ),
+        Err(error) => format!(
+            "did nothing the journal record {} says: {why}; it could not be moved aside ({error}), look at it, then remove it",
+            file.display()
+        ),
+    }
+}
+
+fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<String> {
     let mut handle = File::open(file).ok()?;
     // Another flycode starting at the same moment may be recovering it: leave it to that one.
     rustix::fs::flock(
@@ -377,44 +514,49 @@ fn recover_file(file: &Path) -> Option<String> {
     }
     let mut text = String::new();
     let read = handle.read_to_string(&mut text);
-    let record: Option<Record> = read
-        .as_ref()
-        .ok()
-        .and_then(|_| serde_json::from_str(&text).ok());
-    let Some(record) = record else {
-        // Only a single file's record is written unflushed, so only it can be empty after a
-        // power loss (a batch's is flushed before anything is staged); the file it covered is
-        // whole, old or new, and nothing can be done with an empty record but drop it. A record
-        // that could not be read (not UTF-8, an I/O error) is not known to be empty: it stays.
-        if read.is_ok() && text.is_empty() {
-            let _ = std::fs::remove_file(file);
-            return None;
-        }
-        return Some(format!(
-            "cannot read the journal record {} of an interrupted write; look at it, then remove it",
-            file.display()
-        ));
+    // Only a single file's record is written unflushed, so only it can be empty after a power
+    // loss (a batch's is flushed before anything is staged); the file it covered is whole, old or
+    // new, and nothing can be done with an empty record but drop it. A record that could not be
+    // read (not UTF-8, an I/O error) is not known to be empty: it is set aside.
+    if read.is_ok() && text.is_empty() {
+        let _ = std::fs::remove_file(file);
+        return None;
+    }
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let record = match read {
+        Err(_) => Err(Foreign::Unreadable),
+        Ok(_) => authentic(key, &name, &text),
     };
-    let (decision, problems) = recover(&record);
-    let _ = std::fs::remove_file(file);
-    let done = match decision {
-        Decision::Finish => "finished",
-        Decision::Undo => "undid",
+    let record = match record {
+        Ok(record) => record,
+        Err(why) => return Some(set_aside(file, why)),
     };
     let what = match (record.operation, record.targets.as_slice()) {
-        (Operation::Write, [target]) => format!(
-            "write of {}",
-            Path::new(&target.root)
-                .join(&target.dir)
-                .join(&target.name)
-                .display()
-        ),
+        (Operation::Write, [target]) => format!("write of {}", target.path().display()),
         (Operation::Write, _) => "write".to_owned(),
         (Operation::WriteBatch, targets) => format!(
             "fs.writeBatch of {} file{}",
             targets.len(),
             if targets.len() == 1 { "" } else { "s" }
         ),
+    };
+    if let Some(roots) = roots
+        && let Some(outside) = record
+            .targets
+            .iter()
+            .map(Target::path)
+            .find(|path| !roots.iter().any(|root| path.starts_with(root)))
+    {
+        return Some(format!(
+            "left the record of an interrupted {what} from an earlier run as it is: {} is outside this run's roots; a run whose roots hold it will finish or undo it",
+            outside.display()
+        ));
+    }
+    let (decision, problems) = recover(&record);
+    let _ = std::fs::remove_file(file);
+    let done = match decision {
+        Decision::Finish => "finished",
+        Decision::Undo => "undid",
     };
     let mut line = format!("{done} an interrupted {what} from an earlier run");
     if !problems.is_empty() {
@@ -527,6 +669,7 @@ fn recover(record: &Record) -> (Decision, Vec<String>) {
             target.backup.is_some(),
             holds_new,
             backup_present,
+            target.new_file,
         );
         let backup = target.backup.as_deref().unwrap_or_default();
         let result = match action {
@@ -658,8 +801,9 @@ mod tests {
             ),
         ];
         for ((decision, phase, temp, has, new, present), expected) in cases {
+            // A target without a backup is a file the operation created.
             assert_eq!(
-                step(decision, phase, temp, has, new, present),
+                step(decision, phase, temp, has, new, present, !has),
                 expected,
                 "{decision:?} {phase:?} temp={temp} has_backup={has} new={new} backup={present}"
             );
@@ -684,29 +828,157 @@ mod tests {
         assert_eq!(owner_of("garbage"), None);
     }
 
+    fn key() -> Key {
+        Key::from_bytes([3; 32])
+    }
+
+    /// `record` sealed as flycode stores it, under `name` in `dir`.
+    fn store_sealed(dir: &Path, name: &str, record: &Record) -> PathBuf {
+        let file = dir.join(name);
+        let body = serde_json::to_string(record).unwrap();
+        std::fs::write(&file, key().wrap(Purpose::Journal, name, &body)).unwrap();
+        file
+    }
+
+    fn rejected(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir.join(REJECTED_DIR))
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     #[test]
-    fn an_empty_record_is_dropped_and_a_garbled_one_reported() {
+    fn an_empty_record_is_dropped_and_a_garbled_one_set_aside() {
         let temp = tempfile::tempdir().unwrap();
         let empty = temp.path().join("1-2-3.json");
         std::fs::write(&empty, b"").unwrap();
-        assert_eq!(recover_file(&empty), None);
+        assert_eq!(recover_file(&empty, &key(), None), None);
         assert!(!empty.exists(), "an empty record (a power loss) is dropped");
         let garbled = temp.path().join("1-2-4.json");
         std::fs::write(&garbled, b"{\"operation\":").unwrap();
-        let message = recover_file(&garbled).unwrap();
+        let message = recover_file(&garbled, &key(), None).unwrap();
         assert!(
-            message.contains("cannot read the journal record"),
+            message.contains("set aside the journal record"),
             "{message}"
         );
-        assert!(
-            garbled.exists(),
-            "a garbled record is left for a person to look at"
-        );
-        // Bytes that are not UTF-8 read as nothing, but the record is not empty: it stays.
+        assert!(!garbled.exists());
+        // Bytes that are not UTF-8 read as nothing, but the record is not empty: kept aside.
         let unreadable = temp.path().join("1-2-5.json");
         std::fs::write(&unreadable, b"{\"operation\":\"batch\xff").unwrap();
-        assert!(recover_file(&unreadable).is_some());
-        assert!(unreadable.exists(), "a record that cannot be read is kept");
+        let message = recover_file(&unreadable, &key(), None).unwrap();
+        assert!(message.contains("cannot be read"), "{message}");
+        assert_eq!(rejected(temp.path()).len(), 2);
+        // A second record of the same name never replaces the first one set aside.
+        std::fs::write(&garbled, b"again").unwrap();
+        recover_file(&garbled, &key(), None).unwrap();
+        assert!(rejected(temp.path()).contains(&"1-2-4.json.1".to_owned()));
+    }
+
+    #[test]
+    fn a_forged_record_is_set_aside_and_nothing_it_names_is_touched() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let (root, outside, journal) = (base.join("root"), base.join("outside"), base.join("j"));
+        for dir in [&root, &outside, &journal] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(outside.join("victim"), "precious").unwrap();
+        let decoy = target(&root, "", "decoy.txt", 1, false, "x");
+        std::fs::write(root.join(&decoy.temp), "x").unwrap();
+        let mut victim = target(Path::new("/"), "", "victim", 2, false, "precious");
+        victim.dir = outside.strip_prefix("/").unwrap().display().to_string();
+        victim.new_file = true;
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Replacing,
+            roots: vec![root.display().to_string()],
+            targets: vec![decoy.clone(), victim.clone()],
+        };
+        // Unsealed, sealed with another key, or sealed for another name: all foreign.
+        let plain = journal.join("1-2-0.json");
+        std::fs::write(&plain, serde_json::to_string(&record).unwrap()).unwrap();
+        let other = journal.join("1-2-1.json");
+        let body = serde_json::to_string(&record).unwrap();
+        std::fs::write(
+            &other,
+            Key::from_bytes([4; 32]).wrap(Purpose::Journal, "1-2-1.json", &body),
+        )
+        .unwrap();
+        let renamed = journal.join("1-2-2.json");
+        std::fs::write(&renamed, key().wrap(Purpose::Journal, "9-9-9.json", &body)).unwrap();
+        for file in [&plain, &other, &renamed] {
+            let line = recover_file(file, &key(), None).unwrap();
+            assert!(line.contains("seal does not verify"), "{line}");
+        }
+        // Sealed by flycode's key, but naming a root the run did not have: never acted on.
+        let sealed = store_sealed(&journal, "1-2-3.json", &record);
+        let line = recover_file(&sealed, &key(), None).unwrap();
+        assert!(line.contains("not a record"), "{line}");
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "precious"
+        );
+        assert!(root.join(&decoy.temp).exists());
+        assert_eq!(rejected(&journal).len(), 4);
+    }
+
+    #[test]
+    fn a_file_the_operation_did_not_create_is_never_removed() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let mut t = target(&root, "", "a.txt", 1, false, "new");
+        // Recorded as replacing a file (without a backup: a record flycode never writes).
+        t.new_file = false;
+        // A second target not yet renamed: the batch is undone.
+        let pending = target(&root, "", "b.txt", 2, false, "b");
+        let record = |t: &Target| Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Replacing,
+            roots: vec![root.display().to_string()],
+            targets: vec![t.clone(), pending.clone()],
+        };
+        std::fs::write(root.join("a.txt"), "new").unwrap();
+        std::fs::write(root.join(&pending.temp), "b").unwrap();
+        let (decision, problems) = recover(&record(&t));
+        assert_eq!(
+            (decision, problems.len()),
+            (Decision::Undo, 1),
+            "{problems:?}"
+        );
+        assert!(root.join("a.txt").exists());
+        t.new_file = true;
+        std::fs::write(root.join(&pending.temp), "b").unwrap();
+        assert_eq!(recover(&record(&t)), (Decision::Undo, vec![]));
+        assert!(!root.join("a.txt").exists());
+    }
+
+    #[test]
+    fn a_record_outside_this_runs_roots_is_left_for_a_run_that_has_them() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let (root, other, journal) = (base.join("root"), base.join("other"), base.join("j"));
+        for dir in [&root, &other, &journal] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let t = target(&root, "", "a.txt", 1, false, "new");
+        std::fs::write(root.join(&t.temp), "new").unwrap();
+        let record = Record {
+            operation: Operation::Write,
+            phase: Phase::Staging,
+            roots: vec![root.display().to_string()],
+            targets: vec![t.clone()],
+        };
+        let file = store_sealed(&journal, "1-2-3.json", &record);
+        let line = recover_file(&file, &key(), Some(std::slice::from_ref(&other))).unwrap();
+        assert!(line.contains("outside this run's roots"), "{line}");
+        assert!(file.exists() && root.join(&t.temp).exists());
+        let line = recover_file(&file, &key(), Some(std::slice::from_ref(&root))).unwrap();
+        assert!(line.starts_with("undid an interrupted write of"), "{line}");
+        assert!(!file.exists() && !root.join(&t.temp).exists());
+        assert!(rejected(&journal).is_empty());
     }
 
     fn target(root: &Path, dir: &str, name: &str, n: u32, backup: bool, new: &str) -> Target {
@@ -718,6 +990,7 @@ mod tests {
             backup: backup.then(|| format!("{TEMP_PREFIX}999-{n}-backup-{name}")),
             sha256: sha256_hex(new.as_bytes()),
             created: None,
+            new_file: !backup,
         }
     }
 
@@ -740,6 +1013,7 @@ mod tests {
         let record = Record {
             operation: Operation::WriteBatch,
             phase: Phase::Replacing,
+            roots: vec![root.display().to_string()],
             targets: vec![a, b, c],
         };
         let (decision, problems) = recover(&record);
@@ -767,6 +1041,7 @@ mod tests {
         let record = Record {
             operation: Operation::WriteBatch,
             phase: Phase::Replacing,
+            roots: vec![root.display().to_string()],
             targets: vec![a],
         };
         assert_eq!(recover(&record), (Decision::Finish, vec![]));
@@ -792,6 +1067,7 @@ mod tests {
         let record = Record {
             operation: Operation::WriteBatch,
             phase: Phase::Replacing,
+            roots: vec![root.display().to_string()],
             targets: vec![t.clone()],
         };
         let (_, problems) = recover(&record);

@@ -23,6 +23,7 @@ pub mod process;
 pub mod protect;
 pub mod resolve;
 pub mod roots;
+pub mod seal;
 pub mod secret_env;
 pub mod session;
 pub mod state;

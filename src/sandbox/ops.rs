@@ -128,12 +128,11 @@ impl Sandbox {
             });
         }
         // A move changes everything below both names: check the whole trees, as fs.rm does.
+        // A missing target is checked as a tree too: moving a folder of the model's to where one
+        // of flycode's own directories would be made (`~/.local` before the state directory
+        // exists) would plant its content there.
         self.protection().check_tree(from, &source.absolute)?;
-        if target.exists {
-            self.protection().check_tree(to, &target.absolute)?;
-        } else {
-            self.protection().check(to, &target.absolute)?;
-        }
+        self.protection().check_tree(to, &target.absolute)?;
         let (source_dir, source_name) = self.parent_dir(from, &source, false)?;
         let (target_dir, target_name) = self.parent_dir(to, &target, true)?;
         if target.exists && !overwrite {

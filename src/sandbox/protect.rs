@@ -2,6 +2,16 @@
 //! mode. flycode's own configuration (`flycode.toml` anywhere in the roots, the user's flycode
 //! configuration directory) and everything inside a `.git` directory (hooks run code) are always
 //! protected; the configuration can add glob patterns but never remove these.
+//!
+//! flycode's own files go further (PROTOCOL.md §10, "Protected paths"): no file tool may even
+//! read them, inside a root or not: the state directory (its journal, audit log, replay stores,
+//! sessions, transcripts and the key that seals them), the user's configuration directory, and
+//! the files this run records (its transcripts). The audit log and the replay stores hold other
+//! calls' content, and the journal decides what the next start does. The one exception is the
+//! default inbox (`STATE/inbox`): the replies and results there are the user's, readable but not
+//! changed by tools. [`Protection::own_reason`] is asked by the sandbox for every path it
+//! resolves ([`super::Sandbox::resolve`]), so no tool can miss it; walks skip the directories of
+//! [`Protection::own_paths`].
 
 use std::path::{Path, PathBuf};
 
@@ -16,20 +26,58 @@ pub const CONFIG_FILE_NAME: &str = "flycode.toml";
 #[derive(Clone, Debug)]
 pub struct Protection {
     config_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
     extra: GlobSet,
     extra_patterns: Vec<String>,
     own_files: Vec<PathBuf>,
+    records: Vec<PathBuf>,
 }
 
 impl Default for Protection {
     fn default() -> Protection {
         Protection {
             config_dir: user_config_dir(),
+            state_dir: super::state::state_dir(),
             extra: GlobSet::empty(),
             extra_patterns: Vec::new(),
             own_files: Vec::new(),
+            records: Vec::new(),
         }
     }
+}
+
+/// The folder of the state directory that `watch` uses as its inbox when there is no display:
+/// the replies and results there are the user's, readable by tools (never changed by them).
+pub const STATE_INBOX: &str = "inbox";
+
+/// `path` with links resolved as far as it exists: the deepest existing ancestor canonical, the
+/// missing rest as given (a state directory flycode has not made yet is compared the same way
+/// a path the model names is resolved).
+pub(crate) fn settled(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(existing) {
+            return missing
+                .iter()
+                .rev()
+                .fold(canonical, |path: PathBuf, name| path.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
+/// Which of flycode's own directories a path lies in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OwnDir {
+    State,
+    Config,
 }
 
 /// `$XDG_CONFIG_HOME/flycode` or `~/.config/flycode` (the platform's equivalent elsewhere).
@@ -77,10 +125,76 @@ impl Protection {
         self
     }
 
+    /// Adds files flycode records during this run (its transcripts): like
+    /// [`Protection::with_own_files`], and no tool may read them either.
+    pub fn with_records(mut self, files: &[PathBuf]) -> Protection {
+        let before = self.own_files.len();
+        self = self.with_own_files(files);
+        let added = self.own_files.split_off(before);
+        self.records.extend(added.iter().cloned());
+        self.own_files.extend(added);
+        self
+    }
+
     /// Sets the user configuration directory (tests, or a platform without one).
     pub fn with_config_dir(mut self, dir: Option<PathBuf>) -> Protection {
         self.config_dir = dir;
         self
+    }
+
+    /// Sets the state directory (tests, or a platform without one).
+    pub fn with_state_dir(mut self, dir: Option<PathBuf>) -> Protection {
+        self.state_dir = dir;
+        self
+    }
+
+    /// flycode's own directories as they are now (links resolved as far as they exist).
+    fn own_dirs(&self) -> Vec<(PathBuf, OwnDir)> {
+        let state = self.state_dir.iter().map(|d| (settled(d), OwnDir::State));
+        let config = self.config_dir.iter().map(|d| (settled(d), OwnDir::Config));
+        state.chain(config).collect()
+    }
+
+    /// What a walk through the roots (fs.search, fs.ls, fs.readMany's patterns) must not enter or
+    /// show: flycode's own directories and the files it records, links resolved.
+    pub fn own_paths(&self) -> Vec<PathBuf> {
+        self.own_dirs()
+            .into_iter()
+            .map(|(dir, _)| dir)
+            .chain(self.records.iter().cloned())
+            .collect()
+    }
+
+    /// Why `path` (absolute, resolved, inside the allowed `root`) is flycode's own and no tool
+    /// may read or change it, if it is. A root that lies inside one of flycode's directories
+    /// (tests do this) is the user's: only paths of that directory outside the root are
+    /// flycode's, and those are outside the roots anyway.
+    pub fn own_reason(&self, path: &Path, root: &Path) -> Option<String> {
+        for (dir, which) in self.own_dirs() {
+            if !path.starts_with(&dir) || (root.starts_with(&dir) && root != dir) {
+                continue;
+            }
+            let reason = match which {
+                // The default inbox holds the user's replies and results.
+                OwnDir::State if path.starts_with(dir.join(STATE_INBOX)) => continue,
+                OwnDir::State => format!(
+                    "it is flycode's own, inside its state directory {}: no file tool reads or changes anything there, even inside a root, because the audit log and the replay stores hold other calls' content and the journal, sessions and key decide what flycode does; ask the user if you need something from it",
+                    dir.display()
+                ),
+                OwnDir::Config => format!(
+                    "it is flycode's own, inside the user's flycode configuration directory {}: no file tool reads or changes anything there; ask the user if you need a setting",
+                    dir.display()
+                ),
+            };
+            return Some(reason);
+        }
+        if self.records.iter().any(|record| record == path) {
+            return Some(
+                "it is flycode's own: a transcript this run records; no file tool reads or changes it"
+                    .into(),
+            );
+        }
+        None
     }
 
     /// Why `path` (absolute, resolved) is protected, if it is.
@@ -103,6 +217,14 @@ impl Protection {
             && path.starts_with(dir)
         {
             return Some("it is inside flycode's configuration directory".into());
+        }
+        if let Some(dir) = &self.state_dir
+            && path.starts_with(settled(dir).join(STATE_INBOX))
+        {
+            return Some(
+                "it is inside flycode's default inbox: what is there is the user's replies and flycode's results"
+                    .into(),
+            );
         }
         if self.own_files.iter().any(|own| own == path) {
             return Some("flycode reads or records it during this run".into());
@@ -127,6 +249,19 @@ impl Protection {
     /// Refuses to remove a tree that holds a protected path.
     pub fn check_tree(&self, input: &str, dir: &Path) -> Result<(), SandboxError> {
         self.check(input, dir)?;
+        if let Some(own) = self
+            .own_paths()
+            .into_iter()
+            .find(|own| own.starts_with(dir))
+        {
+            return Err(SandboxError::Denied {
+                path: input.to_owned(),
+                reason: format!(
+                    "it holds {}, which is flycode's own (its state, configuration or a transcript of this run): flycode never removes or moves it",
+                    own.display()
+                ),
+            });
+        }
         let walker = ignore::WalkBuilder::new(dir)
             .standard_filters(false)
             .follow_links(false)
@@ -176,6 +311,54 @@ mod tests {
         ] {
             assert!(protection.reason(Path::new(path)).is_none(), "{path}");
         }
+    }
+
+    #[test]
+    fn flycodes_own_files_are_refused_for_any_access_but_a_root_inside_them_is_the_users() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(temp.path()).unwrap();
+        // Neither directory exists yet: compared as they will be made.
+        let state = home.join(".local/state/flycode");
+        let config = home.join(".config/flycode");
+        let transcript = home.join("run.jsonl");
+        let protection = Protection::default()
+            .with_state_dir(Some(state.clone()))
+            .with_config_dir(Some(config.clone()))
+            .with_records(std::slice::from_ref(&transcript));
+        for own in [
+            state.join("audit.jsonl"),
+            state.join("journal/1-2-3.json"),
+            state.clone(),
+            config.join("flycode.toml"),
+            transcript.clone(),
+        ] {
+            let reason = protection.own_reason(&own, &home).unwrap();
+            assert!(reason.contains("flycode's own"), "{reason}");
+        }
+        assert!(
+            protection
+                .own_reason(&home.join("src/main.rs"), &home)
+                .is_none()
+        );
+        // The default inbox is readable, not writable.
+        let inbox = state.join("inbox/r.result.md");
+        assert!(protection.own_reason(&inbox, &home).is_none());
+        assert!(protection.reason(&inbox).is_some());
+        // A root inside the state directory is the user's.
+        let inner = state.join("ws");
+        assert!(
+            protection
+                .own_reason(&inner.join("a.txt"), &inner)
+                .is_none()
+        );
+        assert!(
+            protection
+                .own_reason(&state.join("a.txt"), &state)
+                .is_some()
+        );
+        // No tree holding one may be removed, and walks skip them.
+        assert!(protection.check_tree("home", &home.join(".local")).is_err());
+        assert!(protection.own_paths().contains(&state));
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Where flycode keeps state between runs: `$FLYCODE_STATE_DIR`, else `$XDG_STATE_HOME/flycode`,
-//! else `~/.local/state/flycode` (the platform's local data directory elsewhere).
+//! else `~/.local/state/flycode` (the platform's local data directory elsewhere), and how its
+//! files are written (atomically) and, for the replay stores and sessions, sealed
+//! ([`save_sealed`], [`load_sealed`]): no file tool may read or change this directory
+//! ([`super::protect`]), and what a program writes there is never taken for flycode's own.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use super::seal::{Key, Purpose, name_of};
 
 /// The state directory (not created here).
 pub fn state_dir() -> Option<PathBuf> {
@@ -75,6 +80,54 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn save_json(file: &Path, value: &impl Serialize) -> Result<(), String> {
     let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
     write_atomically(file, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Saves `value` as JSON in `file`, atomically, sealed for `purpose` with the state directory's
+/// key ([`super::seal`]): only flycode can write a file that [`load_sealed`] accepts.
+pub fn save_sealed(file: &Path, purpose: Purpose, value: &impl Serialize) -> Result<(), String> {
+    let key = Key::of_state_dir().map_err(|e| format!("{}: {e}", file.display()))?;
+    let body = serde_json::to_string(value).map_err(|e| e.to_string())?;
+    let text = key.wrap(purpose, &name_of(file), &body);
+    write_atomically(file, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Loads JSON that [`save_sealed`] saved in `file` for `purpose`; a missing file is the default
+/// value. A file whose seal does not verify (damaged, planted by a program or a tool, written by
+/// an older flycode or under another key) is not trusted: the default value comes back with a
+/// notice saying so (for standard error), and the file is left for the next save to replace.
+pub fn load_sealed<T: DeserializeOwned + Default>(
+    file: &Path,
+    purpose: Purpose,
+) -> Result<(T, Option<String>), String> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((T::default(), None));
+        }
+        Err(error) => return Err(format!("{}: {error}", file.display())),
+    };
+    let ignored = |why: String| {
+        Ok((
+            T::default(),
+            Some(format!(
+                "{} was ignored (started empty): {why}",
+                file.display()
+            )),
+        ))
+    };
+    let key = match Key::of_state_dir() {
+        Ok(key) => key,
+        Err(error) => return ignored(format!("its seal cannot be checked ({error})")),
+    };
+    let Some(body) = key.unwrap(purpose, &name_of(file), &text) else {
+        return ignored(
+            "its seal does not verify, so flycode did not write it as it is (it is damaged, was changed by a program or a tool, or comes from an older flycode)".into(),
+        );
+    };
+    match serde_json::from_str(body) {
+        Ok(value) => Ok((value, None)),
+        Err(error) => ignored(format!("it is not what this flycode writes ({error})")),
+    }
 }
 
 /// Loads JSON from `file`; a missing file is the default value.

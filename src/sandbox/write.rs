@@ -102,7 +102,7 @@ impl Sandbox {
         }
         self.protection().check(input, &path.absolute)?;
         let (parent, name) = self.parent_dir(input, &path, true)?;
-        clean_stale_temporaries(&parent);
+        clean_stale_temporaries(&parent, self.roots());
         let target = Destination {
             path: &path,
             parent: &parent,
@@ -183,7 +183,11 @@ impl Sandbox {
         // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
         // unrecorded, as before the journal existed.
         let journal = match record {
-            Some(record) => Some(Journal::begin(Operation::Write, vec![record])?),
+            Some(record) => Some(Journal::begin(
+                Operation::Write,
+                self.roots(),
+                vec![record.creating(locked.is_none())],
+            )?),
             None => None,
         };
         // The new file keeps the old one's permissions (read from the locked file itself).
@@ -288,7 +292,7 @@ pub(crate) fn temp_name(name: &Path) -> PathBuf {
 /// A folder is looked through at most once a minute per process (folders told apart by device,
 /// inode and creation time): listing it on every write would make each write to a large folder
 /// pay for the listing.
-pub fn clean_stale_temporaries(dir: &Dir) {
+pub fn clean_stale_temporaries(dir: &Dir, roots: &[std::path::PathBuf]) {
     if !due_for_cleaning(dir, Instant::now()) {
         return;
     }
@@ -305,7 +309,7 @@ pub fn clean_stale_temporaries(dir: &Dir) {
     if abandoned(dir).is_empty() {
         return;
     }
-    for line in super::journal::recover_interrupted() {
+    for line in super::journal::recover_interrupted(Some(roots)) {
         eprintln!("flycode: {line}");
     }
     for name in abandoned(dir) {

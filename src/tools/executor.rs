@@ -378,7 +378,25 @@ impl<'a> Executor<'a> {
             let Ok(path) = self.sandbox.resolve(input, LastComponent::Follow) else {
                 continue;
             };
-            let Some(seen) = lock(session).remembered(&path.absolute).map(str::to_owned) else {
+            let (seen, distrusted) = {
+                let session = lock(session);
+                let seen = session.remembered(&path.absolute).map(str::to_owned);
+                (seen, session.is_distrusted())
+            };
+            let Some(seen) = seen else {
+                // The session's memory was lost (its file was not flycode's): an existing file
+                // it cannot vouch for must be read again first.
+                if distrusted && path.exists && self.current_hash(input).is_some() {
+                    return Err(ToolError::new(
+                        ErrorCode::StaleFile,
+                        format!(
+                            "{input} may have changed since it was read: this session's memory of earlier reads could not be trusted and was dropped"
+                        ),
+                        Some(
+                            "read it again first (or pass expectedSha256 with the current hash, where the tool takes one)",
+                        ),
+                    ));
+                }
                 continue;
             };
             let current = self

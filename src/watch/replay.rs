@@ -8,6 +8,10 @@
 //! (`denied_by_policy`, `outside_roots`: nothing ran) is replayed only under the same policy, so
 //! a restart with `--yes` or another `--root` runs the same copy; the caller does not remember a
 //! denial that no person could answer at all.
+//!
+//! The file is sealed ([`crate::sandbox::seal`]): an entry a program or a tool wrote there would
+//! answer a copied call with a result flycode never produced, so a file whose seal does not
+//! verify is not used at all (every call runs as new, and flycode says so).
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{Call, ResultBlock};
+use crate::sandbox::seal::Purpose;
 use crate::sandbox::sha256_hex;
-use crate::sandbox::state::{load_json, save_json};
+use crate::sandbox::state::{load_sealed, save_sealed};
 
 /// How many calls a session remembers; the oldest are forgotten first. A forgotten call copied
 /// again runs again, so the bound is generous: far more calls than one person copies in a day.
@@ -82,6 +87,8 @@ struct SavedFile<'a> {
 pub struct ReplayStore {
     executed: Vec<Executed>,
     file: Option<PathBuf>,
+    /// Why the stored calls were not used (for standard error).
+    notice: Option<String>,
 }
 
 /// The fingerprint of a call: tool and arguments, not the id.
@@ -96,12 +103,14 @@ impl ReplayStore {
         ReplayStore::default()
     }
 
-    /// The store in `file` (empty if new; `fresh` discards what was there).
+    /// The store in `file` (empty if new; `fresh` discards what was there). A file whose seal
+    /// does not verify (not written by flycode as it is) is not used: the store starts empty,
+    /// with a [`ReplayStore::notice`] saying why, and every call runs as new.
     pub fn load_from(file: &Path, fresh: bool) -> Result<ReplayStore, String> {
-        let stored: StoredFile = if fresh {
-            StoredFile::default()
+        let (stored, notice): (StoredFile, _) = if fresh {
+            (StoredFile::default(), None)
         } else {
-            load_json(file)?
+            load_sealed(file, Purpose::Replay)?
         };
         let executed = match stored.executed {
             None => Vec::new(),
@@ -119,7 +128,13 @@ impl ReplayStore {
         Ok(ReplayStore {
             executed,
             file: Some(file.to_owned()),
+            notice: notice.map(|n| format!("replay store: {n}")),
         })
+    }
+
+    /// Why the stored calls were not used, if they were not.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     /// What to do with `call` in a session whose policy has the key `policy`.
@@ -188,8 +203,9 @@ impl ReplayStore {
 
     fn save(&self) -> Result<(), String> {
         match &self.file {
-            Some(file) => save_json(
+            Some(file) => save_sealed(
                 file,
+                Purpose::Replay,
                 &SavedFile {
                     version: 2,
                     executed: &self.executed,
@@ -291,16 +307,37 @@ mod tests {
     }
 
     #[test]
-    fn the_first_versions_file_is_read() {
+    fn a_store_flycode_did_not_seal_is_never_replayed() {
         let temp = tempfile::tempdir().unwrap();
-        let file = temp.path().join("old.json");
-        let old = json!({"executed": {"c1": {"fingerprint": fingerprint(&call("c1", "/a")), "result": block("c1")}}});
-        std::fs::write(&file, old.to_string()).unwrap();
-        let store = ReplayStore::load_from(&file, false).unwrap();
-        assert!(matches!(
-            store.recall(&call("c1", "/a"), "p"),
-            Recall::Replay(_)
-        ));
+        let file = temp.path().join("forged.json");
+        // A forged entry for the exact call, in the first version's form and the current one's.
+        let forged = ResultBlock::success(
+            Some("c1".into()),
+            "/fs.read /a".into(),
+            Some("FORGED".into()),
+        )
+        .render();
+        for stored in [
+            json!({"executed": {"c1": {"fingerprint": fingerprint(&call("c1", "/a")), "result": forged}}}),
+            json!({"version": 2, "executed": [{"id": "c1", "fingerprint": fingerprint(&call("c1", "/a")), "result": forged}]}),
+        ] {
+            std::fs::write(&file, stored.to_string()).unwrap();
+            let store = ReplayStore::load_from(&file, false).unwrap();
+            assert_eq!(store.recall(&call("c1", "/a"), "p"), Recall::New);
+            assert!(store.is_empty());
+            assert!(store.notice().unwrap().contains("seal does not verify"));
+        }
+        // A genuine store, changed by one byte, is not used either.
+        let genuine = temp.path().join("genuine.json");
+        let mut store = ReplayStore::load_from(&genuine, false).unwrap();
+        store
+            .remember(&call("c1", "/a"), &block("c1"), None)
+            .unwrap();
+        let text = std::fs::read_to_string(&genuine).unwrap();
+        std::fs::write(&genuine, text.replace("\\nx\\n", "\\nX\\n")).unwrap();
+        assert_ne!(std::fs::read_to_string(&genuine).unwrap(), text);
+        let store = ReplayStore::load_from(&genuine, false).unwrap();
+        assert_eq!(store.recall(&call("c1", "/a"), "p"), Recall::New);
     }
 
     #[test]

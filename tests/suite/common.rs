@@ -125,3 +125,13 @@ impl Workspace {
         (output.status.code().unwrap(), report)
     }
 }
+
+/// Writes a journal record into `state/journal/NAME` as flycode itself would: sealed with the
+/// state directory's key (made if there is none yet).
+pub fn write_journal_record(state: &std::path::Path, name: &str, record: &Value) {
+    use flycode::sandbox::seal::{Key, Purpose};
+    let key = Key::in_dir(state).unwrap();
+    std::fs::create_dir_all(state.join("journal")).unwrap();
+    let sealed = key.wrap(Purpose::Journal, name, &record.to_string());
+    std::fs::write(state.join("journal").join(name), sealed).unwrap();
+}

@@ -350,12 +350,12 @@ fn the_record_of_a_running_writer_is_left_alone() {
     let record = json!({
         "operation": "write",
         "phase": "staging",
+        "roots": [root],
         "targets": [{"root": root, "dir": "", "name": "a.txt", "temp": ".flycode-tmp-1-0-a.txt",
                      "backup": null, "sha256": "0", "created": null}],
     });
     let name = format!("{}-{}-0.json", writer.id(), start_time(writer.id()));
-    std::fs::create_dir_all(state.join("journal")).unwrap();
-    std::fs::write(state.join("journal").join(&name), record.to_string()).unwrap();
+    super::common::write_journal_record(&state, &name, &record);
     // The writer runs: its record and temporary file stay.
     let stderr = next_start(&root, &state, &root.join("a.txt"));
     assert!(staged.exists(), "{stderr}");

@@ -18,6 +18,7 @@ mod edit;
 mod hostile;
 mod large_files;
 mod mcp;
+mod own_files;
 mod process_output;
 mod prompt_matches_schemas;
 mod properties;

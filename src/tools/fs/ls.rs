@@ -62,6 +62,8 @@ struct Walk<'a> {
     max_entries: usize,
     max_visited: usize,
     stop: Option<Stop>,
+    /// flycode's own directories below the listed one (relative to it): shown, never entered.
+    skip: Vec<PathBuf>,
 }
 
 /// Why a listing stopped before the tree ended.
@@ -99,6 +101,14 @@ fn run_with(
         None => None,
     };
     let (dir, resolved) = sandbox.open_dir(&args.path)?;
+    let skip = sandbox
+        .protection()
+        .own_paths()
+        .iter()
+        .filter_map(|own| own.strip_prefix(&resolved.absolute).ok())
+        .filter(|relative| !relative.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .collect();
     let mut walk = Walk {
         matcher: matcher.as_ref(),
         entries: Vec::new(),
@@ -106,6 +116,7 @@ fn run_with(
         max_entries,
         max_visited,
         stop: None,
+        skip,
     };
     walk.list(&dir, Path::new(""), args.depth.clamp(1, 16));
     Ok(output(&resolved.absolute, walk))
@@ -170,7 +181,7 @@ impl Walk<'_> {
                 continue;
             };
             let relative = prefix.join(&name);
-            let descend = file_type.is_dir() && depth > 1;
+            let descend = file_type.is_dir() && depth > 1 && !self.skip.contains(&relative);
             if self.matcher.is_none_or(|m| matches_name(m, &relative)) {
                 if self.entries.len() >= self.max_entries {
                     self.stop = Some(Stop::Entries);

@@ -298,6 +298,7 @@ impl<'a> Query<'a> {
             ancestors,
             canonical,
             root: allowed_root,
+            skip,
         } = start;
         let (base, source) = match target {
             Target::Dir(dir) => {
@@ -308,6 +309,7 @@ impl<'a> Query<'a> {
                     ancestors,
                     canonical,
                     root: allowed_root,
+                    skip,
                 };
                 (root, Source::Walk(walk))
             }

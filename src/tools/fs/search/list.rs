@@ -36,7 +36,8 @@ pub fn open_dir_start(sandbox: &Sandbox, input: &str) -> Result<(Start, RootedPa
         .nth(path.relative.components().count())
         .unwrap_or(&path.absolute)
         .to_path_buf();
-    let start = Start::directory(dir, path.absolute.clone(), root, &root_path, &path.relative);
+    let start = Start::directory(dir, path.absolute.clone(), root, &root_path, &path.relative)
+        .skipping(sandbox.protection().own_paths());
     Ok((start, path))
 }
 
@@ -55,6 +56,7 @@ pub fn list_files(
         ancestors,
         canonical,
         root,
+        skip,
     } = start;
     let dir = match target {
         Target::Dir(dir) => dir,
@@ -72,6 +74,7 @@ pub fn list_files(
         ancestors,
         canonical,
         root,
+        skip,
     };
     let names = NameFilter {
         glob: None,

@@ -122,13 +122,10 @@ fn open_start(sandbox: &Sandbox, input: &str, path: &RootedPath) -> Result<Start
             .ancestors()
             .nth(path.relative.components().count())
             .unwrap_or(&path.absolute);
-        return Ok(Start::directory(
-            dir,
-            path.absolute.clone(),
-            root,
-            root_path,
-            &path.relative,
-        ));
+        return Ok(
+            Start::directory(dir, path.absolute.clone(), root, root_path, &path.relative)
+                .skipping(sandbox.protection().own_paths()),
+        );
     }
     if meta.is_file() {
         return Ok(Start::file(sandbox.open_for_reading(input)?));

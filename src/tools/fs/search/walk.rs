@@ -65,6 +65,8 @@ pub struct Start {
     pub(super) canonical: PathBuf,
     /// The root inside which a link to an ignore file may be followed, and its absolute path.
     pub(super) root: Option<(Dir, PathBuf)>,
+    /// Link-free absolute paths the walk never enters or hands out: flycode's own files.
+    pub(super) skip: Vec<PathBuf>,
 }
 
 /// What the search path is.
@@ -103,7 +105,15 @@ impl Start {
             ancestors,
             canonical,
             root: root.try_clone().ok().map(|r| (r, root_path.to_path_buf())),
+            skip: Vec::new(),
         }
+    }
+
+    /// The same start, never entering or handing out `paths` (link-free, absolute): flycode's
+    /// own directories and files ([`crate::sandbox::Protection::own_paths`]).
+    pub fn skipping(mut self, paths: Vec<PathBuf>) -> Start {
+        self.skip = paths;
+        self
     }
 
     /// A single file, already opened for reading.
@@ -113,6 +123,7 @@ impl Start {
             ancestors: Vec::new(),
             canonical: PathBuf::new(),
             root: None,
+            skip: Vec::new(),
         }
     }
 
@@ -132,6 +143,7 @@ impl Start {
                 target: Target::Dir(slash),
                 ancestors: Vec::new(),
                 canonical,
+                skip: Vec::new(),
             });
         };
         let root = slash.try_clone().ok().map(|r| (r, PathBuf::from("/")));
@@ -156,6 +168,7 @@ impl Start {
                     ancestors,
                     canonical,
                     root,
+                    skip: Vec::new(),
                 })
             }
             Kind::File => {
@@ -290,6 +303,7 @@ pub(super) struct Walk {
     pub(super) ancestors: Vec<(PathBuf, Dir)>,
     pub(super) canonical: PathBuf,
     pub(super) root: Option<(Dir, PathBuf)>,
+    pub(super) skip: Vec<PathBuf>,
 }
 
 impl Walk {
@@ -309,7 +323,15 @@ impl Walk {
             ancestors,
             canonical,
             root,
+            skip,
         } = self;
+        // flycode's own paths below the walk, as the walk shows them.
+        let skip: Vec<PathBuf> = skip
+            .iter()
+            .filter_map(|own| own.strip_prefix(&canonical).ok())
+            .filter(|relative| !relative.as_os_str().is_empty())
+            .map(|relative| shown.join(relative))
+            .collect();
         let rules = Rules::new(shown.to_path_buf(), canonical, root);
         let mut level = None;
         for (path, ancestor) in ancestors {
@@ -356,6 +378,9 @@ impl Walk {
             };
             let path = frame.path.join(&entry.name);
             let is_dir = kind == Kind::Dir;
+            if skip.contains(&path) {
+                continue;
+            }
             if is_skipped(
                 &rules,
                 names,
