@@ -16,6 +16,7 @@ pub mod files;
 pub mod handles;
 pub mod host;
 pub mod journal;
+pub mod mask;
 pub mod ops;
 pub mod process;
 pub mod protect;
