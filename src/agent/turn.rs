@@ -156,7 +156,7 @@ impl AgentRun<'_> {
             last_turn: LastTurn::NotGiven,
         };
         // Every event is heard masked, and every message is masked as it joins the
-        // conversation (`push`, `build_request`): PROTOCOL.md §12, "Secrets".
+        // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
         let secrets = self.executor.limits.secrets();
         let mut observer = MaskingObserver {
             inner: observer,

@@ -159,7 +159,7 @@ fn read_call(
 #[error("the input holds no call")]
 pub struct NoCall;
 
-/// Prints the answer, masked once more as it leaves (PROTOCOL.md §12, "Secrets"): whatever made
+/// Prints the answer, masked once more as it leaves (PROTOCOL.md §9 (Secrets and masking)): whatever made
 /// the block (the executor, a violation, a refused slash line), its id, text and data show no
 /// secret.
 fn print_result(

@@ -47,7 +47,7 @@ pub fn result_text(block: &ResultBlock) -> String {
 ///
 /// Takes the block: a body that is the whole text moves into it rather than being copied.
 ///
-/// Every answer the server sends is made here, and masked here (PROTOCOL.md §12, "Secrets"): the
+/// Every answer the server sends is made here, and masked here (PROTOCOL.md §9 (Secrets and masking)): the
 /// block (id, command, error, hint, headers, body) and the structured data, whoever made them.
 pub fn call_tool_result(
     mut block: ResultBlock,

@@ -62,7 +62,7 @@ impl AuditLog {
     }
 
     /// Appends one entry, every field of it (id, tool, arguments, code) masked by `secrets`
-    /// (PROTOCOL.md §12, "Secrets"): the log is masked where it is written, so no caller can
+    /// (PROTOCOL.md §9 (Secrets and masking)): the log is masked where it is written, so no caller can
     /// forget to.
     pub fn append(&self, entry: &AuditEntry, secrets: &Secrets) -> std::io::Result<()> {
         if let Some(dir) = self.path.parent() {

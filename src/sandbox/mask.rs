@@ -1,4 +1,4 @@
-//! The masking engine for flycode's secrets (PROTOCOL.md §12, "Secrets"): which byte patterns
+//! The masking engine for flycode's secrets (PROTOCOL.md §9 (Secrets and masking)): which byte patterns
 //! stand for a secret, and how they are masked in text flycode composes, in a window of a file or
 //! of a program's output, and in a stream. It knows no tool and no result shape; `tools::secrets`
 //! applies it to results, the audit log applies it to every entry.

@@ -190,7 +190,7 @@ impl<'a> Executor<'a> {
     }
 
     /// Logs what became of a call and renders its result block. flycode's secrets are masked
-    /// first (PROTOCOL.md §12, "Secrets"), in the result, in the call as logged and shown, and
+    /// first (PROTOCOL.md §9 (Secrets and masking)), in the result, in the call as logged and shown, and
     /// in the finished block (its id too), so no value of one reaches the model, a transcript or
     /// the audit log.
     fn conclude(
@@ -425,7 +425,7 @@ impl<'a> Executor<'a> {
 }
 
 /// Appends what became of `call` to the audit log, its arguments as [`crate::sandbox::audit::logged_args`]
-/// shows them and every field masked (PROTOCOL.md §12, "Secrets"): the one way a call reaches
+/// shows them and every field masked (PROTOCOL.md §9 (Secrets and masking)): the one way a call reaches
 /// the log, for the executor and for the refusals the MCP server decides itself. Why the log
 /// could not be written, if it could not.
 pub fn log_call(

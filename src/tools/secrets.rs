@@ -1,4 +1,4 @@
-//! Masking flycode's secrets in what its tools produce (PROTOCOL.md §12, "Secrets"): the value
+//! Masking flycode's secrets in what its tools produce (PROTOCOL.md §9 (Secrets and masking)): the value
 //! of every variable [`Limits::secret_names`](super::Limits::secret_names) lists, in any of the
 //! forms [`crate::sandbox::mask`] looks for, is masked wherever it appears before a result reaches
 //! the model, a transcript, an MCP client or the audit log.

@@ -149,7 +149,7 @@ impl Handler<'_> {
                 }
             },
         };
-        // Masked as it leaves, whoever made it (PROTOCOL.md §12, "Secrets").
+        // Masked as it leaves, whoever made it (PROTOCOL.md §9 (Secrets and masking)).
         let mut block = block;
         self.executor.limits.secrets().mask_block(&mut block);
         answer.command.clone_from(&block.command);

@@ -154,7 +154,7 @@ pub struct StreamOutput {
 }
 
 impl StreamOutput {
-    /// Masks `secrets` in the kept bytes, byte for byte (PROTOCOL.md §12, "Secrets"). Head and
+    /// Masks `secrets` in the kept bytes, byte for byte (PROTOCOL.md §9 (Secrets and masking)). Head and
     /// tail kept whole are one stream; with bytes dropped between them, what lies in the gap is
     /// unknown, so a part of a secret at either edge of the gap is masked as if the rest were
     /// there.

@@ -284,7 +284,7 @@ fn encode(bytes: Vec<u8>, encoding: Encoding) -> String {
 
 /// The part of a file read whole (as before streaming existed: a `utf-8` read needs the whole
 /// file to be UTF-8) that `selection` asks for, its secrets masked with the bytes around it in
-/// view (PROTOCOL.md §12, "Secrets"), and the file's bytes when `keep_bytes`. The whole of a
+/// view (PROTOCOL.md §9 (Secrets and masking)), and the file's bytes when `keep_bytes`. The whole of a
 /// UTF-8 file becomes the content without a copy.
 fn select_whole(
     bytes: Vec<u8>,

@@ -127,7 +127,7 @@ pub struct SearchRequest {
     pub limit: usize,
     /// Set (by Ctrl-C) to stop the search at once: it ends with [`SearchError::Cancelled`].
     pub cancel: Option<Arc<AtomicBool>>,
-    /// Masked in every file before it is searched (PROTOCOL.md §12, "Secrets"): a line shows a
+    /// Masked in every file before it is searched (PROTOCOL.md §9 (Secrets and masking)): a line shows a
     /// secret's bytes as `*`, and a query cannot find (and so cannot confirm) any part of one.
     pub secrets: Secrets,
 }

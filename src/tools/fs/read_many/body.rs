@@ -267,7 +267,7 @@ enum Unreadable {
 
 /// Reads at most `limit` bytes (and a margin more, to learn whether there is more and to mask a
 /// secret the limit cuts), as UTF-8; a character cut at the limit is left out. Secrets are
-/// masked in what is shown, with the bytes after it in view (PROTOCOL.md §12, "Secrets").
+/// masked in what is shown, with the bytes after it in view (PROTOCOL.md §9 (Secrets and masking)).
 fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Text, Unreadable> {
     let beyond = (secrets.margin() as u64).max(1);
     let capacity = usize::try_from(size.min(limit.saturating_add(beyond))).unwrap_or(0);
