@@ -74,6 +74,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     }
     // Moved, not copied: a 1 MB read's content is in the data.
     let data = execution.output.take().map(|output| output.data);
+    let succeeded = execution.is_ok();
     let block = std::mem::replace(
         &mut execution.block,
         ResultBlock::success(None, String::new(), None),
@@ -85,7 +86,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         data,
         &config.limits().secrets(),
     )?;
-    Ok(if execution.is_ok() {
+    Ok(if succeeded {
         Outcome::Success
     } else {
         Outcome::Failure
