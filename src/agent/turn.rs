@@ -158,6 +158,10 @@ impl AgentRun<'_> {
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
         let secrets = self.executor.limits.secrets();
+        progress
+            .history
+            .iter_mut()
+            .for_each(|message| message.mask(&secrets));
         let mut observer = MaskingObserver {
             inner: observer,
             secrets: secrets.clone(),
