@@ -228,3 +228,72 @@ fn a_program_printing_the_key_in_base64_or_hex_shows_it_masked() {
         );
     }
 }
+
+/// `flycode mcp`: a request id holding the key and a base64 read of the key file: no answer line
+/// (text or structured content) and no audit line holds the key, decoded or not.
+#[test]
+fn an_mcp_answer_and_its_audit_line_hold_no_key() {
+    use std::io::{BufRead, BufReader, Write};
+    let w = workspace();
+    let mut child = flycode_std()
+        .args(["mcp", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &w.config)
+        .env("OPENAI_API_KEY", KEY)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let read = json!({
+        "jsonrpc": "2.0", "id": format!("id-{KEY}"), "method": "tools/call",
+        "params": {"name": "fs_read", "arguments": {"path": w.path("key.env"), "encoding": "base64"}}
+    });
+    let missing = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "fs_read", "arguments": {"path": w.path(KEY)}}
+    });
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        read.to_string(),
+        missing.to_string(),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        let line = output.next().expect("the server closed early").unwrap();
+        answers.push(line);
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(FILE);
+    let masked = base64::engine::general_purpose::STANDARD.encode(masked());
+    let read_answer = answers
+        .iter()
+        .find(|a| a.contains(&masked))
+        .expect("the read's answer");
+    for answer in &answers {
+        // The JSON-RPC id is the client's own and goes back as sent; the result holds no key.
+        let value: Value = serde_json::from_str(answer).unwrap();
+        let result = value["result"].to_string();
+        assert!(
+            !result.contains(KEY) && !result.contains(&encoded),
+            "{answer}"
+        );
+    }
+    assert!(read_answer.contains("mcp-id-***"), "{read_answer}");
+    let audit = w.audit();
+    assert!(!audit.contains(KEY), "{audit}");
+    assert!(audit.contains("mcp-id-***"), "{audit}");
+}
+
+fn flycode_std() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+}
