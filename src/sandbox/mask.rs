@@ -22,8 +22,8 @@
 use std::borrow::Cow;
 use std::io::{self, Read};
 
+use aho_corasick::AhoCorasick;
 use base64::Engine;
-use memchr::memmem;
 use serde_json::Value;
 
 /// The shortest value masked, and the shortest pattern looked for.
@@ -41,6 +41,27 @@ pub const MASK_BYTE: u8 = b'*';
 pub struct Secrets {
     values: usize,
     patterns: Vec<String>,
+    /// Every pattern at once, every occurrence (overlapping ones too) in one pass; `None` when
+    /// there is nothing to mask.
+    matcher: Option<AhoCorasick>,
+    /// The same without a prefilter: for encoded text (base64, hex), where the prefilter's "rare"
+    /// bytes are everywhere and it costs several times a plain scan.
+    dense: Option<AhoCorasick>,
+}
+
+/// Content this large whose start is all base64 or hex characters is scanned without the
+/// prefilter.
+const DENSE_FROM: usize = 64 * 1024;
+
+/// How much of a haystack's start is looked at to tell encoded text.
+const DENSE_SAMPLE: usize = 4096;
+
+/// Whether `haystack` looks like base64 or hex: large, and its start all of their characters.
+fn is_dense(haystack: &[u8]) -> bool {
+    haystack.len() >= DENSE_FROM
+        && haystack[..DENSE_SAMPLE]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_'))
 }
 
 impl std::fmt::Debug for Secrets {
@@ -112,9 +133,53 @@ impl Secrets {
         patterns.retain(|pattern| pattern.len() >= MIN_SECRET_LEN);
         patterns.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         patterns.dedup();
+        // A handful of short patterns: the automaton cannot fail to build (were it to, every
+        // pattern is still looked for at the edges, and `mask_string` falls back to `replace`).
+        let build = |prefilter: bool| {
+            (!patterns.is_empty())
+                .then(|| {
+                    AhoCorasick::builder()
+                        .prefilter(prefilter)
+                        .build(&patterns)
+                        .ok()
+                })
+                .flatten()
+        };
+        let (matcher, dense) = (build(true), build(false));
         Secrets {
             values: kept.len(),
             patterns,
+            matcher,
+            dense,
+        }
+    }
+
+    /// The spans of every occurrence of every pattern in `haystack`, overlapping ones too, in
+    /// order of their end.
+    fn occurrences(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
+        let matcher = if is_dense(haystack) {
+            self.dense.as_ref().or(self.matcher.as_ref())
+        } else {
+            self.matcher.as_ref()
+        };
+        match matcher {
+            Some(matcher) => matcher
+                .find_overlapping_iter(haystack)
+                .map(|found| (found.start(), found.end()))
+                .collect(),
+            None => {
+                let mut spans = Vec::new();
+                for pattern in &self.patterns {
+                    let finder = memchr::memmem::Finder::new(pattern.as_bytes());
+                    let mut from = 0;
+                    while let Some(found) = haystack.get(from..).and_then(|rest| finder.find(rest))
+                    {
+                        spans.push((from + found, from + found + pattern.len()));
+                        from += found + 1;
+                    }
+                }
+                spans
+            }
         }
     }
 
@@ -131,16 +196,33 @@ impl Secrets {
             .map_or(0, |longest| longest.len().saturating_sub(1))
     }
 
-    /// `text` with every occurrence of a secret (in any of its forms) replaced by [`MASK`];
-    /// borrowed when it holds none.
+    /// `text` with every occurrence of a secret (in any of its forms) replaced by [`MASK`]
+    /// (occurrences that overlap become one); borrowed when it holds none.
     pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let mut masked = Cow::Borrowed(text);
-        for pattern in &self.patterns {
-            if memmem::find(masked.as_bytes(), pattern.as_bytes()).is_some() {
-                masked = Cow::Owned(masked.replace(pattern.as_str(), MASK));
-            }
+        if self.is_empty() {
+            return Cow::Borrowed(text);
         }
-        masked
+        let mut spans = self.occurrences(text.as_bytes());
+        if spans.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        spans.sort_unstable();
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut shown_to = 0;
+        for (start, end) in spans {
+            if start >= shown_to {
+                out.extend_from_slice(&bytes[shown_to..start]);
+                out.extend_from_slice(MASK.as_bytes());
+            }
+            shown_to = shown_to.max(end);
+        }
+        out.extend_from_slice(&bytes[shown_to..]);
+        // Occurrences start and end between characters (each pattern is UTF-8 text).
+        Cow::Owned(
+            String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        )
     }
 
     /// Masks `text` in place.
@@ -182,17 +264,12 @@ impl Secrets {
     /// start or end), what the window shows of a secret is exactly what is masked. Whether
     /// anything was masked.
     pub fn mask_window(&self, window: &mut [u8], before: Edge<'_>, after: Edge<'_>) -> bool {
-        let mut spans: Vec<(usize, usize)> = Vec::new();
+        if self.is_empty() {
+            return false;
+        }
+        let mut spans = self.occurrences(window);
         for pattern in &self.patterns {
-            let pattern = pattern.as_bytes();
-            let finder = memmem::Finder::new(pattern);
-            let mut from = 0;
-            while let Some(found) = window.get(from..).and_then(|rest| finder.find(rest)) {
-                let start = from + found;
-                spans.push((start, start + pattern.len()));
-                from = start + 1;
-            }
-            edge_matches(window, pattern, before, after, &mut spans);
+            edge_matches(window, pattern.as_bytes(), before, after, &mut spans);
         }
         for (start, end) in &spans {
             for byte in &mut window[*start..*end] {
@@ -506,6 +583,21 @@ mod tests {
             assert_eq!(got, expected, "step {step}");
         }
         assert!(!String::from_utf8_lossy(&expected).contains("sk-"));
+    }
+
+    #[test]
+    fn encoded_text_is_scanned_without_the_prefilter_and_still_masked() {
+        let s = secrets();
+        let mut text = "QUJD".repeat(DENSE_FROM);
+        text.push_str(&base64::engine::general_purpose::STANDARD.encode(KEY));
+        assert!(is_dense(text.as_bytes()));
+        assert!(!is_dense(b"QUJD"));
+        assert!(
+            !s.mask(&text)
+                .contains(&base64::engine::general_purpose::STANDARD.encode(KEY))
+        );
+        let mut bytes = text.into_bytes();
+        assert!(s.mask_bytes(&mut bytes));
     }
 
     #[test]
