@@ -6,6 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use flycode::sandbox::mask::Secrets;
 use flycode::sandbox::{Roots, Sandbox};
 use flycode::tools::Limits;
 use flycode::tools::fs::{read, read_many};
@@ -54,7 +55,9 @@ fn read_many_vs_reads(c: &mut Criterion) {
     group.bench_function("fs.read_50_calls_of_4KB", |b| {
         b.iter(|| {
             for args in &single {
-                black_box(read::run(black_box(&sandbox), args).expect("fs.read"));
+                black_box(
+                    read::run(black_box(&sandbox), args, &Secrets::default()).expect("fs.read"),
+                );
             }
         })
     });

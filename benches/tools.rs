@@ -6,6 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use flycode::sandbox::mask::Secrets;
 use flycode::sandbox::{Roots, Sandbox};
 use flycode::tools::fs::{ls, read};
 use serde_json::json;
@@ -36,7 +37,7 @@ fn tools(c: &mut Criterion) {
         .expect("fs.ls args");
     let mut group = c.benchmark_group("tools");
     group.bench_function("fs.read_1MB", |b| {
-        b.iter(|| read::run(black_box(&sandbox), &big))
+        b.iter(|| read::run(black_box(&sandbox), &big, &Secrets::default()))
     });
     group.sample_size(20);
     group.bench_function("fs.ls_deep_tree_4672_files", |b| {
@@ -72,7 +73,7 @@ fn large_reads(c: &mut Criterion) {
         ),
     ] {
         group.bench_function(name, |b| {
-            b.iter(|| read::run(black_box(&sandbox), &call).expect("fs.read"))
+            b.iter(|| read::run(black_box(&sandbox), &call, &Secrets::default()).expect("fs.read"))
         });
     }
     group.finish();

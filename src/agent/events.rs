@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::protocol::ToolName;
+use crate::tools::secrets::Secrets;
 
 /// Token counts summed over a run's requests, where the server reports them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -205,6 +206,120 @@ impl Serialize for ChildEvent {
     }
 }
 
+impl RunEvent {
+    /// The event with flycode's secrets masked in every text it carries (PROTOCOL.md §12,
+    /// "Secrets"): ids, commands, subjects, summaries, messages, the reply and the answer. The
+    /// match names every variant, so a new one cannot be added without deciding what it masks.
+    pub fn masked(&self, secrets: &Secrets) -> RunEvent {
+        let text = |text: &String| secrets.mask(text).into_owned();
+        let id = |id: &Option<String>| id.as_ref().map(text);
+        match self {
+            RunEvent::Request { .. } | RunEvent::Retrying { .. } => self.clone(),
+            RunEvent::TextDelta { text: delta } => RunEvent::TextDelta { text: text(delta) },
+            RunEvent::Reply {
+                turn,
+                text: reply,
+                tool_calls,
+                usage,
+            } => RunEvent::Reply {
+                turn: *turn,
+                text: text(reply),
+                tool_calls: *tool_calls,
+                usage: *usage,
+            },
+            RunEvent::CallStarted {
+                id: call_id,
+                tool,
+                subject,
+                command,
+                runs_program,
+            } => RunEvent::CallStarted {
+                id: id(call_id),
+                tool: *tool,
+                subject: text(subject),
+                command: text(command),
+                runs_program: *runs_program,
+            },
+            RunEvent::CallFinished {
+                id: call_id,
+                tool,
+                ok,
+                code,
+                summary,
+                advice,
+                duration_ms,
+            } => RunEvent::CallFinished {
+                id: id(call_id),
+                tool: *tool,
+                ok: *ok,
+                code: id(code),
+                summary: text(summary),
+                advice: id(advice),
+                duration_ms: *duration_ms,
+            },
+            RunEvent::Violation {
+                id: call_id,
+                code,
+                message,
+                consecutive,
+            } => RunEvent::Violation {
+                id: id(call_id),
+                code: text(code),
+                message: text(message),
+                consecutive: *consecutive,
+            },
+            RunEvent::Warning { message } => RunEvent::Warning {
+                message: text(message),
+            },
+            RunEvent::Finished(report) => RunEvent::Finished(report.masked(secrets)),
+            RunEvent::Child(child) => RunEvent::Child(ChildEvent {
+                task_id: text(&child.task_id),
+                parent_call_id: id(&child.parent_call_id),
+                event: Box::new(child.event.masked(secrets)),
+            }),
+        }
+    }
+}
+
+impl RunReport {
+    /// The report with its answer and the detail of its ending masked.
+    pub fn masked(&self, secrets: &Secrets) -> RunReport {
+        let text = |text: &String| secrets.mask(text).into_owned();
+        let ending = match &self.ending {
+            Ending::TooManyViolations(detail) => Ending::TooManyViolations(text(detail)),
+            Ending::ClientFailed(detail) => Ending::ClientFailed(text(detail)),
+            Ending::EmptyReply(detail) => Ending::EmptyReply(text(detail)),
+            Ending::Incomplete(detail) => Ending::Incomplete(text(detail)),
+            other => other.clone(),
+        };
+        RunReport {
+            ending,
+            answer: self.answer.as_ref().map(text),
+            ..self.clone()
+        }
+    }
+}
+
+/// An observer that hears every event masked ([`RunEvent::masked`]) and passes it on: a run
+/// wraps the observer it is given in one, so no event reaches a terminal, `--json` or a parent
+/// unmasked.
+pub struct MaskingObserver<'o> {
+    /// Who hears the masked events.
+    pub inner: &'o mut dyn RunObserver,
+    /// What to mask.
+    pub secrets: Secrets,
+}
+
+impl RunObserver for MaskingObserver<'_> {
+    fn on_event(&mut self, event: &RunEvent) {
+        if self.secrets.is_empty() {
+            self.inner.on_event(event);
+        } else {
+            self.inner.on_event(&event.masked(&self.secrets));
+        }
+    }
+}
+
 /// Receives a run's events.
 pub trait RunObserver {
     /// One event, in order.
@@ -228,5 +343,39 @@ mod tests {
             serde_json::to_value(&event).unwrap(),
             serde_json::json!({"event": "warning", "message": "m", "task_id": "task-1", "parent_call_id": "call_7"})
         );
+    }
+
+    #[test]
+    fn every_text_of_an_event_is_masked() {
+        let key = "sk-live-0123456789abcdef";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let started = RunEvent::CallStarted {
+            id: Some(key.into()),
+            tool: ToolName::FsRead,
+            subject: format!("/w/{key}"),
+            command: format!("/fs.read /w/{key}"),
+            runs_program: false,
+        };
+        let child = RunEvent::Child(ChildEvent {
+            task_id: "task-1".into(),
+            parent_call_id: Some(format!("p-{key}")),
+            event: Box::new(started),
+        });
+        struct Heard(Vec<String>);
+        impl RunObserver for Heard {
+            fn on_event(&mut self, event: &RunEvent) {
+                self.0.push(serde_json::to_string(event).unwrap());
+            }
+        }
+        let mut heard = Heard(Vec::new());
+        let mut observer = MaskingObserver {
+            inner: &mut heard,
+            secrets,
+        };
+        observer.on_event(&child);
+        observer.on_event(&RunEvent::TextDelta { text: key.into() });
+        let shown = heard.0.join("\n");
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(shown.contains(r#""parent_call_id":"p-***""#), "{shown}");
     }
 }

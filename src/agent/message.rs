@@ -89,6 +89,23 @@ pub struct Message {
 }
 
 impl Message {
+    /// Masks flycode's secrets in the message: its text, its calls' ids and arguments, and the
+    /// id it answers (the same id masked the same way on both sides, so they still pair).
+    pub fn mask(&mut self, secrets: &crate::tools::secrets::Secrets) {
+        if secrets.is_empty() {
+            return;
+        }
+        secrets.mask_string(&mut self.content);
+        for call in &mut self.tool_calls {
+            secrets.mask_string(&mut call.id);
+            secrets.mask_string(&mut call.function.name);
+            secrets.mask_string(&mut call.function.arguments);
+        }
+        if let Some(id) = &mut self.tool_call_id {
+            secrets.mask_string(id);
+        }
+    }
+
     fn new(role: Role, content: impl Into<String>, kind: MessageKind) -> Message {
         Message {
             role,

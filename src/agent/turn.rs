@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use super::calls::{Planned, TurnCalls};
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
+use super::events::MaskingObserver;
 pub use super::events::{Ending, RunEvent, RunObserver, RunReport, TokenUsage};
 use super::message::{Message, NativeToolCall};
 use super::prompt::{AssembledPrompt, CallingMode};
@@ -154,9 +155,21 @@ impl AgentRun<'_> {
             started,
             last_turn: LastTurn::NotGiven,
         };
-        let ending = self.drive(&mut progress, observer);
+        // Every event is heard masked, and every message is masked as it joins the
+        // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
+        let secrets = self.executor.limits.secrets();
+        progress
+            .history
+            .iter_mut()
+            .for_each(|message| message.mask(&secrets));
+        let mut observer = MaskingObserver {
+            inner: observer,
+            secrets: secrets.clone(),
+        };
+        let ending = self.drive(&mut progress, &mut observer);
         progress.report.ending = ending;
         progress.report.duration = started.elapsed();
+        progress.report = progress.report.masked(&secrets);
         observer.on_event(&RunEvent::Finished(progress.report.clone()));
         progress.report
     }
@@ -361,7 +374,13 @@ impl AgentRun<'_> {
             &self.memory.snapshot(),
             &notes,
         );
-        assemble_request(self.prompt.system.as_deref(), &progress.history, &specials)
+        let mut request =
+            assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
+        let secrets = self.executor.limits.secrets();
+        request
+            .iter_mut()
+            .for_each(|message| message.mask(&secrets));
+        request
     }
 
     /// Rewrites the transcript: the latest request and everything since.
@@ -377,7 +396,8 @@ impl AgentRun<'_> {
 
     /// Adds a message to the conversation and to the transcript at once, so a run killed while
     /// a call runs still has the call on record.
-    fn push(&self, progress: &mut Progress, message: Message, observer: &mut dyn RunObserver) {
+    fn push(&self, progress: &mut Progress, mut message: Message, observer: &mut dyn RunObserver) {
+        message.mask(&self.executor.limits.secrets());
         progress.history.push(message);
         self.checkpoint(progress, observer);
     }

@@ -17,6 +17,7 @@ use crate::protocol::{
 };
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::executor::Executor;
+use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
@@ -36,7 +37,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     )? {
         CallOrAnswer::Call(call) => call,
         CallOrAnswer::Answer(block, code) => {
-            print_result(args.json, &block, None, None)?;
+            print_result(args.json, block, None, None, &config.limits().secrets())?;
             return Ok(code);
         }
     };
@@ -79,8 +80,19 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     }
     // Moved, not copied: a 1 MB read's content is in the data.
     let data = execution.output.take().map(|output| output.data);
-    print_result(args.json, &execution.block, Some(&call), data)?;
-    Ok(if execution.is_ok() {
+    let succeeded = execution.is_ok();
+    let block = std::mem::replace(
+        &mut execution.block,
+        ResultBlock::success(None, String::new(), None),
+    );
+    print_result(
+        args.json,
+        block,
+        Some(&call),
+        data,
+        &config.limits().secrets(),
+    )?;
+    Ok(if succeeded {
         Outcome::Success
     } else {
         Outcome::Failure
@@ -154,12 +166,20 @@ fn read_call(
 #[error("the input holds no call")]
 pub struct NoCall;
 
+/// Prints the answer, masked once more as it leaves (PROTOCOL.md §9 (Secrets and masking)): whatever made
+/// the block (the executor, a violation, a refused slash line), its id, text and data show no
+/// secret.
 fn print_result(
     as_json: bool,
-    block: &ResultBlock,
+    mut block: ResultBlock,
     call: Option<&Call>,
-    data: Option<Value>,
+    mut data: Option<Value>,
+    secrets: &Secrets,
 ) -> anyhow::Result<()> {
+    secrets.mask_block(&mut block);
+    if let Some(data) = &mut data {
+        secrets.mask_value(data);
+    }
     let text = block.render();
     let mut stdout = std::io::stdout().lock();
     if !as_json {

@@ -6,6 +6,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
 use crate::protocol::{ResultBlock, ToolName};
+use crate::tools::secrets::Secrets;
 
 /// The text a model reads: the block's body alone where the block has nothing else to say;
 /// otherwise the failure's `[code]`, `[error]`, `[hint]` and the other headers (`[exitCode]`,
@@ -45,11 +46,19 @@ pub fn result_text(block: &ResultBlock) -> String {
 /// in the text content and, for most tools, in `result`), tripling what a 1 MB read sends.
 ///
 /// Takes the block: a body that is the whole text moves into it rather than being copied.
+///
+/// Every answer the server sends is made here, and masked here (PROTOCOL.md §9 (Secrets and masking)): the
+/// block (id, command, error, hint, headers, body) and the structured data, whoever made them.
 pub fn call_tool_result(
     mut block: ResultBlock,
     tool: Option<ToolName>,
-    data: Option<Value>,
+    mut data: Option<Value>,
+    secrets: &Secrets,
 ) -> CallToolResult {
+    secrets.mask_block(&mut block);
+    if let Some(data) = &mut data {
+        secrets.mask_value(data);
+    }
     let text = if block.ok
         && block.fields.is_empty()
         && block.body.as_ref().is_some_and(|b| !b.is_empty())
@@ -81,7 +90,12 @@ mod tests {
             "/fs.read /w/a".into(),
             Some("hello\n".into()),
         );
-        let result = call_tool_result(ok.clone(), Some(ToolName::FsRead), Some(json!({"size": 6})));
+        let result = call_tool_result(
+            ok.clone(),
+            Some(ToolName::FsRead),
+            Some(json!({"size": 6})),
+            &Secrets::default(),
+        );
         assert_eq!(result.is_error, Some(false));
         assert_eq!(result_text(&ok), "hello\n");
         let structured = result.structured_content.unwrap();
@@ -97,7 +111,12 @@ mod tests {
             "/etc/passwd is outside the allowed roots".into(),
             Some("use a path inside the roots".into()),
         );
-        let result = call_tool_result(failed.clone(), Some(ToolName::FsRead), None);
+        let result = call_tool_result(
+            failed.clone(),
+            Some(ToolName::FsRead),
+            None,
+            &Secrets::default(),
+        );
         assert_eq!(result.is_error, Some(true));
         assert_eq!(
             result_text(&failed),
@@ -106,6 +125,39 @@ mod tests {
         assert_eq!(
             result.structured_content.unwrap()["error"]["code"],
             "outside_roots"
+        );
+    }
+
+    #[test]
+    fn an_answer_is_masked_in_its_text_and_its_structured_content() {
+        let key = "sk-live-0123456789abcdef";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let failed = ResultBlock::failure(
+            Some(format!("mcp-{key}")),
+            format!("/fs.read /w/{key}"),
+            ErrorCode::NotFound,
+            format!("/w/{key} does not exist"),
+            Some(format!("try {key}")),
+        );
+        let result = call_tool_result(
+            failed,
+            Some(ToolName::FsRead),
+            Some(json!({"path": key, key: [key]})),
+            &secrets,
+        );
+        let shown = serde_json::to_string(&result).unwrap();
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(shown.contains("/w/*** does not exist"), "{shown}");
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["id"], "mcp-***");
+        assert_eq!(structured["command"], "/fs.read /w/***");
+        assert_eq!(structured["result"]["***"][0], "***");
+        let ok = ResultBlock::success(None, "/fs.read /w/a".into(), Some(format!("{key}\n")));
+        let result = call_tool_result(ok, Some(ToolName::FsRead), None, &secrets);
+        let shown = serde_json::to_string(&result).unwrap();
+        assert!(
+            !shown.contains("sk-live") && shown.contains("***"),
+            "{shown}"
         );
     }
 }

@@ -37,12 +37,11 @@ use super::result::call_tool_result;
 use super::roots::{file_uri_path, narrow};
 use crate::protocol::args::validate_args;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet, render_command};
-use crate::sandbox::{AuditEntry, AuditLog, Protection, Roots, Sandbox, Session};
+use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approval, Decided, Executor};
+use crate::tools::executor::{Approval, Decided, Executor, log_call};
 use crate::tools::policy::Policy;
 use crate::tools::registry::{Invocation, is_read_only};
-use crate::tools::secrets::Secrets;
 use crate::tools::tool::BoundCall;
 use sha2::{Digest, Sha256};
 
@@ -220,7 +219,7 @@ impl Shared {
                 format!("{} is not one of flycode's tools", request.name),
                 Some(format!("call one of: {}", names.join(", "))),
             );
-            return Ok(call_tool_result(block, None, None).into());
+            return Ok(call_tool_result(block, None, None, &self.settings.limits.secrets()).into());
         };
         // Taken, not copied: a 1 MB write's content is in them.
         let args = Value::Object(request.arguments.take().unwrap_or_default());
@@ -234,7 +233,13 @@ impl Shared {
                     error.to_string(),
                     Some(error.hint()),
                 );
-                return Ok(call_tool_result(block, Some(tool), None).into());
+                return Ok(call_tool_result(
+                    block,
+                    Some(tool),
+                    None,
+                    &self.settings.limits.secrets(),
+                )
+                .into());
             }
         };
         let call = Call {
@@ -375,7 +380,13 @@ impl Shared {
             }
             _ => execution.block,
         };
-        Ok(call_tool_result(block, Some(call.tool), data).into())
+        Ok(call_tool_result(
+            block,
+            Some(call.tool),
+            data,
+            &self.settings.limits.secrets(),
+        )
+        .into())
     }
 
     /// The sandbox a call runs in: flycode's, or narrowed to the client's roots (asked for once,
@@ -666,28 +677,12 @@ impl Shared {
         message: String,
         hint: &str,
     ) -> rmcp::model::CallToolResult {
-        if let Some(audit) = &self.settings.audit {
-            // Masked as the executor masks what it logs (CONTRACT §12).
-            let secrets = Secrets::from_env(self.settings.limits.secret_names());
-            let mut args =
-                crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
-            args.values_mut()
-                .for_each(|value| secrets.mask_value(value));
-            let entry = AuditEntry {
-                time: SystemTime::now(),
-                id: call.id.clone(),
-                tool: call.tool.as_str().to_owned(),
-                args,
-                outcome: "denied",
-                code: Some(code.as_str().to_owned()),
-                duration: Duration::ZERO,
-            };
-            if let Err(error) = audit.append(&entry) {
-                eprintln!(
-                    "flycode mcp: warning: audit log {}: {error}",
-                    audit.path().display()
-                );
-            }
+        let secrets = self.settings.limits.secrets();
+        if let Some(audit) = &self.settings.audit
+            && let Err(error) =
+                log_call(audit, &secrets, call, "denied", Some(code), Duration::ZERO)
+        {
+            eprintln!("flycode mcp: warning: {error}");
         }
         let block = ResultBlock::failure(
             call.id.clone(),
@@ -696,7 +691,7 @@ impl Shared {
             message,
             Some(hint.to_owned()),
         );
-        call_tool_result(block, Some(call.tool), None)
+        call_tool_result(block, Some(call.tool), None, &secrets)
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
+use super::mask::Secrets;
 use super::seal::{Key, Purpose};
 use super::state::state_dir;
 use super::write::sha256_hex;
@@ -114,12 +115,16 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends one entry.
-    pub fn append(&self, entry: &AuditEntry) -> std::io::Result<()> {
+    /// Appends one entry, every field of it (id, tool, arguments, code) masked by `secrets`
+    /// (PROTOCOL.md §9 (Secrets and masking)): the log is masked where it is written, so no caller can
+    /// forget to.
+    pub fn append(&self, entry: &AuditEntry, secrets: &Secrets) -> std::io::Result<()> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut line = entry_json(entry).to_string();
+        let mut value = entry_json(entry);
+        secrets.mask_value(&mut value);
+        let mut line = value.to_string();
         // A log without a key still logs: the lines are then unsealed, and say so when checked.
         if let Ok(key) = Key::of_state_dir() {
             line = sealed(&key, line);
@@ -220,20 +225,26 @@ mod tests {
         for n in 0..3 {
             let args =
                 json!({"path": "/w/a", "content": format!("secret {n}"), "env": {"TOKEN": "abc"}});
-            log.append(&AuditEntry {
-                time: SystemTime::UNIX_EPOCH,
-                id: Some(format!("call-{n}")),
-                tool: "fs.write".into(),
-                args: logged_args(args.as_object().unwrap(), &|text| Cow::Borrowed(text)),
-                outcome: "ok",
-                code: None,
-                duration: Duration::from_millis(3),
-            })
+            log.append(
+                &AuditEntry {
+                    time: SystemTime::UNIX_EPOCH,
+                    id: Some(format!("call-{n}")),
+                    tool: "fs.write".into(),
+                    args: logged_args(args.as_object().unwrap(), &|text| Cow::Borrowed(text)),
+                    outcome: "ok",
+                    code: None,
+                    duration: Duration::from_millis(3),
+                },
+                &Secrets::default(),
+            )
             .unwrap();
         }
         let text = std::fs::read_to_string(log.path()).unwrap();
         // Quoted: a hex hash or seal may hold the letters "abc" by chance.
-        assert!(!text.contains("secret") && !text.contains("\"abc\""), "{text}");
+        assert!(
+            !text.contains("secret") && !text.contains("\"abc\""),
+            "{text}"
+        );
         let recent = log.recent(2).unwrap();
         assert_eq!(recent.len(), 2);
         assert_eq!(recent[1]["id"], "call-2");
@@ -255,15 +266,18 @@ mod tests {
     fn a_changed_or_forged_line_is_told_from_one_flycode_wrote() {
         let temp = tempfile::tempdir().unwrap();
         let log = AuditLog::at(&temp.path().join("audit.jsonl"));
-        log.append(&AuditEntry {
-            time: SystemTime::UNIX_EPOCH,
-            id: Some("c1".into()),
-            tool: "fs.read".into(),
-            args: Map::new(),
-            outcome: "ok",
-            code: None,
-            duration: Duration::from_millis(1),
-        })
+        log.append(
+            &AuditEntry {
+                time: SystemTime::UNIX_EPOCH,
+                id: Some("c1".into()),
+                tool: "fs.read".into(),
+                args: Map::new(),
+                outcome: "ok",
+                code: None,
+                duration: Duration::from_millis(1),
+            },
+            &Secrets::default(),
+        )
         .unwrap();
         let text = std::fs::read_to_string(log.path()).unwrap();
         let line = text.trim_end();
@@ -288,5 +302,33 @@ mod tests {
         assert_eq!(line_seal(&unsealed), LineSeal::Missing);
         let forged = sealed(&Key::from_bytes([9; 32]), unsealed);
         assert_eq!(line_seal(&forged), LineSeal::Broken);
+    }
+
+    #[test]
+    fn every_field_of_an_entry_is_masked_where_it_is_written() {
+        let temp = tempfile::tempdir().unwrap();
+        let log = AuditLog::at(&temp.path().join("audit.jsonl"));
+        let key = "sk-live-0123456789abcdef";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let args = json!({"path": format!("/w/{key}"), key: 1});
+        log.append(
+            &AuditEntry {
+                time: SystemTime::UNIX_EPOCH,
+                id: Some(format!("id-{key}")),
+                tool: key.into(),
+                args: args.as_object().unwrap().clone(),
+                outcome: "failed",
+                code: Some(key.into()),
+                duration: Duration::ZERO,
+            },
+            &secrets,
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(!text.contains("sk-live"), "{text}");
+        let entry = &log.recent(1).unwrap()[0];
+        assert_eq!(entry["id"], "id-***");
+        assert_eq!(entry["args"]["path"], "/w/***");
+        assert_eq!(entry["code"], "***");
     }
 }

@@ -17,6 +17,7 @@ pub mod handles;
 pub mod host;
 pub mod journal;
 pub(crate) mod lock;
+pub mod mask;
 pub mod ops;
 pub(crate) mod place;
 pub mod process;

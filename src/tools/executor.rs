@@ -190,8 +190,9 @@ impl<'a> Executor<'a> {
     }
 
     /// Logs what became of a call and renders its result block. flycode's secrets are masked
-    /// first (CONTRACT §12), in the result and in the call as logged and shown, so no value of
-    /// one reaches the model, a transcript or the audit log.
+    /// first (PROTOCOL.md §9 (Secrets and masking)), in the result, in the call as logged and shown, and
+    /// in the finished block (its id too), so no value of one reaches the model, a transcript or
+    /// the audit log.
     fn conclude(
         &self,
         call: &Call,
@@ -201,33 +202,18 @@ impl<'a> Executor<'a> {
         decided: Decided,
         tool: Option<&'static dyn RegisteredTool>,
     ) -> Execution {
-        let secrets = Secrets::from_env(self.limits.secret_names());
+        let secrets = self.limits.secrets();
         secrets.mask_result(&mut result);
         let command = secrets.mask(&command).into_owned();
         let mut audit_error = None;
         if let Some(audit) = &self.audit {
-            let mut args =
-                crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
-            args.values_mut()
-                .for_each(|value| secrets.mask_value(value));
-            let entry = AuditEntry {
-                time: SystemTime::now(),
-                id: call.id.clone(),
-                tool: call.tool.as_str().to_owned(),
-                args,
-                outcome: match (&result, decided) {
-                    (Ok(_), _) => "ok",
-                    (Err(_), Decided::Ran) => "failed",
-                    (Err(_), Decided::Refused | Decided::Unanswered) => "denied",
-                },
-                code: result.as_ref().err().map(|e| e.code.as_str().to_owned()),
-                duration: started.elapsed(),
+            let outcome = match (&result, decided) {
+                (Ok(_), _) => "ok",
+                (Err(_), Decided::Ran) => "failed",
+                (Err(_), Decided::Refused | Decided::Unanswered) => "denied",
             };
-            let _one_line_at_a_time = lock(&LOGGING);
-            // A log that cannot be written must not hide the call's own outcome.
-            if let Err(error) = audit.append(&entry) {
-                audit_error = Some(format!("audit log {}: {error}", audit.path().display()));
-            }
+            let code = result.as_ref().err().map(|e| e.code);
+            audit_error = log_call(audit, &secrets, call, outcome, code, started.elapsed()).err();
         }
         let (block, summary) = match &mut result {
             Ok(output) => {
@@ -263,8 +249,11 @@ impl<'a> Executor<'a> {
             Ok(output) => (Some(output), None),
             Err(error) => (None, Some(error)),
         };
+        let mut block = block;
+        secrets.mask_block(&mut block);
+        let summary = secrets.mask(&summary).into_owned();
         Execution {
-            id: call.id.clone(),
+            id: block.id.clone(),
             tool: call.tool,
             command,
             output,
@@ -461,6 +450,35 @@ impl<'a> Executor<'a> {
             }
         }
     }
+}
+
+/// Appends what became of `call` to the audit log, its arguments as [`crate::sandbox::audit::logged_args`]
+/// shows them and every field masked (PROTOCOL.md §9 (Secrets and masking)): the one way a call reaches
+/// the log, for the executor and for the refusals the MCP server decides itself. Why the log
+/// could not be written, if it could not.
+pub fn log_call(
+    audit: &AuditLog,
+    secrets: &Secrets,
+    call: &Call,
+    outcome: &'static str,
+    code: Option<ErrorCode>,
+    duration: std::time::Duration,
+) -> Result<(), String> {
+    let args = crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
+    let entry = AuditEntry {
+        time: SystemTime::now(),
+        id: call.id.clone(),
+        tool: call.tool.as_str().to_owned(),
+        args,
+        outcome,
+        code: code.map(|code| code.as_str().to_owned()),
+        duration,
+    };
+    let _one_line_at_a_time = lock(&LOGGING);
+    // A log that cannot be written must not hide the call's own outcome.
+    audit
+        .append(&entry, secrets)
+        .map_err(|error| format!("audit log {}: {error}", audit.path().display()))
 }
 
 /// The lock's data, also after a thread panicked while holding it (what it guards stays valid:

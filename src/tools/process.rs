@@ -124,6 +124,10 @@ pub fn run(
             None => tool_error,
         }
     })?;
+    let mut outcome = outcome;
+    let secrets = limits.secrets();
+    outcome.stdout.mask(&secrets);
+    outcome.stderr.mask(&secrets);
     let output = render(&outcome, limits.output_cap);
     if outcome.cancelled {
         let mut error = ToolError::new(
@@ -540,6 +544,30 @@ mod tests {
             timed_out: false,
             cancelled: false,
             duration: Duration::from_millis(5),
+        }
+    }
+
+    /// A key printed anywhere, also across the edges of the dropped middle of a long output or
+    /// across head and tail of a whole one, shows none of its bytes.
+    #[test]
+    fn a_secret_anywhere_in_the_output_is_masked_also_at_the_edges_of_a_cut() {
+        let key = "sk-live-0123456789abcdef";
+        let secrets = crate::sandbox::mask::Secrets::from_values([key.to_owned()]);
+        let cap = 64;
+        for length in [40, 64, 200] {
+            for at in 0..length {
+                let mut data = "z".repeat(length).into_bytes();
+                data.splice(at..at, key.bytes());
+                data.truncate(length + key.len());
+                let mut stream = stream(&data, cap);
+                stream.mask(&secrets);
+                let shown = stream.text();
+                let clear: Vec<&str> = shown.split(['*', 'z', '\u{FFFD}']).collect();
+                assert!(
+                    clear.iter().all(|piece| piece.is_empty()),
+                    "{length} {at}: {shown:?}"
+                );
+            }
         }
     }
 

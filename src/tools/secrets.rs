@@ -1,109 +1,27 @@
-//! Masking flycode's secrets in what its tools produce (CONTRACT §12): the value of every
-//! variable [`Limits::secret_names`](super::Limits::secret_names) lists is replaced by `***`
-//! wherever it appears, before a result reaches the model, a transcript or the audit log.
+//! Masking flycode's secrets in what its tools produce (PROTOCOL.md §9 (Secrets and masking)): the value
+//! of every variable [`Limits::secret_names`](super::Limits::secret_names) lists, in any of the
+//! forms [`crate::sandbox::mask`] looks for, is masked wherever it appears before a result reaches
+//! the model, a transcript, an MCP client or the audit log.
 //!
-//! Only values of at least [`MIN_SECRET_LEN`] characters are masked: a short value (`1`, `yes`,
-//! a test's `x`) would turn every occurrence of common text into `***` and tell a reader which
-//! letters the secret holds. Values are matched literally: a secret a program re-encodes (base64,
-//! hex, split across lines) is not recognised.
+//! Tools that show content (a file's bytes, a program's output) mask it themselves, byte for
+//! byte and with the bytes around a window in view ([`Secrets::mask_window`]); what is left (ids,
+//! commands, messages, hints, headers, structured data) is masked here, whole occurrences as
+//! `***`, once more over everything, so a tool that forgets still leaks nothing whole.
 
-use std::borrow::Cow;
+pub use crate::sandbox::mask::{Edge, MASK, MASK_BYTE, MIN_SECRET_LEN, MaskingReader, Secrets};
 
-use serde_json::Value;
+use crate::protocol::ResultBlock;
 
-use super::{ToolError, ToolOutput};
+use super::{Limits, ToolError, ToolOutput};
 
-/// The shortest value masked.
-pub const MIN_SECRET_LEN: usize = 8;
-
-/// What a secret's value is replaced by.
-pub const MASK: &str = "***";
-
-/// The secret values to mask, longest first (a secret that contains another is masked whole).
-/// Its `Debug` shows how many, never the values.
-#[derive(Clone, Default)]
-pub struct Secrets {
-    values: Vec<String>,
-}
-
-impl std::fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Secrets({} values)", self.values.len())
+impl Limits {
+    /// The values of flycode's secrets, to mask ([`Limits::secret_names`]).
+    pub fn secrets(&self) -> Secrets {
+        Secrets::from_env(self.secret_names())
     }
 }
 
 impl Secrets {
-    /// The values of the secret variables `names` (held since a hand-off, else in this process's
-    /// environment: [`crate::sandbox::secret_env::value`]), where set and long enough.
-    pub fn from_env<I, S>(names: I) -> Secrets
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Secrets::from_values(
-            names
-                .into_iter()
-                .filter_map(|name| crate::sandbox::secret_env::value(name.as_ref())),
-        )
-    }
-
-    /// The given values, where long enough.
-    pub fn from_values<I: IntoIterator<Item = String>>(values: I) -> Secrets {
-        let mut values: Vec<String> = values
-            .into_iter()
-            .filter(|value| value.chars().count() >= MIN_SECRET_LEN)
-            .collect();
-        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        values.dedup();
-        Secrets { values }
-    }
-
-    /// Whether there is nothing to mask.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// `text` with every secret replaced by [`MASK`]; borrowed when it holds none.
-    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let mut masked = Cow::Borrowed(text);
-        for value in &self.values {
-            if masked.contains(value.as_str()) {
-                masked = Cow::Owned(masked.replace(value.as_str(), MASK));
-            }
-        }
-        masked
-    }
-
-    /// Masks `text` in place.
-    pub fn mask_string(&self, text: &mut String) {
-        if let Cow::Owned(masked) = self.mask(text) {
-            *text = masked;
-        }
-    }
-
-    /// Masks every string in `value`, object keys included.
-    pub fn mask_value(&self, value: &mut Value) {
-        match value {
-            Value::String(text) => self.mask_string(text),
-            Value::Array(items) => items.iter_mut().for_each(|item| self.mask_value(item)),
-            Value::Object(members) => {
-                let leaks_in_keys = members.keys().any(|key| self.mask(key) != key.as_str());
-                if leaks_in_keys {
-                    let old = std::mem::take(members);
-                    for (key, mut member) in old {
-                        self.mask_value(&mut member);
-                        members.insert(self.mask(&key).into_owned(), member);
-                    }
-                } else {
-                    members
-                        .values_mut()
-                        .for_each(|member| self.mask_value(member));
-                }
-            }
-            Value::Null | Value::Bool(_) | Value::Number(_) => {}
-        }
-    }
-
     /// Masks a tool's output: body, headers, structured data and hint.
     pub fn mask_output(&self, output: &mut ToolOutput) {
         if let Some(body) = &mut output.body {
@@ -130,6 +48,32 @@ impl Secrets {
         }
     }
 
+    /// Masks a rendered result block: id, command, code, error, hint, headers and body. Every
+    /// block that leaves flycode (the executor's, a refusal's, a violation's) goes through it.
+    pub fn mask_block(&self, block: &mut ResultBlock) {
+        if self.is_empty() {
+            return;
+        }
+        let ResultBlock {
+            id,
+            command,
+            ok: _,
+            code,
+            error,
+            hint,
+            fields,
+            body,
+        } = block;
+        self.mask_string(command);
+        for text in [id, code, error, hint, body].into_iter().flatten() {
+            self.mask_string(text);
+        }
+        for (key, value) in fields {
+            self.mask_string(key);
+            self.mask_string(value);
+        }
+    }
+
     /// Masks a call's result, whichever way it went.
     pub fn mask_result(&self, result: &mut Result<ToolOutput, ToolError>) {
         if self.is_empty() {
@@ -144,6 +88,8 @@ impl Secrets {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use serde_json::json;
 
     use super::*;

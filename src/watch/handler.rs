@@ -149,6 +149,9 @@ impl Handler<'_> {
                 }
             },
         };
+        // Masked as it leaves, whoever made it (PROTOCOL.md §9 (Secrets and masking)).
+        let mut block = block;
+        self.executor.limits.secrets().mask_block(&mut block);
         answer.command.clone_from(&block.command);
         answer.ok = block.ok;
         answer.code.clone_from(&block.code);

@@ -1091,3 +1091,50 @@ fn a_write_between_reads_runs_alone_and_results_keep_call_order() {
         "x"
     );
 }
+
+/// Issue 22: the key in a file read as base64, in a call's id and in the folder notes never
+/// reaches the model, the `--json` events or the transcript (PROTOCOL.md §9, Secrets and masking).
+#[test]
+fn a_key_read_as_base64_or_written_into_an_id_reaches_neither_model_nor_events_nor_transcript() {
+    use base64::Engine;
+    let key = "sk-test-0123456789abcdefXYZ";
+    let project = Project::new();
+    std::fs::write(project.root.join("key.env"), format!("KEY={key}\n")).unwrap();
+    std::fs::write(
+        project.root.join("AGENTS.md"),
+        format!("The key is {key}.\n"),
+    )
+    .unwrap();
+    let path = project.path("key.env");
+    let server = ScriptedServer::start(move |_, index| match index {
+        0 => {
+            let call = json!({"id": format!("id-{key}"), "tool": "fs.read",
+                "args": {"path": path, "encoding": "base64"}});
+            Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 7)
+        }
+        _ => Reply::sse_text("Done.", 4),
+    });
+    let mut command = project.command(&server, &["--mode", "text", "--json"]);
+    command.env("FLYCODE_API_KEY", key);
+    let finished = finish(command);
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("KEY={key}\n"));
+    for (i, request) in requests.iter().enumerate() {
+        let sent = serde_json::to_string(&request.body).unwrap();
+        assert!(
+            !sent.contains(key) && !sent.contains(&encoded),
+            "request {i}: {sent}"
+        );
+    }
+    let second = serde_json::to_string(&requests[1].body).unwrap();
+    assert!(second.contains("[id] id-***"), "{second}");
+    let masked = base64::engine::general_purpose::STANDARD
+        .encode(format!("KEY={}\n", "*".repeat(key.len())));
+    assert!(second.contains(&masked), "{second}");
+    assert!(!finished.stdout.contains(key), "{}", finished.stdout);
+    assert!(finished.stdout.contains("id-***"), "{}", finished.stdout);
+    let recorded = std::fs::read_to_string(project.transcript()).unwrap();
+    assert!(!recorded.contains(key), "{recorded}");
+}

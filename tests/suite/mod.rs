@@ -28,6 +28,7 @@ mod reply_fixtures;
 mod reply_limit;
 mod result_snapshots;
 mod search_race;
+mod secrets;
 mod subagent_harness;
 mod subagents;
 mod subagents_flow;

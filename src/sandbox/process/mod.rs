@@ -153,6 +153,27 @@ pub struct StreamOutput {
     pub total: u64,
 }
 
+impl StreamOutput {
+    /// Masks `secrets` in the kept bytes, byte for byte (PROTOCOL.md §9 (Secrets and masking)). Head and
+    /// tail kept whole are one stream; with bytes dropped between them, what lies in the gap is
+    /// unknown, so a part of a secret at either edge of the gap is masked as if the rest were
+    /// there.
+    pub fn mask(&mut self, secrets: &super::mask::Secrets) {
+        use super::mask::Edge;
+        if secrets.is_empty() {
+            return;
+        }
+        if self.is_complete() {
+            let (head, tail) = (self.head.clone(), self.tail.clone());
+            secrets.mask_window(&mut self.head, Edge::none(), Edge::exact(&tail));
+            secrets.mask_window(&mut self.tail, Edge::exact(&head), Edge::none());
+        } else {
+            secrets.mask_window(&mut self.head, Edge::none(), Edge::open(&[]));
+            secrets.mask_window(&mut self.tail, Edge::open(&[]), Edge::none());
+        }
+    }
+}
+
 /// Why a program could not be run. A program that runs and fails is an [`ProcessOutcome`].
 #[derive(Debug, Error)]
 pub enum ProcessError {

@@ -10,6 +10,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
 use crate::tools::fs::read::MAX_READ_BYTES;
+use crate::tools::secrets::Secrets;
 use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
@@ -32,12 +33,16 @@ fn default_context() -> usize {
     3
 }
 
-/// Runs `fs.diff`.
-pub fn run(sandbox: &Sandbox, args: &DiffArgs) -> Result<ToolOutput, ToolError> {
-    let left = read_text(sandbox, &args.left_path)?;
+/// Runs `fs.diff`. Both sides are compared with their secrets masked (PROTOCOL.md §12,
+/// "Secrets"), so no hunk shows a part of one, whatever its context lines cut.
+pub fn run(sandbox: &Sandbox, args: &DiffArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
+    let left = read_text(sandbox, &args.left_path, secrets)?;
     let (right, right_name) = match (&args.right_path, &args.right_content) {
-        (Some(path), None) => (read_text(sandbox, path)?, path.clone()),
-        (None, Some(content)) => (content.clone(), "(rightContent)".to_owned()),
+        (Some(path), None) => (read_text(sandbox, path, secrets)?, path.clone()),
+        (None, Some(content)) => (
+            masked(content.clone().into_bytes(), secrets),
+            "(rightContent)".to_owned(),
+        ),
         _ => {
             return Err(ToolError::new(
                 ErrorCode::MutuallyExclusive,
@@ -64,7 +69,13 @@ pub fn run(sandbox: &Sandbox, args: &DiffArgs) -> Result<ToolOutput, ToolError> 
     })
 }
 
-fn read_text(sandbox: &Sandbox, path: &str) -> Result<String, ToolError> {
+/// `bytes`, known to be UTF-8, with their secrets masked (whole characters: still UTF-8).
+fn masked(mut bytes: Vec<u8>, secrets: &Secrets) -> String {
+    secrets.mask_bytes(&mut bytes);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn read_text(sandbox: &Sandbox, path: &str, secrets: &Secrets) -> Result<String, ToolError> {
     let mut file = sandbox.open_for_reading(path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > MAX_READ_BYTES {
@@ -77,16 +88,17 @@ fn read_text(sandbox: &Sandbox, path: &str) -> Result<String, ToolError> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| ToolError::new(ErrorCode::IoError, format!("{path}: {e}"), None))?;
-    String::from_utf8(bytes).map_err(|e| {
-        ToolError::new(
+    if let Err(e) = std::str::from_utf8(&bytes) {
+        return Err(ToolError::new(
             ErrorCode::BinaryContent,
             format!(
                 "{path} is not UTF-8 text (invalid byte at offset {})",
-                e.utf8_error().valid_up_to()
+                e.valid_up_to()
             ),
             Some("fs.diff compares text; compare binary files with process.run (cmp)"),
-        )
-    })
+        ));
+    }
+    Ok(masked(bytes, secrets))
 }
 
 /// `fs.diff` in the registry.
@@ -130,7 +142,7 @@ impl Tool for FsDiff {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &DiffArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args)
+        run(context.sandbox, args, &context.limits.secrets())
     }
 }
 
@@ -156,7 +168,29 @@ mod tests {
         run(
             sandbox,
             &crate::tools::parse_args("fs.diff", args.as_object().unwrap())?,
+            &Secrets::default(),
         )
+    }
+
+    #[test]
+    fn no_hunk_shows_a_secret_or_a_part_of_one() {
+        let (_t, root, sandbox) = setup();
+        let key = "sk-live-0123456789abcdef";
+        std::fs::write(root.join("k.txt"), format!("a\nkey={key}\nb\n")).unwrap();
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let path = root.join("k.txt").display().to_string();
+        let args = json!({"leftPath": path, "rightContent": format!("a\nkey={key}x\nc\n")});
+        let output = run(
+            &sandbox,
+            &crate::tools::parse_args("fs.diff", args.as_object().unwrap()).unwrap(),
+            &secrets,
+        )
+        .unwrap();
+        let body = output.body.unwrap();
+        assert!(!body.contains("sk-live"), "{body}");
+        let stars = "*".repeat(key.len());
+        assert!(body.contains(&format!("-key={stars}\n")), "{body}");
+        assert!(body.contains(&format!("+key={stars}x\n")), "{body}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
+use crate::tools::secrets::{Edge, Secrets};
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
@@ -143,19 +144,25 @@ enum Selection {
     Lines(u64, Option<u64>),
 }
 
-/// Runs `fs.read`.
-pub fn run(sandbox: &Sandbox, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
-    run_with(sandbox, args, &PLAN)
+/// Runs `fs.read`, masking `secrets` in what it shows.
+pub fn run(sandbox: &Sandbox, args: &ReadArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
+    run_with(sandbox, args, &PLAN, secrets)
 }
 
-fn run_with(sandbox: &Sandbox, args: &ReadArgs, plan: &Plan) -> Result<ToolOutput, ToolError> {
+fn run_with(
+    sandbox: &Sandbox,
+    args: &ReadArgs,
+    plan: &Plan,
+    secrets: &Secrets,
+) -> Result<ToolOutput, ToolError> {
     let selection = selection(args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
     let metadata = file.metadata().map_err(|e| io_error(&args.path, &e))?;
     let size = metadata.len();
     let streamed = selection != Selection::Whole && size > plan.whole_up_to;
     let (content, mut shown, whole) = if streamed {
-        let part = read_part(&mut file, size, selection, args.encoding, plan, &args.path)?;
+        let mut part = read_part(&mut file, size, selection, args.encoding, plan, &args.path)?;
+        mask_streamed(&mut file, &mut part, secrets, &args.path)?;
         (encode(part.bytes, args.encoding), part.shown, None)
     } else {
         if size > MAX_READ_BYTES {
@@ -181,6 +188,7 @@ fn run_with(sandbox: &Sandbox, args: &ReadArgs, plan: &Plan) -> Result<ToolOutpu
             args.encoding,
             &args.path,
             args.include_meta,
+            secrets,
         )?;
         (content, Shown::exact(span), whole)
     };
@@ -275,45 +283,79 @@ fn encode(bytes: Vec<u8>, encoding: Encoding) -> String {
 }
 
 /// The part of a file read whole (as before streaming existed: a `utf-8` read needs the whole
-/// file to be UTF-8) that `selection` asks for, and the file's bytes when
-/// `keep_bytes`. The whole of a UTF-8 file becomes the content without a copy.
+/// file to be UTF-8) that `selection` asks for, its secrets masked with the bytes around it in
+/// view (PROTOCOL.md §9 (Secrets and masking)), and the file's bytes when `keep_bytes`. The whole of a
+/// UTF-8 file becomes the content without a copy.
 fn select_whole(
     bytes: Vec<u8>,
     selection: Selection,
     encoding: Encoding,
     path: &str,
     keep_bytes: bool,
+    secrets: &Secrets,
 ) -> Result<(String, Span, Option<Vec<u8>>), ToolError> {
     let not_utf8_at = |e: std::str::Utf8Error| not_utf8(path, e.valid_up_to() as u64);
     match encoding {
         Encoding::Utf8 if selection == Selection::Whole => {
-            let (text, whole) = if keep_bytes {
-                let text = std::str::from_utf8(&bytes).map_err(not_utf8_at)?.to_owned();
-                (text, Some(bytes))
+            let total = std::str::from_utf8(&bytes)
+                .map_err(not_utf8_at)?
+                .chars()
+                .count() as u64;
+            let (mut content, whole) = if keep_bytes {
+                (bytes.clone(), Some(bytes))
             } else {
-                let text = String::from_utf8(bytes).map_err(|e| not_utf8_at(e.utf8_error()))?;
-                (text, None)
+                (bytes, None)
             };
-            let total = text.chars().count() as u64;
+            secrets.mask_bytes(&mut content);
             let span = Span {
                 start: 0,
                 end: total,
                 total,
             };
-            Ok((text, span, whole))
+            Ok((encode(content, encoding), span, whole))
         }
         Encoding::Utf8 => {
             let text = std::str::from_utf8(&bytes).map_err(not_utf8_at)?;
             let (part, span) = select_text(text, selection)?;
-            let part = part.to_owned();
-            Ok((part, span, keep_bytes.then_some(bytes)))
+            let start = part.as_ptr() as usize - text.as_ptr() as usize;
+            let part = secrets.masked_part(&bytes, start, start + part.len());
+            Ok((encode(part, encoding), span, keep_bytes.then_some(bytes)))
         }
         Encoding::Base64 | Encoding::Hex => {
             let (part, span) = select_bytes(&bytes, selection)?;
-            let part = encode(part.to_vec(), encoding);
-            Ok((part, span, keep_bytes.then_some(bytes)))
+            let start = part.as_ptr() as usize - bytes.as_ptr() as usize;
+            let part = secrets.masked_part(&bytes, start, start + part.len());
+            Ok((encode(part, encoding), span, keep_bytes.then_some(bytes)))
         }
     }
+}
+
+/// Masks the secrets in a part of a streamed file, with the bytes around it read (a margin on
+/// each side, no more): a secret the part's edge cuts is masked as far as the part shows it.
+fn mask_streamed<R: Read + Seek>(
+    file: &mut R,
+    part: &mut Part,
+    secrets: &Secrets,
+    path: &str,
+) -> Result<(), ToolError> {
+    let margin = secrets.margin() as u64;
+    let Some((start, end, _)) = part.shown.bytes else {
+        return Ok(());
+    };
+    if secrets.is_empty() {
+        return Ok(());
+    }
+    let from = start.saturating_sub(margin);
+    seek(file, from, path)?;
+    let mut before = vec![0; from_index(start - from)];
+    let got = read_full(file, &mut before, path)?;
+    before.truncate(got);
+    seek(file, end, path)?;
+    let mut after = vec![0; from_index(margin)];
+    let got = read_full(file, &mut after, path)?;
+    after.truncate(got);
+    secrets.mask_window(&mut part.bytes, Edge::exact(&before), Edge::exact(&after));
+    Ok(())
 }
 
 fn io_error(path: &str, error: &std::io::Error) -> ToolError {
@@ -1007,7 +1049,7 @@ impl Tool for FsRead {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args)
+        run(context.sandbox, args, &context.limits.secrets())
     }
 }
 
@@ -1043,7 +1085,11 @@ mod tests {
         let mut args = args.as_object().unwrap().clone();
         let path = format!("{}/{}", f.root.display(), args["path"].as_str().unwrap());
         args.insert("path".into(), Value::String(path));
-        run(&f.sandbox, &crate::tools::parse_args("fs.read", &args)?)
+        run(
+            &f.sandbox,
+            &crate::tools::parse_args("fs.read", &args)?,
+            &Secrets::default(),
+        )
     }
 
     fn body(f: &Fixture, args: Value) -> String {
@@ -1251,6 +1297,7 @@ mod tests {
                 Encoding::Utf8,
                 "f",
                 false,
+                &Secrets::default(),
             )
             .unwrap();
             let (part, expected) = select_text(text, Selection::Whole).unwrap();
@@ -1262,6 +1309,7 @@ mod tests {
             Encoding::Utf8,
             "f",
             false,
+            &Secrets::default(),
         )
         .unwrap_err();
         assert_eq!(error.code, ErrorCode::BinaryContent);
@@ -1280,6 +1328,7 @@ mod tests {
             "x",
             "",
         ];
+        let none = Secrets::default();
         for text in texts {
             let chars = text.chars().count() as u64;
             let lines = text.lines().count() as u64 + 1;
@@ -1290,10 +1339,22 @@ mod tests {
                     text.len() as u64
                 };
                 for selection in selections(units, lines) {
-                    let whole =
-                        select_whole(text.as_bytes().to_vec(), selection, encoding, "f", false);
-                    let kept =
-                        select_whole(text.as_bytes().to_vec(), selection, encoding, "f", true);
+                    let whole = select_whole(
+                        text.as_bytes().to_vec(),
+                        selection,
+                        encoding,
+                        "f",
+                        false,
+                        &none,
+                    );
+                    let kept = select_whole(
+                        text.as_bytes().to_vec(),
+                        selection,
+                        encoding,
+                        "f",
+                        true,
+                        &none,
+                    );
                     if let (Ok((content, span, none)), Ok((same, same_span, bytes))) =
                         (&whole, &kept)
                     {
@@ -1445,6 +1506,7 @@ mod tests {
                 &f.sandbox,
                 &crate::tools::parse_args("fs.read", &args).unwrap(),
                 &tiny(4),
+                &Secrets::default(),
             )
             .unwrap()
         };
@@ -1504,7 +1566,8 @@ mod tests {
         assert_eq!(
             run(
                 &f.sandbox,
-                &crate::tools::parse_args("fs.read", &args).unwrap()
+                &crate::tools::parse_args("fs.read", &args).unwrap(),
+                &Secrets::default()
             )
             .unwrap_err()
             .code,
@@ -1512,5 +1575,64 @@ mod tests {
         );
         let missing = read(&f, json!({"path": "missing.txt"})).unwrap_err();
         assert_eq!(missing.code, ErrorCode::NotFound);
+    }
+
+    /// The attack of issue 22: a key in a file read as base64 or hex, or in two ranges split
+    /// anywhere, or through head, tail and lines. Every window masks what it shows of the key,
+    /// so the windows pieced together give the masked file, never the key.
+    #[test]
+    fn no_window_in_any_encoding_shows_a_secret_or_a_piece_of_one() {
+        let key = "sk-live-0123456789abcdef";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let text = format!("line one\nkey = {key}\nlast {key}");
+        let masked = text.replace(key, &"*".repeat(key.len()));
+        let f = fixture(&[("a.txt", text.as_bytes())]);
+        let len = text.len();
+        let decode = |encoding: &str, body: &str| -> String {
+            let bytes = match encoding {
+                "base64" => base64::engine::general_purpose::STANDARD
+                    .decode(body)
+                    .unwrap(),
+                "hex" => hex::decode(body).unwrap(),
+                _ => body.as_bytes().to_vec(),
+            };
+            String::from_utf8(bytes).unwrap()
+        };
+        for plan in [PLAN, tiny(3)] {
+            let read = |args: Value| -> String {
+                let mut args = args.as_object().unwrap().clone();
+                args.insert("path".into(), json!(format!("{}/a.txt", f.root.display())));
+                let encoding = args["encoding"].as_str().unwrap().to_owned();
+                let output = run_with(
+                    &f.sandbox,
+                    &crate::tools::parse_args("fs.read", &args).unwrap(),
+                    &plan,
+                    &secrets,
+                )
+                .unwrap();
+                decode(&encoding, output.body.as_deref().unwrap())
+            };
+            for encoding in ["utf-8", "base64", "hex"] {
+                let whole = read(json!({"encoding": encoding}));
+                assert_eq!(whole, masked, "{encoding}");
+                for split in 0..=len {
+                    let first = read(json!({"encoding": encoding, "range": format!("0-{split}")}));
+                    let second = read(json!({"encoding": encoding, "range": format!("{split}-")}));
+                    assert_eq!(
+                        format!("{first}{second}"),
+                        masked,
+                        "{encoding} split {split}"
+                    );
+                    let head = read(json!({"encoding": encoding, "head": split}));
+                    assert_eq!(head, masked[..split], "{encoding} head {split}");
+                    let tail = read(json!({"encoding": encoding, "tail": split}));
+                    assert_eq!(tail, masked[len - split..], "{encoding} tail {split}");
+                }
+                for (line, expected) in masked.split_inclusive('\n').enumerate() {
+                    let got = read(json!({"encoding": encoding, "line": line + 1}));
+                    assert_eq!(got, expected, "{encoding} line {}", line + 1);
+                }
+            }
+        }
     }
 }

@@ -52,6 +52,7 @@ pub fn run(
         limits.output_cap,
         args.max_bytes_per_file,
         cancel,
+        &limits.secrets(),
     )?;
     let output = output_of(&report);
     if report.all_failed() {

@@ -76,6 +76,7 @@ use ignore::overrides::{Override, OverrideBuilder};
 use thiserror::Error;
 
 use crate::protocol::ErrorCode;
+use crate::sandbox::mask::{MaskingReader, Secrets};
 use order::{Collector, Gate};
 use walk::{Target, Walk};
 
@@ -126,6 +127,9 @@ pub struct SearchRequest {
     pub limit: usize,
     /// Set (by Ctrl-C) to stop the search at once: it ends with [`SearchError::Cancelled`].
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Masked in every file before it is searched (PROTOCOL.md §9 (Secrets and masking)): a line shows a
+    /// secret's bytes as `*`, and a query cannot find (and so cannot confirm) any part of one.
+    pub secrets: Secrets,
 }
 
 impl SearchRequest {
@@ -144,6 +148,7 @@ impl SearchRequest {
             context_lines: 0,
             limit: 100,
             cancel: None,
+            secrets: Secrets::default(),
         }
     }
 }
@@ -555,7 +560,7 @@ fn search_file(
         cap,
         binary: false,
     };
-    let reader = StoppableReader { file, gate };
+    let reader = MaskingReader::new(StoppableReader { file, gate }, &request.secrets);
     match searcher.search_reader(matcher, reader, &mut sink) {
         Ok(()) if sink.binary => Outcome::Binary,
         Ok(()) => Outcome::Hits {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::protocol::ErrorCode;
 use crate::sandbox::{RootedPath, Sandbox, sha256_hex};
 use crate::tools::ToolError;
+use crate::tools::secrets::{Edge, Secrets};
 
 use super::plan::{EntryError, MAX_FILES, Planned};
 
@@ -108,6 +109,7 @@ pub fn read_planned(
     cap: usize,
     max_per_file: Option<u64>,
     cancel: Option<&AtomicBool>,
+    secrets: &Secrets,
 ) -> Result<Report, ToolError> {
     let mut report = Report::default();
     let mut files_part = String::new();
@@ -172,8 +174,13 @@ pub fn read_planned(
             continue;
         }
         let limit = per_file.min(room);
-        match read_text(file, size, limit) {
-            Ok(Text { text, size, whole }) => {
+        match read_text(file, size, limit, secrets) {
+            Ok(Text {
+                text,
+                size,
+                whole,
+                sha256,
+            }) => {
                 let cut = match (whole, limit == per_file) {
                     (true, _) => None,
                     (false, true) => Some(Cut::PerFile),
@@ -186,7 +193,7 @@ pub fn read_planned(
                     lines: count_lines(&text),
                     shown_bytes: text.len() as u64,
                     cut,
-                    sha256: whole.then(|| sha256_hex(text.as_bytes())),
+                    sha256,
                 };
                 write_section(&mut files_part, &shown, &text, per_file);
                 report.files.push(shown);
@@ -240,10 +247,14 @@ fn open(sandbox: &Sandbox, path: &str, rooted: &RootedPath) -> Result<(File, u64
 
 /// Text read from a file: at most `limit` bytes of it.
 struct Text {
+    /// What is shown, its secrets masked.
     text: String,
     /// The file's size (what was read, when it was read whole).
     size: u64,
     whole: bool,
+    /// The hash of the file as it is (not as masked), when it was read whole: the stale-read
+    /// guard compares it with the file's.
+    sha256: Option<String>,
 }
 
 enum Unreadable {
@@ -254,20 +265,22 @@ enum Unreadable {
     Io(std::io::Error),
 }
 
-/// Reads at most `limit` bytes (one more to learn whether there is more), as UTF-8; a character
-/// cut at the limit is left out.
-fn read_text(file: File, size: u64, limit: u64) -> Result<Text, Unreadable> {
-    let capacity = usize::try_from(size.min(limit).saturating_add(1)).unwrap_or(0);
+/// Reads at most `limit` bytes (and a margin more, to learn whether there is more and to mask a
+/// secret the limit cuts), as UTF-8; a character cut at the limit is left out. Secrets are
+/// masked in what is shown, with the bytes after it in view (PROTOCOL.md §9 (Secrets and masking)).
+fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Text, Unreadable> {
+    let beyond = (secrets.margin() as u64).max(1);
+    let capacity = usize::try_from(size.min(limit.saturating_add(beyond))).unwrap_or(0);
     let mut bytes = Vec::with_capacity(capacity);
-    file.take(limit.saturating_add(1))
+    file.take(limit.saturating_add(beyond))
         .read_to_end(&mut bytes)
         .map_err(Unreadable::Io)?;
     let whole = bytes.len() as u64 <= limit;
-    if !whole {
-        bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    }
+    let mut shown_len = bytes
+        .len()
+        .min(usize::try_from(limit).unwrap_or(usize::MAX));
     // `contains` on bytes is a memchr; the position is looked for only when there is one.
-    if bytes.contains(&0) {
+    if bytes[..shown_len].contains(&0) {
         let offset = bytes.iter().position(|b| *b == 0).unwrap_or(0);
         return Err(Unreadable::Binary { offset });
     }
@@ -276,24 +289,27 @@ fn read_text(file: File, size: u64, limit: u64) -> Result<Text, Unreadable> {
     } else {
         size.max(limit + 1)
     };
-    let text = match String::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(error) => {
-            let utf8 = error.utf8_error();
-            // Only a character cut in two at the limit may be left out; anything else is binary.
-            if whole || utf8.error_len().is_some() {
-                return Err(Unreadable::Binary {
-                    offset: utf8.valid_up_to(),
-                });
-            }
-            let mut bytes = error.into_bytes();
-            bytes.truncate(utf8.valid_up_to());
-            String::from_utf8(bytes).map_err(|e| Unreadable::Binary {
-                offset: e.utf8_error().valid_up_to(),
-            })?
+    if let Err(utf8) = std::str::from_utf8(&bytes[..shown_len]) {
+        // Only a character cut in two at the limit may be left out; anything else is binary.
+        if whole || utf8.error_len().is_some() {
+            return Err(Unreadable::Binary {
+                offset: utf8.valid_up_to(),
+            });
         }
-    };
-    Ok(Text { text, size, whole })
+        shown_len = utf8.valid_up_to();
+    }
+    let sha256 = whole.then(|| sha256_hex(&bytes));
+    let mut shown = bytes[..shown_len].to_vec();
+    secrets.mask_window(&mut shown, Edge::none(), Edge::exact(&bytes[shown_len..]));
+    // Masking replaces whole characters: still UTF-8.
+    let text = String::from_utf8(shown)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Ok(Text {
+        text,
+        size,
+        whole,
+        sha256,
+    })
 }
 
 /// Lines as a reader counts them: a final line without a newline counts too.
@@ -422,6 +438,33 @@ fn list_within(title: &str, lines: &[String], room: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whatever the limit cuts, the part of a key before the cut is masked, and the hash is the
+    /// file's own.
+    #[test]
+    #[allow(clippy::disallowed_methods)] // the fixture is made directly, outside the sandbox
+    fn a_cut_anywhere_masks_the_part_of_a_secret_it_shows() {
+        let key = "sk-live-0123456789abcdef";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let content = format!("key={key}\n");
+        let masked = content.replace(key, &"*".repeat(key.len()));
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("k.txt");
+        std::fs::write(&path, &content).unwrap();
+        for limit in 0..=content.len() as u64 + 1 {
+            let file = File::open(&path).unwrap();
+            let Ok(text) = read_text(file, content.len() as u64, limit, &secrets) else {
+                panic!("limit {limit}");
+            };
+            let shown = usize::try_from(limit).unwrap().min(content.len());
+            assert_eq!(text.text, masked[..shown], "limit {limit}");
+            assert_eq!(
+                text.sha256,
+                text.whole.then(|| sha256_hex(content.as_bytes())),
+                "limit {limit}"
+            );
+        }
+    }
 
     #[test]
     fn sizes_read_as_seed_001_writes_them() {

@@ -734,3 +734,48 @@ fn a_cancelled_search_ends_as_cancelled_and_an_uncancelled_one_does_not() {
     assert!(matches!(error, SearchError::Cancelled), "{error}");
     assert_eq!(error.code(), ErrorCode::Cancelled);
 }
+
+/// Lines show a secret as `*`, context lines too, and no query finds any part of one: the
+/// search runs over the masked file, so a match cannot confirm a guessed prefix.
+#[test]
+fn a_secret_is_masked_in_every_line_shown_and_cannot_be_found() {
+    let key = "sk-live-0123456789abcdef";
+    let secrets = crate::sandbox::mask::Secrets::from_values([key.to_owned()]);
+    let filler = "x".repeat(100_000);
+    let dir = tree(&[(
+        "a.txt",
+        &format!("before\nOPENAI_API_KEY={key}\nafter\n{filler}{key}\n"),
+    )]);
+    let request = SearchRequest {
+        context_lines: 1,
+        secrets: secrets.clone(),
+        ..SearchRequest::new(dir.path(), "OPENAI_API_KEY")
+    };
+    let out = search(&request).unwrap();
+    let shown = out.render();
+    assert!(!shown.contains("sk-live"), "{shown}");
+    assert!(
+        shown.contains(&format!("OPENAI_API_KEY={}", "*".repeat(key.len()))),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("-before") && shown.contains("-after"),
+        "{shown}"
+    );
+    for guess in ["sk-live-0", "0123456789", "live-01234567"] {
+        let request = SearchRequest {
+            secrets: secrets.clone(),
+            ..SearchRequest::new(dir.path(), guess)
+        };
+        assert!(search(&request).unwrap().lines.is_empty(), "{guess}");
+    }
+    // A line longer than the reader's chunk, the key at its end: masked too.
+    let request = SearchRequest {
+        regex: true,
+        secrets,
+        ..SearchRequest::new(dir.path(), "^x+")
+    };
+    let out = search(&request).unwrap();
+    assert_eq!(out.lines.len(), 1);
+    assert!(!out.render().contains("sk-live"));
+}

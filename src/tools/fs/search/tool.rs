@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 use super::{Query, SearchError, SearchRequest, Start, parse_rfc3339_bound};
 use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, RootedPath, Sandbox};
+use crate::tools::secrets::Secrets;
 use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, field, plural, shorten_path};
-use crate::tools::{ToolError, ToolOutput};
+use crate::tools::{Limits, ToolError, ToolOutput};
 
 /// The arguments of `fs.search`.
 #[derive(Debug, Deserialize)]
@@ -32,16 +33,18 @@ pub struct SearchArgs {
     context_lines: usize,
 }
 
-/// Runs `fs.search`.
+/// Runs `fs.search`, masking the secrets of the default limits.
 pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-    search_in(sandbox, args, None)
+    search_in(sandbox, args, None, Limits::default().secrets())
 }
 
-/// Runs `fs.search`, stopping at once when `cancel` is set (Ctrl-C in `flycode run`).
+/// Runs `fs.search`, stopping at once when `cancel` is set (Ctrl-C in `flycode run`), with
+/// `secrets` masked in every file searched.
 pub fn search_in(
     sandbox: &Sandbox,
     args: &SearchArgs,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    secrets: Secrets,
 ) -> Result<ToolOutput, ToolError> {
     let path = sandbox.resolve(&args.path, LastComponent::Follow)?;
     if !path.exists {
@@ -68,6 +71,7 @@ pub fn search_in(
     request.context_lines = args.context_lines.min(20);
     request.limit = args.limit.unwrap_or(100).max(1);
     request.cancel = cancel;
+    request.secrets = secrets;
     let engine_error = |error: SearchError| ToolError::new(error.code(), error.to_string(), None);
     let query = Query::new(&request).map_err(engine_error)?;
     let start = open_start(sandbox, &args.path, &path)?;
@@ -172,6 +176,11 @@ impl Tool for FsSearch {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-        search_in(context.sandbox, args, context.limits.cancel.clone())
+        search_in(
+            context.sandbox,
+            args,
+            context.limits.cancel.clone(),
+            context.limits.secrets(),
+        )
     }
 }
