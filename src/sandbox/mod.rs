@@ -17,6 +17,8 @@ pub mod handles;
 pub mod host;
 pub mod journal;
 pub mod ops;
+#[cfg(target_os = "linux")]
+mod privileges;
 pub mod process;
 pub mod protect;
 pub mod resolve;
