@@ -25,8 +25,8 @@ use std::io;
 
 use rustix::thread::{
     CapabilitiesSecureBits, CapabilitySet, CapabilitySets, capabilities,
-    clear_ambient_capability_set, remove_capability_from_bounding_set,
-    set_capabilities, set_capabilities_secure_bits,
+    clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+    set_capabilities_secure_bits,
 };
 
 /// The highest capability number any kernel may know (the sets are 64 bits wide); a number
@@ -99,6 +99,10 @@ mod tests {
         } else {
             eprintln!("note: not root with capabilities, the bounding set is not checked");
         }
-        assert_eq!(status_mask("CapEff:"), before, "another thread lost its own");
+        assert_eq!(
+            status_mask("CapEff:"),
+            before,
+            "another thread lost its own"
+        );
     }
 }

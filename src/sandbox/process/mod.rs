@@ -46,10 +46,14 @@
 
 mod capture;
 #[cfg(unix)]
+mod cgroup;
+#[cfg(unix)]
 mod run;
 #[cfg(unix)]
 mod tree;
 
+#[cfg(test)]
+mod survivor_tests;
 #[cfg(test)]
 mod tests;
 

@@ -14,6 +14,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
+use super::cgroup::CallGroup;
+
 /// The environment variable whose value tags every process of one run.
 pub(super) const RUN_TAG_VAR: &str = "FLYCODE_RUN";
 
@@ -90,9 +92,13 @@ pub(super) fn become_subreaper() {
 }
 
 /// Kills every process of the run whose main child is `pid` (process group `pid`) and reaps the
-/// orphans among them. `main_alive`: the main child has not been reaped yet, so its pid still
-/// names it and the walk may start there.
-pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId) {
+/// orphans among them: the run's cgroup at once where it has one, then the walk (the only
+/// mechanism without a cgroup, a second pass with one). `main_alive`: the main child has not
+/// been reaped yet, so its pid still names it and the walk may start there.
+pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId, group: Option<&CallGroup>) {
+    if let Some(group) = group {
+        group.kill();
+    }
     // Everything still in the group, at once; the only mechanism outside Linux.
     if let Some(group) = Pid::from_raw(pid) {
         let _ = kill_process_group(group, Signal::KILL);
@@ -105,33 +111,37 @@ pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId) {
 
 /// Clean-up after a main child that exited with its pipes closed: kills whatever it left behind.
 /// Cheap when it left nothing, which is the common case.
-pub(super) fn sweep_after_exit(pid: i32, run: &RunId) {
+pub(super) fn sweep_after_exit(pid: i32, run: &RunId, group: Option<&CallGroup>) {
+    if let Some(group) = group {
+        group.kill();
+    }
     // On Linux anything of the run that outlived the main child was reparented to us (the
     // subreaper), so no child of ours but the live main children means nothing is left.
     #[cfg(target_os = "linux")]
     if !linux::has_stray_children() {
         return;
     }
-    kill_run(pid, false, run);
+    kill_run(pid, false, run, None);
 }
 
 #[cfg(target_os = "linux")]
 mod linux {
     //! The `/proc` walk behind [`super::kill_run`].
 
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::fs;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
 
     use super::{RUN_TAG_VAR, live_children, live_runs};
 
-    /// Kill rounds before giving up on a tree that keeps changing (a fork bomb, or a process
-    /// stuck in uninterruptible sleep that never turns into a zombie).
-    const MAX_ROUNDS: usize = 200;
+    /// How long the sweeps may chase a tree that keeps changing (a fork bomb, or a process stuck
+    /// in uninterruptible sleep that never turns into a zombie) before giving up.
+    const CHASE_LIMIT: Duration = Duration::from_secs(5);
 
-    /// The pause between rounds, while killed processes finish dying.
+    /// The pause before a sweep when every process seen is already dying, or to confirm that
+    /// nothing is left.
     const ROUND_PAUSE: Duration = Duration::from_millis(2);
 
     /// One line of the process table.
@@ -144,45 +154,86 @@ mod linux {
 
     /// Kills the tree under `root` (when given) and under this run's orphans, then reaps.
     ///
-    /// Each round reads the process table, selects the run's processes and sends `SIGKILL` to
-    /// every one still alive. A process may fork between the read and the kill, so rounds repeat
-    /// until every selected process is a zombie or gone: a zombie's children have already been
-    /// reparented (to us, the subreaper), so nothing of the run can be left alive by then.
+    /// Sweeps repeat until two in a row find nothing of the run alive. Each sweep first kills
+    /// the run's orphans listed as this process's children (a few reads, so a process that keeps
+    /// forking and leaving its child behind, a pid-hopper, is caught between two hops), then
+    /// reads the whole process table, selects the run's processes and sends `SIGKILL` to every
+    /// one still alive. `SIGKILL` freezes as it kills: a process with it pending cannot finish a
+    /// fork (the kernel aborts it), so whatever a killed process started exists already and is
+    /// found by a later sweep, below a zombie or reparented to us (the subreaper). A sweep that
+    /// found only processes already killed (still dying) pauses before the next; one that found
+    /// a new process does not.
     pub(super) fn kill_tree(root: Option<i32>, tag: &str) {
         let me = i32::try_from(std::process::id()).unwrap_or(0);
-        for round in 0..MAX_ROUNDS {
-            let table = read_process_table();
+        let give_up = Instant::now() + CHASE_LIMIT;
+        let mut killed = HashSet::new();
+        let mut quiet = 0;
+        while quiet < 2 && Instant::now() < give_up {
             let others: Vec<String> = live_runs()
                 .iter()
                 .filter(|other| other.as_str() != tag)
                 .cloned()
                 .collect();
+            let is_ours = |pid| run_tag(pid).is_none_or(|found| !others.contains(&found));
+            let mut alive = kill_own_orphans(is_ours);
+            let table = read_process_table();
             // Held while choosing, so that a main child being spawned right now (its
             // environment not yet its own) is registered before it could be taken for an orphan.
             let live = live_children();
             let mains: Vec<i32> = live.iter().map(|&(pid, _)| pid).collect();
-            let selected = select_run(&table, root, me, &mains, |pid| {
-                run_tag(pid).is_none_or(|found| !others.contains(&found))
-            });
+            let selected = select_run(&table, root, me, &mains, is_ours);
             drop(live);
-            let alive: Vec<i32> = selected
-                .into_iter()
-                .filter(|proc| !proc.zombie)
-                .map(|proc| proc.pid)
-                .collect();
-            if alive.is_empty() {
-                break;
-            }
-            for pid in alive {
-                if let Some(pid) = Pid::from_raw(pid) {
+            for proc in selected.into_iter().filter(|proc| !proc.zombie) {
+                alive.push(proc.pid);
+                if let Some(pid) = Pid::from_raw(proc.pid) {
                     let _ = kill_process(pid, Signal::KILL);
                 }
             }
-            if round > 0 {
+            let fresh = alive.iter().any(|pid| killed.insert(*pid));
+            quiet = if alive.is_empty() { quiet + 1 } else { 0 };
+            if !fresh {
                 std::thread::sleep(ROUND_PAUSE);
             }
         }
         reap_orphans(me);
+    }
+
+    /// Sends `SIGKILL` to every child of this process that is not a live main child, that
+    /// `is_ours` accepts and that is not dead; returns their pids.
+    fn kill_own_orphans(is_ours: impl Fn(i32) -> bool) -> Vec<i32> {
+        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+            return Vec::new();
+        };
+        // Held throughout, as in the full sweep: a child being spawned is registered first.
+        let live = live_children();
+        let mut found = Vec::new();
+        for task in tasks.flatten() {
+            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for pid in children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+            {
+                let main = live.iter().any(|&(main, _)| main == pid);
+                if main || !is_ours(pid) || is_zombie(pid) {
+                    continue;
+                }
+                if let Some(target) = Pid::from_raw(pid) {
+                    let _ = kill_process(target, Signal::KILL);
+                }
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    /// Whether `pid` is a zombie or gone.
+    fn is_zombie(pid: i32) -> bool {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat(&stat))
+            .is_none_or(|(zombie, _)| zombie)
     }
 
     /// Whether this process has a child that is not a live main child: an orphan reparented to
