@@ -7,7 +7,9 @@
 //! another run's, and everything below them. The tag ([`RUN_TAG_VAR`]) in an orphan's
 //! environment tells two concurrent runs' orphans apart; an orphan without a readable tag
 //! (`env -i`, a setuid program) is nobody else's, so it is killed too. Elsewhere only the process
-//! group is killed.
+//! group is killed. Where the run has a cgroup (`cgroup.rs`) it is killed first, at once; the
+//! walk then finds only the dead to reap (or a process that moved itself out of the cgroup,
+//! which only an uncontained program running as root can).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
