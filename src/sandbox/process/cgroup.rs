@@ -19,7 +19,9 @@
 //! lock every spawn of flycode takes: the program is in the call's cgroup from its first
 //! instruction, and nothing else flycode starts lands there. flycode is never inside when the
 //! cgroup is killed: if stepping back out fails, the cgroup is not killed (its program is swept
-//! instead), and no further cgroups are made.
+//! instead), and no further cgroups are made; before a kill flycode steps into its own cgroup
+//! once more, in case a program that may write under `/sys` (a root of `/`, or the sandbox off)
+//! moved it.
 //!
 //! **Fallback.** Where no cgroup can be made or entered (cgroup v1 only, a read-only cgroup file
 //! system, no write permission or delegation, a kernel before 5.14 without `cgroup.kill`), the
@@ -117,7 +119,7 @@ fn unescape(field: &str) -> String {
 
 /// Kills and removes the call cgroups of flycode processes that no longer run (killed before
 /// they could clean up): what they started does not outlive them for long.
-fn remove_stale(home: &Path) {
+pub(super) fn remove_stale(home: &Path) {
     let Ok(entries) = fs::read_dir(home) else {
         return;
     };
@@ -218,7 +220,13 @@ impl CallGroup {
     /// Kills every process in the cgroup and waits (boundedly) until it is empty; whether it is.
     /// Nothing to do, and `true`, when it is already empty.
     pub(super) fn kill(&self) -> bool {
-        self.holds_program() && empty(&self.dir)
+        self.may_kill() && empty(&self.dir)
+    }
+
+    /// Whether killing the cgroup spares flycode: it holds the program and flycode is (put
+    /// back, if a program that could write there moved it) in its own cgroup.
+    fn may_kill(&self) -> bool {
+        self.holds_program() && (!is_populated(&self.dir) || write_pid(self.home).is_ok())
     }
 }
 
@@ -227,7 +235,7 @@ impl Drop for CallGroup {
         if self.holds_flycode {
             return;
         }
-        if self.holds_program {
+        if self.may_kill() {
             empty(&self.dir);
         }
         if fs::remove_dir(&self.dir).is_err() {

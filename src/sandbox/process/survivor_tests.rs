@@ -145,3 +145,24 @@ fn pid_hoppers_do_not_outlive_the_call_with_sweeps_only() {
     SWEEPS_ONLY.with(|only| only.set(true));
     hop_and_check("sweeps", 12);
 }
+
+#[test]
+fn the_cgroups_of_a_flycode_killed_before_its_clean_up_are_killed_and_removed() {
+    if !cgroups_usable() {
+        return;
+    }
+    let home = super::cgroup::home_dir().unwrap();
+    // A pid above any pid_max: that flycode is gone.
+    let stale = home.join("flycode-4999999-1");
+    fs::create_dir(&stale).unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    fs::write(stale.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    super::cgroup::remove_stale(home);
+    assert!(!stale.exists(), "{} is still there", stale.display());
+    // Killed (by the clean-up, or by a concurrent test's sweep, which takes any stray child).
+    let status = sleeper.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+}

@@ -114,15 +114,17 @@ pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId, group: Option<&C
 /// Clean-up after a main child that exited with its pipes closed: kills whatever it left behind.
 /// Cheap when it left nothing, which is the common case.
 pub(super) fn sweep_after_exit(pid: i32, run: &RunId, group: Option<&CallGroup>) {
-    if let Some(group) = group {
-        group.kill();
-    }
+    // With the program in a cgroup, its kill is exact: the check below only decides whether
+    // there are dead to reap, so the quick list of children will do.
+    let exact = group.is_some_and(|group| group.kill());
     // On Linux anything of the run that outlived the main child was reparented to us (the
     // subreaper), so no child of ours but the live main children means nothing is left.
     #[cfg(target_os = "linux")]
-    if !linux::has_stray_children() {
+    if !linux::has_stray_children(exact) {
         return;
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = exact;
     kill_run(pid, false, run, None);
 }
 
@@ -239,8 +241,19 @@ mod linux {
     }
 
     /// Whether this process has a child that is not a live main child: an orphan reparented to
-    /// us, or (if the kernel does not list children) possibly one.
-    pub(super) fn has_stray_children() -> bool {
+    /// us, or (if the kernel does not list children) possibly one. `quick`: from the threads'
+    /// lists of children, a few reads, which may skip a child while others are being reaped
+    /// (the kernel walks a list that changes under it); otherwise from the whole process table,
+    /// read in pid order, where a process that exists throughout is never skipped.
+    pub(super) fn has_stray_children(quick: bool) -> bool {
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        if !quick {
+            let table = read_process_table();
+            let live = live_children();
+            return table
+                .iter()
+                .any(|proc| proc.ppid == me && !live.iter().any(|&(pid, _)| pid == proc.pid));
+        }
         let Ok(tasks) = fs::read_dir("/proc/self/task") else {
             return true;
         };
