@@ -247,13 +247,17 @@ impl Drop for CallGroup {
     }
 }
 
-/// Tries again to remove call cgroups that were still emptying.
+/// Tries again to remove call cgroups that were still emptying, without waiting: a process
+/// stuck in the kernel must not hold up every later call. The kill is sent again (a process
+/// with it pending dies when it can).
 fn retry_leftovers() {
     LEFTOVERS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .retain(|dir| {
-            empty(dir);
+            if is_populated(dir) {
+                let _ = send_kill(dir);
+            }
             fs::remove_dir(dir).is_err() && dir.exists()
         });
 }
@@ -273,17 +277,22 @@ fn is_populated(dir: &Path) -> bool {
     })
 }
 
+/// Sends `SIGKILL` to every process in the cgroup `dir` and beneath it, forks in flight
+/// included (the kernel's `cgroup.kill`).
+fn send_kill(dir: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))?
+        .write_all(b"1")
+}
+
 /// Kills everything in the cgroup `dir` (if anything is there) and waits until it is empty, for
 /// at most [`EMPTYING_WAIT`]; whether it is.
 fn empty(dir: &Path) -> bool {
     if !is_populated(dir) {
         return true;
     }
-    let killed = OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.kill"))
-        .and_then(|mut kill| kill.write_all(b"1"));
-    if killed.is_err() {
+    if send_kill(dir).is_err() {
         return false;
     }
     let give_up = Instant::now() + EMPTYING_WAIT;

@@ -167,6 +167,13 @@ mod linux {
     /// found by a later sweep, below a zombie or reparented to us (the subreaper). A sweep that
     /// found only processes already killed (still dying) pauses before the next; one that found
     /// a new process does not.
+    ///
+    /// What makes "nothing alive" true rather than a process slipping past: the table alone
+    /// cannot tell (a hopper's pid can keep ahead of the reading, and another run may reap the
+    /// zombies it leaves), so a sweep counts as finding nothing only when, besides the table,
+    /// the lists of this process's children read the same twice with no live orphan of the run
+    /// ([`stable_children`]) and the main child is dead: every living process of the run then
+    /// has a living parent in the run, and the topmost one, reparented to us, would be listed.
     pub(super) fn kill_tree(root: Option<i32>, tag: &str) {
         let me = i32::try_from(std::process::id()).unwrap_or(0);
         let give_up = Instant::now() + CHASE_LIMIT;
@@ -179,7 +186,11 @@ mod linux {
                 .cloned()
                 .collect();
             let is_ours = |pid| run_tag(pid).is_none_or(|found| !others.contains(&found));
-            let mut alive = kill_own_orphans(is_ours);
+            let reading = children_by_thread();
+            let mut alive = reading
+                .as_ref()
+                .map(|reading| kill_own_orphans(reading, is_ours))
+                .unwrap_or_default();
             let table = read_process_table();
             // Held while choosing, so that a main child being spawned right now (its
             // environment not yet its own) is registered before it could be taken for an orphan.
@@ -194,7 +205,18 @@ mod linux {
                 }
             }
             let fresh = alive.iter().any(|pid| killed.insert(*pid));
-            quiet = if alive.is_empty() { quiet + 1 } else { 0 };
+            // Without lists of children (CONFIG_PROC_CHILDREN off) the table is all there is.
+            let exact = match reading {
+                Some(reading) => {
+                    children_by_thread().as_ref() == Some(&reading) && root.is_none_or(is_zombie)
+                }
+                None => true,
+            };
+            quiet = if alive.is_empty() && exact {
+                quiet + 1
+            } else {
+                0
+            };
             if !fresh {
                 std::thread::sleep(ROUND_PAUSE);
             }
@@ -202,32 +224,21 @@ mod linux {
         reap_orphans(me);
     }
 
-    /// Sends `SIGKILL` to every child of this process that is not a live main child, that
-    /// `is_ours` accepts and that is not dead; returns their pids.
-    fn kill_own_orphans(is_ours: impl Fn(i32) -> bool) -> Vec<i32> {
-        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
-            return Vec::new();
-        };
+    /// Sends `SIGKILL` to every child of this process in `reading` that is not a live main
+    /// child, that `is_ours` accepts and that is not dead; returns their pids.
+    fn kill_own_orphans(reading: &Children, is_ours: impl Fn(i32) -> bool) -> Vec<i32> {
         // Held throughout, as in the full sweep: a child being spawned is registered first.
         let live = live_children();
         let mut found = Vec::new();
-        for task in tasks.flatten() {
-            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+        for &pid in reading.iter().flat_map(|(_, children)| children) {
+            let main = live.iter().any(|&(main, _)| main == pid);
+            if main || is_zombie(pid) || !is_ours(pid) {
                 continue;
-            };
-            for pid in children
-                .split_whitespace()
-                .filter_map(|pid| pid.parse().ok())
-            {
-                let main = live.iter().any(|&(main, _)| main == pid);
-                if main || !is_ours(pid) || is_zombie(pid) {
-                    continue;
-                }
-                if let Some(target) = Pid::from_raw(pid) {
-                    let _ = kill_process(target, Signal::KILL);
-                }
-                found.push(pid);
             }
+            if let Some(target) = Pid::from_raw(pid) {
+                let _ = kill_process(target, Signal::KILL);
+            }
+            found.push(pid);
         }
         found
     }
@@ -240,34 +251,70 @@ mod linux {
             .is_none_or(|(zombie, _)| zombie)
     }
 
+    /// How many times [`stable_children`] reads before it gives up.
+    const READINGS: usize = 8;
+
     /// Whether this process has a child that is not a live main child: an orphan reparented to
-    /// us, or (if the kernel does not list children) possibly one. `quick`: from the threads'
-    /// lists of children, a few reads, which may skip a child while others are being reaped
-    /// (the kernel walks a list that changes under it); otherwise from the whole process table,
-    /// read in pid order, where a process that exists throughout is never skipped.
+    /// us, or (when it cannot be told) possibly one. `quick`: one reading of the lists of
+    /// children (enough after a cgroup's kill, when only the dead are left to reap); otherwise
+    /// a stable one ([`stable_children`]).
     pub(super) fn has_stray_children(quick: bool) -> bool {
-        let me = i32::try_from(std::process::id()).unwrap_or(0);
-        if !quick {
-            let table = read_process_table();
-            let live = live_children();
-            return table
-                .iter()
-                .any(|proc| proc.ppid == me && !live.iter().any(|&(pid, _)| pid == proc.pid));
-        }
-        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        let reading = if quick {
+            children_by_thread()
+        } else {
+            stable_children()
+        };
+        let Some(reading) = reading else {
             return true;
         };
         let live = live_children();
-        for task in tasks.flatten() {
-            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
-                return true; // CONFIG_PROC_CHILDREN is off: assume the worst
-            };
-            let mut pids = children.split_whitespace().map(str::parse::<i32>);
-            if pids.any(|pid| pid.map_or(true, |pid| !live.iter().any(|&(p, _)| p == pid))) {
-                return true;
+        reading
+            .iter()
+            .flat_map(|(_, children)| children)
+            .any(|&pid| !live.iter().any(|&(main, _)| main == pid))
+    }
+
+    /// Each thread of this process with the pids of its children, sorted by thread.
+    type Children = Vec<(std::ffi::OsString, Vec<i32>)>;
+
+    /// A reading of the lists of children that can be trusted: two in a row that are the same.
+    /// The kernel walks such a list without holding it, and when the child it printed last is
+    /// reaped (or moved to another thread) before the next is fetched it may skip one; that
+    /// child is then missing from the next reading, so two equal readings mean the first
+    /// skipped nothing. `None` after [`READINGS`] readings without two equal, or without lists.
+    fn stable_children() -> Option<Children> {
+        let mut last = children_by_thread()?;
+        for _ in 1..READINGS {
+            let next = children_by_thread()?;
+            if next == last {
+                return Some(next);
             }
+            last = next;
         }
-        false
+        None
+    }
+
+    /// Each thread of this process with the pids of its children (`None` when a list cannot be
+    /// read: CONFIG_PROC_CHILDREN is off; a pid that does not parse is `0`, which no live main
+    /// child has).
+    fn children_by_thread() -> Option<Children> {
+        let mut threads = Vec::new();
+        for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+                // A thread that just ended has no list; one that never could means no support.
+                if task.path().exists() {
+                    return None;
+                }
+                continue;
+            };
+            let pids = children
+                .split_whitespace()
+                .map(|pid| pid.parse().unwrap_or(0))
+                .collect();
+            threads.push((task.file_name(), pids));
+        }
+        threads.sort();
+        Some(threads)
     }
 
     /// Reaps zombies reparented to us that no waiter owns: the dead of killed runs, and orphans
