@@ -1,4 +1,4 @@
-//! What a program flycode runs may do (CONTRACT §12): on Linux, a Landlock domain that lets it
+//! What a program flycode runs may do (PROTOCOL.md §9 (What programs may do)): on Linux, a Landlock domain that lets it
 //! write only inside the allowed roots, a private temporary directory and the null-like devices,
 //! and read everywhere except flycode's own state and configuration directories. Knows nothing of
 //! tool names; the runner ([`super::process`]) applies what [`prepare`] builds.
@@ -29,15 +29,20 @@
 //!   without network rules refuses to run programs rather than run them with a network.
 //! - **Scopes** (ABI 6, where present): no signals to processes outside the domain and no
 //!   connection to abstract UNIX sockets created outside it.
+//! - **Devices**: no rule grants making character or block devices (`mknod`), not even in
+//!   the writable places; FIFOs and sockets may be made there.
+//! - **Capabilities**: none (bounding, ambient, effective, permitted and inheritable sets
+//!   empty, `SECBIT_NOROOT` locked; see `sandbox/privileges.rs`), so a program run by flycode as root
+//!   is root without root's powers: the kernel's own checks answer for what needs them (`EPERM`,
+//!   `EACCES`). Files owned by other users are then reached only as their mode allows.
 //! - **ptrace and flycode's environment**: Landlock denies a domain's processes ptrace access to
 //!   processes outside it (attaching, `/proc/<pid>/mem`). Some kernels still let them read
-//!   `/proc/<pid>/environ` of a process outside, so the program also loses `CAP_SYS_PTRACE`
-//!   (bounding and inheritable sets, which matters as root), and flycode is non-dumpable
-//!   ([`super::process::protect_own_environment`]). Some kernels still let a program running
-//!   as root read flycode's `/proc/<pid>/environ` (not its memory or descriptors); what keeps
-//!   the API key out of reach is that flycode's environment no longer holds it (the secret
-//!   hand-off). Other processes of the user (the shell that started flycode, with its exported
-//!   API key) are not flycode's to protect.
+//!   `/proc/<pid>/environ` of a process outside; without `CAP_SYS_PTRACE` a program cannot
+//!   override flycode being non-dumpable ([`super::process::protect_own_environment`]), and
+//!   where a kernel lets a program running as root read that file anyway, what keeps the API
+//!   key out of reach is that flycode's environment no longer holds it (the secret hand-off).
+//!   Other processes of the user (the shell that started flycode, with its exported API key) are
+//!   not flycode's to protect.
 //! - The program is started by a short-lived thread that entered the domain first; until that
 //!   thread ends, the program could signal it (it is in the same domain), not any other of
 //!   flycode's threads.
@@ -547,6 +552,9 @@ mod linux {
                 .map(Ok::<_, RulesetError>)
                 .collect::<Vec<_>>()
         };
+        // Everything but making character and block devices: a device node made inside a root
+        // would open the hardware behind it (`mknod kmsg c 1 11`). FIFOs and sockets stay.
+        let write = AccessFs::from_all(FS_ABI) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
         let mut writable = vec![(temp.to_owned(), false)];
         if containment.sandbox == ProgramSandbox::WorkspaceWrite {
             writable.extend(roots.iter().cloned());
@@ -562,7 +570,7 @@ mod linux {
             }))?
             .add_rules(beneath(&roots, AccessFs::from_read(FS_ABI)))?
             .add_rules(path_beneath_rules(DEVICES, device))?
-            .add_rules(beneath(&writable, AccessFs::from_all(FS_ABI)))
+            .add_rules(beneath(&writable, write))
     }
 
     /// Spawns `command` from a thread of its own that first enters the domain of `ruleset`:
@@ -580,7 +588,8 @@ mod linux {
             let spawner = std::thread::Builder::new()
                 .name("flycode-contain".to_owned())
                 .spawn_scoped(scope, move || {
-                    drop_ptrace_capability();
+                    // Fail closed: a thread that may still hold a capability starts nothing.
+                    super::super::privileges::drop_all()?;
                     match ruleset.restrict_self() {
                         Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {
                             command.spawn()
@@ -596,25 +605,6 @@ mod linux {
                 ))
             })
         })
-    }
-
-    /// Keeps `CAP_SYS_PTRACE` from the program, so that even as root it cannot read flycode's
-    /// `/proc/<pid>/environ` (flycode is non-dumpable, and only that capability overrides it;
-    /// Landlock's own ptrace restriction does not cover `environ` on every kernel). Removed from
-    /// the bounding set (root's programs get the bounding set at exec) and from the inheritable
-    /// set. Without `CAP_SETPCAP` (not root) there is nothing to remove and the calls fail
-    /// harmlessly. Like the domain, it is the calling thread's, and the program's from it.
-    fn drop_ptrace_capability() {
-        use rustix::thread::{
-            CapabilitySet, capabilities, remove_capability_from_bounding_set, set_capabilities,
-        };
-        let _ = remove_capability_from_bounding_set(CapabilitySet::SYS_PTRACE);
-        if let Ok(mut sets) = capabilities(None)
-            && sets.inheritable.contains(CapabilitySet::SYS_PTRACE)
-        {
-            sets.inheritable.remove(CapabilitySet::SYS_PTRACE);
-            let _ = set_capabilities(None, sets);
-        }
     }
 
     #[cfg(test)]

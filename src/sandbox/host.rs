@@ -73,5 +73,5 @@ pub fn spawn_detached_self(arg: &str) -> io::Result<Child> {
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
-    command.spawn()
+    super::process::spawn_apart(|| command.spawn())
 }

@@ -20,6 +20,8 @@ pub(crate) mod lock;
 pub mod mask;
 pub mod ops;
 pub(crate) mod place;
+#[cfg(target_os = "linux")]
+mod privileges;
 pub mod process;
 pub mod protect;
 pub mod resolve;

@@ -313,3 +313,150 @@ fn a_program_reading_flycodes_environment_gets_no_key() {
         .collect();
     assert!(left.is_empty(), "hand-off files left: {left:?}");
 }
+
+/// Whether the test (and so the flycode it starts) runs as root.
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The `Name: value` lines of a program's output, by name.
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// The attack of issue 22: as root, a contained program made `/dev/kmsg` in a root and wrote
+/// the kernel log, opened `/dev/loop-control` read-write and added an address to the loopback
+/// interface. Now it holds no capability in any set, cannot make a device node, and each of
+/// those fails with the kernel's own error; a FIFO may still be made.
+#[test]
+fn a_program_holds_no_capability_and_makes_no_device() {
+    let w = workspace("");
+    let report = w.shell(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; \
+         mknod kmsg c 1 11; echo mknod=$?; \
+         (exec 3<>/dev/loop-control); echo loop=$?; \
+         if command -v ip >/dev/null; then ip addr add 10.254.254.254/32 dev lo; echo ip=$?; fi; \
+         mkfifo fifo; echo fifo=$?",
+    );
+    assert!(ok(&report), "{report}");
+    let text = Workspace::text(&report);
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert_eq!(field(&text, set), Some("0000000000000000"), "{set}: {text}");
+    }
+    assert_eq!(field(&text, "NoNewPrivs"), Some("1"), "{text}");
+    if is_root() {
+        assert_eq!(field(&text, "CapBnd"), Some("0000000000000000"), "{text}");
+    } else {
+        eprintln!(
+            "note: not root, the bounding set is not checked (nothing to drop without CAP_SETPCAP)"
+        );
+    }
+    assert!(text.contains("mknod=1"), "{text}");
+    assert!(!w.root.join("kmsg").exists(), "a device node was made");
+    assert!(text.contains("mknod: kmsg: Permission denied"), "{text}");
+    assert!(text.contains("loop=2"), "{text}");
+    assert!(
+        text.contains("/dev/loop-control: Permission denied"),
+        "{text}"
+    );
+    if text.contains("ip=") {
+        assert!(text.contains("ip=2"), "{text}");
+        assert!(text.contains("Operation not permitted"), "{text}");
+    }
+    assert!(text.contains("fifo=0"), "{text}");
+}
+
+/// `process_sandbox = "off"` means the user's rights: flycode changes nothing, capabilities
+/// included (documented in PROTOCOL.md §9 (What programs may do)).
+#[test]
+fn with_the_sandbox_off_a_program_keeps_the_users_capabilities() {
+    if !is_root() {
+        eprintln!("note: not root, skipped (a user has no capabilities to keep)");
+        return;
+    }
+    let w = workspace("process_sandbox = \"off\"\n");
+    let report = w.shell("grep -E '^CapEff:' /proc/self/status");
+    assert!(ok(&report), "{report}");
+    let text = Workspace::text(&report);
+    assert_ne!(field(&text, "CapEff"), Some("0000000000000000"), "{text}");
+}
+
+/// A pid-hopper: each hop records its pid, starts the next (a forked subshell, or one time in
+/// four a fresh `bash` in a new session) and exits, ignoring TERM and HUP. Every hop's command
+/// line carries the script's name.
+const HOPPER: &str = r#"trap '' TERM HUP
+hop() {
+  echo $BASHPID >> pids
+  if (( RANDOM % 4 == 0 )); then
+    setsid bash "$0" < /dev/null > /dev/null 2>&1 &
+  else
+    hop &
+  fi
+  exit 0
+}
+hop
+"#;
+
+/// The live (not zombie) processes whose command line holds `marker`.
+fn alive_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(stat);
+        }
+    }
+    found
+}
+
+/// The attack of issue 22: a pid-hopper outlived `flycode exec` in 1 of 11 runs. Over 50 runs,
+/// left behind by a shell that exits or killed by a timeout, no hop is alive once `flycode exec`
+/// has returned.
+#[test]
+fn a_pid_hopper_never_outlives_the_call() {
+    let w = workspace("");
+    let marker = format!(
+        "hopper-{}.sh",
+        w.root
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    std::fs::write(w.root.join(&marker), HOPPER).unwrap();
+    let pids = w.root.join("pids");
+    for run in 0..50 {
+        let (command, timeout) = if run % 2 == 0 {
+            (
+                format!("bash {marker} > /dev/null 2>&1 & sleep 0.1"),
+                60_000,
+            )
+        } else {
+            (format!("bash {marker} > /dev/null 2>&1 & sleep 60"), 150)
+        };
+        let report = w.call(
+            "shell.exec",
+            json!({"command": command, "timeoutMs": timeout}),
+            &[],
+        );
+        assert_eq!(ok(&report), run % 2 == 0, "run {run}: {report}");
+        let hops = std::fs::read_to_string(&pids).unwrap_or_default();
+        assert!(!hops.is_empty(), "run {run}: the hopper never hopped");
+        let left = alive_with(&marker);
+        assert!(
+            left.is_empty(),
+            "run {run}: hops outlived the call: {left:?}"
+        );
+        std::fs::remove_file(&pids).unwrap();
+    }
+}

@@ -25,17 +25,23 @@
 //!
 //! Platforms:
 //!
-//! - **Linux**: the calling process is a *child subreaper* ([`prepare_to_run_programs`], or the
-//!   first run), so a descendant whose parent dies (including one that called `setsid` to leave
-//!   the process group and session) is reparented to flycode rather than to init. Killing walks
-//!   `/proc/<pid>/stat` parent links from the main child and from the orphans reparented to
-//!   flycode, kills them all, repeats until no new process appears, and reaps the orphans. An
-//!   orphan belongs to this run unless its environment carries another live run's tag: one that
-//!   cleared its environment (`env -i`) or cannot be read is killed by whichever run ends first,
-//!   which is exact when one program runs at a time (as flycode runs them: CONTRACT §11) and
-//!   early, never late, when several do. Making flycode a subreaper lasts for the life of the
-//!   process, and every process flycode starts must go through this module (every child of
-//!   flycode that is not a live main child is taken for a run's orphan).
+//! - **Linux, cgroup**: where flycode can make a cgroup v2 (root, or a delegated sub-tree), each
+//!   run gets one of its own beneath flycode's, the program is born in it (flycode stands in it
+//!   for the instant of the spawn) and at the end one write to `cgroup.kill` kills everything in
+//!   it at once, pid-hoppers and forks in flight included; then it is removed. See `cgroup.rs`.
+//! - **Linux, sweeps** (after the cgroup, and alone where there is none): the calling process is
+//!   a *child subreaper* ([`prepare_to_run_programs`], or the first run), so a descendant whose
+//!   parent dies (including one that called `setsid` to leave the process group and session) is
+//!   reparented to flycode rather than to init. Killing walks `/proc/<pid>/stat` parent links
+//!   from the main child and from the orphans reparented to flycode, kills them all, repeats
+//!   until two sweeps in a row find nothing alive, and reaps the orphans. An orphan belongs to
+//!   this run unless its environment carries another live run's tag: one that cleared its
+//!   environment (`env -i`) or cannot be read is killed by whichever run ends first, which is
+//!   exact when one program runs at a time (as flycode runs them: PROTOCOL.md §10 (Running
+//!   calls)) and early, never late, when several do. Making flycode a subreaper lasts for the
+//!   life of the process, and every process flycode starts must go through this module or
+//!   [`spawn_apart`] (every child of flycode that is not a live main child is taken for a run's
+//!   orphan, and a spawn elsewhere could be born in a run's cgroup).
 //! - **Containment** ([`ProcessSpec::containment`], Linux): the child is started by a thread
 //!   that entered the run's Landlock domain, so it is contained from its first instruction; see
 //!   [`crate::sandbox::contain`].
@@ -46,10 +52,14 @@
 
 mod capture;
 #[cfg(unix)]
+mod cgroup;
+#[cfg(unix)]
 mod run;
 #[cfg(unix)]
 mod tree;
 
+#[cfg(test)]
+mod survivor_tests;
 #[cfg(test)]
 mod tests;
 
@@ -252,6 +262,16 @@ pub fn prepare_to_run_programs() {
     protect_own_environment();
     #[cfg(unix)]
     tree::become_subreaper();
+}
+
+/// Runs `spawn`, which starts a program that is not a tool call's (flycode's own helper), under
+/// the lock every call's spawn holds: a call's program is started while flycode stands in the
+/// call's cgroup for an instant, and nothing else may be born there (it would be killed with
+/// the call).
+pub fn spawn_apart<T>(spawn: impl FnOnce() -> T) -> T {
+    #[cfg(unix)]
+    let _spawns = tree::live_children();
+    spawn()
 }
 
 /// Makes this process non-dumpable (Linux), so the programs it starts, which run as the same

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::super::contain::{self, ContainError, Prepared};
 use super::capture::{self, SharedCapture, Stream};
+use super::cgroup::CallGroup;
 use super::tree::{self, RunId};
 use super::{PIPE_GRACE, ProcessError, ProcessOutcome, ProcessSpec};
 
@@ -78,7 +79,8 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
         None => None,
     };
     let run = RunId::next();
-    let child = spawn(spec, &run, prepared.as_mut())?;
+    // Dropped at the end of the run (also an early one): kills what is left in it, removes it.
+    let (child, group) = spawn(spec, &run, prepared.as_mut())?;
     let pid = child_pid(&child);
 
     let (events, received) = mpsc::channel();
@@ -96,9 +98,9 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     let mut progress = Progress::default();
     let ending = watch(&received, deadline, spec.cancel.as_deref(), &mut progress);
     if ending == Ending::Complete {
-        tree::sweep_after_exit(pid, &run);
+        tree::sweep_after_exit(pid, &run, group.as_ref());
     } else {
-        tree::kill_run(pid, progress.status.is_none(), &run);
+        tree::kill_run(pid, progress.status.is_none(), &run, group.as_ref());
         let give_up = Instant::now() + AFTER_KILL_WAIT;
         while !progress.is_complete() {
             match received.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
@@ -109,7 +111,8 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     }
 
     let outcome = outcome(spec, progress.status, [&stdout, &stderr], ending, started);
-    // Everything of the run is dead: its private temporary directory goes now.
+    // Everything of the run is dead: its cgroup and private temporary directory go now.
+    drop(group);
     drop(prepared);
     outcome
 }
@@ -198,13 +201,13 @@ fn watch(
 
 /// Starts the program in its own process group, stdin closed, pipes for stdout and stderr, the
 /// environment adjusted and tagged, inside its containment if it has one (with `TMPDIR`, `TMP`
-/// and `TEMP` on the private temporary directory, over any the caller set), and registers it as
-/// a live main child.
+/// and `TEMP` on the private temporary directory, over any the caller set), in a cgroup of its
+/// own where one can be made (returned with it), and registers it as a live main child.
 fn spawn(
     spec: &ProcessSpec,
     run: &RunId,
     prepared: Option<&mut Prepared>,
-) -> Result<Child, ProcessError> {
+) -> Result<(Child, Option<CallGroup>), ProcessError> {
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -225,15 +228,21 @@ fn spawn(
     }
 
     // Registered under the same lock as the spawn, so the orphan reaper never sees this child
-    // unregistered.
+    // unregistered. The lock also keeps any other spawn out of the call's cgroup while flycode
+    // stands in it.
     let mut live = tree::live_children();
-    let child = match prepared {
+    let mut group = CallGroup::create(run.id);
+    let start = || match prepared {
         Some(prepared) => prepared.spawn(&mut command),
         None => command.spawn(),
+    };
+    let child = match group.as_mut() {
+        Some(group) => group.spawn_inside(start),
+        None => start(),
     }
     .map_err(|error| spawn_error(spec, error))?;
     live.push((child_pid(&child), run.id));
-    Ok(child)
+    Ok((child, group))
 }
 
 /// Maps a failed spawn to what the model should hear.
@@ -282,7 +291,7 @@ fn start_watchers(
         });
     if let Err(error) = waiter {
         // The `Child` went down with the closure; the process is still ours to kill and reap.
-        tree::kill_run(pid, true, run);
+        tree::kill_run(pid, true, run, None);
         tree::reap_main_child(pid, run);
         return Err(error);
     }
@@ -297,7 +306,7 @@ fn start_watchers(
             capture::drain(pipe, stream, &capture, &events, Event::Closed);
         });
         if let Err(error) = drainer {
-            tree::kill_run(pid, true, run);
+            tree::kill_run(pid, true, run, None);
             return Err(error);
         }
     }

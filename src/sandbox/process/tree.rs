@@ -7,12 +7,16 @@
 //! another run's, and everything below them. The tag ([`RUN_TAG_VAR`]) in an orphan's
 //! environment tells two concurrent runs' orphans apart; an orphan without a readable tag
 //! (`env -i`, a setuid program) is nobody else's, so it is killed too. Elsewhere only the process
-//! group is killed.
+//! group is killed. Where the run has a cgroup (`cgroup.rs`) it is killed first, at once; the
+//! walk then finds only the dead to reap (or a process that moved itself out of the cgroup,
+//! which only an uncontained program running as root can).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rustix::process::{Pid, Signal, kill_process_group};
+
+use super::cgroup::CallGroup;
 
 /// The environment variable whose value tags every process of one run.
 pub(super) const RUN_TAG_VAR: &str = "FLYCODE_RUN";
@@ -90,9 +94,13 @@ pub(super) fn become_subreaper() {
 }
 
 /// Kills every process of the run whose main child is `pid` (process group `pid`) and reaps the
-/// orphans among them. `main_alive`: the main child has not been reaped yet, so its pid still
-/// names it and the walk may start there.
-pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId) {
+/// orphans among them: the run's cgroup at once where it has one, then the walk (the only
+/// mechanism without a cgroup, a second pass with one). `main_alive`: the main child has not
+/// been reaped yet, so its pid still names it and the walk may start there.
+pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId, group: Option<&CallGroup>) {
+    if let Some(group) = group {
+        group.kill();
+    }
     // Everything still in the group, at once; the only mechanism outside Linux.
     if let Some(group) = Pid::from_raw(pid) {
         let _ = kill_process_group(group, Signal::KILL);
@@ -105,33 +113,39 @@ pub(super) fn kill_run(pid: i32, main_alive: bool, run: &RunId) {
 
 /// Clean-up after a main child that exited with its pipes closed: kills whatever it left behind.
 /// Cheap when it left nothing, which is the common case.
-pub(super) fn sweep_after_exit(pid: i32, run: &RunId) {
+pub(super) fn sweep_after_exit(pid: i32, run: &RunId, group: Option<&CallGroup>) {
+    // With the program in a cgroup, its kill is exact: the check below only decides whether
+    // there are dead to reap, so the quick list of children will do.
+    let exact = group.is_some_and(|group| group.kill());
     // On Linux anything of the run that outlived the main child was reparented to us (the
     // subreaper), so no child of ours but the live main children means nothing is left.
     #[cfg(target_os = "linux")]
-    if !linux::has_stray_children() {
+    if !linux::has_stray_children(exact) {
         return;
     }
-    kill_run(pid, false, run);
+    #[cfg(not(target_os = "linux"))]
+    let _ = exact;
+    kill_run(pid, false, run, None);
 }
 
 #[cfg(target_os = "linux")]
 mod linux {
     //! The `/proc` walk behind [`super::kill_run`].
 
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::fs;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
 
     use super::{RUN_TAG_VAR, live_children, live_runs};
 
-    /// Kill rounds before giving up on a tree that keeps changing (a fork bomb, or a process
-    /// stuck in uninterruptible sleep that never turns into a zombie).
-    const MAX_ROUNDS: usize = 200;
+    /// How long the sweeps may chase a tree that keeps changing (a fork bomb, or a process stuck
+    /// in uninterruptible sleep that never turns into a zombie) before giving up.
+    const CHASE_LIMIT: Duration = Duration::from_secs(5);
 
-    /// The pause between rounds, while killed processes finish dying.
+    /// The pause before a sweep when every process seen is already dying, or to confirm that
+    /// nothing is left.
     const ROUND_PAUSE: Duration = Duration::from_millis(2);
 
     /// One line of the process table.
@@ -144,64 +158,163 @@ mod linux {
 
     /// Kills the tree under `root` (when given) and under this run's orphans, then reaps.
     ///
-    /// Each round reads the process table, selects the run's processes and sends `SIGKILL` to
-    /// every one still alive. A process may fork between the read and the kill, so rounds repeat
-    /// until every selected process is a zombie or gone: a zombie's children have already been
-    /// reparented (to us, the subreaper), so nothing of the run can be left alive by then.
+    /// Sweeps repeat until two in a row find nothing of the run alive. Each sweep first kills
+    /// the run's orphans listed as this process's children (a few reads, so a process that keeps
+    /// forking and leaving its child behind, a pid-hopper, is caught between two hops), then
+    /// reads the whole process table, selects the run's processes and sends `SIGKILL` to every
+    /// one still alive. `SIGKILL` freezes as it kills: a process with it pending cannot finish a
+    /// fork (the kernel aborts it), so whatever a killed process started exists already and is
+    /// found by a later sweep, below a zombie or reparented to us (the subreaper). A sweep that
+    /// found only processes already killed (still dying) pauses before the next; one that found
+    /// a new process does not.
+    ///
+    /// What makes "nothing alive" true rather than a process slipping past: the table alone
+    /// cannot tell (a hopper's pid can keep ahead of the reading, and another run may reap the
+    /// zombies it leaves), so a sweep counts as finding nothing only when, besides the table,
+    /// the lists of this process's children read the same twice with no live orphan of the run
+    /// ([`stable_children`]) and the main child is dead: every living process of the run then
+    /// has a living parent in the run, and the topmost one, reparented to us, would be listed.
     pub(super) fn kill_tree(root: Option<i32>, tag: &str) {
         let me = i32::try_from(std::process::id()).unwrap_or(0);
-        for round in 0..MAX_ROUNDS {
-            let table = read_process_table();
+        let give_up = Instant::now() + CHASE_LIMIT;
+        let mut killed = HashSet::new();
+        let mut quiet = 0;
+        while quiet < 2 && Instant::now() < give_up {
             let others: Vec<String> = live_runs()
                 .iter()
                 .filter(|other| other.as_str() != tag)
                 .cloned()
                 .collect();
+            let is_ours = |pid| run_tag(pid).is_none_or(|found| !others.contains(&found));
+            let reading = children_by_thread();
+            let mut alive = reading
+                .as_ref()
+                .map(|reading| kill_own_orphans(reading, is_ours))
+                .unwrap_or_default();
+            let table = read_process_table();
             // Held while choosing, so that a main child being spawned right now (its
             // environment not yet its own) is registered before it could be taken for an orphan.
             let live = live_children();
             let mains: Vec<i32> = live.iter().map(|&(pid, _)| pid).collect();
-            let selected = select_run(&table, root, me, &mains, |pid| {
-                run_tag(pid).is_none_or(|found| !others.contains(&found))
-            });
+            let selected = select_run(&table, root, me, &mains, is_ours);
             drop(live);
-            let alive: Vec<i32> = selected
-                .into_iter()
-                .filter(|proc| !proc.zombie)
-                .map(|proc| proc.pid)
-                .collect();
-            if alive.is_empty() {
-                break;
-            }
-            for pid in alive {
-                if let Some(pid) = Pid::from_raw(pid) {
+            for proc in selected.into_iter().filter(|proc| !proc.zombie) {
+                alive.push(proc.pid);
+                if let Some(pid) = Pid::from_raw(proc.pid) {
                     let _ = kill_process(pid, Signal::KILL);
                 }
             }
-            if round > 0 {
+            let fresh = alive.iter().any(|pid| killed.insert(*pid));
+            // Without lists of children (CONFIG_PROC_CHILDREN off) the table is all there is.
+            let exact = match reading {
+                Some(reading) => {
+                    children_by_thread().as_ref() == Some(&reading) && root.is_none_or(is_zombie)
+                }
+                None => true,
+            };
+            quiet = if alive.is_empty() && exact {
+                quiet + 1
+            } else {
+                0
+            };
+            if !fresh {
                 std::thread::sleep(ROUND_PAUSE);
             }
         }
         reap_orphans(me);
     }
 
+    /// Sends `SIGKILL` to every child of this process in `reading` that is not a live main
+    /// child, that `is_ours` accepts and that is not dead; returns their pids.
+    fn kill_own_orphans(reading: &Children, is_ours: impl Fn(i32) -> bool) -> Vec<i32> {
+        // Held throughout, as in the full sweep: a child being spawned is registered first.
+        let live = live_children();
+        let mut found = Vec::new();
+        for &pid in reading.iter().flat_map(|(_, children)| children) {
+            let main = live.iter().any(|&(main, _)| main == pid);
+            if main || is_zombie(pid) || !is_ours(pid) {
+                continue;
+            }
+            if let Some(target) = Pid::from_raw(pid) {
+                let _ = kill_process(target, Signal::KILL);
+            }
+            found.push(pid);
+        }
+        found
+    }
+
+    /// Whether `pid` is a zombie or gone.
+    fn is_zombie(pid: i32) -> bool {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat(&stat))
+            .is_none_or(|(zombie, _)| zombie)
+    }
+
+    /// How many times [`stable_children`] reads before it gives up.
+    const READINGS: usize = 8;
+
     /// Whether this process has a child that is not a live main child: an orphan reparented to
-    /// us, or (if the kernel does not list children) possibly one.
-    pub(super) fn has_stray_children() -> bool {
-        let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+    /// us, or (when it cannot be told) possibly one. `quick`: one reading of the lists of
+    /// children (enough after a cgroup's kill, when only the dead are left to reap); otherwise
+    /// a stable one ([`stable_children`]).
+    pub(super) fn has_stray_children(quick: bool) -> bool {
+        let reading = if quick {
+            children_by_thread()
+        } else {
+            stable_children()
+        };
+        let Some(reading) = reading else {
             return true;
         };
         let live = live_children();
-        for task in tasks.flatten() {
-            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
-                return true; // CONFIG_PROC_CHILDREN is off: assume the worst
-            };
-            let mut pids = children.split_whitespace().map(str::parse::<i32>);
-            if pids.any(|pid| pid.map_or(true, |pid| !live.iter().any(|&(p, _)| p == pid))) {
-                return true;
+        reading
+            .iter()
+            .flat_map(|(_, children)| children)
+            .any(|&pid| !live.iter().any(|&(main, _)| main == pid))
+    }
+
+    /// Each thread of this process with the pids of its children, sorted by thread.
+    type Children = Vec<(std::ffi::OsString, Vec<i32>)>;
+
+    /// A reading of the lists of children that can be trusted: two in a row that are the same.
+    /// The kernel walks such a list without holding it, and when the child it printed last is
+    /// reaped (or moved to another thread) before the next is fetched it may skip one; that
+    /// child is then missing from the next reading, so two equal readings mean the first
+    /// skipped nothing. `None` after [`READINGS`] readings without two equal, or without lists.
+    fn stable_children() -> Option<Children> {
+        let mut last = children_by_thread()?;
+        for _ in 1..READINGS {
+            let next = children_by_thread()?;
+            if next == last {
+                return Some(next);
             }
+            last = next;
         }
-        false
+        None
+    }
+
+    /// Each thread of this process with the pids of its children (`None` when a list cannot be
+    /// read: CONFIG_PROC_CHILDREN is off; a pid that does not parse is `0`, which no live main
+    /// child has).
+    fn children_by_thread() -> Option<Children> {
+        let mut threads = Vec::new();
+        for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+                // A thread that just ended has no list; one that never could means no support.
+                if task.path().exists() {
+                    return None;
+                }
+                continue;
+            };
+            let pids = children
+                .split_whitespace()
+                .map(|pid| pid.parse().unwrap_or(0))
+                .collect();
+            threads.push((task.file_name(), pids));
+        }
+        threads.sort();
+        Some(threads)
     }
 
     /// Reaps zombies reparented to us that no waiter owns: the dead of killed runs, and orphans
