@@ -25,6 +25,7 @@ pub mod stream;
 pub mod time;
 pub mod tool_name;
 pub mod verdict;
+pub(crate) mod whole_numbers;
 
 pub use call::{Attempt, Call, CallError};
 pub use error_code::{ErrorCode, WarningCode};

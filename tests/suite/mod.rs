@@ -17,6 +17,8 @@ mod edit;
 mod hostile;
 mod large_files;
 mod mcp;
+mod mcp_framing;
+mod one_judgement;
 mod process_output;
 mod prompt_matches_schemas;
 mod properties;
