@@ -80,13 +80,12 @@ fn check_number(
     };
     let what = if number.as_i64().is_some() {
         "it is negative"
-    } else if number
-        .as_f64()
-        .is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e19)
-    {
+    } else if number.as_f64().is_some_and(|f| f.fract() != 0.0) {
+        "it is not a whole number"
+    } else if number.as_f64().is_some_and(|f| f.abs() < TWO_TO_64) {
         "it is written with a decimal point or an exponent"
     } else {
-        "it is not a whole number that fits in 64 bits"
+        "it is larger than 2^64 - 1"
     };
     Err(CallError::InvalidBounds {
         tool: schema.tool,
