@@ -13,7 +13,7 @@
 //! examples of pulldown-cmark's own test suite (`fixtures/commonmark/`), and the fuzz target
 //! `blocks` on any text; pulldown-cmark itself still unescapes an info string with `\` or `&`.
 //!
-//! Link reference definitions are read for how many lines they take ([`refdef`]): a paragraph of
+//! Link reference definitions are read for how many lines they take (`refdef.rs`): a paragraph of
 //! them alone is not underlined into a setext heading, which changes what the next line may be.
 
 mod line;
