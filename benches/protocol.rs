@@ -1,4 +1,5 @@
-//! Protocol hot paths: judging a reply (parse + validate) and rendering a result block.
+//! Protocol hot paths: judging a reply (parse + validate) and rendering a result block, and
+//! judging the pathological 15 MB replies that once cost a CommonMark parser ~50x their size.
 //!
 //! Targets (PRODUCT.md): a typical 4 KB reply classified and validated in under 20 µs.
 
@@ -36,6 +37,35 @@ fn classify(c: &mut Criterion) {
     group.finish();
 }
 
+/// A call block after about 15 MB of one pathological shape: a reply just under the default
+/// 16 MiB `max_reply_bytes`, built to make a CommonMark parser allocate per byte (inline
+/// brackets, emphasis, links) or per container (block quotes). Peak memory: bench/parse-memory.sh.
+fn pathological(shape: &str) -> String {
+    let size = 15_000_000;
+    let unit = match shape {
+        "brackets" => "[",
+        "emphasis" => "*a",
+        "links" => "[a](",
+        _ => "> ",
+    };
+    let mut reply = unit.repeat(size / unit.len());
+    reply.push_str("\n\n```flycode-call\n{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{\"path\":\"/tmp/a\"}}\n```\n");
+    reply
+}
+
+fn classify_pathological(c: &mut Criterion) {
+    let mut group = c.benchmark_group("classify_pathological_15MB");
+    group.sample_size(10);
+    for shape in ["brackets", "emphasis", "links", "quotes"] {
+        let reply = pathological(shape);
+        group.throughput(Throughput::Bytes(reply.len() as u64));
+        group.bench_function(shape, |b| {
+            b.iter(|| classify_reply(black_box(&reply), ClassifyOptions::default()))
+        });
+    }
+    group.finish();
+}
+
 fn render(c: &mut Criterion) {
     let body = "fn main() { println!(\"hello ``` world\"); }\n".repeat(2000);
     let block = ResultBlock::success(
@@ -61,5 +91,5 @@ fn render(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, classify, render);
+criterion_group!(benches, classify, classify_pathological, render);
 criterion_main!(benches);

@@ -1,9 +1,11 @@
-//! `flycode log`: the most recent audit-log entries.
+//! `flycode log`: the most recent audit-log entries. A damaged line of the log is skipped and
+//! named on standard error; the good entries are still shown and the exit status stays 0
+//! (PROTOCOL.md §10, Audit log).
 
 use std::io::Write;
 
 use super::{LogArgs, Outcome};
-use crate::sandbox::AuditLog;
+use crate::sandbox::{AuditLog, RecentEntries};
 
 /// Runs `flycode log`.
 pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
@@ -13,7 +15,11 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
         // Asked for no entries: nothing at all, not even "no calls logged yet".
         return Ok(Outcome::Success);
     }
-    let entries = log.recent(args.count)?;
+    let recent = log.recent(args.count)?;
+    if recent.damaged_count > 0 {
+        eprintln!("{}", damaged_note(&recent, &log));
+    }
+    let entries = recent.entries;
     let mut stdout = std::io::stdout().lock();
     if entries.is_empty() && !args.json {
         writeln!(stdout, "no calls logged yet in {}", log.path().display())?;
@@ -44,4 +50,28 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
         )?;
     }
     Ok(Outcome::Success)
+}
+
+/// `flycode log: skipped 2 damaged lines of /s/audit.jsonl (not a JSON object each): 4, 9`.
+fn damaged_note(recent: &RecentEntries, log: &AuditLog) -> String {
+    let mut numbers: Vec<String> = recent
+        .damaged_lines
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let unlisted = recent.damaged_count - recent.damaged_lines.len();
+    if unlisted > 0 {
+        numbers.push(format!("and {unlisted} more"));
+    }
+    let lines = if recent.damaged_count == 1 {
+        "line"
+    } else {
+        "lines"
+    };
+    format!(
+        "flycode log: skipped {} damaged {lines} of {} (not a JSON object each): {}; the other entries are shown",
+        recent.damaged_count,
+        crate::protocol::display::escape_for_display(&log.path().display().to_string()),
+        numbers.join(", ")
+    )
 }

@@ -57,7 +57,8 @@ pub enum Command {
     /// Judge one reply (or a slash command), run its call under the policy, print the
     /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call.
     Exec(ExecArgs),
-    /// Print the most recent entries of the audit log.
+    /// Print the most recent entries of the audit log (damaged lines are skipped and named on
+    /// standard error).
     Log(LogArgs),
     /// Serve the tools to an MCP client (Claude Desktop, Cursor, Codex...) over standard input
     /// and output, under the same roots, policy and audit log.

@@ -1,7 +1,8 @@
 //! The reply size limit (CONTRACT §9, `max_reply_bytes`): a reply larger than it is refused as
 //! `too_large` before it is parsed. Readers stop one byte past the limit, so the memory a reply
-//! can take is bounded by the setting whatever the size of the input; parsing an accepted reply
-//! takes a small multiple of its size, which is why the limit exists.
+//! can take is bounded by the setting whatever the size of the input; judging an accepted reply
+//! takes time linear in its size and memory within 8 times it, pathological Markdown included
+//! (PROTOCOL.md §1, Reading a reply), which is why the limit bounds the memory of a reply.
 //!
 //! Owns the check, the bounded read and what a refusal says (to the model in the result block, to
 //! the person on the terminal); it does not print or decide exit codes.

@@ -12,7 +12,11 @@
 //! What the transport does with lines that are not messages follows rmcp's stdio transport: an
 //! empty line is skipped, a leading byte-order mark and a trailing carriage return are ignored, a
 //! line that is not JSON is ignored (answering it could start an error storm), and a line longer
-//! than [`MAX_LINE`] is dropped. Unlike rmcp, well-formed JSON that is not a valid request is
+//! than [`MAX_LINE`] is dropped without being kept. Unlike rmcp, a dropped line that is a request
+//! is answered (PROTOCOL.md §14, Framing): its first [`HEAD_SCAN`] bytes are kept and scanned for
+//! a top-level `id` ([`over_long_request_id`]), and an `id` found there gets a `-32600` error
+//! saying how large the line was and what to send instead, so the client's call fails rather than
+//! waits forever; the next line is read as usual. Also unlike rmcp, well-formed JSON that is not a valid request is
 //! answered with `Invalid Request` under the request's own `id` (so the client's call fails
 //! rather than waits); an invalid notification is not answered (JSON-RPC forbids replying to a
 //! notification), nor is an invalid answer (its `id` is one of the server's own requests). At
@@ -35,6 +39,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 /// The longest line read (rmcp's limit too); a longer one is dropped.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// How much of the start of an over-long line is kept to find its `id`: enough for the
+/// `jsonrpc`, `id` and `method` members a client writes before `params`, small enough that a
+/// dropped line costs nothing.
+pub const HEAD_SCAN: usize = 4096;
+
 const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 /// Newline-delimited JSON-RPC over a reader and a writer (standard input and output).
@@ -44,6 +53,10 @@ pub struct LineTransport<R, W> {
     line: Vec<u8>,
     /// Whether the rest of an over-long line is being skipped.
     discarding: bool,
+    /// The first [`HEAD_SCAN`] bytes of the over-long line being skipped.
+    discarded_head: Vec<u8>,
+    /// The length of the over-long line being skipped, so far.
+    discarded_len: u64,
     writer: Arc<tokio::sync::Mutex<W>>,
     /// The answer to an invalid request, waiting for a place among [`ANSWERS_IN_FLIGHT`].
     pending_answer: Option<TxJsonRpcMessage<RoleServer>>,
@@ -71,6 +84,8 @@ where
             reader: BufReader::with_capacity(64 * 1024, reader),
             line: Vec::new(),
             discarding: false,
+            discarded_head: Vec::new(),
+            discarded_len: 0,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             pending_answer: None,
             answers_in_flight: Arc::new(tokio::sync::Semaphore::new(ANSWERS_IN_FLIGHT)),
@@ -92,36 +107,62 @@ where
 
     /// Reads up to the end of the next line into `self.line`. Cancel-safe: bytes are consumed from
     /// the reader only once they are in `self.line` (or skipped), with no await in between.
-    /// `Ok(false)` at the end of the input.
-    async fn read_line(&mut self) -> std::io::Result<bool> {
+    async fn read_line(&mut self) -> std::io::Result<LineEnd> {
         loop {
             let available = self.reader.fill_buf().await?;
             if available.is_empty() {
-                return Ok(false);
+                return Ok(LineEnd::EndOfInput);
             }
             let (take, complete) = match memchr_newline(available) {
                 Some(at) => (at + 1, true),
                 None => (available.len(), false),
             };
-            if !self.discarding {
-                if self.line.len().saturating_add(take) > MAX_LINE {
-                    self.discarding = true;
-                    self.line = Vec::new();
-                } else {
-                    self.line.extend_from_slice(&available[..take]);
-                }
+            if self.discarding {
+                self.discarded_len = self.discarded_len.saturating_add(take as u64);
+            } else if self.line.len().saturating_add(take) > MAX_LINE {
+                self.discarding = true;
+                self.discarded_len = (self.line.len() + take) as u64;
+                self.line
+                    .extend_from_slice(&available[..take.min(HEAD_SCAN)]);
+                self.line.truncate(HEAD_SCAN);
+                self.discarded_head = std::mem::take(&mut self.line);
+            } else {
+                self.line.extend_from_slice(&available[..take]);
             }
             self.reader.consume(take);
             if complete {
                 if std::mem::take(&mut self.discarding) {
-                    eprintln!(
-                        "flycode mcp: dropped a message longer than {} MiB",
-                        MAX_LINE / (1024 * 1024)
-                    );
-                    continue;
+                    // Without its newline.
+                    let size = self.discarded_len.saturating_sub(1);
+                    let head = std::mem::take(&mut self.discarded_head);
+                    return Ok(LineEnd::Dropped { head, size });
                 }
-                return Ok(true);
+                return Ok(LineEnd::Line);
             }
+        }
+    }
+
+    /// Answers a dropped over-long line under its `id` when its start shows one, else notes it.
+    fn answer_dropped(&mut self, head: &[u8], size: u64) {
+        let limit_mib = MAX_LINE / (1024 * 1024);
+        match over_long_request_id(head) {
+            Some(id) => {
+                self.note(format_args!(
+                    "answered a request of {size} bytes, over the {limit_mib} MiB limit"
+                ));
+                let message = format!(
+                    "request too large: {size} bytes, {} bytes over the {limit_mib} MiB limit; it was not read. Send smaller content, e.g. fs_write in parts with mode \"append\"",
+                    size.saturating_sub(MAX_LINE as u64)
+                );
+                let data = serde_json::json!({"size": size, "limit": MAX_LINE});
+                self.pending_answer = Some(JsonRpcMessage::error(
+                    ErrorData::invalid_request(message, Some(data)),
+                    Some(id),
+                ));
+            }
+            None => self.note(format_args!(
+                "dropped a message of {size} bytes, longer than {limit_mib} MiB, with no request id at its start to answer under"
+            )),
         }
     }
 
@@ -183,9 +224,13 @@ where
         loop {
             self.send_pending_answer().await;
             match self.read_line().await {
-                Ok(true) => {}
+                Ok(LineEnd::Line) => {}
+                Ok(LineEnd::Dropped { head, size }) => {
+                    self.answer_dropped(&head, size);
+                    continue;
+                }
                 // The end of the input: a last line without its newline is not a message.
-                Ok(false) => return None,
+                Ok(LineEnd::EndOfInput) => return None,
                 Err(error) => {
                     eprintln!("flycode mcp: cannot read standard input: {error}");
                     return None;
@@ -223,6 +268,115 @@ where
 
 fn memchr_newline(bytes: &[u8]) -> Option<usize> {
     memchr::memchr(b'\n', bytes)
+}
+
+/// How [`LineTransport::read_line`] ended.
+enum LineEnd {
+    /// A whole line is in `line`.
+    Line,
+    /// A line over [`MAX_LINE`] was skipped: its first [`HEAD_SCAN`] bytes and its length.
+    Dropped { head: Vec<u8>, size: u64 },
+    /// The input ended.
+    EndOfInput,
+}
+
+/// The `id` of a request whose line was too long to read, from the line's first bytes: the
+/// top-level members before the scan runs out are read one by one (nested values skipped, never
+/// parsed), and an `id` that is a string or an integer is returned when the line is a request: a
+/// `method` or `params` member was seen, and no `result` or `error` (an answer's `id` is one of
+/// the server's own, never answered).
+pub fn over_long_request_id(head: &[u8]) -> Option<RequestId> {
+    let head = head.strip_prefix(BYTE_ORDER_MARK).unwrap_or(head);
+    let mut scan = HeadScan { bytes: head, at: 0 };
+    scan.expect(b'{')?;
+    let (mut id, mut is_request) = (None, false);
+    loop {
+        let key = scan.string()?;
+        scan.expect(b':')?;
+        scan.skip_space();
+        let start = scan.at;
+        let complete = scan.skip_value().is_some();
+        match key.as_str() {
+            "id" if complete => {
+                id = serde_json::from_slice::<RequestId>(&head[start..scan.at]).ok();
+            }
+            "method" | "params" => is_request = true,
+            "result" | "error" => return None,
+            _ => {}
+        }
+        if id.is_some() && is_request {
+            return id;
+        }
+        if !complete || scan.expect(b',').is_none() {
+            return None;
+        }
+    }
+}
+
+/// A cursor over the start of a JSON text, for [`over_long_request_id`].
+struct HeadScan<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl HeadScan<'_> {
+    fn skip_space(&mut self) {
+        while self.bytes.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.skip_space();
+        (self.bytes.get(self.at) == Some(&byte)).then(|| self.at += 1)
+    }
+
+    /// A string (its JSON text decoded), the cursor after it.
+    fn string(&mut self) -> Option<String> {
+        self.skip_space();
+        let start = self.at;
+        self.skip_string()?;
+        serde_json::from_slice(&self.bytes[start..self.at]).ok()
+    }
+
+    fn skip_string(&mut self) -> Option<()> {
+        (self.bytes.get(self.at) == Some(&b'"')).then_some(())?;
+        self.at += 1;
+        loop {
+            match self.bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => self.at += 2,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Skips one value, nested ones by counting brackets outside strings; `None` when the scan
+    /// ends inside it.
+    fn skip_value(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            match *self.bytes.get(self.at)? {
+                b'"' => self.skip_string()?,
+                b'{' | b'[' => {
+                    depth += 1;
+                    self.at += 1;
+                }
+                b'}' | b']' if depth > 0 => {
+                    depth -= 1;
+                    self.at += 1;
+                }
+                b',' | b'}' | b']' if depth == 0 => return Some(()),
+                _ => self.at += 1,
+            }
+            if depth == 0 && self.at > 0 && matches!(self.bytes[self.at - 1], b'"' | b'}' | b']') {
+                return Some(());
+            }
+        }
+    }
 }
 
 /// What one line holds.
@@ -471,6 +625,7 @@ mod tests {
             "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"fs_write\",\"arguments\":{{\"content\":\"{}\"}}}}}}\n",
             "x".repeat(MAX_LINE)
         );
+        let long_size = long.len() - 1;
         let sending = tokio::spawn(async move {
             client.write_all(long.as_bytes()).await.unwrap();
             client
@@ -489,8 +644,57 @@ mod tests {
             transport.line.capacity() <= 64 * 1024,
             "nothing of it was kept"
         );
-        drop(sending.await.unwrap());
+        let mut client = sending.await.unwrap();
+        let mut answer = vec![0; 1024];
+        let read = tokio::io::AsyncReadExt::read(&mut client, &mut answer)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&answer[..read]).unwrap();
+        assert_eq!(answer["id"], 1, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        assert_eq!(answer["error"]["data"]["size"], long_size);
+        drop(client);
         assert!(transport.receive().await.is_none());
+    }
+
+    #[test]
+    fn the_id_of_an_over_long_request_is_read_from_its_start_only_when_it_is_a_request() {
+        let id = |head: &str| over_long_request_id(head.as_bytes());
+        let cut = |line: &str, at: usize| over_long_request_id(&line.as_bytes()[..at]);
+        assert_eq!(
+            id(
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fs_write","arguments":{"content":"xxx"#
+            ),
+            Some(RequestId::Number(7))
+        );
+        assert_eq!(
+            id(
+                r#" { "method" : "tools/call" , "meta": {"a": ["}", "\"{"]}, "id" : "s-\"1" , "params": {"#
+            ),
+            Some(RequestId::String("s-\"1".into()))
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","params":{"a":1},"id":3,"x"#),
+            Some(RequestId::Number(3))
+        );
+        // No id before the scan ends, an answer, a notification, an id cut off: nothing to answer.
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"content":"xx"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":4,"result":{"content":"xx"#),
+            None
+        );
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":4,"error":{"#), None);
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","method":"notifications/x","params":{"#),
+            None
+        );
+        assert_eq!(cut(r#"{"method":"m","id":12345,"params":{}}"#, 21), None);
+        assert_eq!(id(r#"{"id":null,"method":"m","params":{"#), None);
+        assert_eq!(id("[1,2,3"), None);
+        assert_eq!(id(""), None);
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ use super::call_types::{CallError, json_kind, signature};
 use super::paths::path_form;
 use super::schema::{ToolSchema, tool_schema};
 use super::tool_name::ToolName;
+use super::whole_numbers::check_whole_numbers;
 
 /// Checks `args` against `tool`'s schema and annotations; returns them as an object.
 pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, CallError> {
@@ -22,7 +23,16 @@ pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, 
         )));
     };
     let as_value = Value::Object(args);
-    if let Some(error) = most_telling_error(schema, &as_value) {
+    let schema_error = most_telling_error(schema, &as_value);
+    // Unknown and missing arguments come first; then numbers where whole numbers belong, read by
+    // the executor's rule (JSON Schema alone would take 1.0 and 2^64).
+    if let Some(error) = schema_error.as_ref().filter(|e| rank(e.kind()) < 2) {
+        return Err(invalid(describe(schema, error)));
+    }
+    if let Value::Object(args) = &as_value {
+        check_whole_numbers(schema, args)?;
+    }
+    if let Some(error) = schema_error {
         return Err(invalid(describe(schema, &error)));
     }
     let Value::Object(args) = as_value else {

@@ -129,7 +129,8 @@ pub enum CallError {
         group: Vec<String>,
     },
     /// Bounds in the wrong order (fs.read's `range` or `lines` ending before it starts, fs.search's
-    /// `minBytes` above `maxBytes`): `invalid_args`, with a hint that shows the argument's form.
+    /// `minBytes` above `maxBytes`), or a number where a whole number in range belongs (`1.0`,
+    /// `5e0`, `-1`, 2^64): `invalid_args`, with a hint that shows the argument's form.
     #[error("{tool}: {message}")]
     InvalidBounds {
         /// The tool.

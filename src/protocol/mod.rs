@@ -2,6 +2,7 @@
 //! block that answers it. Pure functions over text: this module does no I/O.
 //!
 //! - [`parse`]: reply text → fenced blocks with byte spans (normalization, fences, reasoning);
+//! - [`blocks`]: CommonMark's block structure, read for fenced code blocks only, in linear time;
 //! - [`verdict`]: one reply → `none` / `call` / `invalid` with the contract's error ladder;
 //! - [`call`] and [`args`]: a block's JSON → a validated [`Call`];
 //! - [`schema`]: the embedded tool schemas, the single source of the tools' arguments;
@@ -10,6 +11,7 @@
 //! - [`prompt`]: the chat-UI system prompt generated from the schemas.
 
 pub mod args;
+pub mod blocks;
 pub mod call;
 pub mod call_types;
 pub mod display;
@@ -25,6 +27,7 @@ pub mod stream;
 pub mod time;
 pub mod tool_name;
 pub mod verdict;
+pub(crate) mod whole_numbers;
 
 pub use call::{Attempt, Call, CallError};
 pub use error_code::{ErrorCode, WarningCode};

@@ -23,7 +23,7 @@
 
 use std::ops::Range;
 
-use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use super::blocks::fenced_blocks;
 
 /// The info-string word that marks a call block.
 pub const CALL_TAG: &str = "flycode-call";
@@ -233,40 +233,23 @@ pub fn block_kind(info: &str) -> Option<BlockKind> {
     }
 }
 
-/// Walks the CommonMark events of `text[from..]` and collects call and result blocks.
+/// Finds the call and result blocks of `text[from..]` by CommonMark's block structure
+/// ([`super::blocks`]: one pass, no inline parsing, memory within a small multiple of the text).
 fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
     let body = &text[from..];
-    let mut blocks = Vec::new();
-    let mut open: Option<(BlockKind, usize, String)> = None;
-    let mut artefact_in_info = false;
-    for (event, range) in Parser::new_ext(body, Options::empty()).into_offset_iter() {
-        match event {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-                let kind = block_kind(&info);
-                artefact_in_info = info.contains(is_paste_artefact);
-                open = kind.map(|kind| (kind, range.start, String::new()));
-            }
-            Event::Text(chunk) => {
-                if let Some((_, _, content)) = open.as_mut() {
-                    content.push_str(&chunk);
-                }
-            }
-            Event::End(TagEnd::CodeBlock) => {
-                if let Some((kind, start, content)) = open.take() {
-                    let end = range.end;
-                    blocks.push(FencedBlock {
-                        kind,
-                        span: from + start..from + end,
-                        is_terminated: is_closed_fence(&body[start..end], &content),
-                        content,
-                        has_artefact_in_info: artefact_in_info,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    blocks
+    fenced_blocks(body, |info| block_kind(info).is_some())
+        .into_iter()
+        .filter_map(|fence| {
+            let kind = block_kind(&fence.info)?;
+            Some(FencedBlock {
+                kind,
+                is_terminated: is_closed_fence(&body[fence.span.clone()], &fence.content),
+                span: from + fence.span.start..from + fence.span.end,
+                content: fence.content,
+                has_artefact_in_info: fence.info.contains(is_paste_artefact),
+            })
+        })
+        .collect()
 }
 
 /// Whether the source of a fenced block ends with a closing fence matching its opener.

@@ -137,27 +137,61 @@ impl AuditLog {
         file.write_all(line.as_bytes())
     }
 
-    /// The last `count` entries, oldest first.
-    pub fn recent(&self, count: usize) -> std::io::Result<Vec<Value>> {
+    /// The last `count` entries, oldest first, and the lines that could not be read as one.
+    ///
+    /// A damaged line (not UTF-8, not a JSON object: a torn write, a disk error, an edit by
+    /// hand) is skipped and reported by its line number, so one bad line never hides the rest.
+    pub fn recent(&self, count: usize) -> std::io::Result<RecentEntries> {
+        let mut recent = RecentEntries::default();
         if count == 0 {
-            return Ok(Vec::new());
+            return Ok(recent);
         }
         let file = match std::fs::File::open(&self.path) {
             Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(recent),
             Err(error) => return Err(error),
         };
-        let mut last = std::collections::VecDeque::with_capacity(count);
-        for line in BufReader::new(file).lines() {
-            let Ok(value) = serde_json::from_str::<Value>(&line?) else {
+        let mut last = std::collections::VecDeque::with_capacity(count.min(1024));
+        for (index, line) in BufReader::new(file).split(b'\n').enumerate() {
+            let line = line?;
+            let entry = std::str::from_utf8(&line)
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .filter(Value::is_object);
+            let Some(entry) = entry else {
+                recent.note_damaged(index + 1);
                 continue;
             };
             if last.len() == count {
                 last.pop_front();
             }
-            last.push_back(value);
+            last.push_back(entry);
         }
-        Ok(last.into_iter().collect())
+        recent.entries = last.into_iter().collect();
+        Ok(recent)
+    }
+}
+
+/// What [`AuditLog::recent`] read: the entries and where the log was damaged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecentEntries {
+    /// The entries, oldest first.
+    pub entries: Vec<Value>,
+    /// The 1-based numbers of the first [`RecentEntries::MAX_LISTED`] damaged lines.
+    pub damaged_lines: Vec<usize>,
+    /// How many lines were damaged in all.
+    pub damaged_count: usize,
+}
+
+impl RecentEntries {
+    /// How many damaged line numbers are kept: a log of garbage costs no more memory than this.
+    pub const MAX_LISTED: usize = 20;
+
+    fn note_damaged(&mut self, line: usize) {
+        self.damaged_count += 1;
+        if self.damaged_lines.len() < Self::MAX_LISTED {
+            self.damaged_lines.push(line);
+        }
     }
 }
 
@@ -245,14 +279,14 @@ mod tests {
             !text.contains("secret") && !text.contains("\"abc\""),
             "{text}"
         );
-        let recent = log.recent(2).unwrap();
+        let recent = log.recent(2).unwrap().entries;
         assert_eq!(recent.len(), 2);
         assert_eq!(recent[1]["id"], "call-2");
         assert_eq!(recent[1]["args"]["content"]["bytes"], 8);
         assert_eq!(recent[1]["args"]["env"]["TOKEN"], "<3 bytes>");
         assert_eq!(recent[1]["time"], "1970-01-01T00:00:00Z");
         assert_eq!(recent[1]["durationMs"], 3);
-        assert_eq!(log.recent(0).unwrap(), Vec::<Value>::new());
+        assert_eq!(log.recent(0).unwrap(), RecentEntries::default());
         // Content is hashed with its secrets masked: the hash cannot confirm a guessed secret.
         let args = json!({"content": "key=hunter22"});
         let logged = logged_args(args.as_object().unwrap(), &|text| {
@@ -326,9 +360,23 @@ mod tests {
         .unwrap();
         let text = std::fs::read_to_string(log.path()).unwrap();
         assert!(!text.contains("sk-live"), "{text}");
-        let entry = &log.recent(1).unwrap()[0];
+        let entry = &log.recent(1).unwrap().entries[0];
         assert_eq!(entry["id"], "id-***");
         assert_eq!(entry["args"]["path"], "/w/***");
         assert_eq!(entry["code"], "***");
+    }
+
+    #[test]
+    fn damaged_lines_are_skipped_and_counted() {
+        let temp = tempfile::tempdir().unwrap();
+        let log = AuditLog::at(&temp.path().join("audit.jsonl"));
+        let mut text = b"{\"id\":\"a\"}\n\xff\xfe torn\n[1]\n{\"id\":\"b\"}\n{\"id\":".to_vec();
+        text.extend(b"\n{\"id\":\"c\"}\n");
+        std::fs::write(log.path(), text).unwrap();
+        let recent = log.recent(2).unwrap();
+        let ids: Vec<_> = recent.entries.iter().map(|e| e["id"].clone()).collect();
+        assert_eq!(ids, [json!("b"), json!("c")]);
+        assert_eq!(recent.damaged_lines, [2, 3, 5]);
+        assert_eq!(recent.damaged_count, 3);
     }
 }

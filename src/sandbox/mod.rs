@@ -32,7 +32,7 @@ pub mod session;
 pub mod state;
 pub mod write;
 
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::{AuditEntry, AuditLog, RecentEntries};
 pub use batch::{BatchFile, BatchRefusal};
 pub use error::SandboxError;
 pub use files::Sandbox;

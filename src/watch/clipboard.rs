@@ -7,7 +7,7 @@
 //!
 //! The reply limit (`max_reply_bytes`) is checked by the handler before parsing. The clipboard
 //! library hands over the whole text, so a huge copy still costs its own size once; the check
-//! keeps the parse (several times that size) from happening.
+//! keeps the parse (up to 8 times that size) from happening.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -180,3 +180,32 @@ fn json_output_matches_every_reply_fixture() {
         }
     }
 }
+
+/// About 2 MB of one shape that made a full CommonMark parser allocate per byte, then a call.
+fn pathological_reply(unit: &str) -> String {
+    let mut reply = unit.repeat(2_000_000 / unit.len());
+    reply.push_str("\n\n");
+    reply.push_str(VALID);
+    reply
+}
+
+#[test]
+fn pathological_markdown_is_judged_like_any_text_around_a_call() {
+    for unit in ["[", "*a", "[a](", "> ", "a\n", "- ", "<div>", "```"] {
+        let reply = pathological_reply(unit);
+        let (code, report) = check_json(&reply, &[]);
+        let (lenient_code, lenient) = check_json(&reply, &["--lenient"]);
+        if unit == "```" {
+            // A fence of 2 million backticks holds the rest, call block included: prose.
+            assert_eq!((code, &report["verdict"]), (3, &json!("none")), "{report}");
+            continue;
+        }
+        assert_eq!(code, 1, "{unit}: {report}");
+        assert_eq!(
+            report["error"]["code"], "text_outside_block",
+            "{unit}: {report}"
+        );
+        assert_eq!(lenient_code, 0, "{unit}: {lenient}");
+        assert_eq!(lenient["call"]["id"], "call-001", "{unit}: {lenient}");
+    }
+}

@@ -136,6 +136,53 @@ fn log_shows_as_many_entries_as_asked_and_none_for_zero() {
 }
 
 #[test]
+fn log_skips_a_damaged_line_and_names_it_on_stderr() {
+    let w = workspace();
+    for id in ["d1", "d2"] {
+        w.exec_json(
+            &json!({"id": id, "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+            &[],
+        );
+    }
+    // A torn, non-UTF-8 line between the two good ones, and a cut-off one at the end.
+    let log_path = w.state.join("audit.jsonl");
+    let text = std::fs::read(&log_path).unwrap();
+    let newline = text.iter().position(|b| *b == b'\n').unwrap();
+    let mut damaged = text[..=newline].to_vec();
+    damaged.extend(b"{\"id\":\"torn\xff\xfe\n");
+    damaged.extend(&text[newline + 1..]);
+    damaged.extend(b"{\"time\":\"2026-");
+    std::fs::write(&log_path, damaged).unwrap();
+    let output = flycode()
+        .args(["log", "-n", "5"])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.contains("d1  fs.read  ok"), "{stdout}");
+    assert!(stdout.contains("d2  fs.read  ok"), "{stdout}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("skipped 2 damaged lines of ") && stderr.contains(": 2, 4;"),
+        "{stderr}"
+    );
+    let json = flycode()
+        .args(["log", "--json"])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8(json.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+}
+
+#[test]
 fn the_configuration_file_can_deny_a_tool() {
     let w = workspace();
     std::fs::write(

@@ -33,6 +33,9 @@ fn workspace(settings: &str) -> Workspace {
     for dir in [&root, &outside, &state, &config.join("flycode")] {
         std::fs::create_dir_all(dir).unwrap();
     }
+    // The user's file, so that loosening settings (`process_sandbox = "off"`) apply; the same
+    // text in the project too, which then loosens nothing and needs no trust.
+    std::fs::write(config.join("flycode/flycode.toml"), settings).unwrap();
     std::fs::write(root.join("flycode.toml"), settings).unwrap();
     Workspace {
         _temp: temp,

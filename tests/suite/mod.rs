@@ -18,6 +18,8 @@ mod edit;
 mod hostile;
 mod large_files;
 mod mcp;
+mod mcp_framing;
+mod one_judgement;
 mod own_files;
 mod process_output;
 mod prompt_matches_schemas;
