@@ -19,12 +19,14 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
     if recent.damaged_count > 0 {
         eprintln!("{}", damaged_note(&recent, &log));
     }
-    let entries = recent.entries;
+    if recent.unverified_count > 0 {
+        eprintln!("{}", unverified_note(&recent, &log));
+    }
     let mut stdout = std::io::stdout().lock();
-    if entries.is_empty() && !args.json {
+    if recent.entries.is_empty() && !args.json {
         writeln!(stdout, "no calls logged yet in {}", log.path().display())?;
     }
-    for entry in entries {
+    for (entry, verified) in recent.entries.iter().zip(&recent.verified) {
         if args.json {
             writeln!(stdout, "{entry}")?;
             continue;
@@ -34,8 +36,9 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
             .as_str()
             .map(|c| format!(" {c}"))
             .unwrap_or_default();
+        let mark = if *verified { "" } else { "  (unverified)" };
         let line = format!(
-            "{}  {}  {}  {}{code}  {}ms  {}",
+            "{}  {}  {}  {}{code}  {}ms  {}{mark}",
             text("time"),
             text("id"),
             text("tool"),
@@ -50,6 +53,30 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
         )?;
     }
     Ok(Outcome::Success)
+}
+
+/// `flycode log: 2 lines of /s/audit.jsonl carry no valid seal (...): 4, 9; ...`.
+fn unverified_note(recent: &RecentEntries, log: &AuditLog) -> String {
+    let mut numbers: Vec<String> = recent
+        .unverified_lines
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let unlisted = recent.unverified_count - recent.unverified_lines.len();
+    if unlisted > 0 {
+        numbers.push(format!("and {unlisted} more"));
+    }
+    let (lines, carry) = if recent.unverified_count == 1 {
+        ("line", "carries")
+    } else {
+        ("lines", "carry")
+    };
+    format!(
+        "flycode log: {} {lines} of {} {carry} no valid seal (changed, written by something other than flycode, or by a flycode before seals): {}; they are shown marked (unverified)",
+        recent.unverified_count,
+        crate::protocol::display::escape_for_display(&log.path().display().to_string()),
+        numbers.join(", ")
+    )
 }
 
 /// `flycode log: skipped 2 damaged lines of /s/audit.jsonl (not a JSON object each): 4, 9`.

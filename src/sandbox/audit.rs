@@ -154,20 +154,27 @@ impl AuditLog {
         let mut last = std::collections::VecDeque::with_capacity(count.min(1024));
         for (index, line) in BufReader::new(file).split(b'\n').enumerate() {
             let line = line?;
-            let entry = std::str::from_utf8(&line)
+            let Some(text) = std::str::from_utf8(&line).ok() else {
+                recent.note_damaged(index + 1);
+                continue;
+            };
+            let entry = serde_json::from_str::<Value>(text)
                 .ok()
-                .and_then(|text| serde_json::from_str::<Value>(text).ok())
                 .filter(Value::is_object);
             let Some(entry) = entry else {
                 recent.note_damaged(index + 1);
                 continue;
             };
+            let verified = line_seal(text) == LineSeal::Verified;
+            if !verified {
+                recent.note_unverified(index + 1);
+            }
             if last.len() == count {
                 last.pop_front();
             }
-            last.push_back(entry);
+            last.push_back((entry, verified));
         }
-        recent.entries = last.into_iter().collect();
+        (recent.entries, recent.verified) = last.into_iter().unzip();
         Ok(recent)
     }
 }
@@ -181,11 +188,26 @@ pub struct RecentEntries {
     pub damaged_lines: Vec<usize>,
     /// How many lines were damaged in all.
     pub damaged_count: usize,
+    /// For each of [`RecentEntries::entries`], whether its seal verifies (flycode wrote it as
+    /// it is).
+    pub verified: Vec<bool>,
+    /// The 1-based numbers of the first [`RecentEntries::MAX_LISTED`] readable lines whose seal
+    /// does not verify (changed, written by something else, or by a flycode before seals).
+    pub unverified_lines: Vec<usize>,
+    /// How many readable lines carry no valid seal in all.
+    pub unverified_count: usize,
 }
 
 impl RecentEntries {
     /// How many damaged line numbers are kept: a log of garbage costs no more memory than this.
     pub const MAX_LISTED: usize = 20;
+
+    fn note_unverified(&mut self, line: usize) {
+        self.unverified_count += 1;
+        if self.unverified_lines.len() < Self::MAX_LISTED {
+            self.unverified_lines.push(line);
+        }
+    }
 
     fn note_damaged(&mut self, line: usize) {
         self.damaged_count += 1;
@@ -378,5 +400,9 @@ mod tests {
         assert_eq!(ids, [json!("b"), json!("c")]);
         assert_eq!(recent.damaged_lines, [2, 3, 5]);
         assert_eq!(recent.damaged_count, 3);
+        // Written by hand, so none carries flycode's seal.
+        assert_eq!(recent.verified, [false, false]);
+        assert_eq!(recent.unverified_lines, [1, 4, 6]);
+        assert_eq!(recent.unverified_count, 3);
     }
 }

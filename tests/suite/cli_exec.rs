@@ -136,6 +136,49 @@ fn log_shows_as_many_entries_as_asked_and_none_for_zero() {
 }
 
 #[test]
+fn log_marks_a_changed_or_forged_line_as_unverified() {
+    let w = workspace();
+    w.exec_json(
+        &json!({"id": "real", "tool": "fs.read", "args": {"path": w.path("notes.txt")}}),
+        &[],
+    );
+    let log_path = w.state.join("audit.jsonl");
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    // A line that says a refused call ran, and a copy of the real line with its outcome changed.
+    let forged = "{\"time\":\"2026-01-01T00:00:00Z\",\"id\":\"forged\",\"tool\":\"shell.exec\",\"args\":{},\"outcome\":\"ok\",\"code\":null,\"durationMs\":1,\"seal\":\"00\"}\n";
+    let changed = text.replace("\"id\":\"real\"", "\"id\":\"edited\"");
+    std::fs::write(&log_path, format!("{text}{forged}{changed}")).unwrap();
+    let output = flycode()
+        .args(["log", "-n", "5"])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(
+        lines[0].contains("real") && !lines[0].contains("(unverified)"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].contains("forged") && lines[1].ends_with("(unverified)"),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].contains("edited") && lines[2].ends_with("(unverified)"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("2 lines of ")
+            && stderr.contains("carry no valid seal")
+            && stderr.contains(": 2, 3;"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn log_skips_a_damaged_line_and_names_it_on_stderr() {
     let w = workspace();
     for id in ["d1", "d2"] {
