@@ -8,6 +8,7 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use flycode::sandbox::{Roots, Sandbox};
 use flycode::tools::fs::edit::{self, EditArgs};
+use flycode::tools::secrets::Secrets;
 use serde_json::json;
 
 fn edit_one_megabyte(c: &mut Criterion) {
@@ -33,17 +34,18 @@ fn edit_one_megabyte(c: &mut Criterion) {
         .expect("fs.edit args")
     };
     let (write, dry) = (args(false), args(true));
+    let secrets = Secrets::from_values(Vec::new());
     let mut group = c.benchmark_group("tools");
     group.bench_function("fs.edit_1MB_one_edit_in_the_middle", |b| {
         b.iter_batched(
             || std::fs::write(&file, &content).expect("reset"),
-            |()| edit::run(black_box(&sandbox), &write).expect("fs.edit"),
+            |()| edit::run(black_box(&sandbox), &write, &secrets).expect("fs.edit"),
             BatchSize::PerIteration,
         )
     });
     std::fs::write(&file, &content).expect("reset");
     group.bench_function("fs.edit_1MB_one_edit_dry_run", |b| {
-        b.iter(|| edit::run(black_box(&sandbox), &dry).expect("fs.edit"))
+        b.iter(|| edit::run(black_box(&sandbox), &dry, &secrets).expect("fs.edit"))
     });
     group.finish();
 }

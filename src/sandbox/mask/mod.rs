@@ -186,6 +186,15 @@ impl Secrets {
         }
     }
 
+    /// The byte spans of every occurrence of a secret (in any of its forms) in `content`, in
+    /// order of their end; overlapping ones too.
+    pub fn spans(&self, content: &[u8]) -> Vec<(usize, usize)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        self.occurrences(content)
+    }
+
     /// Whether there is nothing to mask.
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()

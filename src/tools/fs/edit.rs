@@ -26,6 +26,7 @@ use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, Sandbox, WriteMode, sha256_hex};
 use crate::tools::fs::omission;
 use crate::tools::fs::read::MAX_READ_BYTES;
+use crate::tools::secrets::Secrets;
 use crate::tools::tool::{
     ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural, shorten_path,
 };
@@ -73,7 +74,7 @@ struct Original {
 }
 
 /// Runs `fs.edit`.
-pub fn run(sandbox: &Sandbox, args: &EditArgs) -> Result<ToolOutput, ToolError> {
+pub fn run(sandbox: &Sandbox, args: &EditArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
     let path = args.path.as_str();
     // A protected file is refused before it is read: a dry run of an edit that can never be made
     // would only mislead.
@@ -102,7 +103,7 @@ pub fn run(sandbox: &Sandbox, args: &EditArgs) -> Result<ToolOutput, ToolError> 
             all: e.replace_all,
         })
         .collect();
-    let applied = apply::apply(&original.text, endings, &edits)
+    let applied = apply::apply(&original.text, endings, &edits, secrets)
         .map_err(|failure| explain_failure(path, &args.edits, failure))?;
     let new_bytes = if original.bom {
         [BOM, applied.text.as_str()].concat().into_bytes()
@@ -214,6 +215,16 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: Failure) -> ToolError
                 ),
             )
         }
+        Failure::Secret { index } => ToolError::new(
+            ErrorCode::DeniedByPolicy,
+            format!(
+                "edits[{index}].oldText overlaps a secret's text in {} (a value flycode masks as ***); an edit may not change part of a secret, since that would show the rest of it; nothing was changed",
+                where_(index)
+            ),
+            Some(
+                "leave the masked text whole: edit around it, or ask the user to change the secret themselves",
+            ),
+        ),
         Failure::NoMatch { index, closest } => {
             let lines = edits
                 .get(index)
@@ -465,7 +476,7 @@ impl Tool for FsEdit {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &EditArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args)
+        run(context.sandbox, args, &context.limits.secrets())
     }
 }
 

@@ -4,6 +4,7 @@
 use memchr::memmem;
 
 use super::closest::{Closest, closest_lines};
+use crate::tools::secrets::Secrets;
 
 /// How many occurrences' line numbers an ambiguous match names.
 const SHOWN_OCCURRENCES: usize = 5;
@@ -112,11 +113,24 @@ pub enum Failure {
         /// The 1-based lines of the first few occurrences.
         lines: Vec<usize>,
     },
+    /// Its oldText overlaps a secret's text: replacing it would show the rest of the secret
+    /// unmasked (a character put inside a key stops it from being the key).
+    Secret {
+        /// The edit.
+        index: usize,
+    },
 }
 
 /// Applies `edits` in order, each to the result of the one before; the first that fails stops
-/// everything.
-pub fn apply(text: &str, endings: LineEndings, edits: &[Edit<'_>]) -> Result<Applied, Failure> {
+/// everything. No edit may replace a byte of a secret's occurrence nor put text inside one
+/// (PROTOCOL.md §9 (Secrets and masking)), so every secret stays whole, and masked, in every
+/// text made on the way.
+pub fn apply(
+    text: &str,
+    endings: LineEndings,
+    edits: &[Edit<'_>],
+    secrets: &Secrets,
+) -> Result<Applied, Failure> {
     let mut current = text.to_owned();
     let mut replacements = 0;
     for (index, edit) in edits.iter().enumerate() {
@@ -140,12 +154,26 @@ pub fn apply(text: &str, endings: LineEndings, edits: &[Edit<'_>]) -> Result<App
                 lines: line_numbers(&current, &offsets[..offsets.len().min(SHOWN_OCCURRENCES)]),
             });
         }
+        if touches_secret(&current, &offsets, old.len(), secrets) {
+            return Err(Failure::Secret { index });
+        }
         current = splice(&current, &offsets, old.len(), new);
         replacements += offsets.len();
     }
     Ok(Applied {
         text: current,
         replacements,
+    })
+}
+
+/// Whether a replacement of the `len` bytes at any of `offsets` would change a secret's
+/// occurrence in `text`: it overlaps one, or (replacing nothing) lies strictly inside one.
+fn touches_secret(text: &str, offsets: &[usize], len: usize, secrets: &Secrets) -> bool {
+    let spans = secrets.spans(text.as_bytes());
+    offsets.iter().any(|&at| {
+        spans
+            .iter()
+            .any(|&(start, end)| at < end && start < at + len && (len > 0 || at > start))
     })
 }
 
@@ -181,6 +209,39 @@ fn line_numbers(text: &str, offsets: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const KEY: &str = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+
+    /// Applies with no secret set.
+    fn apply(text: &str, endings: LineEndings, edits: &[Edit<'_>]) -> Result<Applied, Failure> {
+        super::apply(text, endings, edits, &Secrets::from_values(Vec::new()))
+    }
+
+    #[test]
+    fn no_edit_touches_a_secret() {
+        let secrets = Secrets::from_values([KEY.to_owned()]);
+        let text = format!("config:\n  key: {KEY}\n");
+        let with = |edits: &[Edit<'_>]| super::apply(&text, LineEndings::Lf, edits, &secrets);
+        // A character put inside the key, its first or last bytes replaced, the key deleted: each
+        // would show (in the diff, the closest lines or a later read) the key's text unmasked.
+        for edit in [
+            edit("sk-", "sk-#"),
+            edit("key: s", "key: "),
+            edit("56789", "56789#"),
+            edit("9\n", "\n"),
+            edit(KEY, ""),
+        ] {
+            assert_eq!(with(&[edit]), Err(Failure::Secret { index: 0 }), "{edit:?}");
+        }
+        // A later edit is judged on the text the earlier ones left.
+        assert_eq!(
+            with(&[edit("config", "settings"), edit("AbCd", "AbXCd")]),
+            Err(Failure::Secret { index: 1 })
+        );
+        // Text around the key is the model's to change.
+        let applied = with(&[edit("key: ", "api_key: "), edit("config:\n", "")]).unwrap();
+        assert_eq!(applied.text, format!("  api_key: {KEY}\n"));
+    }
 
     fn edit<'a>(old: &'a str, new: &'a str) -> Edit<'a> {
         Edit {

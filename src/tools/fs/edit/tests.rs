@@ -16,6 +16,7 @@ fn edit(sandbox: &Sandbox, args: Value) -> Result<ToolOutput, ToolError> {
     run(
         sandbox,
         &crate::tools::parse_args("fs.edit", args.as_object().unwrap())?,
+        &Secrets::from_values(Vec::new()),
     )
 }
 
