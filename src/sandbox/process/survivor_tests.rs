@@ -67,6 +67,18 @@ fn alive_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// Held by each test here for its whole length: flycode's own calls run one program at a time
+/// per process where sweeps stand in for a cgroup (process calls are never run side by side), and
+/// a sweep takes every stray child of the process. Hoppers of two tests of this file forking at
+/// once under one subreaper would make each test's sweeps chase the other's hops.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs the hopper `runs` times, alternately left behind by a main shell that exits and
 /// killed by a timeout, and asserts after each run that no hop is alive.
 fn hop_and_check(label: &str, runs: usize) {
@@ -108,6 +120,7 @@ fn cgroups_usable() -> bool {
 
 #[test]
 fn a_run_is_born_in_a_cgroup_of_its_own_that_is_gone_after_the_call() {
+    let _alone = one_at_a_time();
     if !cgroups_usable() {
         return;
     }
@@ -134,6 +147,7 @@ fn a_run_is_born_in_a_cgroup_of_its_own_that_is_gone_after_the_call() {
 
 #[test]
 fn pid_hoppers_do_not_outlive_the_call_with_a_cgroup() {
+    let _alone = one_at_a_time();
     if !cgroups_usable() {
         return;
     }
@@ -142,12 +156,14 @@ fn pid_hoppers_do_not_outlive_the_call_with_a_cgroup() {
 
 #[test]
 fn pid_hoppers_do_not_outlive_the_call_with_sweeps_only() {
+    let _alone = one_at_a_time();
     SWEEPS_ONLY.with(|only| only.set(true));
     hop_and_check("sweeps", 12);
 }
 
 #[test]
 fn the_cgroups_of_a_flycode_killed_before_its_clean_up_are_killed_and_removed() {
+    let _alone = one_at_a_time();
     if !cgroups_usable() {
         return;
     }
