@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::file::{Entry, Key, ParsedFile};
-use super::trust::{TrustStore, sha256_hex};
+use super::trust::TrustStore;
 use super::{ConfigError, loosen};
 use crate::sandbox::protect::CONFIG_FILE_NAME;
+use crate::sandbox::write::sha256_hex;
 
 /// Where a setting's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

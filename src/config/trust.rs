@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::sandbox::write::sha256_hex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::sandbox::protect::user_config_dir;
@@ -137,11 +137,6 @@ impl TrustStore {
         crate::sandbox::state::write_atomically(&self.file, format!("{text}\n").as_bytes())
             .map_err(|error| TrustError::Store(format!("{}: {error}", self.file.display())))
     }
-}
-
-/// The sha256 of `bytes`, lower-case hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]
