@@ -117,11 +117,25 @@ impl Secrets {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Secrets::from_values(
-            names
-                .into_iter()
-                .filter_map(|name| crate::sandbox::secret_env::value(name.as_ref())),
-        )
+        // Asked for on every call, by the tool and again by the executor and the door: the
+        // matchers are built once per set of values and then shared (cloning them is cheap).
+        static LAST: std::sync::Mutex<Option<(Vec<String>, Secrets)>> =
+            std::sync::Mutex::new(None);
+        let values: Vec<String> = names
+            .into_iter()
+            .filter_map(|name| crate::sandbox::secret_env::value(name.as_ref()))
+            .collect();
+        let mut last = LAST
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((kept, secrets)) = last.as_ref()
+            && *kept == values
+        {
+            return secrets.clone();
+        }
+        let secrets = Secrets::from_values(values.iter().cloned());
+        *last = Some((values, secrets.clone()));
+        secrets
     }
 
     /// The given values, where long enough.
