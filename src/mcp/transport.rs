@@ -119,13 +119,17 @@ where
             };
             if self.discarding {
                 self.discarded_len = self.discarded_len.saturating_add(take as u64);
-            } else if self.line.len().saturating_add(take) > MAX_LINE {
+            } else if self.line.len().saturating_add(take - usize::from(complete)) > MAX_LINE {
+                // The limit is on the line without its newline: a line of exactly MAX_LINE
+                // bytes is read.
                 self.discarding = true;
                 self.discarded_len = (self.line.len() + take) as u64;
                 self.line
                     .extend_from_slice(&available[..take.min(HEAD_SCAN)]);
                 self.line.truncate(HEAD_SCAN);
-                self.discarded_head = std::mem::take(&mut self.line);
+                // Only the head is kept: the buffer that held up to 16 MiB is let go.
+                self.discarded_head = self.line.clone();
+                self.line = Vec::new();
             } else {
                 self.line.extend_from_slice(&available[..take]);
             }
