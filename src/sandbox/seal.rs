@@ -257,7 +257,9 @@ fn read_key(path: &Path) -> Result<Key, ReadKey> {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Err(ReadKey::Missing),
         // ELOOP: a link where the key should be.
-        Err(error) if error.raw_os_error() == Some(40) => return Err(ReadKey::Damaged),
+        Err(error) if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(ReadKey::Damaged);
+        }
         Err(error) => return Err(ReadKey::Io(error)),
     };
     let metadata = file.metadata().map_err(ReadKey::Io)?;

@@ -119,8 +119,7 @@ impl Secrets {
     {
         // Asked for on every call, by the tool and again by the executor and the door: the
         // matchers are built once per set of values and then shared (cloning them is cheap).
-        static LAST: std::sync::Mutex<Option<(Vec<String>, Secrets)>> =
-            std::sync::Mutex::new(None);
+        static LAST: std::sync::Mutex<Option<(Vec<String>, Secrets)>> = std::sync::Mutex::new(None);
         let values: Vec<String> = names
             .into_iter()
             .filter_map(|name| crate::sandbox::secret_env::value(name.as_ref()))
