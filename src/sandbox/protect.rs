@@ -31,6 +31,12 @@ pub struct Protection {
     extra_patterns: Vec<String>,
     own_files: Vec<PathBuf>,
     records: Vec<PathBuf>,
+    /// [`Protection::own_dirs`], resolved on first use: every path a tool names is checked
+    /// against them, and resolving them (`canonicalize`, up the ancestors of a directory not
+    /// made yet) on each check cost more than the rest of a small call. Only flycode makes these
+    /// directories, and no tool or program may turn an ancestor of one into a link, so what they
+    /// resolve to does not change while flycode runs.
+    settled_dirs: std::sync::OnceLock<Vec<(PathBuf, OwnDir)>>,
 }
 
 impl Default for Protection {
@@ -42,6 +48,7 @@ impl Default for Protection {
             extra_patterns: Vec::new(),
             own_files: Vec::new(),
             records: Vec::new(),
+            settled_dirs: std::sync::OnceLock::new(),
         }
     }
 }
@@ -139,28 +146,32 @@ impl Protection {
     /// Sets the user configuration directory (tests, or a platform without one).
     pub fn with_config_dir(mut self, dir: Option<PathBuf>) -> Protection {
         self.config_dir = dir;
+        self.settled_dirs = std::sync::OnceLock::new();
         self
     }
 
     /// Sets the state directory (tests, or a platform without one).
     pub fn with_state_dir(mut self, dir: Option<PathBuf>) -> Protection {
         self.state_dir = dir;
+        self.settled_dirs = std::sync::OnceLock::new();
         self
     }
 
-    /// flycode's own directories as they are now (links resolved as far as they exist).
-    fn own_dirs(&self) -> Vec<(PathBuf, OwnDir)> {
-        let state = self.state_dir.iter().map(|d| (settled(d), OwnDir::State));
-        let config = self.config_dir.iter().map(|d| (settled(d), OwnDir::Config));
-        state.chain(config).collect()
+    /// flycode's own directories (links resolved as far as they exist when first asked).
+    fn own_dirs(&self) -> &[(PathBuf, OwnDir)] {
+        self.settled_dirs.get_or_init(|| {
+            let state = self.state_dir.iter().map(|d| (settled(d), OwnDir::State));
+            let config = self.config_dir.iter().map(|d| (settled(d), OwnDir::Config));
+            state.chain(config).collect()
+        })
     }
 
     /// What a walk through the roots (fs.search, fs.ls, fs.readMany's patterns) must not enter or
     /// show: flycode's own directories and the files it records, links resolved.
     pub fn own_paths(&self) -> Vec<PathBuf> {
         self.own_dirs()
-            .into_iter()
-            .map(|(dir, _)| dir)
+            .iter()
+            .map(|(dir, _)| dir.clone())
             .chain(self.records.iter().cloned())
             .collect()
     }
@@ -218,8 +229,11 @@ impl Protection {
         {
             return Some("it is inside flycode's configuration directory".into());
         }
-        if let Some(dir) = &self.state_dir
-            && path.starts_with(settled(dir).join(STATE_INBOX))
+        if let Some((dir, _)) = self
+            .own_dirs()
+            .iter()
+            .find(|(_, which)| *which == OwnDir::State)
+            && path.starts_with(dir.join(STATE_INBOX))
         {
             return Some(
                 "it is inside flycode's default inbox: what is there is the user's replies and flycode's results"
