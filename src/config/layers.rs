@@ -459,6 +459,9 @@ mod tests {
         assert_eq!(ignored("[]", "[\"link\"]"), 1);
         assert_eq!(ignored("[]", "[\"missing\"]"), 1);
         assert_eq!(ignored("[]", "[\"..\"]"), 1);
+        // An empty list means the working directory: it may not replace the user's roots.
+        assert_eq!(ignored("[\"other\"]", "[]"), 1);
+        assert_eq!(ignored("[]", "[]"), 0);
     }
 
     #[test]

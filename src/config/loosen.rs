@@ -145,6 +145,13 @@ fn roots(entry: &Entry, lower: Lower<'_>, project_dir: &Path) -> Option<String> 
     let lower_roots = lower(&entry.key)
         .map(|applied| listed(&applied.value, &applied.base))
         .filter(|roots| !roots.is_empty())?;
+    if new.is_empty() {
+        // `roots = []` means the working directory, which need not be inside the user's roots.
+        return Some(
+            "an empty list (the working directory) widens the roots your own configuration names"
+                .to_owned(),
+        );
+    }
     let outside_lower = new.iter().find(|root| !is_inside(root, &lower_roots))?;
     Some(format!(
         "{} is outside the roots your own configuration names",
