@@ -76,6 +76,7 @@ impl TurnCalls<'_, '_> {
     ) -> Vec<ResultBlock> {
         let executor = &self.executor;
         let roots = executor.sandbox.roots();
+        let secrets = executor.limits.secrets();
         let read: Vec<ReadCall<'_>> = calls.iter().map(ReadCall::new).collect();
         let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
         parallel::run_bounded(
@@ -91,7 +92,7 @@ impl TurnCalls<'_, '_> {
                 parallel::Progress::Tick => self.pass_on_relayed(observer),
                 parallel::Progress::Started(index) => {
                     report.calls += 1;
-                    observer.on_event(&read[index].started_event(roots));
+                    observer.on_event(&read[index].started_event(roots, &secrets));
                 }
                 parallel::Progress::Finished(index, (execution, took)) => {
                     blocks[index] = Some(report_finished(
@@ -146,7 +147,10 @@ impl TurnCalls<'_, '_> {
             return not_run(call);
         }
         let read = ReadCall::new(call);
-        observer.on_event(&read.started_event(self.executor.sandbox.roots()));
+        observer.on_event(&read.started_event(
+            self.executor.sandbox.roots(),
+            &self.executor.limits.secrets(),
+        ));
         let started = Instant::now();
         report.calls += 1;
         let execution = read.execute(self.executor);
@@ -181,7 +185,11 @@ impl<'c> ReadCall<'c> {
         }
     }
 
-    fn started_event(&self, roots: &[std::path::PathBuf]) -> RunEvent {
+    fn started_event(
+        &self,
+        roots: &[std::path::PathBuf],
+        secrets: &crate::tools::secrets::Secrets,
+    ) -> RunEvent {
         let call = self.call;
         RunEvent::CallStarted {
             id: call.id.clone(),
@@ -189,7 +197,7 @@ impl<'c> ReadCall<'c> {
             subject: self
                 .invocation
                 .as_ref()
-                .map(|invocation| invocation_subject(invocation, roots))
+                .map(|invocation| invocation_subject(invocation, roots, secrets))
                 .unwrap_or_default(),
             command: render_command(call.tool, &call.args),
             runs_program: self

@@ -8,6 +8,7 @@ use crate::protocol::display::escape_for_terminal;
 use crate::protocol::{Call, ErrorCode, ToolName};
 use crate::tools::ToolOutput;
 use crate::tools::registry::{Invocation, tool};
+use crate::tools::secrets::Secrets;
 
 pub use crate::tools::process::human_duration;
 pub use crate::tools::tool::failure_line;
@@ -16,13 +17,19 @@ pub use crate::tools::tool::failure_line;
 /// command line of a process, the number of files of a batch.
 pub fn call_subject(call: &Call, roots: &[PathBuf]) -> String {
     Invocation::new(call)
-        .map(|invocation| invocation_subject(&invocation, roots))
+        .map(|invocation| invocation_subject(&invocation, roots, &Secrets::default()))
         .unwrap_or_default()
 }
 
-/// [`call_subject`] of a call its tool has already read.
-pub fn invocation_subject(invocation: &Invocation<'_>, roots: &[PathBuf]) -> String {
-    escape_for_terminal(&clip(&invocation.subject(roots), 80)).into_owned()
+/// [`call_subject`] of a call its tool has already read, its secrets masked before it is cut
+/// (cut first, the start of a key that crosses the cut would show).
+pub fn invocation_subject(
+    invocation: &Invocation<'_>,
+    roots: &[PathBuf],
+    secrets: &Secrets,
+) -> String {
+    let subject = invocation.subject(roots);
+    escape_for_terminal(&clip(&secrets.mask(&subject), 80)).into_owned()
 }
 
 /// What a successful call did, e.g. `Read 1.2 KiB (42 lines)` or `Exit 0 · 1.3 s`.
@@ -102,6 +109,18 @@ mod tests {
         assert_eq!(call_subject(&batch, &roots), "3 files");
         let hostile = call(ToolName::ShellExec, json!({"command": "echo \u{1b}[2J"}));
         assert!(!call_subject(&hostile, &roots).contains('\u{1b}'));
+    }
+
+    #[test]
+    fn a_secret_crossing_the_cut_is_masked_before_the_subject_is_cut() {
+        let key = "sk-live-0123456789abcdefghij";
+        let command = format!("{} {key}", "x".repeat(70));
+        let run = call(ToolName::ShellExec, json!({"command": command}));
+        let invocation = Invocation::new(&run).unwrap();
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let subject = invocation_subject(&invocation, &[], &secrets);
+        assert!(!subject.contains("sk-live"), "{subject}");
+        assert!(subject.ends_with("***"), "{subject}");
     }
 
     #[test]
