@@ -539,6 +539,9 @@ impl Shared {
             .filter(|_| can_ask)
             .map(|q| elicitation_message(q, &invocation, sandbox))
             .unwrap_or_default();
+        // The form goes through the client, as every answer does: masked like them
+        // (PROTOCOL.md §9, Secrets and masking).
+        let message = self.settings.limits.secrets().mask(&message).into_owned();
         let judged_as = invocation.bound.judged_as();
         let runs_program = invocation.effects().program.is_some();
         Prepared {
