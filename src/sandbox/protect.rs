@@ -182,7 +182,7 @@ impl Protection {
     /// flycode's, and those are outside the roots anyway.
     pub fn own_reason(&self, path: &Path, root: &Path) -> Option<String> {
         for (dir, which) in self.own_dirs() {
-            if !path.starts_with(&dir) || (root.starts_with(&dir) && root != dir) {
+            if !path.starts_with(dir) || (root.starts_with(dir) && root != dir) {
                 continue;
             }
             let reason = match which {
