@@ -142,9 +142,14 @@ pub fn apply(
             (!offsets.is_empty()).then_some((old, new, offsets))
         });
         let Some((old, new, offsets)) = found else {
+            // Shown from a masked copy: the lines are cut at 200 characters, and a key that
+            // crosses the cut would show its start (the result's own masking sees no whole key).
+            let mut masked = current.clone().into_bytes();
+            secrets.mask_bytes(&mut masked);
+            let masked = String::from_utf8_lossy(&masked);
             return Err(Failure::NoMatch {
                 index,
-                closest: closest_lines(&current, edit.old),
+                closest: closest_lines(&masked, edit.old),
             });
         };
         if offsets.len() > 1 && !edit.all {
@@ -241,6 +246,23 @@ mod tests {
         // Text around the key is the model's to change.
         let applied = with(&[edit("key: ", "api_key: "), edit("config:\n", "")]).unwrap();
         assert_eq!(applied.text, format!("  api_key: {KEY}\n"));
+    }
+
+    #[test]
+    fn the_closest_lines_of_a_miss_show_no_part_of_a_secret() {
+        let secrets = Secrets::from_values([KEY.to_owned()]);
+        // The key crosses the 200th character, where a shown line is cut.
+        let line = format!("{} key = {KEY}", "x".repeat(190));
+        let text = format!("{line}\n");
+        let old = format!("{} key = nothing", "x".repeat(190));
+        let Err(Failure::NoMatch { closest, .. }) =
+            super::apply(&text, LineEndings::Lf, &[edit(&old, "y")], &secrets)
+        else {
+            panic!("expected no match");
+        };
+        let shown = closest.expect("a closest line").lines.join("\n");
+        assert!(shown.contains("key = *"), "{shown}");
+        assert!(!shown.contains(&KEY[..4]), "{shown}");
     }
 
     fn edit<'a>(old: &'a str, new: &'a str) -> Edit<'a> {
