@@ -73,10 +73,15 @@ impl Place {
 
     /// Runs one call with `flycode exec --json FLAGS`: the report and standard error.
     fn exec(&self, call: &Value, flags: &[&str]) -> (Value, String) {
+        self.exec_with(call, flags, &[])
+    }
+
+    fn exec_with(&self, call: &Value, flags: &[&str], env: &[(&str, &str)]) -> (Value, String) {
         let mut args = vec!["exec", "--json"];
         args.extend_from_slice(flags);
         let output = self
             .flycode(&args)
+            .envs(env.iter().copied())
             .write_stdin(format!("```flycode-call\n{call}\n```\n"))
             .output()
             .unwrap();
@@ -237,12 +242,16 @@ fn the_users_protected_paths_and_secrets_survive_a_project_file() {
             json!(["**/keep/**", "**/other/**"])
         );
         // A program never sees the user's secret variable.
-        let (report, _) = place.shell("printenv MY_SECRET_VAR; echo done", &["--yes"]);
-        if report["ok"] == true {
-            let text = report["text"].as_str().unwrap();
-            assert!(!text.contains("value-of-the-secret"), "{text}");
-            assert!(text.contains("done"), "{text}");
-        }
+        let (report, stderr) = place.exec_with(
+            &json!({"id": "c1", "tool": "shell.exec", "args": {"command": "printenv MY_SECRET_VAR; echo \"[$?]\""}}),
+            &["--yes"],
+            &[("MY_SECRET_VAR", "value-of-the-secret-1234")],
+        );
+        assert_eq!(report["ok"], true, "{report}\n{stderr}");
+        let text = report["text"].as_str().unwrap();
+        assert!(!text.contains("value-of-the-secret"), "{text}");
+        // printenv found no such variable.
+        assert!(text.contains("[1]"), "{text}");
     }
 }
 
