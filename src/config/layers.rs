@@ -425,6 +425,19 @@ mod tests {
             value(&layers, &["tools", "shell.exec"]),
             Some("deny".into())
         );
+        // `process.run bash` is judged as shell.exec, whose rule policy takes first: a
+        // shell.exec rule may not ask less than the user's process.run rule.
+        let user = file(
+            &dir.join("user.toml"),
+            "approval = \"auto\"\n[tools]\n\"process.run\" = \"ask\"\n",
+            FileKind::User,
+        );
+        let layers = merge(vec![
+            user,
+            project(&dir, "[tools]\n\"shell.exec\" = \"allow\"\n", false),
+        ]);
+        assert_eq!(layers.ignored.len(), 1, "{:?}", layers.ignored);
+        assert_eq!(value(&layers, &["tools", "shell.exec"]), None);
     }
 
     #[test]

@@ -107,6 +107,22 @@ fn tool_rule(name: &str, rule: &str, lower: Lower<'_>) -> Option<String> {
         "ask" => 1,
         _ => 2,
     };
+    // A `process.run` of a shell or an interpreter is judged as `shell.exec`, and policy takes
+    // the `shell.exec` rule first for it (PROTOCOL.md §10, Policy): a `shell.exec` rule must
+    // not ask less than the user's `process.run` rule either.
+    let named_rule = (tool == ToolName::ShellExec)
+        .then(|| {
+            lower(&Key(vec![
+                "tools".to_owned(),
+                ToolName::ProcessRun.as_str().to_owned(),
+            ]))
+        })
+        .flatten()
+        .and_then(|applied| applied.value.as_str().map(str::to_owned));
+    let old = match named_rule.as_deref() {
+        Some(named) if rank(named) < rank(old) => named,
+        _ => old,
+    };
     let otherwise = match old {
         "deny" => "be denied",
         "ask" => "ask first",
