@@ -22,9 +22,10 @@ use crate::tools::executor::{Approval, Approver};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+    // Before the hand-off: a key variable that a file trusted now names is handed off too.
+    super::trust::offer_trust(&args.run);
     hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let task = read_task(args)?;
-    super::trust::offer_trust(&args.run);
     let (config, sandbox) = open_sandbox(&args.run)?;
     let mut launch = Launch::prepare(
         &args.settings,

@@ -98,7 +98,9 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
 /// configuration that does not load is left for the command to report.
 pub(crate) fn offer_trust(flags: &super::RunFlags) {
     use std::io::{BufRead, IsTerminal};
-    if flags.yes || !std::io::stderr().is_terminal() {
+    // An image the secrets hand-off restarted was asked already, before the restart.
+    let restarted = std::env::var_os(crate::sandbox::secret_env::HANDOFF_VARIABLE).is_some();
+    if flags.yes || restarted || !std::io::stderr().is_terminal() {
         return;
     }
     let Ok(config) = crate::config::Config::load(&super::config_flags(flags)) else {
@@ -153,8 +155,8 @@ pub(crate) fn offer_trust(flags: &super::RunFlags) {
             let store = TrustStore::user().map_err(|error| error.to_string())?;
             store.trust(&dir, &bytes).map_err(|error| error.to_string())
         });
-    // A key variable that only this file names is handed off from the next start on; it is
-    // already kept from every program (secret_env and api_key_env are secret names).
+    // Asked before the secrets hand-off (`run` and `watch` call this first), so a key variable
+    // that only this file names is handed off in this very run.
     match outcome {
         Ok(_) => eprintln!(
             "flycode: trusted {}; a change to it makes it untrusted again",

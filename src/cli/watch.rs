@@ -26,8 +26,9 @@ enum Source {
 
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
+    // Before the hand-off: a key variable that a file trusted now names is handed off too.
     super::trust::offer_trust(&args.run);
+    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
     let (config, sandbox) = open_sandbox(&args.run)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     // Without a display, the line saying so (printed once the folder is watched).
