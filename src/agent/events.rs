@@ -207,8 +207,8 @@ impl Serialize for ChildEvent {
 }
 
 impl RunEvent {
-    /// The event with flycode's secrets masked in every text it carries (PROTOCOL.md §12,
-    /// "Secrets"): ids, commands, subjects, summaries, messages, the reply and the answer. The
+    /// The event with flycode's secrets masked in every text it carries (PROTOCOL.md §9,
+    /// "Secrets and masking"): ids, commands, subjects, summaries, messages, the reply and the answer. The
     /// match names every variant, so a new one cannot be added without deciding what it masks.
     pub fn masked(&self, secrets: &Secrets) -> RunEvent {
         let text = |text: &String| secrets.mask(text).into_owned();

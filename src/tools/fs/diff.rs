@@ -33,8 +33,8 @@ fn default_context() -> usize {
     3
 }
 
-/// Runs `fs.diff`. Both sides are compared with their secrets masked (PROTOCOL.md §12,
-/// "Secrets"), so no hunk shows a part of one, whatever its context lines cut.
+/// Runs `fs.diff`. Both sides are compared with their secrets masked (PROTOCOL.md §9,
+/// "Secrets and masking"), so no hunk shows a part of one, whatever its context lines cut.
 pub fn run(sandbox: &Sandbox, args: &DiffArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
     let left = read_text(sandbox, &args.left_path, secrets)?;
     let (right, right_name) = match (&args.right_path, &args.right_content) {
