@@ -497,7 +497,20 @@ fn set_aside(file: &Path, why: Foreign) -> String {
 }
 
 fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<String> {
-    let mut handle = File::open(file).ok()?;
+    // Never through a link, and a FIFO planted here must not hold up every start: opened
+    // without blocking, then only a regular file is read.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    let mut handle = options.open(file).ok()?;
+    if !handle.metadata().ok()?.is_file() {
+        return None;
+    }
     // Another flycode starting at the same moment may be recovering it: leave it to that one.
     rustix::fs::flock(
         &handle,

@@ -426,3 +426,36 @@ fn a_program_cannot_make_the_state_directory_before_flycode_does() {
     }
     assert!(!home.state.join("journal").exists(), "{report}");
 }
+
+/// A FIFO planted where a journal record would be (a root inside the state directory makes that
+/// possible) never holds up a start: it is not opened for blocking reads, nor acted on.
+#[test]
+fn a_fifo_among_the_journal_records_does_not_hold_up_a_start() {
+    let home = Home::new();
+    let journal = home.state.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    // A pid above any pid_max: its writer is gone, so the record is recovered at start.
+    let fifo = journal.join("4999999-1-1.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let output = super::common::flycode()
+        .args(["exec", "--json", "--root"])
+        .arg(&home.root)
+        .args(["--slash", &format!("/fs.ls {}", home.root.display())])
+        .env("FLYCODE_STATE_DIR", &home.state)
+        .env("XDG_CONFIG_HOME", &home.config)
+        .current_dir(&home.root)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        fifo.exists(),
+        "a file flycode did not write is never removed"
+    );
+}
