@@ -661,6 +661,26 @@ mod tests {
         assert!(transport.receive().await.is_none());
     }
 
+    #[tokio::test]
+    async fn a_line_of_exactly_the_limit_is_read() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let (reader, writer) = tokio::io::split(server);
+        let mut transport = LineTransport::new(reader, writer);
+        let head = r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"pad":""#;
+        let tail = "\"}}}";
+        let pad = "x".repeat(MAX_LINE - head.len() - tail.len());
+        let line = format!("{head}{pad}{tail}\n");
+        assert_eq!(line.len(), MAX_LINE + 1);
+        let sending = tokio::spawn(async move {
+            client.write_all(line.as_bytes()).await.unwrap();
+            client
+        });
+        let message = transport.receive().await.unwrap();
+        let value = serde_json::to_value(message).unwrap();
+        assert_eq!(value["id"], 3, "the line at the limit is read, not dropped");
+        drop(sending.await.unwrap());
+    }
+
     #[test]
     fn the_id_of_an_over_long_request_is_read_from_its_start_only_when_it_is_a_request() {
         let id = |head: &str| over_long_request_id(head.as_bytes());
