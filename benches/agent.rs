@@ -146,7 +146,7 @@ fn turn(c: &mut Criterion) {
 }
 
 /// One turn of 8 read-only calls (fs.search over a generated tree, 8 directories of 300 source
-/// files), run one after another and as the loop runs them: at once, 4 at a time (CONTRACT §11).
+/// files), run one after another and as the loop runs them: at once, 4 at a time (PROTOCOL.md §13 (The API loop: parallel calls)).
 fn parallel_reads(c: &mut Criterion) {
     use flycode::agent::parallel::run_bounded;
     use flycode::protocol::{Call, ToolName};

@@ -275,14 +275,14 @@ pub struct Config {
     pub protected: Vec<String>,
     /// Result body cap in bytes.
     pub output_cap: usize,
-    /// The largest reply read and parsed, in bytes (CONTRACT §9); a larger one is `too_large`.
+    /// The largest reply read and parsed, in bytes (PROTOCOL.md §1 (Reading a reply: reply size limit)); a larger one is `too_large`.
     pub max_reply_bytes: usize,
     /// Default process timeout in milliseconds.
     pub timeout_ms: u64,
-    /// The tool set of the chat front ends (CONTRACT §8): `--tools`, else the file's, else
+    /// The tool set of the chat front ends (PROTOCOL.md §9 (Tools)): `--tools`, else the file's, else
     /// `seed`.
     pub tool_set: ToolSet,
-    /// `process_sandbox`: how programs are contained (CONTRACT §12); `workspace-write` unless
+    /// `process_sandbox`: how programs are contained (PROTOCOL.md §9 (Tools: what programs may do)); `workspace-write` unless
     /// set.
     pub process_sandbox: ProgramSandbox,
     /// `process_network`: whether programs may use TCP; `true` unless set.

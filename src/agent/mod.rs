@@ -10,7 +10,7 @@
 //! - [`settings`]: flags, environment and `flycode.toml` resolved into a run's settings;
 //! - [`launch`]: a run put together from its settings (prompt, client, transcripts) and started;
 //! - [`turn`]: the loop itself, reporting [`events`] to an observer;
-//! - [`parallel`]: the read-only calls of a turn run at once (CONTRACT §11);
+//! - [`parallel`]: the read-only calls of a turn run at once (PROTOCOL.md §13 (The API loop: parallel calls));
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.

@@ -1,4 +1,4 @@
-//! Parallel read-only calls (CONTRACT §11, seed 001): in one assistant turn, every maximal run of
+//! Parallel read-only calls (PROTOCOL.md §13 (The API loop: parallel calls), seed 001): in one assistant turn, every maximal run of
 //! consecutive read-only calls runs at once, on at most `limit` threads; every other call runs
 //! alone, in order. The loop (`turn`) decides which calls only read (it asks the tool)
 //! and hands each run here; results are reported as they happen and kept in call order.

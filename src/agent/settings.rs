@@ -120,7 +120,7 @@ pub struct ResolvedSettings {
     pub max_turns: u32,
     /// Invalid turns in a row before stopping.
     pub max_violations: u32,
-    /// Read-only calls of one turn running at once (CONTRACT §11).
+    /// Read-only calls of one turn running at once (PROTOCOL.md §13 (The API loop: parallel calls)).
     pub max_parallel: u32,
     /// Stream replies.
     pub stream: bool,
@@ -171,7 +171,7 @@ pub struct LightModel {
     pub api_key_source: Option<String>,
 }
 
-/// The quotas and budgets of sub-agent tasks (CONTRACT §10).
+/// The quotas and budgets of sub-agent tasks (PROTOCOL.md §13 (The API loop: sub-agents)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskLimits {
     /// Tasks per run at most.

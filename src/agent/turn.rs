@@ -36,7 +36,7 @@ use crate::tools::executor::{Executor, Restriction};
 pub enum RunKind {
     /// The main agent: works until it answers in prose.
     Main,
-    /// A sub-agent (CONTRACT §10): works until it calls `agent.complete`. On its turn limit,
+    /// A sub-agent (PROTOCOL.md §13 (The API loop: sub-agents)): works until it calls `agent.complete`. On its turn limit,
     /// its time limit, or a reply without that call, it gets one last turn in which only
     /// `agent.complete` runs; after that its task ends incomplete.
     Subagent {
@@ -467,7 +467,7 @@ impl AgentRun<'_> {
         }
         let mut last_error = None;
         let mut any_valid = false;
-        // Judged in order first; then run, read-only runs at once (CONTRACT §11).
+        // Judged in order first; then run, read-only runs at once (PROTOCOL.md §13 (The API loop: parallel calls)).
         let mut planned = Vec::with_capacity(tool_calls.len());
         for native in &tool_calls {
             planned.push(match self.native_call(progress, native) {

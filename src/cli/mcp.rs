@@ -1,5 +1,5 @@
-//! `flycode mcp`: serve the tools to an MCP client over standard input and output (CONTRACT
-//! §15). Standard output carries the protocol alone; this command's own words go to standard
+//! `flycode mcp`: serve the tools to an MCP client over standard input and output (PROTOCOL.md
+//! §14 (The MCP server)). Standard output carries the protocol alone; this command's own words go to standard
 //! error.
 
 use super::{ApproveMode, McpArgs, Outcome, RunFlags, hand_off_secrets, open_sandbox};

@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::reply_limit::{ReplyTooLarge, read_reply};
 
-/// How a command ended, as the process exit status (CONTRACT §6).
+/// How a command ended, as the process exit status (PROTOCOL.md §7 (Commands)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// 0: a valid call, an ok result, a clean transcript.
@@ -348,7 +348,7 @@ pub struct PromptArgs {
     pub tools: Option<ToolSetChoice>,
 }
 
-/// A tool set on the command line (CONTRACT §8).
+/// A tool set on the command line (PROTOCOL.md §9 (Tools)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ToolSetChoice {
     /// The twelve tools of the seed protocol.
@@ -393,7 +393,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 }
 
 /// Reads a reply as UTF-8 text: a file, or standard input for `-` or nothing; `Ok(Err(..))`
-/// for a reply over `limit` bytes (CONTRACT §9), of which at most `limit + 1` bytes are read (a
+/// for a reply over `limit` bytes (PROTOCOL.md §1 (Reading a reply: reply size limit)), of which at most `limit + 1` bytes are read (a
 /// file's length is looked at first, so an oversized file is not read at all). Standard input is
 /// not drained past the limit: the writer sees the pipe close, as with `head`.
 pub(crate) fn read_input(

@@ -50,7 +50,7 @@ pub const OUTPUT_CAP: SettingRange = SettingRange {
     unit: "bytes of a result body",
 };
 
-/// `max_reply_bytes`: the largest reply flycode reads (CONTRACT §9). Below 1 KiB not even a
+/// `max_reply_bytes`: the largest reply flycode reads (PROTOCOL.md §1 (Reading a reply: reply size limit)). Below 1 KiB not even a
 /// short call with its path fits; above 1 GiB parsing one reply would take gigabytes.
 pub const MAX_REPLY_BYTES: SettingRange = SettingRange {
     key: "max_reply_bytes",
@@ -90,8 +90,8 @@ pub const MAX_VIOLATIONS: SettingRange = SettingRange {
     unit: "invalid replies in a row before the run stops",
 };
 
-/// `[agent] max_parallel`: read-only calls of one turn run at most this many at once (CONTRACT
-/// §11); 1 runs them one after another. More than 64 threads would only contend for the disk.
+/// `[agent] max_parallel`: read-only calls of one turn run at most this many at once (PROTOCOL.md
+/// §13 (The API loop: parallel calls)); 1 runs them one after another. More than 64 threads would only contend for the disk.
 pub const MAX_PARALLEL: SettingRange = SettingRange {
     key: "max_parallel",
     flag: None,

@@ -1,4 +1,4 @@
-//! The reply size limit (CONTRACT §9, `max_reply_bytes`): a reply larger than it is refused as
+//! The reply size limit (PROTOCOL.md §1 (Reading a reply: reply size limit), `max_reply_bytes`): a reply larger than it is refused as
 //! `too_large` before it is parsed. Readers stop one byte past the limit, so the memory a reply
 //! can take is bounded by the setting whatever the size of the input; judging an accepted reply
 //! takes time linear in its size and memory within 8 times it, pathological Markdown included

@@ -1,4 +1,4 @@
-//! Approvals over MCP (CONTRACT §15): flycode's policy decides first; a call it would ask about
+//! Approvals over MCP (PROTOCOL.md §14 (The MCP server)): flycode's policy decides first; a call it would ask about
 //! is asked through the client's elicitation (a small form: the call, its paths, for a write the
 //! size of the change), and refused with a message saying how to allow it in flycode.toml where
 //! the client cannot ask.

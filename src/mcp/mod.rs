@@ -1,4 +1,4 @@
-//! `flycode mcp` (CONTRACT §15): the tool registry served as a Model Context Protocol server
+//! `flycode mcp` (PROTOCOL.md §14 (The MCP server)): the tool registry served as a Model Context Protocol server
 //! over stdio, with the official Rust SDK (`rmcp`), through the same sandbox, policy, output
 //! budgets and audit log as every other front end.
 //!

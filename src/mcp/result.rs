@@ -1,4 +1,4 @@
-//! A call's result as MCP sends it (CONTRACT §15): text content a model reads, plus
+//! A call's result as MCP sends it (PROTOCOL.md §14 (The MCP server)): text content a model reads, plus
 //! `structuredContent`, the same object `flycode exec --json` prints; a failure is
 //! `isError: true` with its code, message and hint in the text.
 

@@ -1,4 +1,4 @@
-//! The client's roots (`roots/list`) only narrow flycode's (CONTRACT §15).
+//! The client's roots (`roots/list`) only narrow flycode's (PROTOCOL.md §14 (The MCP server)).
 //!
 //! The allowed roots of a call are the intersection of flycode's roots (`--root`, flycode.toml,
 //! the current directory) and the client's: a client root inside a flycode root counts as

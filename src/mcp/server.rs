@@ -9,7 +9,7 @@
 //! cancel flag, which kills a running program and everything it started. While a program runs,
 //! a request that carries a progress token gets a progress notification every second.
 
-// The SDK marks roots deprecated (SEP-2577), yet clients still send them, and CONTRACT §15 has
+// The SDK marks roots deprecated (SEP-2577), yet clients still send them, and PROTOCOL.md §14 (The MCP server) has
 // them narrow flycode's roots.
 #![allow(deprecated)]
 

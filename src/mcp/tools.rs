@@ -33,7 +33,7 @@ pub fn mcp_tool(tool: ToolName) -> Tool {
     .with_annotations(annotations(tool))
 }
 
-/// What the tool may do (CONTRACT §15): the read-only tools say so; the tools that replace,
+/// What the tool may do (PROTOCOL.md §14 (The MCP server)): the read-only tools say so; the tools that replace,
 /// remove, move or chmod files or run programs are destructive; the file tools never reach
 /// beyond the machine's allowed roots (`openWorldHint: false`), programs may (the network).
 pub fn annotations(tool: ToolName) -> ToolAnnotations {

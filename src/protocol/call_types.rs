@@ -1,5 +1,5 @@
 //! The types shared by the readers of calls (JSON blocks, native calls, slash commands and
-//! their arguments): a validated [`Call`] and the [`CallError`] ladder of CONTRACT §1. A leaf of
+//! their arguments): a validated [`Call`] and the [`CallError`] ladder of PROTOCOL.md §1 (Reading a reply). A leaf of
 //! the protocol module: `args`, `slash` and `call` build on it, and it on none of them.
 
 use serde::Serialize;
@@ -13,7 +13,7 @@ use super::error_code::ErrorCode;
 use super::schema::{ToolSchema, tool_schema};
 use super::tool_name::{ToolName, ToolSet};
 
-/// A call that passed every check of CONTRACT §1.
+/// A call that passed every check of PROTOCOL.md §1 (Reading a reply).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Call {
     /// The model's id; `None` for a slash command typed by a person.

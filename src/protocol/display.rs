@@ -52,7 +52,7 @@ pub fn escape_for_display(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// The most characters of any one argument a header line shows (CONTRACT §9): `[command]` and
+/// The most characters of any one argument a header line shows (PROTOCOL.md §4 (The result block: header budget)): `[command]` and
 /// `[error]` stay within the result's budget whatever the model sent.
 pub const HEADER_ARG_CHARS: usize = 512;
 

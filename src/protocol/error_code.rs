@@ -1,4 +1,4 @@
-//! The contract's error codes (CONTRACT §1 and §4): one enum, one spelling per code.
+//! The contract's error codes (PROTOCOL.md §1 (Reading a reply) and §4): one enum, one spelling per code.
 //!
 //! Every error type in the crate maps onto one of these with a `code()` method, so what the model
 //! reads in `[code]` never drifts from what the documentation promises.
@@ -96,7 +96,7 @@ impl Serialize for ErrorCode {
     }
 }
 
-/// A warning that does not change a verdict (CONTRACT §1).
+/// A warning that does not change a verdict (PROTOCOL.md §1 (Reading a reply)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WarningCode {
     /// Browser copy-paste artefacts (no-break or zero-width spaces) were read as whitespace.

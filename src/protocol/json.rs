@@ -33,7 +33,7 @@ pub enum JsonProblem {
 
 /// Replaces paste artefacts outside JSON strings with spaces. Returns whether anything changed.
 /// Content without artefacts (nearly every call) is borrowed, not copied: a call block may hold
-/// up to the reply limit (CONTRACT §9), and a copy would cost as much again.
+/// up to the reply limit (PROTOCOL.md §1 (Reading a reply: reply size limit)), and a copy would cost as much again.
 pub fn normalize_artefacts_outside_strings(content: &str) -> (Cow<'_, str>, bool) {
     if !content.contains(is_paste_artefact) {
         return (Cow::Borrowed(content), false);

@@ -1,6 +1,6 @@
 //! The syntactic form of a path argument: which platform's absolute form it has, if any.
 //!
-//! This is only the protocol's check (CONTRACT §1 `relative_path`); whether the path lies inside
+//! This is only the protocol's check (PROTOCOL.md §1 (Reading a reply) `relative_path`); whether the path lies inside
 //! an allowed root is the sandbox's business.
 
 /// The form of a path string.

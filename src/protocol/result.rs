@@ -17,7 +17,7 @@
 //! ````
 //!
 //! Header values are one line: control, bidirectional and zero-width characters in them are
-//! escaped when rendering. They are bounded too (CONTRACT §9): `[error]` and `[hint]` show at
+//! escaped when rendering. They are bounded too (PROTOCOL.md §4 (The result block: header budget)): `[error]` and `[hint]` show at
 //! most 512 characters of any one word (an echoed path or id) and every value at most 2048,
 //! each cut marked `…(N chars)` with the full length. The body is written as it is, followed
 //! by one newline before the closing fence; reading removes exactly that newline, so a body's
@@ -202,7 +202,7 @@ impl ResultBlock {
             inner.push('[');
             inner.push_str(key);
             inner.push_str("] ");
-            // The last line of defence of the header budget (CONTRACT §9): messages may echo
+            // The last line of defence of the header budget (PROTOCOL.md §4 (The result block: header budget)): messages may echo
             // whatever the model sent, so every long word they hold is shortened too.
             let value = if matches!(key, "error" | "hint") {
                 shorten_header_value(value)

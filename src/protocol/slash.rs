@@ -1,4 +1,4 @@
-//! Slash commands (CONTRACT §3): `/fs.read /abs/path --head 200` for people to type, and the
+//! Slash commands (PROTOCOL.md §5 (Slash commands)): `/fs.read /abs/path --head 200` for people to type, and the
 //! one-line `[command]` form of any call.
 //!
 //! Grammar: `/TOOL WORD...`, words split as a POSIX shell splits them. Positional words fill the
@@ -187,7 +187,7 @@ fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> R
 /// positional is a list that takes every remaining word (process.run's `args`), flags come
 /// first, so the line reads back to the same call whether the list is given or not.
 ///
-/// Each argument shows at most [`HEADER_ARG_CHARS`] characters (CONTRACT §9): a longer string
+/// Each argument shows at most [`HEADER_ARG_CHARS`] characters (PROTOCOL.md §4 (The result block: header budget)): a longer string
 /// ends in `…(N chars)`, a longer list in `…(N items)` (N the full size), so a 1 MB path costs a
 /// few hundred bytes of header, not a megabyte.
 pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {

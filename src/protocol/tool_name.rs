@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-/// One tool of the whitelist (CONTRACT §4).
+/// One tool of the whitelist (PROTOCOL.md §9 (Tools)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ToolName {
     /// `fs.ls`
@@ -45,10 +45,10 @@ pub enum ToolName {
     AgentComplete,
 }
 
-/// Which tools a reader accepts (CONTRACT §8).
+/// Which tools a reader accepts (PROTOCOL.md §9 (Tools)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ToolSet {
-    /// The twelve tools of CONTRACT §4, exactly the seed protocol's whitelist: the default of
+    /// The twelve tools of PROTOCOL.md §9 (Tools), exactly the seed protocol's whitelist: the default of
     /// the chat front ends (`prompt`, `check`, `exec`, `watch`, `validate`).
     #[default]
     Seed,
@@ -57,7 +57,7 @@ pub enum ToolSet {
     /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`, `agent.task`):
     /// `flycode run`.
     Agent,
-    /// What a sub-agent is offered (CONTRACT §10): the read-only file tools, `agent.todo`,
+    /// What a sub-agent is offered (PROTOCOL.md §13 (The API loop: sub-agents)): the read-only file tools, `agent.todo`,
     /// `agent.note` and `agent.complete`.
     Subagent,
     /// Every tool: what a sub-agent's calls are read against, so that a call of a tool it is not
@@ -120,7 +120,7 @@ impl ToolName {
         ToolName::AgentComplete,
     ];
 
-    /// What a sub-agent may call (CONTRACT §10), in prompt order.
+    /// What a sub-agent may call (PROTOCOL.md §13 (The API loop: sub-agents)), in prompt order.
     pub const SUBAGENT: [ToolName; 8] = [
         ToolName::FsLs,
         ToolName::FsRead,
@@ -219,7 +219,7 @@ impl ToolName {
         self.as_str().replace('.', "_")
     }
 
-    /// The name an MCP client sees (CONTRACT §15): snake case, dots and capitals turned into
+    /// The name an MCP client sees (PROTOCOL.md §14 (The MCP server)): snake case, dots and capitals turned into
     /// underscores, so it matches `^[a-zA-Z0-9_-]{1,64}$`: `fs_read`, `fs_write_batch`,
     /// `process_run`.
     pub fn mcp_name(self) -> String {

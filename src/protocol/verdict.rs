@@ -1,4 +1,4 @@
-//! One reply → one verdict (CONTRACT §1): `none`, `call`, or `invalid` with the first error code
+//! One reply → one verdict (PROTOCOL.md §1 (Reading a reply)): `none`, `call`, or `invalid` with the first error code
 //! that applies, in the contract's order, plus warnings.
 
 use std::ops::Range;

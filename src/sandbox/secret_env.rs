@@ -1,4 +1,4 @@
-//! flycode's secrets out of its own environment (CONTRACT §12): a program flycode runs may be able
+//! flycode's secrets out of its own environment (PROTOCOL.md §9 (Tools: what programs may do)): a program flycode runs may be able
 //! to read `/proc/<flycode's pid>/environ` (as root, on kernels whose Landlock does not cover it),
 //! and that file keeps the environment flycode was *started* with, whatever flycode does to its
 //! own copy later. So on Linux, a command that runs programs hands its secrets to a fresh image of

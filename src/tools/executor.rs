@@ -5,7 +5,7 @@
 //! through `&self`. The session's memory is behind a lock, and the person is asked one question
 //! at a time and the audit log appended one line at a time across the whole process (every
 //! executor shares one terminal: a parent's and its sub-agents' alike), so concurrent read-only
-//! calls (CONTRACT §11) share it safely. Everything it needs to know about a tool it asks the tool ([`super::registry`]).
+//! calls (PROTOCOL.md §13 (The API loop: parallel calls)) share it safely. Everything it needs to know about a tool it asks the tool ([`super::registry`]).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -96,7 +96,7 @@ pub struct Executor<'a> {
 }
 
 /// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
-/// executor runs only the read-only tools (CONTRACT §10), so a sub-agent is read-only by
+/// executor runs only the read-only tools (PROTOCOL.md §13 (The API loop: sub-agents)), so a sub-agent is read-only by
 /// construction, not only by the tools it is offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Restriction {

@@ -47,7 +47,7 @@ pub struct ToolError {
     /// What the tool produced before it failed (a program's output, a timeout's output so far).
     pub output: Option<Box<ToolOutput>>,
     /// What the person at the terminal could do about it (flags, configuration). Never sent to
-    /// the model, whose `hint` says what to send instead (CONTRACT §14: two audiences).
+    /// the model, whose `hint` says what to send instead (PROTOCOL.md §12 (Watching): two audiences).
     pub advice: Option<String>,
 }
 
@@ -67,7 +67,7 @@ pub struct Limits {
     /// The variables `secret_env` names: kept from programs, and their values masked in every
     /// output, like the API keys.
     pub secret_env: Vec<String>,
-    /// `process_sandbox`: how programs are contained (CONTRACT §12).
+    /// `process_sandbox`: how programs are contained (PROTOCOL.md §9 (Tools: what programs may do)).
     pub program_sandbox: crate::sandbox::contain::ProgramSandbox,
     /// `process_network`: whether programs may use TCP.
     pub program_network: bool,

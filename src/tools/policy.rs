@@ -1,4 +1,4 @@
-//! Approval policy (CONTRACT §5): which calls run at once, which ask the person first, which are
+//! Approval policy (PROTOCOL.md §10 (Running calls)): which calls run at once, which ask the person first, which are
 //! refused. Decided before anything runs, from the call alone.
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! `process.run` (a program, no shell) and `shell.exec` (`/bin/sh -c`): run in the working
 //! directory the sandbox checked, with flycode's secrets removed from the environment, inside the
-//! containment `process_sandbox` and `process_network` ask for (CONTRACT §12,
+//! containment `process_sandbox` and `process_network` ask for (PROTOCOL.md §9 (Tools: what programs may do),
 //! [`crate::sandbox::contain`]); stdout and stderr captured separately; `ok` is exit status 0.
 
 use std::path::PathBuf;

@@ -46,7 +46,7 @@ pub fn tool(name: ToolName) -> Option<&'static dyn RegisteredTool> {
     REGISTRY.iter().copied().find(|tool| tool.name() == name)
 }
 
-/// Whether `name` only reads (and so may run beside other reads, CONTRACT §11).
+/// Whether `name` only reads (and so may run beside other reads, PROTOCOL.md §13 (The API loop: parallel calls)).
 pub fn is_read_only(name: ToolName) -> bool {
     tool(name).is_some_and(|tool| tool.approval() == ApprovalClass::Read)
 }

@@ -69,7 +69,7 @@ pub struct Program<'a> {
 /// How policy treats a tool under the default approval mode (`ask`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApprovalClass {
-    /// Only reads: runs at once, also concurrently with other reads (CONTRACT §11).
+    /// Only reads: runs at once, also concurrently with other reads (PROTOCOL.md §13 (The API loop: parallel calls)).
     Read,
     /// Changes files within the roots: runs at once under `ask`.
     Write,
@@ -116,7 +116,7 @@ pub trait Notebook: Send + Sync {
     }
 }
 
-/// Runs `agent.task` calls: the sub-agent layer of `flycode run` (CONTRACT §10), given to the
+/// Runs `agent.task` calls: the sub-agent layer of `flycode run` (PROTOCOL.md §13 (The API loop: sub-agents)), given to the
 /// main agent's executor only.
 pub trait TaskRunner: Send + Sync {
     /// Runs the task to its end (synchronously) and returns its envelope; `parent_call_id` is

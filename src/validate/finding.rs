@@ -1,4 +1,4 @@
-//! Findings: what `flycode validate` reports about a transcript (CONTRACT §7).
+//! Findings: what `flycode validate` reports about a transcript (PROTOCOL.md §8 (Transcripts)).
 
 use serde::Serialize;
 

@@ -1,7 +1,7 @@
 //! Checking many transcripts: files are read in parallel on all cores, and the report lists them
 //! in input order whatever finished first.
 //!
-//! Sub-agents (CONTRACT §10): a `flycode run` record whose `agent.task` results name sub-agents
+//! Sub-agents (PROTOCOL.md §13 (The API loop: sub-agents)): a `flycode run` record whose `agent.task` results name sub-agents
 //! has their transcripts, `STEM.task-N.jsonl` beside it, checked too, each as its own file (its
 //! findings under its own path) and listed right after its parent; a transcript also named on the
 //! command line is checked once, where it was named. A sub-agent that sent requests but whose

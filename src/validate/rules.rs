@@ -1,4 +1,4 @@
-//! The transcript rules (CONTRACT §7), applied message by message so a transcript never has to
+//! The transcript rules (PROTOCOL.md §8 (Transcripts)), applied message by message so a transcript never has to
 //! be held in memory: every assistant reply is judged by [`classify_reply`] (the code path of
 //! `flycode check`), and calls are paired with the results that answer them.
 //!
@@ -61,7 +61,7 @@ struct SeenResult {
 }
 
 /// A sub-agent task whose result a `flycode run` record holds: its transcript is
-/// `STEM.TASK_ID.jsonl` next to the record (CONTRACT §10).
+/// `STEM.TASK_ID.jsonl` next to the record (PROTOCOL.md §13 (The API loop: sub-agents)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskReference {
     /// `task-N`, from the envelope's first line.

@@ -2,7 +2,7 @@
 //! copied again is answered from memory (`[replayed] true`) and never runs twice. Kept as JSON in
 //! the state directory, so a restart does not re-run it.
 //!
-//! The key is the id *and* the exact call (CONTRACT §14): a browser chat starts again at
+//! The key is the id *and* the exact call (PROTOCOL.md §12 (Watching)): a browser chat starts again at
 //! `call-001` in every new conversation, so an id seen before with a different call is a new
 //! call, not a mistake. A result that says only that the session's policy refused the call
 //! (`denied_by_policy`, `outside_roots`: nothing ran) is replayed only under the same policy, so

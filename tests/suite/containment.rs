@@ -1,4 +1,4 @@
-//! What a program may do (CONTRACT §12), run as a user runs it: `flycode exec` with a
+//! What a program may do (PROTOCOL.md §9 (Tools: what programs may do)), run as a user runs it: `flycode exec` with a
 //! `flycode-call`, real programs, the real kernel (Landlock on Linux).
 
 #![cfg(target_os = "linux")]

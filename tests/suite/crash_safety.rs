@@ -1,5 +1,5 @@
 //! A writer killed at any moment leaves every file wholly old or wholly new, and the next start of
-//! flycode finishes or undoes what it was doing (CONTRACT §13): a batch is then all old or all
+//! flycode finishes or undoes what it was doing (PROTOCOL.md §11 (Security: after a crash)): a batch is then all old or all
 //! new, and no temporary file, backup or journal record is left. The real binary is started on a
 //! large fs.write or a 100-file fs.writeBatch and killed with SIGKILL after a varying delay, many
 //! times. (The delays only vary where the kill lands; nothing here measures time.)

@@ -1,4 +1,4 @@
-//! Partial reads of files of any size (CONTRACT §9), through the real binary: `head`, `tail`,
+//! Partial reads of files of any size (PROTOCOL.md §9 (Tools: fs.read)), through the real binary: `head`, `tail`,
 //! `range` and `lines` read only what they need, so a 100 MiB log reads like a small one, and a
 //! 1 GiB file reads under a 256 MiB address-space limit no whole-file load could fit in.
 

@@ -1,4 +1,4 @@
-//! `flycode mcp` end to end (CONTRACT §15), driven by an independent client: the official Python
+//! `flycode mcp` end to end (PROTOCOL.md §14 (The MCP server)), driven by an independent client: the official Python
 //! MCP SDK (`mcp` from PyPI), through tests/mcp/client.py. Each scenario runs in both protocol
 //! eras: `legacy` (the initialize handshake: the server asks with its own requests) and `auto`
 //! (2026-07-28: the server asks through `input_required` results).

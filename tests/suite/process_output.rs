@@ -1,4 +1,4 @@
-//! Output budgets of `process.run` and `shell.exec` (CONTRACT §9), through the real binary and
+//! Output budgets of `process.run` and `shell.exec` (PROTOCOL.md §9 (Tools: process.run and shell.exec)), through the real binary and
 //! real programs: each stream keeps its head and its tail, stderr is never crowded out by
 //! stdout, and every truncation note gives the true total the program wrote.
 

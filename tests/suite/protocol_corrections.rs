@@ -1,4 +1,4 @@
-//! The protocol corrections of issue 12 and the header budget of CONTRACT §9, through the real
+//! The protocol corrections of issue 12 and the header budget of PROTOCOL.md §4 (The result block: header budget), through the real
 //! binary: huge arguments keep answers small, calls without an id are answered under flycode's
 //! own id, and a relative path's hint names the user's root.
 

@@ -1,4 +1,4 @@
-//! `fs.readMany` (CONTRACT §8) through the real binary and the shared executor: the slash form
+//! `fs.readMany` (PROTOCOL.md §9 (Tools)) through the real binary and the shared executor: the slash form
 //! (flags after the paths), `exclude`, duplicates, `.gitignore` inside a repository, the list of
 //! what the output cap left out, CRLF kept byte for byte, and the stale-read guard's memory.
 #![allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox

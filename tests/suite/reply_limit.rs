@@ -1,4 +1,4 @@
-//! The reply size limit (CONTRACT §9, `max_reply_bytes`): a reply over it is refused as
+//! The reply size limit (PROTOCOL.md §1 (Reading a reply: reply size limit), `max_reply_bytes`): a reply over it is refused as
 //! `too_large` before it is parsed, by `check`, `exec`, `watch --inbox` and `run`; raising the
 //! setting in flycode.toml lets the same reply through; a value out of range is a configuration
 //! error naming the file, line, key and range.

@@ -1,4 +1,4 @@
-//! Sub-agents (`agent.task`, CONTRACT §10) end to end: the real binary against scripted
+//! Sub-agents (`agent.task`, PROTOCOL.md §13 (The API loop: sub-agents)) end to end: the real binary against scripted
 //! OpenAI-compatible servers on loopback, a second server standing in for the light model. The
 //! scripted models tell a parent request from a child's by the child's system prompt, and each
 //! turn by the assistant messages already in the request.

@@ -1,4 +1,4 @@
-//! Sub-agents (CONTRACT §10, §11) end to end, the flow of a task: a child that never completes,
+//! Sub-agents (PROTOCOL.md §13 (The API loop: sub-agents), §11) end to end, the flow of a task: a child that never completes,
 //! two tasks of one turn running at once, Ctrl-C during a child, where a child's special
 //! messages sit (seed 004), and the transcripts a task leaves. The real binary runs against a
 //! scripted OpenAI-compatible server on loopback; the scripted model tells a child's request from

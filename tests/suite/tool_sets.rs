@@ -1,4 +1,4 @@
-//! The two tool sets (CONTRACT §8): `seed` by default, `extended` by `--tools extended` or
+//! The two tool sets (PROTOCOL.md §9 (Tools)): `seed` by default, `extended` by `--tools extended` or
 //! `tools = "extended"` in flycode.toml; the prompt, the whitelist and the validator agree.
 #![allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 

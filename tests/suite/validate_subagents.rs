@@ -1,4 +1,4 @@
-//! `flycode validate` follows sub-agents (CONTRACT §10): a `flycode run` record whose `agent.task`
+//! `flycode validate` follows sub-agents (PROTOCOL.md §13 (The API loop: sub-agents)): a `flycode run` record whose `agent.task`
 //! results name a child transcript has that transcript checked too, its findings reported under
 //! the child's own file; a child transcript that is missing is a warning on the parent.
 

@@ -1,4 +1,4 @@
-//! The browser-chat flow over several conversations and restarts (CONTRACT §14), through the
+//! The browser-chat flow over several conversations and restarts (PROTOCOL.md §12 (Watching)), through the
 //! inbox: the real binary, a real folder, a state directory kept between runs. Each watcher runs
 //! in a session of its own (`setsid`), so no terminal can answer an approval question.
 

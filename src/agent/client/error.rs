@@ -88,7 +88,7 @@ pub enum ClientError {
         url: String,
     },
     /// The reply grew past `max_reply_bytes` (or its body past the framing allowance): refused
-    /// before it is parsed (CONTRACT §9), a runaway or hostile server, or a setting too low.
+    /// before it is parsed (PROTOCOL.md §1 (Reading a reply: reply size limit)), a runaway or hostile server, or a setting too low.
     #[error("{}", too_large_message(url, *limit, *framing))]
     TooLarge {
         /// The endpoint.

@@ -31,7 +31,7 @@ pub use openai::OpenAiProvider;
 /// What the HTTP body may carry around a reply of `max_reply_bytes` (JSON escapes such as
 /// `\u4e2d` for one CJK character, a stream's chunk envelopes around each few characters):
 /// four times the reply, plus 64 KiB. A body past it is abandoned unread, so a runaway or hostile
-/// server cannot exhaust memory (CONTRACT §9).
+/// server cannot exhaust memory (PROTOCOL.md §1 (Reading a reply: reply size limit)).
 pub fn framing_allowance(max_reply_bytes: usize) -> usize {
     max_reply_bytes.saturating_mul(4).saturating_add(64 * 1024)
 }
@@ -173,7 +173,7 @@ pub struct ClientSettings {
     pub max_retries: u32,
     /// The back-off before the first retry (doubling, capped at [`retry::BACKOFF_CAP`]).
     pub retry_base: Duration,
-    /// The largest reply accepted (`max_reply_bytes`, CONTRACT §9): text and tool calls
+    /// The largest reply accepted (`max_reply_bytes`, PROTOCOL.md §1 (Reading a reply: reply size limit)): text and tool calls
     /// together; the body around them may take [`framing_allowance`]. Past either, the answer is
     /// abandoned as [`ClientError::TooLarge`], never retried.
     pub max_reply_bytes: usize,

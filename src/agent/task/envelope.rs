@@ -1,4 +1,4 @@
-//! The envelope of a sub-agent's task (CONTRACT §10): what the parent agent gets back, as JSON in
+//! The envelope of a sub-agent's task (PROTOCOL.md §13 (The API loop: sub-agents)): what the parent agent gets back, as JSON in
 //! the structured result and rendered in the result's body.
 //!
 //! The child's result is the model's own text, so it is handed over as background, never as

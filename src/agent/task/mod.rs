@@ -1,4 +1,4 @@
-//! Sub-agents (CONTRACT §10, seeds 002 and 000): `agent.task` starts an isolated, read-only child
+//! Sub-agents (PROTOCOL.md §13 (The API loop: sub-agents), seeds 002 and 000): `agent.task` starts an isolated, read-only child
 //! conversation and waits for it.
 //!
 //! A child reuses the main loop ([`AgentRun`], as [`RunKind::Subagent`]): the same client and
@@ -79,7 +79,7 @@ pub struct Tasks<'a> {
     pub relay: Sender<RunEvent>,
     /// Accept text around a call block (text mode).
     pub lenient: bool,
-    /// The largest reply read, in bytes (CONTRACT §9).
+    /// The largest reply read, in bytes (PROTOCOL.md §1 (Reading a reply: reply size limit)).
     pub max_reply_bytes: usize,
     /// Tasks started so far.
     pub started: Mutex<u32>,

@@ -1,4 +1,4 @@
-//! `agent.task`: the main agent hands a read-only piece of work to a sub-agent (CONTRACT §10).
+//! `agent.task`: the main agent hands a read-only piece of work to a sub-agent (PROTOCOL.md §13 (The API loop: sub-agents)).
 //! The tool only reads its arguments and hands them to the run's [`TaskRunner`](super::TaskRunner); the sub-agent's
 //! loop, its quotas and its envelope live in `crate::agent::task`.
 
@@ -105,7 +105,7 @@ impl Tool for AgentTask {
     type Args = TaskArgs;
     const NAME: ToolName = ToolName::AgentTask;
 
-    /// A sub-agent only reads: tasks run beside other reads (CONTRACT §11).
+    /// A sub-agent only reads: tasks run beside other reads (PROTOCOL.md §13 (The API loop: parallel calls)).
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::Read
     }

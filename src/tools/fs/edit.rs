@@ -1,4 +1,4 @@
-//! `fs.edit`: exact-text replacements in one file (CONTRACT §8, seed 000's `smart_edit` in Patch
+//! `fs.edit`: exact-text replacements in one file (PROTOCOL.md §9 (Tools), seed 000's `smart_edit` in Patch
 //! mode). Reads the file through the sandbox, applies the edits in memory (`edit/apply.rs`),
 //! judges the result with the omission guard, and writes it back atomically through
 //! [`Sandbox::write_file`], with the hash of what it read as the precondition, so a change made

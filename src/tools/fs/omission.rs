@@ -1,4 +1,4 @@
-//! The omission guard (CONTRACT §8): a model that rewrites a file and abbreviates what it did not
+//! The omission guard (PROTOCOL.md §9 (Tools)): a model that rewrites a file and abbreviates what it did not
 //! mean to change (`// ... rest of the code unchanged`) would destroy that code. Shared by
 //! `fs.write` (overwrite), `fs.writeBatch` (its overwrite entries) and `fs.edit`; pure text
 //! judgement, no I/O.

@@ -1,4 +1,4 @@
-//! `fs.readMany`: several files in one call (CONTRACT §8, seed 001's ReadManyFiles), read-only.
+//! `fs.readMany`: several files in one call (PROTOCOL.md §9 (Tools), seed 001's ReadManyFiles), read-only.
 //!
 //! The paths are planned first (`plan.rs`: literal paths resolved, globs expanded below their
 //! literal directory prefix by fs.search's walk, `exclude` applied to glob matches, each file
