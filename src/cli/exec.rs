@@ -51,7 +51,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         }
         None => None,
     };
-    let approver = approver(&args.run);
+    let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = Executor {
         sandbox: &sandbox,
         policy: &config.policy,
@@ -92,7 +92,11 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         data,
         &config.limits().secrets(),
     )?;
-    Ok(if succeeded {
+    // Ctrl-C at the question: refused (and logged) like a no, and flycode reports the stop
+    // (PROTOCOL.md §10 (Running calls), "Ctrl-C at the question").
+    Ok(if super::approve::was_interrupted() {
+        Outcome::Interrupted
+    } else if succeeded {
         Outcome::Success
     } else {
         Outcome::Failure
@@ -207,6 +211,8 @@ mod tests {
         let question = approval_question(
             "/shell.exec 'rm -rf ./\u{202E}gpj.exe\u{1b}[2K'",
             "shell.exec asks first",
+            None,
+            None,
         );
         assert!(
             question.contains("\\u{202E}gpj.exe\\u{001B}[2K"),

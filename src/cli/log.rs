@@ -37,8 +37,13 @@ pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
             .map(|c| format!(" {c}"))
             .unwrap_or_default();
         let mark = if *verified { "" } else { "  (unverified)" };
+        // Who let it run or refused it (PROTOCOL.md §10 (Running calls), "Audit log").
+        let by = entry["approval"]
+            .as_str()
+            .map(|by| format!(" ({by})"))
+            .unwrap_or_default();
         let line = format!(
-            "{}  {}  {}  {}{code}  {}ms  {}{mark}",
+            "{}  {}  {}  {}{code}{by}  {}ms  {}{mark}",
             text("time"),
             text("id"),
             text("tool"),

@@ -31,7 +31,8 @@ pub enum Outcome {
     Usage = 2,
     /// 3: the input holds no call.
     NoCall = 3,
-    /// 130: stopped by Ctrl-C (`flycode run`), as a shell reports a process ended by SIGINT.
+    /// 130: stopped by Ctrl-C (`flycode run`; `flycode exec` at the approval question), as a
+    /// shell reports a process ended by SIGINT.
     Interrupted = 130,
 }
 
@@ -543,11 +544,12 @@ pub(crate) fn tool_set(tools: Option<ToolSetChoice>) -> anyhow::Result<crate::pr
     Ok(load_config(&crate::config::Flags::default())?.tool_set)
 }
 
-/// `--yes` answers every question a person need not answer; otherwise the terminal asks.
-pub(crate) fn approver(flags: &RunFlags) -> Box<dyn crate::tools::executor::Approver> {
-    if flags.yes {
-        Box::new(approve::YesApprover)
-    } else {
-        Box::new(approve::TerminalApprover)
-    }
+/// `--yes` answers every question a person need not answer; otherwise the terminal asks
+/// (answers for the rest of the session where `asking` is a session, PROTOCOL.md §10 (Running
+/// calls)).
+pub(crate) fn approver(
+    flags: &RunFlags,
+    asking: approve::Asking,
+) -> Box<dyn crate::tools::executor::Approver> {
+    approve::approver(flags.yes, asking)
 }

@@ -18,7 +18,7 @@ use crate::agent::summary::human_duration;
 use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
-use crate::tools::executor::{Approval, Approver};
+use crate::tools::executor::{Approval, Approver, Question};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -48,7 +48,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let color =
         !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
-    let inner_approver = approver(&args.run);
+    let inner_approver = approver(&args.run, super::approve::Asking::Session);
     let pausing = PausingApprover {
         inner: inner_approver.as_ref(),
         spinner: spinner.clone(),
@@ -521,6 +521,13 @@ impl Approver for PausingApprover<'_> {
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         self.spinner.pause(true);
         let answer = self.inner.approve_in_person(shown, reason);
+        self.spinner.pause(false);
+        answer
+    }
+
+    fn ask(&self, question: &Question<'_>) -> Approval {
+        self.spinner.pause(true);
+        let answer = self.inner.ask(question);
         self.spinner.pause(false);
         answer
     }

@@ -63,7 +63,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         eprintln!("flycode: {notice}");
     }
     let session = Mutex::new(session);
-    let approver = approver(&args.run);
+    let approver = approver(&args.run, super::approve::Asking::Session);
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))

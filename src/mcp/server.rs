@@ -682,8 +682,15 @@ impl Shared {
     ) -> rmcp::model::CallToolResult {
         let secrets = self.settings.limits.secrets();
         if let Some(audit) = &self.settings.audit
-            && let Err(error) =
-                log_call(audit, &secrets, call, "denied", Some(code), Duration::ZERO)
+            && let Err(error) = log_call(
+                audit,
+                &secrets,
+                call,
+                "denied",
+                Some(code),
+                Duration::ZERO,
+                None,
+            )
         {
             eprintln!("flycode mcp: warning: {error}");
         }

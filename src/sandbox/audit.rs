@@ -87,6 +87,10 @@ pub struct AuditEntry {
     pub code: Option<String>,
     /// How long it took.
     pub duration: Duration,
+    /// Who let it run or refused it (`policy`, `person`, `yes-flag`, `session-tool`,
+    /// `session-command`, `declined`, `interrupted`, `unanswered`), where known: PROTOCOL.md §10
+    /// (Running calls), "Audit log".
+    pub approval: Option<&'static str>,
 }
 
 /// The audit log file.
@@ -218,7 +222,7 @@ impl RecentEntries {
 }
 
 fn entry_json(entry: &AuditEntry) -> Value {
-    json!({
+    let mut line = json!({
         "time": crate::protocol::time::format_rfc3339(entry.time),
         "id": entry.id,
         "tool": entry.tool,
@@ -226,7 +230,11 @@ fn entry_json(entry: &AuditEntry) -> Value {
         "outcome": entry.outcome,
         "code": entry.code,
         "durationMs": u64::try_from(entry.duration.as_millis()).unwrap_or(u64::MAX),
-    })
+    });
+    if let (Some(approval), Value::Object(fields)) = (entry.approval, &mut line) {
+        fields.insert("approval".to_owned(), Value::from(approval));
+    }
+    line
 }
 
 /// How secrets are masked in text (`Secrets::mask`), for [`logged_args`].
@@ -290,6 +298,7 @@ mod tests {
                     outcome: "ok",
                     code: None,
                     duration: Duration::from_millis(3),
+                    approval: None,
                 },
                 &Secrets::default(),
             )
@@ -331,6 +340,7 @@ mod tests {
                 outcome: "ok",
                 code: None,
                 duration: Duration::from_millis(1),
+                approval: None,
             },
             &Secrets::default(),
         )
@@ -353,6 +363,7 @@ mod tests {
             outcome: "ok",
             code: None,
             duration: Duration::ZERO,
+            approval: None,
         })
         .to_string();
         assert_eq!(line_seal(&unsealed), LineSeal::Missing);
@@ -376,6 +387,7 @@ mod tests {
                 outcome: "failed",
                 code: Some(key.into()),
                 duration: Duration::ZERO,
+                approval: None,
             },
             &secrets,
         )

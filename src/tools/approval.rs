@@ -5,6 +5,8 @@ use serde_json::Value;
 
 use super::Limits;
 use super::registry::Invocation;
+use super::secrets::Secrets;
+use crate::protocol::{Call, ToolName};
 
 /// Asks the person whether a call may run.
 pub trait Approver: Send + Sync {
@@ -17,17 +19,104 @@ pub trait Approver: Send + Sync {
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         self.approve(shown, reason)
     }
+
+    /// The same question with the call it is about and what it would change, for an approver
+    /// that shows more or remembers answers for the session (the terminal's). By default
+    /// [`Approver::approve`], or [`Approver::approve_in_person`] for an in-person question.
+    fn ask(&self, question: &Question<'_>) -> Approval {
+        if question.in_person {
+            self.approve_in_person(question.shown, question.reason)
+        } else {
+            self.approve(question.shown, question.reason)
+        }
+    }
+}
+
+/// One question to the person, with what an approver needs beyond the call as shown.
+#[derive(Clone, Copy, Debug)]
+pub struct Question<'a> {
+    /// The call asked about.
+    pub call: &'a Call,
+    /// The tool policy judged it as (a `process.run` of a shell is a `shell.exec`): what an
+    /// answer "this tool for the rest of the session" allows.
+    pub judged_as: ToolName,
+    /// The call as it will run ([`show_whole_call`]).
+    pub shown: &'a str,
+    /// Why it needs a yes.
+    pub reason: &'a str,
+    /// Only a person may allow it ([`Decision::Ask`](super::policy::Decision::Ask)'s
+    /// `in_person`): no answer given for the session or by `--yes` counts.
+    pub in_person: bool,
+    /// What it would change in files, secrets masked
+    /// ([`write_preview`](super::preview::write_preview)).
+    pub preview: Option<&'a str>,
+    /// flycode's secrets, which a question shows masked like everything else
+    /// (PROTOCOL.md §9 (Secrets and masking)).
+    pub secrets: &'a Secrets,
 }
 
 /// The person's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Approval {
-    /// Run it.
+    /// Run it: the person said yes to this call.
     Yes,
     /// Do not run it.
     No,
     /// Nobody can answer (no terminal): refused unless `--yes`.
     Unavailable,
+    /// Run it: nobody was asked, `--yes` answers for the person.
+    Assumed,
+    /// Run it without asking again: the person allowed this for the rest of the session.
+    Remembered(Remembered),
+    /// The person pressed Ctrl-C at the question: refused, and flycode stops.
+    Interrupted,
+}
+
+/// What the person allowed for the rest of the session (in memory only, never in-person calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remembered {
+    /// Every call judged as this tool.
+    Tool,
+    /// This exact call, as shown.
+    Command,
+}
+
+/// How a call was let run or refused, as the audit log's `approval` field records it
+/// (PROTOCOL.md §10 (Running calls), "Audit log").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decider {
+    /// The policy, without a question: it runs, or it is denied.
+    Policy,
+    /// The person said yes at the question.
+    Person,
+    /// `--yes` answered for the person.
+    YesFlag,
+    /// The person's earlier "every call of this tool, for this session".
+    SessionTool,
+    /// The person's earlier "this exact call, for this session".
+    SessionCommand,
+    /// The person said no.
+    Declined,
+    /// The person pressed Ctrl-C at the question.
+    Interrupted,
+    /// Nobody could answer.
+    Unanswered,
+}
+
+impl Decider {
+    /// The audit log's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decider::Policy => "policy",
+            Decider::Person => "person",
+            Decider::YesFlag => "yes-flag",
+            Decider::SessionTool => "session-tool",
+            Decider::SessionCommand => "session-command",
+            Decider::Declined => "declined",
+            Decider::Interrupted => "interrupted",
+            Decider::Unanswered => "unanswered",
+        }
+    }
 }
 
 /// An approver that answers the same every time (`--yes`, tests, non-interactive runs).

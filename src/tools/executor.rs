@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
-pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
+pub use super::approval::{
+    Approval, Approver, Decider, FixedApprover, Question, Remembered, show_whole_call,
+};
 use super::policy::{Decision, Policy};
 use super::registry::Invocation;
 use super::secrets::Secrets;
@@ -59,6 +61,7 @@ pub enum Decided {
 struct Refusal {
     error: ToolError,
     decided: Decided,
+    by: Decider,
 }
 
 impl Execution {
@@ -148,7 +151,7 @@ impl<'a> Executor<'a> {
                     command,
                     Instant::now(),
                     Err(error),
-                    Decided::Ran,
+                    (Decided::Ran, None),
                     None,
                 )
             }
@@ -161,9 +164,9 @@ impl<'a> Executor<'a> {
         let call = invocation.call;
         let started = Instant::now();
         let command = render_command(call.tool, &call.args);
-        let (result, decided) = match self.permit(invocation, &command) {
-            Err(refusal) => (Err(refusal.error), refusal.decided),
-            Ok(()) => {
+        let (result, decided, by) = match self.permit(invocation, &command) {
+            Err(refusal) => (Err(refusal.error), refusal.decided, refusal.by),
+            Ok(by) => {
                 let result = self.check_stale(invocation).and_then(|()| {
                     invocation.bound.run(&ToolContext {
                         sandbox: self.sandbox,
@@ -176,7 +179,7 @@ impl<'a> Executor<'a> {
                 if let Ok(output) = &result {
                     self.update_session(invocation, output);
                 }
-                (result, Decided::Ran)
+                (result, Decided::Ran, by)
             }
         };
         self.conclude(
@@ -184,7 +187,7 @@ impl<'a> Executor<'a> {
             command,
             started,
             result,
-            decided,
+            (decided, Some(by)),
             Some(invocation.tool()),
         )
     }
@@ -192,14 +195,14 @@ impl<'a> Executor<'a> {
     /// Logs what became of a call and renders its result block. flycode's secrets are masked
     /// first (PROTOCOL.md §9 (Secrets and masking)), in the result, in the call as logged and shown, and
     /// in the finished block (its id too), so no value of one reaches the model, a transcript or
-    /// the audit log.
+    /// the audit log. `decided` comes with who decided, where known (the audit log's `approval`).
     fn conclude(
         &self,
         call: &Call,
         command: String,
         started: Instant,
         mut result: Result<ToolOutput, ToolError>,
-        decided: Decided,
+        (decided, by): (Decided, Option<Decider>),
         tool: Option<&'static dyn RegisteredTool>,
     ) -> Execution {
         let secrets = self.limits.secrets();
@@ -213,7 +216,8 @@ impl<'a> Executor<'a> {
                 (Err(_), Decided::Refused | Decided::Unanswered) => "denied",
             };
             let code = result.as_ref().err().map(|e| e.code);
-            audit_error = log_call(audit, &secrets, call, outcome, code, started.elapsed()).err();
+            audit_error =
+                log_call(audit, &secrets, call, outcome, code, started.elapsed(), by).err();
         }
         let (block, summary) = match &mut result {
             Ok(output) => {
@@ -266,7 +270,7 @@ impl<'a> Executor<'a> {
     }
 
     /// Policy first, then the person where policy asks.
-    fn permit(&self, invocation: &Invocation<'_>, command: &str) -> Result<(), Refusal> {
+    fn permit(&self, invocation: &Invocation<'_>, command: &str) -> Result<Decider, Refusal> {
         let call = invocation.call;
         let effects = invocation.effects();
         let resolved: Vec<PathBuf> = effects
@@ -277,6 +281,7 @@ impl<'a> Executor<'a> {
         let refused = |error: ToolError| Refusal {
             error,
             decided: Decided::Refused,
+            by: Decider::Policy,
         };
         if let Some(restriction) = &self.restriction
             && !restriction.tools.contains(&call.tool)
@@ -294,7 +299,7 @@ impl<'a> Executor<'a> {
             )));
         }
         let (reason, in_person) = match self.policy.decide_invocation(invocation, &resolved) {
-            Decision::Run => return Ok(()),
+            Decision::Run => return Ok(Decider::Policy),
             Decision::Deny { reason, advice } => {
                 return Err(refused(
                     ToolError::new(
@@ -308,21 +313,48 @@ impl<'a> Executor<'a> {
             Decision::Ask { reason, in_person } => (reason, in_person),
         };
         let shown = show_whole_call(invocation, command, &self.limits);
+        let secrets = self.limits.secrets();
+        let preview = super::preview::write_preview(call, self.sandbox, &secrets);
+        let question = Question {
+            call,
+            judged_as: invocation.bound.judged_as(),
+            shown: &shown,
+            reason: &reason,
+            in_person,
+            preview: preview.as_deref(),
+            secrets: &secrets,
+        };
         let answer = {
             let _one_question_at_a_time = lock(&ASKING);
-            if in_person {
-                self.approver.approve_in_person(&shown, &reason)
-            } else {
-                self.approver.approve(&shown, &reason)
-            }
+            self.approver.ask(&question)
         };
         match answer {
-            Approval::Yes => Ok(()),
-            Approval::No => Err(refused(ToolError::new(
-                ErrorCode::DeniedByPolicy,
-                format!("the user declined {}", call.tool),
-                Some("ask the user what to do instead"),
-            ))),
+            Approval::Yes => Ok(Decider::Person),
+            Approval::Assumed => Ok(Decider::YesFlag),
+            Approval::Remembered(Remembered::Tool) => Ok(Decider::SessionTool),
+            Approval::Remembered(Remembered::Command) => Ok(Decider::SessionCommand),
+            Approval::No => Err(Refusal {
+                by: Decider::Declined,
+                ..refused(ToolError::new(
+                    ErrorCode::DeniedByPolicy,
+                    format!("the user declined {}", call.tool),
+                    Some("ask the user what to do instead"),
+                ))
+            }),
+            // Nothing was said about the call itself: like a question nobody answered, it is not
+            // remembered as this call's answer (a watcher asks again next time).
+            Approval::Interrupted => Err(Refusal {
+                error: ToolError::new(
+                    ErrorCode::DeniedByPolicy,
+                    format!(
+                        "the user stopped flycode (Ctrl-C) when asked about {}; it was not run",
+                        call.tool
+                    ),
+                    Some("the user stopped this session; nothing more will run in it"),
+                ),
+                decided: Decided::Unanswered,
+                by: Decider::Interrupted,
+            }),
             Approval::Unavailable if in_person => Err(Refusal {
                 error: ToolError::new(
                     ErrorCode::DeniedByPolicy,
@@ -338,6 +370,7 @@ impl<'a> Executor<'a> {
                     "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again",
                 ),
                 decided: Decided::Unanswered,
+                by: Decider::Unanswered,
             }),
             Approval::Unavailable => Err(Refusal {
                 error: ToolError::new(
@@ -354,6 +387,7 @@ impl<'a> Executor<'a> {
                     "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)",
                 ),
                 decided: Decided::Unanswered,
+                by: Decider::Unanswered,
             }),
         }
     }
@@ -454,8 +488,9 @@ impl<'a> Executor<'a> {
 
 /// Appends what became of `call` to the audit log, its arguments as [`crate::sandbox::audit::logged_args`]
 /// shows them and every field masked (PROTOCOL.md §9 (Secrets and masking)): the one way a call reaches
-/// the log, for the executor and for the refusals the MCP server decides itself. Why the log
-/// could not be written, if it could not.
+/// the log, for the executor and for the refusals the MCP server decides itself. `by` says who
+/// let it run or refused it (`approval`), where that is known. Why the log could not be written,
+/// if it could not.
 pub fn log_call(
     audit: &AuditLog,
     secrets: &Secrets,
@@ -463,6 +498,7 @@ pub fn log_call(
     outcome: &'static str,
     code: Option<ErrorCode>,
     duration: std::time::Duration,
+    by: Option<Decider>,
 ) -> Result<(), String> {
     let args = crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
     let entry = AuditEntry {
@@ -473,6 +509,7 @@ pub fn log_call(
         outcome,
         code: code.map(|code| code.as_str().to_owned()),
         duration,
+        approval: by.map(Decider::as_str),
     };
     let _one_line_at_a_time = lock(&LOGGING);
     // A log that cannot be written must not hide the call's own outcome.

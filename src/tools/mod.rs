@@ -10,6 +10,7 @@ pub mod approval;
 pub mod executor;
 pub mod fs;
 pub mod policy;
+pub mod preview;
 pub mod process;
 pub mod registry;
 pub mod secrets;

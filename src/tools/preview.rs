@@ -1,0 +1,416 @@
+//! What a write would change, shown in the approval question (PROTOCOL.md §10 (Running calls),
+//! "The diff in the question"): for `fs.write`, `fs.edit` and `fs.writeBatch`, the unified diff
+//! of each file's current content, read through the sandbox, against what the call would leave,
+//! with flycode's secrets masked, capped at [`PREVIEW_LINES`] lines.
+//!
+//! It only reads: nothing is written, locked or remembered, and a file the sandbox refuses (out
+//! of the roots, flycode's own, a special file) adds nothing to the question. The call is judged
+//! and run afterwards exactly as it would have been without the preview.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use similar::TextDiff;
+
+use super::fs::edit::{self, EditArgs};
+use super::fs::write::{ModeArg, WriteArgs};
+use super::fs::write_batch::WriteBatchArgs;
+use super::secrets::Secrets;
+use crate::protocol::{Call, ErrorCode, ToolName};
+use crate::sandbox::Sandbox;
+
+/// The most diff lines a question shows; the rest is counted in a last line,
+/// `… N more lines`.
+pub const PREVIEW_LINES: usize = 40;
+
+/// The largest file whose diff a question shows (1 MiB); a larger one gets a line saying so.
+pub const PREVIEW_MAX_BYTES: u64 = 1024 * 1024;
+
+/// How long the diff of one file may take before a coarser (still correct) diff is shown.
+const DIFF_TIME: Duration = Duration::from_millis(500);
+
+/// Unchanged lines around each change.
+const CONTEXT_LINES: usize = 3;
+
+/// The diff the question about `call` shows, in lines (at most [`PREVIEW_LINES`] of diff, then
+/// `… N more lines`), or `None` for a call that writes no file's content or whose files the
+/// sandbox refuses. Hidden characters are left as they are: the question escapes every line.
+pub fn write_preview(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<String> {
+    let lines = match call.tool {
+        ToolName::FsWrite => {
+            let args: WriteArgs = typed(call)?;
+            let append = args.mode == ModeArg::Append;
+            file_diff(sandbox, secrets, &args.path, &args.content, append)?
+        }
+        ToolName::FsWriteBatch => {
+            let args: WriteBatchArgs = typed(call)?;
+            let diffs: Vec<Vec<String>> = args
+                .files
+                .iter()
+                .filter_map(|file| {
+                    let append = file.mode == Some(ModeArg::Append);
+                    file_diff(sandbox, secrets, &file.path, &file.content, append)
+                })
+                .collect();
+            if diffs.is_empty() {
+                return None;
+            }
+            diffs.concat()
+        }
+        ToolName::FsEdit => edit_diff(sandbox, secrets, typed(call)?)?,
+        _ => return None,
+    };
+    Some(capped(lines).join("\n"))
+}
+
+/// The call's arguments as its tool reads them.
+fn typed<T: DeserializeOwned>(call: &Call) -> Option<T> {
+    serde_json::from_value(Value::Object(call.args.clone())).ok()
+}
+
+/// At most [`PREVIEW_LINES`] lines, then a line counting the rest.
+fn capped(mut lines: Vec<String>) -> Vec<String> {
+    if lines.len() > PREVIEW_LINES {
+        let more = lines.len() - PREVIEW_LINES;
+        lines.truncate(PREVIEW_LINES);
+        lines.push(format!(
+            "… {more} more line{}",
+            if more == 1 { "" } else { "s" }
+        ));
+    }
+    lines
+}
+
+/// A file as the preview found it.
+enum Current {
+    /// It holds these bytes.
+    Bytes(Vec<u8>),
+    /// There is no file yet: the write creates it.
+    Missing,
+    /// It is larger than [`PREVIEW_MAX_BYTES`].
+    TooLarge(u64),
+}
+
+/// What the file at `path` holds now; `None` where the sandbox refuses it (or it cannot be read).
+fn current(sandbox: &Sandbox, path: &str) -> Option<Current> {
+    let mut file = match sandbox.open_for_reading(path) {
+        Ok(file) => file,
+        Err(error) if error.code() == ErrorCode::NotFound => return Some(Current::Missing),
+        Err(_) => return None,
+    };
+    let size = file.metadata().ok()?.len();
+    if size > PREVIEW_MAX_BYTES {
+        return Some(Current::TooLarge(size));
+    }
+    let mut bytes = Vec::new();
+    file.by_ref()
+        .take(PREVIEW_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > PREVIEW_MAX_BYTES {
+        return Some(Current::TooLarge(bytes.len() as u64));
+    }
+    Some(Current::Bytes(bytes))
+}
+
+/// The diff of one file that `fs.write` (or a batch entry) would write `content` to, in lines.
+fn file_diff(
+    sandbox: &Sandbox,
+    secrets: &Secrets,
+    path: &str,
+    content: &str,
+    append: bool,
+) -> Option<Vec<String>> {
+    let (old, new, old_name) = match current(sandbox, path)? {
+        Current::TooLarge(size) => {
+            return Some(vec![format!(
+                "{path}: {size} bytes now, more than the question compares ({PREVIEW_MAX_BYTES}): no diff shown"
+            )]);
+        }
+        Current::Missing => (Vec::new(), content.as_bytes().to_vec(), "/dev/null"),
+        Current::Bytes(old) => {
+            let new = if append {
+                [old.as_slice(), content.as_bytes()].concat()
+            } else {
+                content.as_bytes().to_vec()
+            };
+            (old, new, path)
+        }
+    };
+    let (Some(old), Some(new)) = (masked_text(old, secrets), masked_text(new, secrets)) else {
+        return Some(vec![format!("{path}: not UTF-8 text now: no diff shown")]);
+    };
+    if old == new {
+        return Some(vec![format!(
+            "{path}: no change (it already holds this content)"
+        )]);
+    }
+    Some(unified(&old, &new, old_name, path))
+}
+
+/// `bytes` with their secrets masked byte for byte (PROTOCOL.md §9 (Secrets and masking)), as
+/// text; `None` when they are not UTF-8.
+fn masked_text(mut bytes: Vec<u8>, secrets: &Secrets) -> Option<String> {
+    std::str::from_utf8(&bytes).ok()?;
+    secrets.mask_bytes(&mut bytes);
+    Some(
+        String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
+}
+
+/// The unified diff of `old` against `new`, in lines, without line ends.
+fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> Vec<String> {
+    let diff = TextDiff::configure()
+        .deadline(Instant::now() + DIFF_TIME)
+        .diff_lines(old, new);
+    diff.unified_diff()
+        .context_radius(CONTEXT_LINES)
+        .header(old_name, new_name)
+        .to_string()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `fs.edit`'s own diff, from a dry run of the same edits (nothing is written), masked as
+/// composed text as its result is (PROTOCOL.md §9 (Secrets and masking)).
+fn edit_diff(sandbox: &Sandbox, secrets: &Secrets, mut args: EditArgs) -> Option<Vec<String>> {
+    args.dry_run = true;
+    let output = edit::run(sandbox, &args, secrets).ok()?;
+    let body = output.body?;
+    Some(secrets.mask(&body).lines().map(str::to_owned).collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::sandbox::Roots;
+
+    struct Fixture {
+        _temp: tempfile::TempDir,
+        root: std::path::PathBuf,
+        sandbox: Sandbox,
+    }
+
+    fn fixture() -> Fixture {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        Fixture {
+            _temp: temp,
+            root,
+            sandbox,
+        }
+    }
+
+    fn call(tool: ToolName, args: Value) -> Call {
+        Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_overwrite_shows_the_changed_lines_against_the_file() {
+        let f = fixture();
+        let path = f.root.join("a.txt");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": path, "mode": "overwrite", "content": "one\nTWO\nthree\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        let name = path.display();
+        assert_eq!(
+            preview,
+            format!("--- {name}\n+++ {name}\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three")
+        );
+    }
+
+    #[test]
+    fn a_new_file_is_all_added_and_an_append_adds_at_the_end() {
+        let f = fixture();
+        let new = f.root.join("sub/new.txt");
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": new, "mode": "overwrite", "content": "a\nb\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            preview,
+            format!(
+                "--- /dev/null\n+++ {}\n@@ -0,0 +1,2 @@\n+a\n+b",
+                new.display()
+            )
+        );
+        let log = f.root.join("log.txt");
+        std::fs::write(&log, "1\n2\n3\n4\n5\n").unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": log, "mode": "append", "content": "6\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert!(
+            preview.ends_with("@@ -3,3 +3,4 @@\n 3\n 4\n 5\n+6"),
+            "{preview}"
+        );
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_at_forty_lines_and_counts_the_rest() {
+        let f = fixture();
+        let path = f.root.join("big.txt");
+        let content: String = (0..100).map(|n| format!("line {n}\n")).collect();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": path, "mode": "overwrite", "content": content}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        let lines: Vec<&str> = preview.lines().collect();
+        // 3 header lines and 100 added lines: 40 shown, 63 counted.
+        assert_eq!(lines.len(), PREVIEW_LINES + 1, "{preview}");
+        assert_eq!(lines[PREVIEW_LINES], "… 63 more lines");
+    }
+
+    #[test]
+    fn a_file_the_sandbox_refuses_adds_nothing() {
+        let f = fixture();
+        let outside = f.root.parent().unwrap().join("outside.txt");
+        std::fs::write(&outside, "secret plans\n").unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": outside, "mode": "overwrite", "content": "x\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        );
+        assert_eq!(preview, None);
+        let link = f.root.join("link.txt");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": link, "mode": "overwrite", "content": "x\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        );
+        assert_eq!(preview, None);
+    }
+
+    #[test]
+    fn an_edit_shows_its_dry_run_diff_and_changes_nothing() {
+        let f = fixture();
+        let path = f.root.join("main.rs");
+        std::fs::write(&path, "fn main() {\n    println!(\"hi\");\n}\n").unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsEdit,
+                json!({"path": path, "edits": [{"oldText": "\"hi\"", "newText": "\"hello\""}]}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert!(
+            preview.contains("-    println!(\"hi\");\n+    println!(\"hello\");"),
+            "{preview}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "fn main() {\n    println!(\"hi\");\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_batch_shows_each_file() {
+        let f = fixture();
+        let a = f.root.join("a.txt");
+        let b = f.root.join("b.txt");
+        std::fs::write(&a, "old\n").unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWriteBatch,
+                json!({"files": [{"path": a, "content": "new\n"}, {"path": b, "content": "b\n"}]}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert!(preview.contains("-old\n+new"), "{preview}");
+        assert!(
+            preview.contains(&format!("--- /dev/null\n+++ {}", b.display())),
+            "{preview}"
+        );
+    }
+
+    #[test]
+    fn secrets_in_the_file_and_in_the_content_are_masked() {
+        let f = fixture();
+        let key = "sk-preview-secret-0123456789";
+        let secrets = Secrets::from_values([key.to_owned()]);
+        let path = f.root.join(".env");
+        std::fs::write(&path, format!("A=1\nKEY={key}\nB=2\n")).unwrap();
+        let preview = write_preview(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": path, "mode": "overwrite", "content": format!("A=2\nKEY={key}\nB=2\n")}),
+            ),
+            &f.sandbox,
+            &secrets,
+        )
+        .unwrap();
+        assert!(!preview.contains(key), "{preview}");
+        assert!(
+            preview.contains(&format!(" KEY={}", "*".repeat(key.len()))),
+            "{preview}"
+        );
+        let edit = write_preview(
+            &call(
+                ToolName::FsEdit,
+                json!({"path": path, "edits": [{"oldText": "B=2", "newText": "B=3"}]}),
+            ),
+            &f.sandbox,
+            &secrets,
+        )
+        .unwrap();
+        assert!(!edit.contains(key), "{edit}");
+        assert!(edit.contains("+B=3"), "{edit}");
+    }
+
+    #[test]
+    fn other_tools_have_no_preview() {
+        let f = fixture();
+        let preview = write_preview(
+            &call(ToolName::ShellExec, json!({"command": "make"})),
+            &f.sandbox,
+            &Secrets::default(),
+        );
+        assert_eq!(preview, None);
+    }
+}
