@@ -56,7 +56,8 @@ pub enum Command {
     /// mistake.
     Config(ConfigArgs),
     /// Judge one reply (or a slash command), run its call under the policy, print the
-    /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call.
+    /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call, 130 Ctrl-C at the
+    /// approval question.
     Exec(ExecArgs),
     /// Print the most recent entries of the audit log (damaged lines are skipped and named on
     /// standard error).

@@ -550,3 +550,23 @@ fn ctrl_c_at_runs_question_refuses_the_call_and_stops_the_run() {
     assert_eq!(audit[0]["outcome"], "denied");
     assert_eq!(audit[0]["approval"], "interrupted");
 }
+
+#[test]
+fn a_call_the_policy_runs_is_logged_as_allowed_by_policy_and_log_shows_it() {
+    let w = super::common::Workspace::new();
+    let (code, _) = w.exec_json(
+        &json!({"id": "p1", "tool": "fs.write", "args": {"path": w.path("a.txt"), "mode": "overwrite", "content": "a\n"}}),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let log = std::fs::read_to_string(w.state.join("audit.jsonl")).unwrap();
+    let entry: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(entry["approval"], "policy", "{log}");
+    let shown = super::common::flycode()
+        .args(["log", "-n", "1"])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("p1  fs.write  ok (policy)  "), "{shown}");
+}
