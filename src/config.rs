@@ -307,6 +307,7 @@ impl Config {
             secret_env: self.secret_env.clone(),
             program_sandbox: self.process_sandbox,
             program_network: self.process_network,
+            tool_set: self.tool_set,
             ..crate::tools::Limits::default()
         }
     }
