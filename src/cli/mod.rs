@@ -5,6 +5,7 @@ pub mod approve;
 pub mod check;
 pub mod config;
 pub mod exec;
+pub mod gc;
 pub mod log;
 pub mod mcp;
 pub mod prompt;
@@ -57,6 +58,11 @@ pub enum Command {
     /// Judge one reply (or a slash command), run its call under the policy, print the
     /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call.
     Exec(ExecArgs),
+    /// Remove the state directory's run files (transcripts, replay stores, sessions) older than
+    /// `[state] keep_days` (default 30), and say what was removed and how many bytes.
+    ///
+    /// Never the audit log, the seal key or the journal's records.
+    Gc(GcArgs),
     /// Print the most recent entries of the audit log (damaged lines are skipped and named on
     /// standard error).
     ///
@@ -307,6 +313,14 @@ pub struct McpArgs {
     pub tools: Option<ToolSetChoice>,
 }
 
+/// `flycode gc` arguments.
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// Say what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 /// `flycode completions` arguments.
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
@@ -415,6 +429,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Check(args) => check::run(&args),
         Command::Config(args) => config::run(&args),
         Command::Exec(args) => exec::run(&args),
+        Command::Gc(args) => gc::run(&args),
         Command::Log(args) => log::run(&args),
         Command::Mcp(args) => mcp::run(args),
         Command::Prompt(args) => prompt::run(&args),

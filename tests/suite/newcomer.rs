@@ -441,3 +441,100 @@ fn log_help_says_where_the_log_is() {
         "{help}"
     );
 }
+
+/// A file of `days` ago at `path`.
+fn aged(path: &std::path::Path, days: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "0123456789").unwrap();
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+    filetime::set_file_mtime(path, filetime::FileTime::from_system_time(then)).unwrap();
+}
+
+fn gc(base: &std::path::Path, project: &std::path::Path, flags: &[&str]) -> (i32, String) {
+    let output = flycode()
+        .arg("gc")
+        .args(flags)
+        .current_dir(project)
+        .env("HOME", base)
+        .env("XDG_CONFIG_HOME", base.join("config"))
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        text(&output.stdout) + &text(&output.stderr),
+    )
+}
+
+#[test]
+fn gc_removes_old_run_files_and_never_flycodes_own_state() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let project = base.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let state = base.join("state");
+    for (name, days) in [
+        ("runs/old.jsonl", 40),
+        ("runs/recent.jsonl", 20),
+        ("sessions/s.json", 40),
+        ("watch/w.json", 40),
+        ("journal/1-2-3.json", 400),
+        ("seal.key", 400),
+        ("audit.jsonl", 400),
+    ] {
+        aged(&state.join(name), days);
+    }
+    let (code, said) = gc(&base, &project, &["--dry-run"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("would remove 3 files (30 B) older than 30 days"),
+        "{said}"
+    );
+    assert!(state.join("runs/old.jsonl").exists());
+
+    // The user's keep_days applies; an untrusted project file cannot lower it.
+    std::fs::create_dir_all(base.join("config/flycode")).unwrap();
+    std::fs::write(
+        base.join("config/flycode/flycode.toml"),
+        "[state]\nkeep_days = 10\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("flycode.toml"), "[state]\nkeep_days = 1\n").unwrap();
+    aged(&state.join("runs/yesterday.jsonl"), 2);
+    let (code, said) = gc(&base, &project, &[]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("removed 4 files (40 B) older than 10 days"),
+        "{said}"
+    );
+    assert!(
+        said.contains("2 transcripts, 1 replay store, 1 session"),
+        "{said}"
+    );
+    for gone in [
+        "runs/old.jsonl",
+        "runs/recent.jsonl",
+        "sessions/s.json",
+        "watch/w.json",
+    ] {
+        assert!(!state.join(gone).exists(), "{gone}");
+    }
+    for kept in [
+        "runs/yesterday.jsonl",
+        "journal/1-2-3.json",
+        "seal.key",
+        "audit.jsonl",
+    ] {
+        assert!(state.join(kept).exists(), "{kept}");
+    }
+    // flycode config lists the setting and where it comes from.
+    let shown = flycode()
+        .arg("config")
+        .current_dir(&project)
+        .env("HOME", &base)
+        .env("XDG_CONFIG_HOME", base.join("config"))
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    assert!(shown.contains("keep_days"), "{shown}");
+}
