@@ -122,7 +122,7 @@ fn old_files(state: &Path, kind: GarbageKind, cutoff: SystemTime) -> Vec<Garbage
             };
             let meta = std::fs::symlink_metadata(&path).ok()?;
             let old = meta.modified().is_ok_and(|changed| changed < cutoff);
-            (wanted && meta.file_type().is_file() && old).then(|| Garbage {
+            (wanted && meta.file_type().is_file() && old).then_some(Garbage {
                 path,
                 kind,
                 bytes: meta.len(),
