@@ -13,6 +13,7 @@
 //! | `output_cap` | 1024..=16777216 bytes | 65536 |
 //! | `max_reply_bytes` | 1024..=1073741824 bytes | 16777216 |
 //! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
+//! | `[state] keep_days` | 1..=36500 days | 30 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
 //! | `[agent] max_parallel` | 1..=64 | 4 |
@@ -66,6 +67,10 @@
 //! model = "qwen2.5-coder-7b"         # unset: sub-agents asking for it use the main model
 //! base_url = "http://127.0.0.1:8081/v1"
 //! api_key_env = "LIGHT_KEY"          # the variable holding its key
+//!
+//! [state]                            # the state directory (flycode gc)
+//! keep_days = 30                     # run files older than this are removed; an untrusted
+//!                                    # project file may raise it, never lower it
 //!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
@@ -137,7 +142,19 @@ struct FileConfig {
     process_network: Option<bool>,
     secret_env: Option<Vec<String>>,
     agent: Option<AgentConfig>,
+    state: Option<StateConfig>,
 }
+
+/// The `[state]` table: how long the state directory keeps a run's files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateConfig {
+    #[serde(default, deserialize_with = "range::keep_days")]
+    keep_days: Option<u32>,
+}
+
+/// How long `flycode gc` keeps a file of the state directory, unless `[state] keep_days` says.
+pub const DEFAULT_KEEP_DAYS: u32 = 30;
 
 /// `tools`: the tool set's name (`tools = "extended"`), or the `[tools]` table of per-tool rules
 /// with an optional `set` key.
@@ -289,6 +306,8 @@ pub struct Config {
     pub process_network: bool,
     /// `secret_env`: more variables holding secrets (kept from programs, masked in results).
     pub secret_env: Vec<String>,
+    /// `[state] keep_days`: `flycode gc` removes the state directory's run files older than this.
+    pub keep_days: u32,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -307,6 +326,7 @@ impl Config {
             secret_env: self.secret_env.clone(),
             program_sandbox: self.process_sandbox,
             program_network: self.process_network,
+            tool_set: self.tool_set,
             ..crate::tools::Limits::default()
         }
     }
@@ -491,6 +511,10 @@ impl Config {
             process_sandbox: file.process_sandbox.unwrap_or_default(),
             process_network: file.process_network.unwrap_or(true),
             secret_env: file.secret_env.unwrap_or_default(),
+            keep_days: file
+                .state
+                .and_then(|state| state.keep_days)
+                .unwrap_or(DEFAULT_KEEP_DAYS),
             agent,
             layers,
             flags: flags.clone(),

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         Err(error) if is_broken_pipe(&error) => Outcome::Success,
         Err(error) if error.is::<flycode::cli::exec::NoCall>() => Outcome::NoCall,
         Err(error) => {
-            eprintln!("flycode: {error:#}");
+            eprintln!("flycode: {}", cli::describe_error(&error));
             Outcome::Usage
         }
     };

@@ -23,6 +23,7 @@ use super::task::{Tasks, child_transcript_path, http_provider};
 use super::transcript::{TranscriptWriter, default_transcript_path};
 use super::turn::{AgentRun, RunKind, RunObserver, RunReport};
 use crate::config::Config;
+use crate::protocol::ToolSet;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::Limits;
@@ -70,6 +71,8 @@ pub struct Launch {
     pub prompt: AssembledPrompt,
     /// Where the run is recorded: the state directory's `runs/`, and `--transcript`.
     pub transcripts: Vec<PathBuf>,
+    /// The tools the main agent is offered: `--tools` (default extended) and its own.
+    pub tool_set: ToolSet,
     provider: OpenAiProvider,
     sandbox: Sandbox,
     policy: Policy,
@@ -137,7 +140,14 @@ impl Launch {
             .with_own_files(&own_files)
             .with_records(&records);
         let sandbox = sandbox.with_protection(protection);
-        let (prompt, prompt_context) = build_prompt(&settings, &sandbox)?;
+        // `--tools` chooses the file tools; flycode.toml's `tools` is the chat front ends' set
+        // (PROTOCOL.md §13 (The API loop: `flycode run`)).
+        let tool_set = config
+            .flags
+            .tool_set
+            .unwrap_or(ToolSet::Extended)
+            .with_agent_tools();
+        let (prompt, prompt_context) = build_prompt(&settings, &sandbox, tool_set)?;
         let provider = OpenAiProvider::new(ClientSettings {
             base_url: settings.base_url.clone(),
             api_key: settings.api_key.clone().map(ApiKey::new),
@@ -156,9 +166,11 @@ impl Launch {
                 .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
                 .cloned()
                 .collect(),
+            tool_set,
             ..config.limits()
         };
         Ok(Launch {
+            tool_set,
             max_reply_bytes: config.max_reply_bytes,
             prompt_context,
             settings,
@@ -239,6 +251,7 @@ fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchErr
 fn build_prompt(
     settings: &ResolvedSettings,
     sandbox: &Sandbox,
+    tools: ToolSet,
 ) -> Result<(AssembledPrompt, PromptContext), LaunchError> {
     let role = match &settings.role {
         RoleChoice::Built => None,
@@ -266,7 +279,7 @@ fn build_prompt(
             .map(|r| r.display().to_string())
             .collect(),
         mode: settings.mode,
-        tools: crate::protocol::ToolSet::Agent,
+        tools,
     };
     let prompt = assemble_prompt(&context, &PromptOverrides { role, system });
     Ok((prompt, context))

@@ -116,7 +116,7 @@ impl AgentRun<'_> {
     /// offered are read, so its executor refuses them as such.
     fn reading_set(&self) -> ToolSet {
         match self.kind {
-            RunKind::Main => ToolSet::Agent,
+            RunKind::Main => self.executor.limits.tool_set,
             RunKind::Subagent { .. } => ToolSet::All,
         }
     }
@@ -124,7 +124,8 @@ impl AgentRun<'_> {
     /// The tools offered in the next request.
     fn offered_tools(&self, progress: &Progress) -> &'static [ToolName] {
         match (self.kind, &progress.last_turn) {
-            (RunKind::Main, _) => ToolSet::Agent.tools(),
+            // The run's `--tools`, with the agent's own tools (see `Launch::prepare`).
+            (RunKind::Main, _) => self.executor.limits.tool_set.tools(),
             (RunKind::Subagent { .. }, LastTurn::Taken(_)) => &[ToolName::AgentComplete],
             (RunKind::Subagent { .. }, _) => ToolSet::Subagent.tools(),
         }
@@ -462,6 +463,12 @@ impl AgentRun<'_> {
             Message::assistant(content.clone(), tool_calls.clone()),
             observer,
         );
+        // A call block in native text is not run: said live, as `validate` says it.
+        if let Some(warning) = crate::protocol::verdict::native_text_call_warning(&content) {
+            observer.on_event(&RunEvent::Warning {
+                message: warning.message,
+            });
+        }
         if tool_calls.is_empty() {
             return self.prose(progress, content, observer);
         }

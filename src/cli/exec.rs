@@ -16,7 +16,7 @@ use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::Executor;
+use crate::tools::executor::{Approval, Approver, Executor, Question};
 use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
@@ -51,14 +51,14 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         }
         None => None,
     };
-    let approver = approver(&args.run, super::approve::Asking::OneCall);
+    let approver = ExecApprover(approver(&args.run, super::approve::Asking::OneCall));
     let executor = Executor {
         sandbox: &sandbox,
         policy: &config.policy,
         session: session.as_ref(),
         audit: AuditLog::default_location(),
         limits: config.limits(),
-        approver: approver.as_ref(),
+        approver: &approver,
         notebook: None,
         tasks: None,
         restriction: None,
@@ -103,6 +103,32 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     })
 }
 
+/// The terminal's approver, with `exec`'s words for a call no one could answer: the person runs
+/// the command again.
+struct ExecApprover(Box<dyn Approver>);
+
+impl Approver for ExecApprover {
+    fn approve(&self, shown: &str, reason: &str) -> Approval {
+        self.0.approve(shown, reason)
+    }
+
+    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
+        self.0.approve_in_person(shown, reason)
+    }
+
+    fn ask(&self, question: &Question<'_>) -> Approval {
+        self.0.ask(question)
+    }
+
+    fn unanswered_advice(&self, in_person: bool) -> &'static str {
+        if in_person {
+            "only a person at a terminal can allow this call (--yes does not): run it again in a terminal"
+        } else {
+            "no terminal could answer; run it again with --yes (or --approve auto)"
+        }
+    }
+}
+
 enum CallOrAnswer {
     Call(Call),
     Answer(ResultBlock, Outcome),
@@ -115,6 +141,12 @@ fn read_call(
     example_root: Option<&str>,
 ) -> anyhow::Result<CallOrAnswer> {
     if let Some(line) = &args.slash {
+        if !line.trim_start().starts_with('/') {
+            anyhow::bail!(
+                "--slash takes a slash command, and a slash command starts with `/`: --slash \"/{}\"",
+                escape_for_display(line.trim())
+            );
+        }
         return Ok(match parse_slash_in(line, tools) {
             Ok(call) => CallOrAnswer::Call(call),
             Err(error) => CallOrAnswer::Answer(

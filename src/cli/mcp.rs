@@ -43,7 +43,10 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
         sandbox,
         McpSettings {
             policy: config.policy.clone(),
-            limits: config.limits(),
+            limits: crate::tools::Limits {
+                tool_set,
+                ..config.limits()
+            },
             tool_set,
             protected: config.protected.clone(),
             audit: AuditLog::default_location(),

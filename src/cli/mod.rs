@@ -5,6 +5,7 @@ pub mod approve;
 pub mod check;
 pub mod config;
 pub mod exec;
+pub mod gc;
 pub mod log;
 pub mod mcp;
 pub mod prompt;
@@ -59,8 +60,16 @@ pub enum Command {
     /// flycode-result block. Exit 0 ok, 1 failed or invalid, 3 no call, 130 Ctrl-C at the
     /// approval question.
     Exec(ExecArgs),
+    /// Remove the state directory's run files (transcripts, replay stores, sessions) older than
+    /// `[state] keep_days` (default 30), and say what was removed and how many bytes.
+    ///
+    /// Never the audit log, the seal key or the journal's records.
+    Gc(GcArgs),
     /// Print the most recent entries of the audit log (damaged lines are skipped and named on
     /// standard error).
+    ///
+    /// The log is audit.jsonl in the state directory: $FLYCODE_STATE_DIR, else
+    /// $XDG_STATE_HOME/flycode, else ~/.local/state/flycode (%LOCALAPPDATA%\flycode on Windows).
     Log(LogArgs),
     /// Serve the tools to an MCP client (Claude Desktop, Cursor, Codex...) over standard input
     /// and output, under the same roots, policy and audit log.
@@ -69,6 +78,9 @@ pub enum Command {
     Prompt(PromptArgs),
     /// Work on a task through an OpenAI-compatible API until the model answers in prose.
     /// Exit 0 answered, 1 stopped early or failed, 2 usage or settings, 130 Ctrl-C.
+    #[command(
+        override_usage = "flycode run [OPTIONS] <TASK>\n       flycode run [OPTIONS] -   (the task from standard input)\n       flycode run [OPTIONS] --task-file FILE"
+    )]
     Run(RunArgs),
     /// Trust the flycode.toml that applies in a folder (default: here), so that its settings that
     /// loosen safety apply too; a change to the file makes it untrusted again.
@@ -78,6 +90,9 @@ pub enum Command {
     /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
     /// folder (--inbox DIR; without a display, a folder in the state directory).
     Watch(WatchArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell), e.g.
+    /// `flycode completions bash > ~/.local/share/bash-completion/completions/flycode`.
+    Completions(CompletionsArgs),
     /// Keep the text on standard input on the clipboard until something else is copied (used by
     /// `prompt --copy`, as xclip does).
     #[command(name = "hold-clipboard", hide = true)]
@@ -279,8 +294,9 @@ pub struct RunFlags {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
-    /// The tool set: seed (the twelve tools, the default) or extended (adds fs.readMany and
-    /// fs.edit); default: flycode.toml's `tools`, else seed.
+    /// The tool set: seed (the twelve tools) or extended (adds fs.readMany and fs.edit).
+    /// exec and watch: default flycode.toml's `tools`, else seed. run: default extended (the
+    /// file's `tools` is the chat front ends'), plus the agent's own tools.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
 }
@@ -297,6 +313,22 @@ pub struct McpArgs {
     /// The tool set served: extended (the default: adds fs.readMany and fs.edit) or seed.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
+}
+
+/// `flycode gc` arguments.
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// Say what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `flycode completions` arguments.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// `flycode log` arguments.
@@ -334,9 +366,10 @@ impl From<ApproveMode> for crate::tools::policy::Approval {
 /// `flycode prompt` arguments.
 #[derive(Debug, clap::Args)]
 pub struct PromptArgs {
-    /// The prompt's language.
-    #[arg(long, value_enum, default_value_t = Language::Zh)]
-    pub lang: Language,
+    /// The prompt's language (default: the locale's: LC_ALL, else LC_MESSAGES, else LANG;
+    /// zh... is Chinese, anything else English).
+    #[arg(long, value_enum)]
+    pub lang: Option<Language>,
     /// The allowed roots to name in the prompt, resolved as `watch` and `exec` resolve them.
     #[command(flatten)]
     pub roots: RootFlags,
@@ -377,12 +410,28 @@ pub enum Language {
     En,
 }
 
+impl Language {
+    /// The language of the locale: the first of LC_ALL, LC_MESSAGES and LANG that is set and not
+    /// empty (as POSIX orders them); `zh...` is Chinese, anything else (or nothing) English.
+    pub fn from_locale(var: &dyn Fn(&str) -> Option<String>) -> Language {
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .filter_map(|name| var(name))
+            .find(|value| !value.is_empty());
+        match locale {
+            Some(value) if value.to_ascii_lowercase().starts_with("zh") => Language::Zh,
+            _ => Language::En,
+        }
+    }
+}
+
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Config(args) => config::run(&args),
         Command::Exec(args) => exec::run(&args),
+        Command::Gc(args) => gc::run(&args),
         Command::Log(args) => log::run(&args),
         Command::Mcp(args) => mcp::run(args),
         Command::Prompt(args) => prompt::run(&args),
@@ -390,8 +439,31 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Trust(args) => trust::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(args.shell, &mut command, "flycode", &mut std::io::stdout());
+            Ok(Outcome::Success)
+        }
         Command::HoldClipboard => prompt::hold_clipboard(),
     }
+}
+
+/// An error as the person reads it: the message and each cause after a `: `, leaving out a
+/// cause whose text the message already holds (an error that names its OS error in its own
+/// words would otherwise show it twice).
+pub fn describe_error(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Reads a reply as UTF-8 text: a file, or standard input for `-` or nothing; `Ok(Err(..))`

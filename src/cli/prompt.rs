@@ -16,7 +16,10 @@ pub const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
 /// Runs `flycode prompt`.
 pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
     let (config, roots) = load_roots(&args.roots, None, args.tools)?;
-    let language = match args.lang {
+    let lang = args
+        .lang
+        .unwrap_or_else(|| Language::from_locale(&|name| std::env::var(name).ok()));
+    let language = match lang {
         Language::Zh => PromptLanguage::Zh,
         Language::En => PromptLanguage::En,
     };

@@ -16,6 +16,7 @@ use crate::agent::launch::{Launch, RunOptions};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
 use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
+use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
 use crate::tools::executor::{Approval, Approver, Question};
@@ -128,7 +129,9 @@ impl RunObserver for JsonLines {
     }
 }
 
-/// The terminal display of seed 001.
+/// The terminal display of seed 001. Standard output carries the model's prose; a reply that
+/// turns out invalid has its prose on standard error instead (PROTOCOL.md §13 (The API loop:
+/// display)).
 struct Terminal {
     /// The calls started and not yet finished, by id, as their `●` line named them.
     running: std::collections::HashMap<Option<String>, String>,
@@ -140,6 +143,19 @@ struct Terminal {
     filter: CallBlockFilter,
     streamed: bool,
     stdout_at_line_start: bool,
+    /// Text mode: the prose of the reply that arrived, held until its verdict says where it goes.
+    held_prose: Option<String>,
+    /// Native mode: the calls of the latest reply, and its invalid ones as they were judged,
+    /// shown as one line once the turn's judging is over.
+    turn_calls: usize,
+    invalid_calls: Vec<InvalidCall>,
+}
+
+/// A native call that was judged invalid.
+struct InvalidCall {
+    code: String,
+    message: String,
+    consecutive: u32,
 }
 
 impl Terminal {
@@ -153,6 +169,9 @@ impl Terminal {
             filter: CallBlockFilter::default(),
             streamed: false,
             stdout_at_line_start: true,
+            held_prose: None,
+            turn_calls: 0,
+            invalid_calls: Vec::new(),
         }
     }
 
@@ -164,71 +183,81 @@ impl Terminal {
         }
     }
 
+    /// Native mode: prose streams to standard output as it arrives (text beside calls is never
+    /// invalid there). Text mode holds it (see [`Terminal::hold_reply`]).
     fn show_text(&mut self, text: &str) {
-        let shown = match self.mode {
-            CallingMode::Text => self.filter.push(text),
-            CallingMode::Native => text.to_owned(),
-        };
-        if shown.is_empty() {
+        if text.is_empty() {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(escape_for_terminal(&shown).as_bytes());
-        let _ = out.flush();
-        self.stdout_at_line_start = shown.ends_with('\n');
-    }
-
-    fn end_text(&mut self) {
-        let rest = self.filter.finish();
-        if !rest.is_empty() {
-            self.show_text_raw(&rest);
-        }
-        if !self.stdout_at_line_start {
-            println!();
-            self.stdout_at_line_start = true;
-        }
-    }
-
-    fn show_text_raw(&mut self, text: &str) {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(escape_for_terminal(text).as_bytes());
         let _ = out.flush();
         self.stdout_at_line_start = text.ends_with('\n');
     }
 
-    fn finished(&self, report: &RunReport) {
-        let (mark, headline) = match &report.ending {
-            Ending::Answered => (self.paint("32", "✓"), "done".to_owned()),
-            Ending::MaxTurns => (
-                self.paint("31", "✗"),
-                format!(
-                    "stopped after {} turns without an answer (raise --max-turns)",
-                    report.turns
-                ),
-            ),
-            Ending::TooManyViolations(detail) => (
-                self.paint("31", "✗"),
-                format!("stopped: {}", escape_for_terminal(detail)),
-            ),
-            Ending::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
-            Ending::ClientFailed(detail) => (
-                self.paint("31", "✗"),
-                format!("stopped: {}", escape_for_terminal(detail)),
-            ),
-            Ending::EmptyReply(reason) => (
-                self.paint("31", "✗"),
-                format!(
-                    "stopped: the model sent an empty reply (finish_reason {}); try again, or another model",
-                    escape_for_terminal(reason)
-                ),
-            ),
-            // A sub-agent's endings: its task's outcome line says them in a run.
-            Ending::Completed => (self.paint("32", "✓"), "completed".to_owned()),
-            Ending::Incomplete(detail) => (
-                self.paint("33", "■"),
-                format!("incomplete: {}", escape_for_terminal(detail)),
-            ),
+    fn end_text(&mut self) {
+        if !self.stdout_at_line_start {
+            println!();
+            self.stdout_at_line_start = true;
+        }
+    }
+
+    /// Text mode: the reply's prose, its call block left out, waits for the verdict.
+    fn hold_reply(&mut self, text: &str) {
+        let mut prose = self.filter.push(text);
+        prose.push_str(&self.filter.finish());
+        self.filter = CallBlockFilter::default();
+        self.held_prose = Some(prose);
+    }
+
+    /// The held prose goes to standard output, or for an invalid reply to standard error.
+    fn release_prose(&mut self, invalid: bool) {
+        let Some(prose) = self.held_prose.take() else {
+            return;
         };
+        let prose = prose.trim_end();
+        if prose.trim().is_empty() {
+            return;
+        }
+        if invalid {
+            eprintln!("{}", self.paint("2", &escape_for_terminal(prose)));
+        } else {
+            self.show_text(prose);
+            self.end_text();
+        }
+    }
+
+    /// Native mode: the turn's invalid calls as one line: an invalid reply when none of its
+    /// calls was valid, else the calls that were not run.
+    fn flush_invalid_calls(&mut self) {
+        let Some(first) = self.invalid_calls.first() else {
+            return;
+        };
+        let more = match self.invalid_calls.len() {
+            1 => String::new(),
+            2 => " (and 1 more invalid call)".to_owned(),
+            n => format!(" (and {} more invalid calls)", n - 1),
+        };
+        let line = if self.invalid_calls.len() >= self.turn_calls {
+            format!(
+                "invalid reply ({}, {} in a row): {}{more}",
+                first.code, first.consecutive, first.message
+            )
+        } else {
+            format!(
+                "{} of {} calls not run ({}): {}{more}",
+                self.invalid_calls.len(),
+                self.turn_calls,
+                first.code,
+                first.message
+            )
+        };
+        eprintln!("{} {}", self.paint("31", "✗"), escape_for_terminal(&line));
+        self.invalid_calls.clear();
+    }
+
+    fn finished(&self, report: &RunReport) {
+        let (mark, headline) = self.ending_line(&report.ending, report.turns);
         let failed = if report.failed_calls > 0 {
             format!(" ({} failed)", report.failed_calls)
         } else {
@@ -260,93 +289,120 @@ impl Terminal {
             );
         }
     }
-}
 
-impl RunObserver for Terminal {
-    fn on_event(&mut self, event: &RunEvent) {
-        match event {
-            RunEvent::Request { .. } => self.streamed = false,
-            RunEvent::TextDelta { text } => {
-                self.streamed = true;
-                self.show_text(text);
+    /// The mark and the headline of the last line.
+    fn ending_line(&self, ending: &Ending, turns: u32) -> (String, String) {
+        let red = |text: String| (self.paint("31", "✗"), text);
+        match ending {
+            Ending::Answered => (self.paint("32", "✓"), "done".to_owned()),
+            Ending::MaxTurns => red(format!(
+                "stopped after {turns} turns without an answer (raise --max-turns)"
+            )),
+            Ending::TooManyViolations(detail) | Ending::ClientFailed(detail) => {
+                red(format!("stopped: {}", escape_for_terminal(detail)))
             }
-            RunEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => {
-                self.end_text();
-                eprintln!(
-                    "{}",
-                    self.paint(
-                        "33",
-                        &format!(
-                            "  ↻ {} · retry {attempt} in {}",
-                            escape_for_terminal(reason),
-                            human_duration(*delay_ms)
-                        )
-                    )
-                );
-                self.streamed = false;
-            }
-            RunEvent::Reply { text, .. } => {
+            Ending::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
+            Ending::EmptyReply(reason) => red(format!(
+                "stopped: the model sent an empty reply (finish_reason {}); try again, or another model",
+                escape_for_terminal(reason)
+            )),
+            // A sub-agent's endings: its task's outcome line says them in a run.
+            Ending::Completed => (self.paint("32", "✓"), "completed".to_owned()),
+            Ending::Incomplete(detail) => (
+                self.paint("33", "■"),
+                format!("incomplete: {}", escape_for_terminal(detail)),
+            ),
+        }
+    }
+
+    fn retrying(&mut self, attempt: u32, delay_ms: u64, reason: &str) {
+        self.end_text();
+        eprintln!(
+            "{}",
+            self.paint(
+                "33",
+                &format!(
+                    "  ↻ {} · retry {attempt} in {}",
+                    escape_for_terminal(reason),
+                    human_duration(delay_ms)
+                )
+            )
+        );
+        self.streamed = false;
+    }
+
+    fn reply(&mut self, text: &str, tool_calls: usize) {
+        match self.mode {
+            CallingMode::Text => self.hold_reply(text),
+            CallingMode::Native => {
                 if !self.streamed {
                     self.show_text(text);
                 }
                 self.end_text();
+                self.turn_calls = tool_calls;
             }
-            RunEvent::CallStarted {
-                id,
-                tool,
-                subject,
-                runs_program,
-                ..
-            } => {
-                eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
-                self.last_started = id.clone();
-                self.running
-                    .insert(id.clone(), format!("{tool} ({subject})"));
-                if *runs_program {
-                    self.spinner.start(subject);
-                }
-            }
-            RunEvent::CallFinished {
-                id,
-                ok,
-                summary,
-                advice,
-                ..
-            } => {
-                self.spinner.stop();
-                let summary = if *ok {
-                    summary.clone()
-                } else {
-                    self.paint("31", summary)
-                };
-                // Calls running at once finish in any order: an outcome that does not follow
-                // its own call's line names the call.
-                let named = self.running.remove(id);
-                match named {
-                    Some(call) if self.last_started != *id => eprintln!("  └ {call}: {summary}"),
-                    _ => eprintln!("  └ {summary}"),
-                }
-                self.last_started = None;
-                if let Some(advice) = advice {
-                    eprintln!(
-                        "    {}",
-                        self.paint(
-                            "33",
-                            &format!("to allow it: {}", escape_for_terminal(advice))
-                        )
-                    );
-                }
-            }
-            RunEvent::Violation {
-                code,
-                message,
+        }
+    }
+
+    fn call_started(
+        &mut self,
+        id: &Option<String>,
+        tool: ToolName,
+        subject: &str,
+        runs_program: bool,
+    ) {
+        eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
+        self.last_started = id.clone();
+        self.running
+            .insert(id.clone(), format!("{tool} ({subject})"));
+        if runs_program {
+            self.spinner.start(subject);
+        }
+    }
+
+    fn call_finished(
+        &mut self,
+        id: &Option<String>,
+        ok: bool,
+        summary: &str,
+        advice: Option<&str>,
+    ) {
+        self.spinner.stop();
+        let summary = if ok {
+            summary.to_owned()
+        } else {
+            self.paint("31", summary)
+        };
+        // Calls running at once finish in any order: an outcome that does not follow its own
+        // call's line names the call.
+        let named = self.running.remove(id);
+        match named {
+            Some(call) if self.last_started != *id => eprintln!("  └ {call}: {summary}"),
+            _ => eprintln!("  └ {summary}"),
+        }
+        self.last_started = None;
+        if let Some(advice) = advice {
+            eprintln!(
+                "    {}",
+                self.paint(
+                    "33",
+                    &format!("to allow it: {}", escape_for_terminal(advice))
+                )
+            );
+        }
+    }
+
+    /// An invalid reply: one line a turn. Text mode says it at once; native mode gathers the
+    /// turn's invalid calls (see [`Terminal::flush_invalid_calls`]).
+    fn violation(&mut self, code: &str, message: &str, consecutive: u32) {
+        match self.mode {
+            CallingMode::Native => self.invalid_calls.push(InvalidCall {
+                code: code.to_owned(),
+                message: message.to_owned(),
                 consecutive,
-                ..
-            } => {
+            }),
+            CallingMode::Text => {
+                self.release_prose(true);
                 eprintln!(
                     "{} {}",
                     self.paint("31", "✗"),
@@ -355,15 +411,68 @@ impl RunObserver for Terminal {
                     ))
                 );
             }
-            RunEvent::Warning { message } => {
-                eprintln!(
-                    "{}",
-                    self.paint(
-                        "33",
-                        &format!("  warning: {}", escape_for_terminal(message))
-                    )
-                );
+        }
+    }
+
+    fn warning(&self, message: &str) {
+        eprintln!(
+            "{}",
+            self.paint(
+                "33",
+                &format!("  warning: {}", escape_for_terminal(message))
+            )
+        );
+    }
+}
+
+impl RunObserver for Terminal {
+    fn on_event(&mut self, event: &RunEvent) {
+        // Whatever follows a reply's judging settles where its prose goes and ends its line of
+        // invalid calls.
+        if !matches!(
+            event,
+            RunEvent::Violation { .. } | RunEvent::TextDelta { .. }
+        ) {
+            self.release_prose(false);
+            self.flush_invalid_calls();
+        }
+        match event {
+            RunEvent::Request { .. } => self.streamed = false,
+            RunEvent::TextDelta { text } => {
+                if self.mode == CallingMode::Native {
+                    self.streamed = true;
+                    self.show_text(text);
+                }
             }
+            RunEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => self.retrying(*attempt, *delay_ms, reason),
+            RunEvent::Reply {
+                text, tool_calls, ..
+            } => self.reply(text, *tool_calls),
+            RunEvent::CallStarted {
+                id,
+                tool,
+                subject,
+                runs_program,
+                ..
+            } => self.call_started(id, *tool, subject, *runs_program),
+            RunEvent::CallFinished {
+                id,
+                ok,
+                summary,
+                advice,
+                ..
+            } => self.call_finished(id, *ok, summary, advice.as_deref()),
+            RunEvent::Violation {
+                code,
+                message,
+                consecutive,
+                ..
+            } => self.violation(code, message, *consecutive),
+            RunEvent::Warning { message } => self.warning(message),
             RunEvent::Finished(report) => {
                 self.end_text();
                 self.finished(report);
@@ -504,7 +613,8 @@ impl Spinner {
     }
 }
 
-/// Stops the spinner while the person reads the approval question.
+/// Stops the spinner while the person reads the approval question; says `run`'s words for a
+/// call no one could answer.
 struct PausingApprover<'a> {
     inner: &'a dyn Approver,
     spinner: Spinner,
@@ -530,5 +640,13 @@ impl Approver for PausingApprover<'_> {
         let answer = self.inner.ask(question);
         self.spinner.pause(false);
         answer
+    }
+
+    fn unanswered_advice(&self, in_person: bool) -> &'static str {
+        if in_person {
+            "only a person at a terminal can allow this call (--yes does not): re-run flycode run in a terminal"
+        } else {
+            "no terminal could answer; re-run with --yes (or --approve auto)"
+        }
     }
 }

@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 11] = [
+const TOP_KEYS: [&str; 12] = [
     "roots",
     "approval",
     "protected",
@@ -124,7 +124,9 @@ const TOP_KEYS: [&str; 11] = [
     "process_network",
     "secret_env",
     "agent",
+    "state",
 ];
+const STATE_KEYS: [&str; 1] = ["keep_days"];
 const AGENT_KEYS: [&str; 23] = [
     "base_url",
     "model",
@@ -160,6 +162,7 @@ fn table_keys(parent: &[String]) -> Option<&'static [&'static str]> {
     match parent.as_slice() {
         [] => Some(&TOP_KEYS),
         ["agent"] => Some(&AGENT_KEYS),
+        ["state"] => Some(&STATE_KEYS),
         ["agent", "light"] => Some(&LIGHT_KEYS),
         ["agent", "subagent"] => Some(&SUBAGENT_TYPES),
         ["agent", "subagent", _] => Some(&ROLE_KEYS),

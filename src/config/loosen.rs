@@ -61,6 +61,14 @@ pub(crate) fn loosens(entry: &Entry, lower: Lower<'_>, project_dir: &Path) -> Op
             (entry.value.as_integer().unwrap_or(0) > old)
                 .then(|| format!("larger than {} = {old}", key[0]))
         }
+        // Fewer days would make `flycode gc` remove more of the user's records.
+        ["state", "keep_days"] => {
+            let old = lower(&entry.key)
+                .and_then(|applied| applied.value.as_integer())
+                .unwrap_or(i64::from(super::DEFAULT_KEEP_DAYS));
+            (entry.value.as_integer().unwrap_or(0) < old)
+                .then(|| format!("fewer than keep_days = {old} (flycode gc would remove more)"))
+        }
         ["tools", name] if *name != "set" => tool_rule(name, new_text, lower),
         ["roots"] => roots(entry, lower, project_dir),
         ["agent", "base_url" | "model" | "api_key_env"]

@@ -100,6 +100,17 @@ pub const MAX_PARALLEL: SettingRange = SettingRange {
     unit: "read-only calls of one turn running at once",
 };
 
+/// `[state] keep_days`: how long `flycode gc` keeps transcripts, sessions and replay stores
+/// (PROTOCOL.md §10 (Running calls: the state directory)); zero would remove a run's record while
+/// it is written.
+pub const KEEP_DAYS: SettingRange = SettingRange {
+    key: "keep_days",
+    flag: None,
+    min: 1,
+    max: 36_500,
+    unit: "days the state directory keeps a run's files",
+};
+
 /// `[agent] connect_timeout_ms`: zero would fail every connection.
 pub const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "connect_timeout_ms",
@@ -226,6 +237,7 @@ deserialize_in_range! {
     max_turns: u32 = MAX_TURNS;
     max_violations: u32 = MAX_VIOLATIONS;
     max_parallel: u32 = MAX_PARALLEL;
+    keep_days: u32 = KEEP_DAYS;
     connect_timeout_ms: u64 = CONNECT_TIMEOUT_MS;
     read_timeout_ms: u64 = READ_TIMEOUT_MS;
     max_retries: u32 = MAX_RETRIES;

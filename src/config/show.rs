@@ -37,6 +37,10 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         (Key::of(&["process_sandbox"]), "workspace-write".into()),
         (Key::of(&["process_network"]), true.into()),
         (Key::of(&["secret_env"]), toml::Value::Array(Vec::new())),
+        (
+            Key::of(&["state", "keep_days"]),
+            super::DEFAULT_KEEP_DAYS.into(),
+        ),
     ];
     let agent: [(&str, toml::Value); 15] = [
         ("mode", "native".into()),

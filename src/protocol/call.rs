@@ -123,8 +123,22 @@ pub fn parse_native_call(
     } else {
         arguments
     };
-    let args =
-        parse_strict(arguments).map_err(|problem| json_problem_error(problem, "args", || None))?;
+    // A native call has no block: its errors speak of its arguments.
+    let args = parse_strict(arguments).map_err(|problem| {
+        match json_problem_error(problem, "args", || None) {
+            CallError::InvalidJson {
+                message,
+                line,
+                column,
+                ..
+            } => CallError::InvalidArgumentsJson {
+                message,
+                line,
+                column,
+            },
+            other => other,
+        }
+    })?;
     let id = match id {
         Some(id) => check_id(id).map(|()| id.to_owned()),
         None => Err(CallError::InvalidId {

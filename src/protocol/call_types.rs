@@ -57,6 +57,18 @@ pub enum CallError {
         /// The JSON this content would be, when it was written as a slash command.
         as_json: Option<String>,
     },
+    /// A native call's arguments are not JSON (PROTOCOL.md §13 (The API loop: calling modes)).
+    #[error(
+        "the call's arguments are not valid JSON: {message} at line {line}, column {column} of the arguments"
+    )]
+    InvalidArgumentsJson {
+        /// What the JSON reader found wrong.
+        message: String,
+        /// 1-based line within the arguments.
+        line: usize,
+        /// 1-based column within the arguments.
+        column: usize,
+    },
     /// A key appears twice in one object.
     #[error(
         "the key {:?} appears twice in {}",
@@ -184,7 +196,9 @@ impl CallError {
             CallError::MultipleCalls { .. } => ErrorCode::MultipleCalls,
             CallError::UnterminatedBlock => ErrorCode::UnterminatedBlock,
             CallError::TextOutsideBlock { .. } => ErrorCode::TextOutsideBlock,
-            CallError::InvalidJson { .. } => ErrorCode::InvalidJson,
+            CallError::InvalidJson { .. } | CallError::InvalidArgumentsJson { .. } => {
+                ErrorCode::InvalidJson
+            }
             CallError::DuplicateKey { .. } => ErrorCode::DuplicateKey,
             CallError::NotAnObject { .. } => ErrorCode::NotAnObject,
             CallError::MissingField { .. } => ErrorCode::MissingField,
@@ -214,6 +228,7 @@ impl CallError {
             CallError::TextOutsideBlock { .. } => "When you call a tool, reply with the flycode-call block alone: no text before or after it.".into(),
             CallError::InvalidJson { as_json: Some(json), .. } => format!("Inside a flycode-call block write JSON, not a slash command: {json}"),
             CallError::InvalidJson { .. } => r#"The block must hold exactly one JSON object, e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}} (double quotes, no comments, no trailing commas)."#.into(),
+            CallError::InvalidArgumentsJson { .. } => r#"Send the function's arguments as one JSON object, e.g. {"path":"/abs/path"} (double quotes, no comments, no trailing commas)."#.into(),
             CallError::DuplicateKey { key, .. } => format!("Write the key {:?} once, with the value you mean.", shorten_argument(key)),
             CallError::NotAnObject { .. } | CallError::MissingField { .. } => r#"A call is one JSON object with exactly "id", "tool" and "args", e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}}."#.into(),
             CallError::UnknownField { .. } => r#"Only "id", "tool" and "args" may appear at the top level; put tool arguments inside "args"."#.into(),
@@ -223,6 +238,8 @@ impl CallError {
                 let switch = match tool.home_set() {
                     ToolSet::Agent => "it exists only in flycode run".to_owned(),
                     ToolSet::Subagent | ToolSet::All => "it ends a sub-agent's task; the main agent answers in prose instead".to_owned(),
+                    // flycode run takes no set from flycode.toml: its flag alone turns it on.
+                    home if *set == ToolSet::SeedAgent => format!("it belongs to the {} tool set, which the user turns on with flycode run --tools {}", home.as_str(), home.as_str()),
                     home => format!("it belongs to the {} tool set, which the user turns on with --tools {} or tools = \"{}\" in flycode.toml", home.as_str(), home.as_str(), home.as_str()),
                 };
                 format!("{tool} is not offered here: {switch}. The tools here are: {}.", tools.join(", "))

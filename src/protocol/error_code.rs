@@ -103,6 +103,9 @@ pub enum WarningCode {
     NormalizedWhitespace,
     /// Text outside the call block, accepted because of `--lenient`.
     TextOutsideBlock,
+    /// A native-mode reply whose text holds a `flycode-call` block: native mode does not run it
+    /// (PROTOCOL.md §13 (The API loop: calling modes)).
+    CallBlockInNativeReply,
 }
 
 impl WarningCode {
@@ -111,6 +114,7 @@ impl WarningCode {
         match self {
             WarningCode::NormalizedWhitespace => "normalized_whitespace",
             WarningCode::TextOutsideBlock => "text_outside_block",
+            WarningCode::CallBlockInNativeReply => "call_block_in_native_reply",
         }
     }
 }

@@ -48,7 +48,7 @@ pub fn chat_prompt_for(language: PromptLanguage, set: ToolSet, roots: &[String])
     let first_root = first_root(roots);
     let root_list: Vec<String> = roots.iter().map(|r| format!("- `{r}`")).collect();
     let extended_examples = match set {
-        ToolSet::Seed => String::new(),
+        ToolSet::Seed | ToolSet::SeedAgent => String::new(),
         ToolSet::Extended | ToolSet::Agent | ToolSet::Subagent | ToolSet::All => {
             format!("\n{}", language.extended_examples().trim_end())
         }

@@ -278,7 +278,7 @@ fn push_flag(words: &mut Vec<String>, arg: &ArgSpec, value: &Value) {
         (ArgKind::Boolean, Value::Bool(false)) => words.push(format!("{flag}=false")),
         // fs.edit's edits: how many and how much text, never the text itself.
         (ArgKind::ObjectList, Value::Array(items))
-            if arg.schema["items"]["properties"].get("path").is_none() =>
+            if arg.schema["items"]["properties"].get("oldText").is_some() =>
         {
             let bytes: usize = items
                 .iter()
@@ -289,6 +289,14 @@ fn push_flag(words: &mut Vec<String>, arg: &ArgSpec, value: &Value) {
             let noun = if items.len() == 1 { "edit" } else { "edits" };
             words.push(flag);
             words.push(format!("<{} {noun}, {bytes} bytes>", items.len()));
+        }
+        // Any other list of objects (agent.todo's items): how many, not the whole list.
+        (ArgKind::ObjectList, Value::Array(items))
+            if arg.schema["items"]["properties"].get("path").is_none() =>
+        {
+            let noun = if items.len() == 1 { "item" } else { "items" };
+            words.push(flag);
+            words.push(format!("<{} {noun}>", items.len()));
         }
         (ArgKind::ObjectList, Value::Array(items)) => {
             let bytes: usize = items
@@ -405,6 +413,19 @@ mod tests {
 
     fn args_of(line: &str) -> Value {
         Value::Object(parse_slash(line).unwrap().args)
+    }
+
+    #[test]
+    fn agent_todo_shows_how_many_items_not_the_list() {
+        let args = serde_json::json!({"items": [
+            {"content": "one", "status": "done"},
+            {"content": "two", "status": "pending"},
+        ]});
+        let Value::Object(args) = args else { panic!() };
+        assert_eq!(
+            render_command(ToolName::AgentTodo, &args),
+            "/agent.todo --items <2 items>"
+        );
     }
 
     #[test]

@@ -55,8 +55,10 @@ pub enum ToolSet {
     /// The twelve plus `fs.readMany` and `fs.edit` (`--tools extended`).
     Extended,
     /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`, `agent.task`):
-    /// `flycode run`.
+    /// `flycode run` (its default, and `--tools extended`).
     Agent,
+    /// The seed set plus the agent's own tools: `flycode run --tools seed`.
+    SeedAgent,
     /// What a sub-agent is offered (PROTOCOL.md §13 (The API loop: sub-agents)): the read-only file tools, `agent.todo`,
     /// `agent.note` and `agent.complete`.
     Subagent,
@@ -72,6 +74,7 @@ impl ToolSet {
             ToolSet::Seed => &ToolName::WITH_AGENT_TOOLS[..12],
             ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..14],
             ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..17],
+            ToolSet::SeedAgent => &ToolName::SEED_AGENT,
             ToolSet::Subagent => &ToolName::SUBAGENT,
             ToolSet::All => &ToolName::WITH_AGENT_TOOLS,
         }
@@ -89,8 +92,19 @@ impl ToolSet {
             ToolSet::Seed => "seed",
             ToolSet::Extended => "extended",
             ToolSet::Agent => "agent",
+            ToolSet::SeedAgent => "seed agent",
             ToolSet::Subagent => "sub-agent",
             ToolSet::All => "all",
+        }
+    }
+
+    /// The set `flycode run` offers its main agent when the chat set `self` is chosen: the
+    /// agent's own tools added (PROTOCOL.md §13 (The API loop: `flycode run`)).
+    pub fn with_agent_tools(self) -> ToolSet {
+        match self {
+            ToolSet::Seed | ToolSet::SeedAgent => ToolSet::SeedAgent,
+            ToolSet::Extended | ToolSet::Agent => ToolSet::Agent,
+            ToolSet::Subagent | ToolSet::All => self,
         }
     }
 
@@ -130,6 +144,25 @@ impl ToolName {
         ToolName::AgentTodo,
         ToolName::AgentNote,
         ToolName::AgentComplete,
+    ];
+
+    /// `flycode run --tools seed`: the seed whitelist, then the main agent's own tools.
+    pub const SEED_AGENT: [ToolName; 15] = [
+        ToolName::FsLs,
+        ToolName::FsMkdir,
+        ToolName::FsRead,
+        ToolName::FsSearch,
+        ToolName::FsWrite,
+        ToolName::FsRm,
+        ToolName::FsMv,
+        ToolName::FsChmod,
+        ToolName::FsWriteBatch,
+        ToolName::FsDiff,
+        ToolName::ProcessRun,
+        ToolName::ShellExec,
+        ToolName::AgentTodo,
+        ToolName::AgentNote,
+        ToolName::AgentTask,
     ];
 
     /// Every tool: the extended set followed by the agent's own tools.
@@ -214,15 +247,11 @@ impl ToolName {
             .find(|tool| tool.as_str() == name)
     }
 
-    /// The name for APIs whose function names cannot contain dots: `fs_read`, `process_run`.
-    pub fn native_name(self) -> String {
-        self.as_str().replace('.', "_")
-    }
-
-    /// The name an MCP client sees (PROTOCOL.md §14 (The MCP server)): snake case, dots and capitals turned into
+    /// The function name of native tool calling and of MCP (PROTOCOL.md §13 (The API loop:
+    /// calling modes), §14 (The MCP server)): snake case, dots and capitals turned into
     /// underscores, so it matches `^[a-zA-Z0-9_-]{1,64}$`: `fs_read`, `fs_write_batch`,
-    /// `process_run`.
-    pub fn mcp_name(self) -> String {
+    /// `process_run`. Both doors spell a tool the same.
+    pub fn native_name(self) -> String {
         let mut name = String::with_capacity(self.as_str().len() + 2);
         for c in self.as_str().chars() {
             if c == '.' {
@@ -237,6 +266,17 @@ impl ToolName {
         name
     }
 
+    /// The name an MCP client sees: the same as [`ToolName::native_name`].
+    pub fn mcp_name(self) -> String {
+        self.native_name()
+    }
+
+    /// The spelling native calls had before they matched MCP's (`fs_writeBatch`): dots made
+    /// underscores, capitals kept. Still accepted back from a model or an old transcript.
+    fn old_native_name(self) -> String {
+        self.as_str().replace('.', "_")
+    }
+
     /// The tool of `set` whose MCP name is exactly `name` (see [`ToolName::mcp_name`]).
     pub fn from_mcp_name(name: &str, set: ToolSet) -> Option<ToolName> {
         set.tools()
@@ -245,12 +285,12 @@ impl ToolName {
             .find(|tool| tool.mcp_name() == name)
     }
 
-    /// The tool of `set` with this protocol name (`fs.read`) or native name (`fs_read`).
+    /// The tool of `set` with this protocol name (`fs.read`) or native name (`fs_read`,
+    /// `fs_write_batch`, or the older `fs_writeBatch`).
     pub fn from_native_name(name: &str, set: ToolSet) -> Option<ToolName> {
-        set.tools()
-            .iter()
-            .copied()
-            .find(|tool| tool.as_str() == name || tool.native_name() == name)
+        set.tools().iter().copied().find(|tool| {
+            tool.as_str() == name || tool.native_name() == name || tool.old_native_name() == name
+        })
     }
 
     /// The whitelisted name closest to `name`, for a "did you mean" hint; `None` when nothing is
@@ -304,7 +344,15 @@ mod tests {
 
     #[test]
     fn native_names_replace_dots_with_underscores() {
-        assert_eq!(ToolName::FsWriteBatch.native_name(), "fs_writeBatch");
+        assert_eq!(ToolName::FsWriteBatch.native_name(), "fs_write_batch");
+        assert_eq!(
+            ToolName::from_native_name("fs_writeBatch", ToolSet::Seed),
+            Some(ToolName::FsWriteBatch)
+        );
+        assert_eq!(
+            ToolName::from_native_name("fs_read_many", ToolSet::Extended),
+            Some(ToolName::FsReadMany)
+        );
         assert_eq!(
             ToolName::from_native_name("process_run", ToolSet::Seed),
             Some(ToolName::ProcessRun)

@@ -219,6 +219,17 @@ fn attempted_command(error: &CallError, attempt: &Attempt) -> String {
     }
 }
 
+/// The warning for a native-mode reply whose text holds a `flycode-call` block, which native
+/// mode does not run (PROTOCOL.md §13 (The API loop: calling modes)); `None` when it holds none.
+pub fn native_text_call_warning(text: &str) -> Option<Warning> {
+    let parsed = super::parse::parse_reply(text);
+    parsed.call_blocks().next()?;
+    Some(Warning {
+        code: WarningCode::CallBlockInNativeReply,
+        message: "the reply's text holds a flycode-call block, which native mode does not run: the model must call the tool through the API's function calling (the block was taken as prose)".to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ pub mod seal;
 pub mod secret_env;
 pub mod session;
 pub mod state;
+pub mod state_gc;
 pub mod write;
 
 pub use audit::{AuditEntry, AuditLog, RecentEntries};

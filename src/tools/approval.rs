@@ -30,6 +30,18 @@ pub trait Approver: Send + Sync {
             self.approve(question.shown, question.reason)
         }
     }
+
+    /// What the person is told to do about a call no one could answer ([`Approval::Unavailable`]),
+    /// in the words of the door they came through: each door's approver says it (`exec`: run it
+    /// again; `run`: re-run; the default is `watch`'s, whose replies are copied again).
+    /// `in_person`: the call needs a person at a terminal, which `--yes` is not.
+    fn unanswered_advice(&self, in_person: bool) -> &'static str {
+        if in_person {
+            "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again"
+        } else {
+            "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)"
+        }
+    }
 }
 
 /// One question to the person, with what an approver needs beyond the call as shown.

@@ -366,9 +366,7 @@ impl<'a> Executor<'a> {
                         "only the user can allow this call, in person; do without it, or ask the user to make the change",
                     ),
                 )
-                .with_advice(
-                    "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again",
-                ),
+                .with_advice(self.approver.unanswered_advice(true)),
                 decided: Decided::Unanswered,
                 by: Decider::Unanswered,
             }),
@@ -383,9 +381,7 @@ impl<'a> Executor<'a> {
                         "tell the user what you want to run and why, and wait for them to allow it; or do without this call",
                     ),
                 )
-                .with_advice(
-                    "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)",
-                ),
+                .with_advice(self.approver.unanswered_advice(false)),
                 decided: Decided::Unanswered,
                 by: Decider::Unanswered,
             }),

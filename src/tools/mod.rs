@@ -72,6 +72,10 @@ pub struct Limits {
     pub program_sandbox: crate::sandbox::contain::ProgramSandbox,
     /// `process_network`: whether programs may use TCP.
     pub program_network: bool,
+    /// The tools the calls were offered: a hint names only these (the omission guard's
+    /// `fs.edit` is no advice where it is not offered), and `flycode run`'s main agent is offered
+    /// exactly these.
+    pub tool_set: crate::protocol::ToolSet,
 }
 
 impl Limits {
@@ -100,6 +104,7 @@ impl Default for Limits {
             secret_env: Vec::new(),
             program_sandbox: crate::sandbox::contain::ProgramSandbox::default(),
             program_network: true,
+            tool_set: crate::protocol::ToolSet::Seed,
         }
     }
 }

@@ -164,6 +164,11 @@ fn rules() -> Vec<(String, Severity, String)> {
             Severity::Warning,
             "Invisible copy-paste characters (no-break or zero-width spaces) were read as whitespace around or in a call block.".to_owned(),
         ),
+        (
+            WarningCode::CallBlockInNativeReply.as_str().to_owned(),
+            Severity::Warning,
+            "A native-mode reply's text holds a flycode-call block: native mode runs only the API's tool calls, so the block was not run.".to_owned(),
+        ),
     ];
     let transcript_rules = TRANSCRIPT_RULES
         .iter()

@@ -19,6 +19,7 @@ use super::transcript::{Message, Role};
 use crate::protocol::call::{is_no_id, parse_native_call};
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
+use crate::protocol::verdict::native_text_call_warning;
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ResultParseError, ToolName, Verdict, classify_reply,
 };
@@ -107,6 +108,9 @@ pub struct TranscriptChecker {
     /// instead, so the model's corrected call after it is not reported.
     after_invalid_result: bool,
     tasks: Vec<TaskReference>,
+    /// The record is of a native-mode run: its system prompt is the native tool guide, or a
+    /// reply made API tool calls.
+    native: bool,
 }
 
 impl TranscriptChecker {
@@ -123,6 +127,7 @@ impl TranscriptChecker {
             just_failed: Vec::new(),
             after_invalid_result: false,
             tasks: Vec::new(),
+            native: false,
         }
     }
 
@@ -157,6 +162,9 @@ impl TranscriptChecker {
                     && let Some(tools) = run_tool_set(&message.text)
                 {
                     self.options.tools = tools;
+                }
+                if message.index == 0 && is_native_prompt(&message.text) {
+                    self.native = true;
                 }
             }
             Role::Assistant => self.push_assistant(message),
@@ -227,7 +235,22 @@ impl TranscriptChecker {
         self.close_window();
         let mut calls = Vec::new();
         let mut invalid = Vec::new();
-        if !message.text.trim().is_empty() || message.tool_calls.is_empty() {
+        if !message.tool_calls.is_empty() {
+            self.native = true;
+        }
+        if self.native {
+            // Native mode reads calls from the API alone: a block in the text is prose, and
+            // not run (PROTOCOL.md §13 (The API loop: calling modes)).
+            if let Some(warning) = native_text_call_warning(&message.text) {
+                self.report(
+                    FindingCode::ReplyWarning(warning.code.as_str()),
+                    Some(message.index),
+                    message.line,
+                    warning.message,
+                    Some(excerpt(&message.text)),
+                );
+            }
+        } else if !message.text.trim().is_empty() || message.tool_calls.is_empty() {
             self.judge_reply(message, &mut calls);
         }
         // Native calls come from flycode run only: its main agent's set, or a sub-agent's.
@@ -522,6 +545,12 @@ fn run_tool_set(prompt: &str) -> Option<ToolSet> {
     } else {
         None
     }
+}
+
+/// Whether a `flycode run` system prompt is the native mode's: its tool guide (the main
+/// agent's and a sub-agent's) says the tools are API functions, which the text mode's never does.
+fn is_native_prompt(prompt: &str) -> bool {
+    prompt.contains("The tools are API functions")
 }
 
 /// The task id and turns of a sub-agent envelope's body: "Sub-agent task-3 (explore, light

@@ -24,11 +24,14 @@ fn names_the_given_roots_resolved() {
 }
 
 #[test]
-fn defaults_to_chinese_and_the_current_directory() {
+fn follows_a_chinese_locale_and_defaults_to_the_current_directory() {
     let dir = tempfile::tempdir().unwrap();
     let real = std::fs::canonicalize(dir.path()).unwrap();
     flycode()
         .arg("prompt")
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES")
+        .env("LANG", "zh_CN.UTF-8")
         .current_dir(dir.path())
         .assert()
         .code(0)

@@ -19,6 +19,7 @@ mod hostile;
 mod large_files;
 mod mcp;
 mod mcp_framing;
+mod newcomer;
 mod one_judgement;
 mod own_files;
 mod process_output;

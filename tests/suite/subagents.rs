@@ -69,7 +69,7 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
         [
             "fs_ls",
             "fs_read",
-            "fs_readMany",
+            "fs_read_many",
             "fs_search",
             "fs_diff",
             "agent_todo",

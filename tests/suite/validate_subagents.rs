@@ -240,11 +240,18 @@ fn a_protocol_violation_in_a_child_is_reported_under_the_childs_path_in_every_fo
     let parent = project.transcript();
     let child = project.child("task-1");
     let at = first_assistant(&child);
-    replace_message(
-        &child,
-        at,
-        &json!({"role": "assistant", "content": "```flycode-call\n{\"id\":\"r1\",\"tool\":\"fs.delete\",\"args\":{}}\n```"}),
-    );
+    // The child's first call names a tool that does not exist (a native run's calls are its
+    // API tool calls; a block in its text is not read as one).
+    let mut message: Value = serde_json::from_str(
+        std::fs::read_to_string(&child)
+            .unwrap()
+            .lines()
+            .nth(at)
+            .unwrap(),
+    )
+    .unwrap();
+    message["tool_calls"][0]["function"]["name"] = json!("fs_delete");
+    replace_message(&child, at, &message);
     let line = at + 1;
     let (code, report) = validate_json(&[], &[&parent]);
     assert_eq!(code, 1, "{report}");

@@ -12,10 +12,10 @@
 
 mod template;
 
-use crate::protocol::ToolSet;
 use crate::protocol::prompt::{
     PromptLanguage, ToolNaming, first_root, json_string_body, tool_names_for, tool_reference_for,
 };
+use crate::protocol::{ToolName, ToolSet};
 use crate::tools::agent::SubagentType;
 
 use template::fill;
@@ -178,13 +178,43 @@ fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
             .to_owned(),
         CallingMode::Native => String::new(),
     };
+    let edit_guideline = edit_guideline(context.tools, naming);
     let mut values = environment.to_vec();
     values.extend([
+        ("edit_guideline", edit_guideline.as_str()),
         ("tool_names", tool_names.as_str()),
         ("tool_reference", tool_reference.as_str()),
         ("root_json", root_json.as_str()),
     ]);
     fill(template, &values)
+}
+
+/// The guide's advice on reading and changing files, naming only tools of `set`: the extended
+/// tools where they are offered, else reading and writing whole files.
+fn edit_guideline(set: ToolSet, naming: ToolNaming) -> String {
+    let name = |tool: ToolName| match naming {
+        ToolNaming::Protocol => tool.as_str().to_owned(),
+        ToolNaming::Native => tool.native_name(),
+    };
+    let (read, write) = (name(ToolName::FsRead), name(ToolName::FsWrite));
+    let placeholder = "never replace content with a placeholder such as `// ... rest of the code unchanged` (it is refused).";
+    // A text-mode call is a block, a native one a function: only the first is "a call" here.
+    let call = if naming == ToolNaming::Protocol {
+        " call"
+    } else {
+        ""
+    };
+    if set.contains(ToolName::FsEdit) {
+        format!(
+            "Read several files with one `{}`{call} instead of one `{read}` each. Change part of an existing file with `{}`, copying each `oldText` exactly from the file, instead of rewriting it with `{write}`; {placeholder}",
+            name(ToolName::FsReadMany),
+            name(ToolName::FsEdit),
+        )
+    } else {
+        format!(
+            "To change an existing file, read it first, then write it whole with `{write}`, every line written out; {placeholder}"
+        )
+    }
 }
 
 /// One bullet per root.

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::protocol::ErrorCode;
-use crate::protocol::ToolName;
+use crate::protocol::{ToolName, ToolSet};
 use crate::sandbox::{LastComponent, Sandbox, WriteMode};
 use crate::tools::fs::ls::human_size;
 use crate::tools::fs::omission;
@@ -140,11 +140,23 @@ pub(crate) fn refuse_omission(
                 found.line,
                 found.text,
             ),
-            Some(
-                "use fs.edit to change only the parts that change, or write the whole file with the real text in place of the placeholder",
-            ),
+            Some(OMISSION_HINT_EDIT),
         )),
     }
+}
+
+/// The omission guard's hint where `fs.edit` is offered.
+const OMISSION_HINT_EDIT: &str = "use fs.edit to change only the parts that change, or write the whole file with the real text in place of the placeholder";
+
+/// An omission refusal's hint for the tools the calls were offered: `fs.edit` is named only
+/// where it is offered (PROTOCOL.md §9 (Tools: the omission guard)).
+pub(crate) fn hint_for_offered(mut error: ToolError, offered: ToolSet) -> ToolError {
+    if error.code == ErrorCode::OmissionPlaceholder && !offered.contains(ToolName::FsEdit) {
+        error.hint = Some(
+            "write the whole file with the real text in place of the placeholder: every line, also those that do not change".to_owned(),
+        );
+    }
+    error
 }
 
 /// `fs.write` in the registry.
@@ -197,7 +209,7 @@ impl Tool for FsWrite {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args)
+        run(context.sandbox, args).map_err(|error| hint_for_offered(error, context.limits.tool_set))
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::write::{ModeArg, refuse_omission};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
-use crate::sandbox::{BatchFile, BatchRefusal, Sandbox, WriteMode};
+use crate::sandbox::{BatchFile, BatchRefusal, LastComponent, Sandbox, SandboxError, WriteMode};
 use crate::tools::fs::ls::human_size;
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
 use crate::tools::{ToolError, ToolOutput};
@@ -67,8 +67,21 @@ pub fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolE
             expected_sha256: file.expected_sha256.clone(),
         })
         .collect();
+    // Each entry's path first, so a refusal names the entry it is about.
+    for (index, file) in files.iter().enumerate() {
+        check_entry(sandbox, &file.path)
+            .map_err(|error| entry_error(&files, Some(index), error))?;
+    }
     let outcomes = sandbox
-        .write_batch(&files)?
+        .write_batch(&files)
+        .map_err(|error| {
+            // The entry whose path the error names, when one does.
+            let text = error.to_string();
+            let index = files
+                .iter()
+                .position(|file| text.contains(file.path.as_str()));
+            entry_error(&files, index, error)
+        })?
         .map_err(|refusal| match refusal {
             BatchRefusal::Mismatch { index, mismatch } => ToolError::new(
                 ErrorCode::Sha256Mismatch,
@@ -105,6 +118,32 @@ pub fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolE
         })).collect::<Vec<_>>()}),
         continue_hint: None,
     })
+}
+
+/// The checks the batch makes of one entry's path before it writes anything: inside a root,
+/// not a root itself, not protected.
+fn check_entry(sandbox: &Sandbox, path: &str) -> Result<(), SandboxError> {
+    let resolved = sandbox.resolve(path, LastComponent::Follow)?;
+    if resolved.is_root() {
+        return Err(SandboxError::IsDirectory {
+            path: path.to_owned(),
+        });
+    }
+    sandbox.protection().check(path, &resolved.absolute)
+}
+
+/// A refusal of the whole batch: the entry it is about (`files[1]`), and that no file was
+/// written (PROTOCOL.md §9 (Tools: fs.writeBatch)).
+fn entry_error(files: &[BatchFile], index: Option<usize>, error: SandboxError) -> ToolError {
+    let mut error = ToolError::from(error);
+    error.message = match index {
+        Some(index) => format!(
+            "files[{index}] ({}): {}; no file was written",
+            files[index].path, error.message
+        ),
+        None => format!("fs.writeBatch: {}; no file was written", error.message),
+    };
+    error
 }
 
 /// `fs.writeBatch` in the registry.
@@ -173,5 +212,6 @@ impl Tool for FsWriteBatch {
         args: &WriteBatchArgs,
     ) -> Result<ToolOutput, ToolError> {
         run(context.sandbox, args)
+            .map_err(|error| super::write::hint_for_offered(error, context.limits.tool_set))
     }
 }
