@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::seal::{Key, Purpose, name_of};
+use super::seal::{Purpose, SealKey, name_of};
 
 /// The state directory (not created here).
 pub fn state_dir() -> Option<PathBuf> {
@@ -85,7 +85,7 @@ pub fn save_json(file: &Path, value: &impl Serialize) -> Result<(), String> {
 /// Saves `value` as JSON in `file`, atomically, sealed for `purpose` with the state directory's
 /// key ([`super::seal`]): only flycode can write a file that [`load_sealed`] accepts.
 pub fn save_sealed(file: &Path, purpose: Purpose, value: &impl Serialize) -> Result<(), String> {
-    let key = Key::of_state_dir().map_err(|e| format!("{}: {e}", file.display()))?;
+    let key = SealKey::of_state_dir().map_err(|e| format!("{}: {e}", file.display()))?;
     let body = serde_json::to_string(value).map_err(|e| e.to_string())?;
     let text = key.wrap(purpose, &name_of(file), &body);
     write_atomically(file, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))
@@ -115,7 +115,7 @@ pub fn load_sealed<T: DeserializeOwned + Default>(
             )),
         ))
     };
-    let key = match Key::of_state_dir() {
+    let key = match SealKey::of_state_dir() {
         Ok(key) => key,
         Err(error) => return ignored(format!("its seal cannot be checked ({error})")),
     };
