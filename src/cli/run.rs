@@ -15,7 +15,7 @@ use crate::agent::events::ChildEvent;
 use crate::agent::launch::{Launch, RunOptions};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
-use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
+use crate::agent::turn::{RunEnding, RunEvent, RunObserver, RunReport};
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
 use crate::tools::executor::{Approval, Approver};
@@ -73,8 +73,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let report = launch.run(&task, &options, observer.as_mut());
     Ok(match report.ending {
-        Ending::Answered => Outcome::Success,
-        Ending::Cancelled => Outcome::Interrupted,
+        RunEnding::Answered => Outcome::Success,
+        RunEnding::Cancelled => Outcome::Interrupted,
         _ => Outcome::Failure,
     })
 }
@@ -198,24 +198,24 @@ impl Terminal {
 
     fn finished(&self, report: &RunReport) {
         let (mark, headline) = match &report.ending {
-            Ending::Answered => (self.paint("32", "✓"), "done".to_owned()),
-            Ending::MaxTurns => (
+            RunEnding::Answered => (self.paint("32", "✓"), "done".to_owned()),
+            RunEnding::MaxTurns => (
                 self.paint("31", "✗"),
                 format!(
                     "stopped after {} turns without an answer (raise --max-turns)",
                     report.turns
                 ),
             ),
-            Ending::TooManyViolations(detail) => (
+            RunEnding::TooManyViolations(detail) => (
                 self.paint("31", "✗"),
                 format!("stopped: {}", escape_for_terminal(detail)),
             ),
-            Ending::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
-            Ending::ClientFailed(detail) => (
+            RunEnding::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
+            RunEnding::ClientFailed(detail) => (
                 self.paint("31", "✗"),
                 format!("stopped: {}", escape_for_terminal(detail)),
             ),
-            Ending::EmptyReply(reason) => (
+            RunEnding::EmptyReply(reason) => (
                 self.paint("31", "✗"),
                 format!(
                     "stopped: the model sent an empty reply (finish_reason {}); try again, or another model",
@@ -223,8 +223,8 @@ impl Terminal {
                 ),
             ),
             // A sub-agent's endings: its task's outcome line says them in a run.
-            Ending::Completed => (self.paint("32", "✓"), "completed".to_owned()),
-            Ending::Incomplete(detail) => (
+            RunEnding::Completed => (self.paint("32", "✓"), "completed".to_owned()),
+            RunEnding::Incomplete(detail) => (
                 self.paint("33", "■"),
                 format!("incomplete: {}", escape_for_terminal(detail)),
             ),

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provider};
 use super::context::SharedMemory;
-use super::events::{ChildEvent, Ending, RunEvent, RunObserver, RunReport};
+use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::prompt::{
     PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt, subagent_role,
 };
@@ -367,26 +367,26 @@ fn outcome(report: &RunReport, memory: &SharedMemory) -> (TaskStatus, String) {
         (TaskStatus::Partial, text)
     };
     match &report.ending {
-        Ending::Completed => (TaskStatus::Ok, report.answer.clone().unwrap_or_default()),
-        Ending::Cancelled => (
+        RunEnding::Completed => (TaskStatus::Ok, report.answer.clone().unwrap_or_default()),
+        RunEnding::Cancelled => (
             TaskStatus::Cancelled,
             "the user stopped the run (Ctrl-C) before the sub-agent finished".to_owned(),
         ),
-        Ending::ClientFailed(error) => (
+        RunEnding::ClientFailed(error) => (
             TaskStatus::Failed,
             format!("the sub-agent's model API failed: {error}"),
         ),
-        Ending::Incomplete(why) => partial(&format!(
+        RunEnding::Incomplete(why) => partial(&format!(
             "{why}, and its last turn ended without agent.complete"
         )),
-        Ending::EmptyReply(reason) => partial(&format!(
+        RunEnding::EmptyReply(reason) => partial(&format!(
             "its model sent empty replies (finish_reason {reason})"
         )),
-        Ending::TooManyViolations(detail) => {
+        RunEnding::TooManyViolations(detail) => {
             partial(&format!("too many invalid replies: {detail}"))
         }
-        Ending::MaxTurns => partial("it reached its turn limit"),
-        Ending::Answered => partial("it answered without agent.complete"),
+        RunEnding::MaxTurns => partial("it reached its turn limit"),
+        RunEnding::Answered => partial("it answered without agent.complete"),
     }
 }
 
