@@ -369,7 +369,7 @@ impl Config {
                 .get(key)
                 .and_then(|applied| applied.sources.first())
                 .and_then(|source| match source {
-                    layers::Source::File { path, line } => Some((path.clone(), *line)),
+                    layers::SettingSource::File { path, line } => Some((path.clone(), *line)),
                     _ => None,
                 })
                 .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))

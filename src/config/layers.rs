@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::file::{Entry, Key, ParsedFile};
+use super::file::{Key, ParsedFile, SettingEntry};
 use super::trust::TrustStore;
 use super::{ConfigError, loosen};
 use crate::sandbox::protect::CONFIG_FILE_NAME;
@@ -15,7 +15,7 @@ use crate::sandbox::write::sha256_hex;
 
 /// Where a setting's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum SettingSource {
     /// flycode's default.
     Default,
     /// A line of a file.
@@ -31,24 +31,24 @@ pub enum Source {
     Flag(String),
 }
 
-impl std::fmt::Display for Source {
+impl std::fmt::Display for SettingSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Source::Default => f.write_str("default"),
-            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Source::Variable(name) => write!(f, "variable {name}"),
-            Source::Flag(flag) => write!(f, "flag {flag}"),
+            SettingSource::Default => f.write_str("default"),
+            SettingSource::File { path, line } => write!(f, "{}:{line}", path.display()),
+            SettingSource::Variable(name) => write!(f, "variable {name}"),
+            SettingSource::Flag(flag) => write!(f, "flag {flag}"),
         }
     }
 }
 
 /// A setting as the layers left it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Applied {
+pub struct AppliedSetting {
     /// The value (for `protected` and `secret_env`, every layer's items together).
     pub value: toml::Value,
     /// The lines it comes from (several for the lists that add up).
-    pub sources: Vec<Source>,
+    pub sources: Vec<SettingSource>,
     /// The folder of the file that set it: relative paths in it are relative to this.
     pub base: PathBuf,
 }
@@ -99,7 +99,7 @@ pub struct Layers {
     /// The files read, user's first.
     pub files: Vec<LayerFile>,
     /// Each key's merged setting.
-    pub settings: BTreeMap<Key, Applied>,
+    pub settings: BTreeMap<Key, AppliedSetting>,
     /// What an untrusted project file said and was not applied.
     pub ignored: Vec<Ignored>,
 }
@@ -246,8 +246,14 @@ pub fn merge(files: Vec<LayerFile>) -> Layers {
     layers
 }
 
-fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>, entry: &Entry) {
-    let source = Source::File {
+fn apply(
+    layers: &mut Layers,
+    path: &Path,
+    base: &Path,
+    untrusted: Option<&Path>,
+    entry: &SettingEntry,
+) {
+    let source = SettingSource::File {
         path: path.to_owned(),
         line: entry.line,
     };
@@ -255,7 +261,7 @@ fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>
         let applied = layers
             .settings
             .entry(entry.key.clone())
-            .or_insert_with(|| Applied {
+            .or_insert_with(|| AppliedSetting {
                 value: toml::Value::Array(Vec::new()),
                 sources: Vec::new(),
                 base: base.to_owned(),
@@ -287,7 +293,7 @@ fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>
     }
     layers.settings.insert(
         entry.key.clone(),
-        Applied {
+        AppliedSetting {
             value: entry.value.clone(),
             sources: vec![source],
             base: base.to_owned(),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::Config;
 use super::file::Key;
-use super::layers::{Layers, Source};
+use super::layers::{Layers, SettingSource};
 use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.
@@ -77,7 +77,7 @@ const VARIABLES: [(&[&str], &[&str]); 5] = [
     (&["agent", "light", "api_key_env"], &["LIGHT_LLM_API_KEY"]),
 ];
 
-fn source_text(sources: &[Source]) -> String {
+fn source_text(sources: &[SettingSource]) -> String {
     sources
         .iter()
         .map(ToString::to_string)
