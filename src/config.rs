@@ -353,6 +353,18 @@ impl Config {
         Config::resolve(flags, file, layers)
     }
 
+    /// The same configuration with its project file trusted: the files read at start merged
+    /// again (not read again), once the person trusted the very bytes that were read.
+    pub fn trusting_project(self) -> Result<Config, ConfigError> {
+        let mut files = self.layers.files;
+        for file in &mut files {
+            if let FileKind::Project { trusted, .. } = &mut file.kind {
+                *trusted = true;
+            }
+        }
+        Config::from_layers(&self.flags, layers::merge(files))
+    }
+
     /// The file a person edits to change a setting: the project's when trusted, else the
     /// user's.
     pub fn settings_file(&self) -> Option<PathBuf> {

@@ -23,10 +23,13 @@ use crate::tools::executor::{Approval, Approver};
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
-    super::trust::offer_trust(&args.run);
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
+    let loaded = super::trust::offer_trust(
+        &args.run,
+        crate::config::Config::load(&super::config_flags(&args.run)),
+    );
+    hand_off_secrets(loaded.as_ref().ok());
     let task = read_task(args)?;
-    let (config, sandbox) = open_sandbox(&args.run)?;
+    let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let mut launch = Launch::prepare(
         &args.settings,
         &config,

@@ -27,9 +27,12 @@ enum ReplySource {
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
-    super::trust::offer_trust(&args.run);
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
-    let (config, sandbox) = open_sandbox(&args.run)?;
+    let loaded = super::trust::offer_trust(
+        &args.run,
+        crate::config::Config::load(&super::config_flags(&args.run)),
+    );
+    hand_off_secrets(loaded.as_ref().ok());
+    let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     // Without a display, the line saying so (printed once the folder is watched).
     let mut no_display = None;

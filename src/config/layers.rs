@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::file::{Key, ParsedFile, SettingEntry};
 use super::trust::TrustStore;
@@ -196,8 +197,18 @@ pub fn load(
     Ok(merge(files))
 }
 
+/// How many configuration files this process has read: a command reads each once and passes
+/// the merged result down (`FLYCODE_DEBUG_CONFIG_READS` prints it; a test counts on it).
+static FILES_READ: AtomicUsize = AtomicUsize::new(0);
+
+/// How many configuration files this process has read so far.
+pub fn files_read() -> usize {
+    FILES_READ.load(Ordering::Relaxed)
+}
+
 /// Reads one file; its text and the sha256 of its bytes (hashed from the very bytes parsed).
 pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
+    FILES_READ.fetch_add(1, Ordering::Relaxed);
     let bytes = crate::sandbox::host::read(path).map_err(|source| ConfigError::Unreadable {
         path: path.to_owned(),
         source,
