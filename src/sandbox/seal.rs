@@ -299,7 +299,7 @@ mod tests {
         // Test case 6: a key longer than a block is hashed first.
         let mac = hmac_sha256(
             &[0xaa; 131],
-            &[b"Test Using Larger Than Block-Size SealKey - Hash SealKey First"],
+            &[b"Test Using Larger Than Block-Size Key - Hash Key First"],
         );
         assert_eq!(
             hex::encode(mac),
