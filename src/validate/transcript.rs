@@ -109,7 +109,7 @@ struct RawMessage<'a> {
     tool_call_id: Option<String>,
 }
 
-/// TranscriptMessage content: a string, null, or text parts.
+/// Message content: a string, null, or text parts.
 #[derive(Default)]
 struct Content(String);
 
