@@ -389,8 +389,10 @@ impl AgentRun<'_> {
             .history
             .get(progress.turn_start..)
             .unwrap_or_default();
-        if let Err(message) = self.transcript.save(&progress.request, since) {
-            observer.on_event(&RunEvent::Warning { message });
+        if let Err(error) = self.transcript.save(&progress.request, since) {
+            observer.on_event(&RunEvent::Warning {
+                message: error.to_string(),
+            });
         }
     }
 

@@ -213,7 +213,7 @@ impl Planner<'_> {
         let (prefix, rest) = split_glob(pattern);
         let matcher = match glob_matcher(&rest) {
             Ok(matcher) => matcher,
-            Err(reason) => return self.error(pattern, ErrorCode::InvalidArgs, reason),
+            Err(error) => return self.error(pattern, error.code(), error.to_string()),
         };
         let (start, base) = match open_dir_start(self.sandbox, &prefix) {
             Ok(opened) => opened,
@@ -313,11 +313,22 @@ pub fn split_glob(pattern: &str) -> (String, String) {
 
 /// The rest of a pattern, matched against paths relative to its prefix: `*` stays within one
 /// name, `**` crosses directories.
-fn glob_matcher(rest: &str) -> Result<GlobMatcher, String> {
+fn glob_matcher(rest: &str) -> Result<GlobMatcher, GlobError> {
     GlobBuilder::new(rest)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map(|glob| glob.compile_matcher())
-        .map_err(|e| format!("is not a valid glob: {}", e.kind()))
+        .map_err(|e| GlobError(e.kind().clone()))
+}
+
+/// A pattern of `paths` that is not a glob (`invalid_args`; the message follows the pattern).
+#[derive(Debug, thiserror::Error)]
+#[error("is not a valid glob: {0}")]
+struct GlobError(globset::ErrorKind);
+
+impl GlobError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::InvalidArgs
+    }
 }
