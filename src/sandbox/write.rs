@@ -324,8 +324,8 @@ const CLEANED_FOR: Duration = Duration::from_secs(60);
 /// through). Folders are told apart by device, inode and creation time (an inode number is reused
 /// by a folder made after one was removed); one without a creation time is always due.
 fn due_for_cleaning(dir: &Dir, now: Instant) -> bool {
-    type Identity = (u64, u64, std::time::SystemTime);
-    static CLEANED: Mutex<Option<HashMap<Identity, Instant>>> = Mutex::new(None);
+    type FolderIdentity = (u64, u64, std::time::SystemTime);
+    static CLEANED: Mutex<Option<HashMap<FolderIdentity, Instant>>> = Mutex::new(None);
     #[cfg(unix)]
     let identity = {
         use cap_std::fs::MetadataExt;
@@ -338,7 +338,7 @@ fn due_for_cleaning(dir: &Dir, now: Instant) -> bool {
         (metadata.dev(), metadata.ino(), created.into_std())
     };
     #[cfg(not(unix))]
-    let identity: Identity = {
+    let identity: FolderIdentity = {
         let _ = dir;
         return true;
     };
