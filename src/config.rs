@@ -563,6 +563,24 @@ mod tests {
     }
 
     #[test]
+    fn trusting_the_project_applies_the_bytes_read_without_reading_again() {
+        let temp = tempfile::tempdir().unwrap();
+        let project = temp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::write(project.join("flycode.toml"), "approval = \"auto\"\n").unwrap();
+        let layers = layers::load(Some(&project), None, None).unwrap();
+        let config = Config::from_layers(&Flags::default(), layers).unwrap();
+        assert_eq!(config.policy.approval, Approval::Ask);
+        assert_eq!(config.layers.ignored.len(), 1);
+        // Changed on disk after it was read: what the person was shown is what gets trusted.
+        std::fs::write(project.join("flycode.toml"), "approval = \"read-only\"\n").unwrap();
+        let trusted = config.trusting_project().unwrap();
+        assert_eq!(trusted.policy.approval, Approval::Auto);
+        assert!(trusted.layers.ignored.is_empty());
+        assert_eq!(trusted.layers.project().map(|(_, _, t)| t), Some(true));
+    }
+
+    #[test]
     fn reads_every_key() {
         let config = load(
             "roots = [\"/srv/app\"]\napproval = \"read-only\"\nprotected = [\"**/secrets/**\"]\noutput_cap = 4096\nmax_reply_bytes = 1048576\ntimeout_ms = 5000\n[tools]\n\"shell.exec\" = \"deny\"\n",
