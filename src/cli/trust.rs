@@ -63,13 +63,25 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     }
     let dir = folder_of(&file)?;
     // What trusting changes: the settings the file says that are ignored while it is untrusted,
-    // read from the very bytes that are hashed.
-    let bytes = crate::sandbox::host::read(&file)
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    let unlocked = layers::load(Some(&dir), user_config_dir().as_deref(), None)
-        .map(|loaded| loaded.ignored)
-        .unwrap_or_default();
-    let record = store.trust(&dir, &bytes)?;
+    // judged from the very bytes whose hash is recorded, read once. Files that do not load
+    // (not UTF-8) are trusted by their bytes, with nothing to list.
+    let loaded = layers::load(Some(&dir), user_config_dir().as_deref(), None).ok();
+    let judged = loaded.and_then(|layers| {
+        let sha256 = layers.files.iter().find_map(|file| match &file.kind {
+            FileKind::Project { sha256, .. } => Some(sha256.clone()),
+            FileKind::User => None,
+        })?;
+        Some((sha256, layers.ignored))
+    });
+    let (sha256, unlocked) = match judged {
+        Some(judged) => judged,
+        None => {
+            let bytes = crate::sandbox::host::read(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            (sha256_hex(&bytes), Vec::new())
+        }
+    };
+    let record = store.trust_sha256(&dir, &sha256)?;
     let mut text = format!(
         "flycode: trusted {} (sha256 {}): its settings apply in {} and the folders below it; a change to the file makes it untrusted again\n",
         file.display(),

@@ -107,11 +107,17 @@ impl TrustStore {
 
     /// Trusts `dir`'s file with these bytes, replacing an earlier record of the folder.
     pub fn trust(&self, dir: &Path, bytes: &[u8]) -> Result<Trusted, TrustError> {
+        self.trust_sha256(dir, &sha256_hex(bytes))
+    }
+
+    /// Trusts `dir`'s file whose bytes hash to `sha256` (lower-case hex), as the configuration
+    /// loader recorded it when it read them.
+    pub fn trust_sha256(&self, dir: &Path, sha256: &str) -> Result<Trusted, TrustError> {
         let mut list = self.list()?;
         list.retain(|entry| entry.dir != dir);
         let record = Trusted {
             dir: dir.to_owned(),
-            sha256: sha256_hex(bytes),
+            sha256: sha256.to_owned(),
             trusted_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_secs()),
