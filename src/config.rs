@@ -373,6 +373,18 @@ impl Config {
         Config::resolve(flags, file, layers)
     }
 
+    /// The same configuration with its project file trusted: the files read at start merged
+    /// again (not read again), once the person trusted the very bytes that were read.
+    pub fn trusting_project(self) -> Result<Config, ConfigError> {
+        let mut files = self.layers.files;
+        for file in &mut files {
+            if let FileKind::Project { trusted, .. } = &mut file.kind {
+                *trusted = true;
+            }
+        }
+        Config::from_layers(&self.flags, layers::merge(files))
+    }
+
     /// The file a person edits to change a setting: the project's when trusted, else the
     /// user's.
     pub fn settings_file(&self) -> Option<PathBuf> {
@@ -383,115 +395,10 @@ impl Config {
     }
 
     fn resolve(flags: &Flags, file: FileConfig, layers: Layers) -> Result<Config, ConfigError> {
-        let line_of = |key: &Key| {
-            layers
-                .settings
-                .get(key)
-                .and_then(|applied| applied.sources.first())
-                .and_then(|source| match source {
-                    layers::Source::File { path, line } => Some((path.clone(), *line)),
-                    _ => None,
-                })
-                .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))
-        };
-        let invalid = |key: &str, message: String| {
-            let key = if key == "tools" || key == "set" {
-                Key::of(&["tools", "set"])
-            } else {
-                Key(vec!["tools".to_owned(), key.to_owned()])
-            };
-            let (path, line) = line_of(&key);
-            ConfigError::Invalid {
-                path,
-                line,
-                message,
-            }
-        };
-        let set_name = |name: &str, key: &str| {
-            ToolSet::from_name(name).ok_or_else(|| {
-                invalid(
-                    key,
-                    format!("{key} = {name:?} is not a tool set: use \"seed\" or \"extended\""),
-                )
-            })
-        };
-        let mut overrides = BTreeMap::new();
-        let mut file_set = None;
-        match file.tools {
-            None => {}
-            Some(ToolsSetting::Set(name)) => file_set = Some(set_name(&name, "tools")?),
-            Some(ToolsSetting::Table(table)) => {
-                for (name, rule) in table {
-                    if name == "set" {
-                        file_set = Some(set_name(&rule, "set")?);
-                        continue;
-                    }
-                    let Some(tool) = ToolName::from_name(&name) else {
-                        return Err(invalid(
-                            &name,
-                            format!("[tools] names {name:?}, which is not a flycode tool"),
-                        ));
-                    };
-                    let rule = match rule.as_str() {
-                        "allow" => ToolRule::Allow,
-                        "ask" => ToolRule::Ask,
-                        "deny" => ToolRule::Deny,
-                        other => {
-                            return Err(invalid(
-                                &name,
-                                format!(
-                                    "[tools] {name:?} = {other:?} is not a rule: use \"allow\", \"ask\" or \"deny\""
-                                ),
-                            ));
-                        }
-                    };
-                    overrides.insert(tool, rule);
-                }
-            }
-        }
-        // A relative path is relative to the folder of the file that set it.
-        let base = |key: &[&str]| {
-            layers
-                .settings
-                .get(&Key::of(key))
-                .map(|applied| applied.base.clone())
-                .unwrap_or_default()
-        };
-        let beside = |path: &mut PathBuf, key: &[&str]| {
-            if path.is_relative() {
-                *path = base(key).join(&*path);
-            }
-        };
-        let mut agent = file.agent.unwrap_or_default();
-        if let Some(path) = &mut agent.role_file {
-            beside(path, &["agent", "role_file"]);
-        }
-        if let Some(path) = &mut agent.system_prompt_file {
-            beside(path, &["agent", "system_prompt_file"]);
-        }
-        for (name, role) in [
-            ("general", &mut agent.subagent.general),
-            ("explore", &mut agent.subagent.explore),
-            ("summary", &mut agent.subagent.summary),
-            ("plan", &mut agent.subagent.plan),
-        ] {
-            if let Some(path) = role.as_mut().and_then(|role| role.role_file.as_mut()) {
-                beside(path, &["agent", "subagent", name, "role_file"]);
-            }
-        }
+        let (overrides, file_set) = tool_rules(file.tools, &layers)?;
+        let agent = agent_beside_files(file.agent.unwrap_or_default(), &layers);
         let roots = if flags.roots.is_empty() {
-            let base = base(&["roots"]);
-            file.roots
-                .unwrap_or_default()
-                .into_iter()
-                .map(|root| {
-                    if root.is_relative() {
-                        base.join(root)
-                    } else {
-                        root
-                    }
-                })
-                .collect()
+            roots_beside_file(file.roots.unwrap_or_default(), &layers)
         } else {
             flags.roots.clone()
         };
@@ -522,6 +429,133 @@ impl Config {
     }
 }
 
+/// The `[tools]` rules and the tool set the files name (`tools = "..."` or `[tools] set`); an
+/// error naming the file and line of a set, tool or rule that does not exist.
+fn tool_rules(
+    tools: Option<ToolsSetting>,
+    layers: &Layers,
+) -> Result<(BTreeMap<ToolName, ToolRule>, Option<ToolSet>), ConfigError> {
+    let invalid = |key: &str, message: String| {
+        let key = if key == "tools" || key == "set" {
+            Key::of(&["tools", "set"])
+        } else {
+            Key(vec!["tools".to_owned(), key.to_owned()])
+        };
+        let (path, line) = line_of(layers, &key);
+        ConfigError::Invalid {
+            path,
+            line,
+            message,
+        }
+    };
+    let set_name = |name: &str, key: &str| {
+        ToolSet::from_name(name).ok_or_else(|| {
+            invalid(
+                key,
+                format!("{key} = {name:?} is not a tool set: use \"seed\" or \"extended\""),
+            )
+        })
+    };
+    let mut overrides = BTreeMap::new();
+    let table = match tools {
+        None => return Ok((overrides, None)),
+        Some(ToolsSetting::Set(name)) => return Ok((overrides, Some(set_name(&name, "tools")?))),
+        Some(ToolsSetting::Table(table)) => table,
+    };
+    let mut file_set = None;
+    for (name, rule) in table {
+        if name == "set" {
+            file_set = Some(set_name(&rule, "set")?);
+            continue;
+        }
+        let Some(tool) = ToolName::from_name(&name) else {
+            return Err(invalid(
+                &name,
+                format!("[tools] names {name:?}, which is not a flycode tool"),
+            ));
+        };
+        let rule = match rule.as_str() {
+            "allow" => ToolRule::Allow,
+            "ask" => ToolRule::Ask,
+            "deny" => ToolRule::Deny,
+            other => {
+                return Err(invalid(
+                    &name,
+                    format!(
+                        "[tools] {name:?} = {other:?} is not a rule: use \"allow\", \"ask\" or \"deny\""
+                    ),
+                ));
+            }
+        };
+        overrides.insert(tool, rule);
+    }
+    Ok((overrides, file_set))
+}
+
+/// The file and line that set `key` (the first, for the lists that add up).
+fn line_of(layers: &Layers, key: &Key) -> (PathBuf, usize) {
+    layers
+        .settings
+        .get(key)
+        .and_then(|applied| applied.sources.first())
+        .and_then(|source| match source {
+            layers::SettingSource::File { path, line } => Some((path.clone(), *line)),
+            _ => None,
+        })
+        .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))
+}
+
+/// The folder of the file that set `key`: a relative path in it is relative to this.
+fn base_of(layers: &Layers, key: &[&str]) -> PathBuf {
+    layers
+        .settings
+        .get(&Key::of(key))
+        .map(|applied| applied.base.clone())
+        .unwrap_or_default()
+}
+
+/// The `[agent]` table with its relative file paths made absolute, beside the file that set
+/// each.
+fn agent_beside_files(mut agent: AgentConfig, layers: &Layers) -> AgentConfig {
+    let beside = |path: &mut PathBuf, key: &[&str]| {
+        if path.is_relative() {
+            *path = base_of(layers, key).join(&*path);
+        }
+    };
+    if let Some(path) = &mut agent.role_file {
+        beside(path, &["agent", "role_file"]);
+    }
+    if let Some(path) = &mut agent.system_prompt_file {
+        beside(path, &["agent", "system_prompt_file"]);
+    }
+    for (name, role) in [
+        ("general", &mut agent.subagent.general),
+        ("explore", &mut agent.subagent.explore),
+        ("summary", &mut agent.subagent.summary),
+        ("plan", &mut agent.subagent.plan),
+    ] {
+        if let Some(path) = role.as_mut().and_then(|role| role.role_file.as_mut()) {
+            beside(path, &["agent", "subagent", name, "role_file"]);
+        }
+    }
+    agent
+}
+
+/// The files' `roots`, a relative one beside the file that set it.
+fn roots_beside_file(roots: Vec<PathBuf>, layers: &Layers) -> Vec<PathBuf> {
+    let base = base_of(layers, &["roots"]);
+    roots
+        .into_iter()
+        .map(|root| {
+            if root.is_relative() {
+                base.join(root)
+            } else {
+                root
+            }
+        })
+        .collect()
+}
+
 /// Puts `value` at `key` in `table`, making the tables on the way.
 fn insert_nested(table: &mut toml::Table, key: &[String], value: toml::Value) {
     match key {
@@ -550,6 +584,24 @@ mod tests {
         let path = temp.path().join("flycode.toml");
         std::fs::write(&path, text).unwrap();
         Config::load_from(flags, &path)
+    }
+
+    #[test]
+    fn trusting_the_project_applies_the_bytes_read_without_reading_again() {
+        let temp = tempfile::tempdir().unwrap();
+        let project = temp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::write(project.join("flycode.toml"), "approval = \"auto\"\n").unwrap();
+        let layers = layers::load(Some(&project), None, None).unwrap();
+        let config = Config::from_layers(&Flags::default(), layers).unwrap();
+        assert_eq!(config.policy.approval, Approval::Ask);
+        assert_eq!(config.layers.ignored.len(), 1);
+        // Changed on disk after it was read: what the person was shown is what gets trusted.
+        std::fs::write(project.join("flycode.toml"), "approval = \"read-only\"\n").unwrap();
+        let trusted = config.trusting_project().unwrap();
+        assert_eq!(trusted.policy.approval, Approval::Auto);
+        assert!(trusted.layers.ignored.is_empty());
+        assert_eq!(trusted.layers.project().map(|(_, _, t)| t), Some(true));
     }
 
     #[test]

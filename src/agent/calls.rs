@@ -33,21 +33,21 @@ impl TurnCalls<'_, '_> {
     pub(super) fn run_planned(
         &self,
         report: &mut RunReport,
-        planned: Vec<Planned>,
+        planned: Vec<PlannedCall>,
         observer: &mut dyn RunObserver,
     ) -> Vec<ResultBlock> {
         let read_only: Vec<bool> = planned
             .iter()
-            .map(|p| matches!(p, Planned::Run(call) if is_read_only(call)))
+            .map(|p| matches!(p, PlannedCall::Run(call) if is_read_only(call)))
             .collect();
-        let mut planned: Vec<Option<Planned>> = planned.into_iter().map(Some).collect();
+        let mut planned: Vec<Option<PlannedCall>> = planned.into_iter().map(Some).collect();
         let mut blocks = Vec::with_capacity(planned.len());
         for run in parallel::runs(&read_only) {
             let mut calls = Vec::new();
             for slot in &mut planned[run] {
                 match slot.take() {
-                    Some(Planned::Answered(block)) => blocks.push(block),
-                    Some(Planned::Run(call)) => calls.push(call),
+                    Some(PlannedCall::Answered(block)) => blocks.push(block),
+                    Some(PlannedCall::Run(call)) => calls.push(call),
                     None => {}
                 }
             }
@@ -122,7 +122,7 @@ impl TurnCalls<'_, '_> {
         observer: &mut dyn RunObserver,
     ) -> ResultBlock {
         let fallback = not_run(&call);
-        self.run_planned(report, vec![Planned::Run(call)], observer)
+        self.run_planned(report, vec![PlannedCall::Run(call)], observer)
             .pop()
             .unwrap_or(fallback)
     }
@@ -159,7 +159,7 @@ impl TurnCalls<'_, '_> {
 }
 
 /// A call of a turn: judged valid and to be run, or already answered (a violation).
-pub(super) enum Planned {
+pub(super) enum PlannedCall {
     Run(Call),
     Answered(ResultBlock),
 }

@@ -21,7 +21,7 @@ pub struct TokenUsage {
 /// Why a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "ending", content = "detail")]
-pub enum Ending {
+pub enum RunEnding {
     /// The model answered in prose: the task is done (or the model says why not).
     Answered,
     /// The turn budget ran out first.
@@ -41,18 +41,18 @@ pub enum Ending {
     Incomplete(String),
 }
 
-impl Ending {
+impl RunEnding {
     /// `answered`, `max_turns`...
     pub fn name(&self) -> &'static str {
         match self {
-            Ending::Answered => "answered",
-            Ending::MaxTurns => "max_turns",
-            Ending::TooManyViolations(_) => "too_many_violations",
-            Ending::Cancelled => "cancelled",
-            Ending::ClientFailed(_) => "client_failed",
-            Ending::EmptyReply(_) => "empty_reply",
-            Ending::Completed => "completed",
-            Ending::Incomplete(_) => "incomplete",
+            RunEnding::Answered => "answered",
+            RunEnding::MaxTurns => "max_turns",
+            RunEnding::TooManyViolations(_) => "too_many_violations",
+            RunEnding::Cancelled => "cancelled",
+            RunEnding::ClientFailed(_) => "client_failed",
+            RunEnding::EmptyReply(_) => "empty_reply",
+            RunEnding::Completed => "completed",
+            RunEnding::Incomplete(_) => "incomplete",
         }
     }
 }
@@ -62,7 +62,7 @@ impl Ending {
 pub struct RunReport {
     /// Why it ended.
     #[serde(flatten)]
-    pub ending: Ending,
+    pub ending: RunEnding,
     /// The model's final prose answer, when it gave one.
     pub answer: Option<String>,
     /// Requests sent.
@@ -286,10 +286,10 @@ impl RunReport {
     pub fn masked(&self, secrets: &Secrets) -> RunReport {
         let text = |text: &String| secrets.mask(text).into_owned();
         let ending = match &self.ending {
-            Ending::TooManyViolations(detail) => Ending::TooManyViolations(text(detail)),
-            Ending::ClientFailed(detail) => Ending::ClientFailed(text(detail)),
-            Ending::EmptyReply(detail) => Ending::EmptyReply(text(detail)),
-            Ending::Incomplete(detail) => Ending::Incomplete(text(detail)),
+            RunEnding::TooManyViolations(detail) => RunEnding::TooManyViolations(text(detail)),
+            RunEnding::ClientFailed(detail) => RunEnding::ClientFailed(text(detail)),
+            RunEnding::EmptyReply(detail) => RunEnding::EmptyReply(text(detail)),
+            RunEnding::Incomplete(detail) => RunEnding::Incomplete(text(detail)),
             other => other.clone(),
         };
         RunReport {

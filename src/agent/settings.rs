@@ -247,113 +247,32 @@ pub const DEFAULT_MAX_VIOLATIONS: u32 = 3;
 /// The default number of read-only calls of one turn that run at once.
 pub const DEFAULT_MAX_PARALLEL: u32 = 4;
 
-/// Flags over the environment (`env` looks a variable up) over the file over defaults.
+/// Flags over the environment (`env` looks a variable up) over the file over defaults. The
+/// first setting that cannot be resolved is the error, in the order of the struct's fields
+/// after the endpoint (base URL, model, key).
 pub fn resolve_settings(
     flags: &SettingFlags,
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ResolvedSettings, SettingsError> {
-    let from_env = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|name| env(name).filter(|value| !value.trim().is_empty()))
-    };
-    let base_url = flags
-        .base_url
-        .clone()
-        .or_else(|| from_env(&["FLYCODE_BASE_URL", "OPENAI_BASE_URL"]))
-        .or_else(|| file.base_url.clone())
-        .ok_or(SettingsError::Missing {
-            what: "API base URL",
-            flag: "--base-url URL",
-            variables: "FLYCODE_BASE_URL (or OPENAI_BASE_URL)",
-            key: "base_url = \"...\"",
-        })?;
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(SettingsError::Invalid {
-            setting: "base URL",
-            problem: format!(
-                "{base_url:?} is not an http:// or https:// address, e.g. https://api.openai.com/v1"
-            ),
-        });
-    }
-    let model = flags
-        .model
-        .clone()
-        .or_else(|| from_env(&["FLYCODE_MODEL"]))
-        .or_else(|| file.model.clone())
-        .ok_or(SettingsError::Missing {
-            what: "model",
-            flag: "--model NAME",
-            variables: "FLYCODE_MODEL",
-            key: "model = \"...\"",
-        })?;
-    let (api_key, api_key_source) = match &file.api_key_env {
-        Some(variable) => match env(variable).filter(|v| !v.trim().is_empty()) {
-            Some(key) => (Some(key), Some(variable.clone())),
-            None => {
-                return Err(SettingsError::KeyVariableUnset {
-                    setting: "api_key_env",
-                    variable: variable.clone(),
-                });
-            }
-        },
-        None => ["FLYCODE_API_KEY", "OPENAI_API_KEY"]
-            .into_iter()
-            .find_map(|name| {
-                env(name)
-                    .filter(|v| !v.trim().is_empty())
-                    .map(|key| (Some(key), Some(name.to_owned())))
-            })
-            .unwrap_or((None, None)),
-    };
-    let mode = match (flags.mode, file.mode.as_deref()) {
-        (Some(mode), _) => mode,
-        (None, None | Some("native")) => CallingMode::Native,
-        (None, Some("text")) => CallingMode::Text,
-        (None, Some(other)) => {
-            return Err(SettingsError::Invalid {
-                setting: "mode",
-                problem: format!("{other:?} is not a mode: use \"text\" or \"native\""),
-            });
-        }
-    };
-    let max_turns =
-        in_range(flags.max_turns, file.max_turns, &range::MAX_TURNS)?.unwrap_or(DEFAULT_MAX_TURNS);
-    let max_violations = in_range(
-        flags.max_violations,
-        file.max_violations,
-        &range::MAX_VIOLATIONS,
-    )?
-    .unwrap_or(DEFAULT_MAX_VIOLATIONS);
-    let max_parallel =
-        in_range(None, file.max_parallel, &range::MAX_PARALLEL)?.unwrap_or(DEFAULT_MAX_PARALLEL);
+    let base_url = resolve_base_url(flags, file, env)?;
+    let model = resolve_model(flags, file, env)?;
+    let (api_key, api_key_source) = resolve_api_key(file, env)?;
     let millis = |flag: Option<u64>, file: Option<u64>, range: &SettingRange, default: u64| {
         in_range(flag, file, range).map(|ms| Duration::from_millis(ms.unwrap_or(default)))
     };
-    let role = match (&flags.role_file, &file.role_file, &file.role) {
-        (Some(path), _, _) | (None, Some(path), _) => RoleChoice::File(path.clone()),
-        (None, None, Some(text)) => RoleChoice::Text(text.clone()),
-        (None, None, None) => RoleChoice::Built,
-    };
-    let system_prompt = if flags.no_system_prompt {
-        SystemPromptChoice::None
-    } else if let Some(path) = flags
-        .system_prompt_file
-        .clone()
-        .or(file.system_prompt_file.clone())
-    {
-        SystemPromptChoice::File(path)
-    } else if file.system_prompt == Some(false) {
-        SystemPromptChoice::None
-    } else {
-        SystemPromptChoice::Built
-    };
     Ok(ResolvedSettings {
-        mode,
-        max_turns,
-        max_violations,
-        max_parallel,
+        mode: resolve_mode(flags, file)?,
+        max_turns: in_range(flags.max_turns, file.max_turns, &range::MAX_TURNS)?
+            .unwrap_or(DEFAULT_MAX_TURNS),
+        max_violations: in_range(
+            flags.max_violations,
+            file.max_violations,
+            &range::MAX_VIOLATIONS,
+        )?
+        .unwrap_or(DEFAULT_MAX_VIOLATIONS),
+        max_parallel: in_range(None, file.max_parallel, &range::MAX_PARALLEL)?
+            .unwrap_or(DEFAULT_MAX_PARALLEL),
         stream: !flags.no_stream && file.stream.unwrap_or(true),
         connect_timeout: millis(
             flags.connect_timeout_ms,
@@ -375,8 +294,8 @@ pub fn resolve_settings(
             &range::RETRY_BASE_MS,
             500,
         )?,
-        role,
-        system_prompt,
+        role: resolve_role(flags, file),
+        system_prompt: resolve_system_prompt(flags, file),
         light: resolve_light(file, &base_url, api_key.as_deref(), env)?,
         tasks: resolve_task_limits(file)?,
         subagent_roles: [
@@ -392,6 +311,125 @@ pub fn resolve_settings(
         api_key,
         api_key_source,
     })
+}
+
+/// The first of the variables `names` that is set and not blank.
+fn first_set(env: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find_map(|name| env(name).filter(|value| !value.trim().is_empty()))
+}
+
+/// `--base-url`, `FLYCODE_BASE_URL` or `OPENAI_BASE_URL`, or the file's: an http(s) address.
+fn resolve_base_url(
+    flags: &SettingFlags,
+    file: &AgentConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, SettingsError> {
+    let base_url = flags
+        .base_url
+        .clone()
+        .or_else(|| first_set(env, &["FLYCODE_BASE_URL", "OPENAI_BASE_URL"]))
+        .or_else(|| file.base_url.clone())
+        .ok_or(SettingsError::Missing {
+            what: "API base URL",
+            flag: "--base-url URL",
+            variables: "FLYCODE_BASE_URL (or OPENAI_BASE_URL)",
+            key: "base_url = \"...\"",
+        })?;
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(SettingsError::Invalid {
+            setting: "base URL",
+            problem: format!(
+                "{base_url:?} is not an http:// or https:// address, e.g. https://api.openai.com/v1"
+            ),
+        });
+    }
+    Ok(base_url)
+}
+
+/// `--model`, `FLYCODE_MODEL`, or the file's.
+fn resolve_model(
+    flags: &SettingFlags,
+    file: &AgentConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, SettingsError> {
+    flags
+        .model
+        .clone()
+        .or_else(|| first_set(env, &["FLYCODE_MODEL"]))
+        .or_else(|| file.model.clone())
+        .ok_or(SettingsError::Missing {
+            what: "model",
+            flag: "--model NAME",
+            variables: "FLYCODE_MODEL",
+            key: "model = \"...\"",
+        })
+}
+
+/// The API key and the variable it came from: the one `api_key_env` names (which must be
+/// set), else `FLYCODE_API_KEY` or `OPENAI_API_KEY`, else none.
+fn resolve_api_key(
+    file: &AgentConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<String>, Option<String>), SettingsError> {
+    if let Some(variable) = &file.api_key_env {
+        return match env(variable).filter(|v| !v.trim().is_empty()) {
+            Some(key) => Ok((Some(key), Some(variable.clone()))),
+            None => Err(SettingsError::KeyVariableUnset {
+                setting: "api_key_env",
+                variable: variable.clone(),
+            }),
+        };
+    }
+    Ok(["FLYCODE_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .find_map(|name| {
+            env(name)
+                .filter(|v| !v.trim().is_empty())
+                .map(|key| (Some(key), Some(name.to_owned())))
+        })
+        .unwrap_or((None, None)))
+}
+
+/// `--mode`, else the file's `mode` (`text` or `native`), else native.
+fn resolve_mode(flags: &SettingFlags, file: &AgentConfig) -> Result<CallingMode, SettingsError> {
+    match (flags.mode, file.mode.as_deref()) {
+        (Some(mode), _) => Ok(mode),
+        (None, None | Some("native")) => Ok(CallingMode::Native),
+        (None, Some("text")) => Ok(CallingMode::Text),
+        (None, Some(other)) => Err(SettingsError::Invalid {
+            setting: "mode",
+            problem: format!("{other:?} is not a mode: use \"text\" or \"native\""),
+        }),
+    }
+}
+
+/// `--role-file`, else the file's `role_file`, else its `role`, else the built-in role.
+fn resolve_role(flags: &SettingFlags, file: &AgentConfig) -> RoleChoice {
+    match (&flags.role_file, &file.role_file, &file.role) {
+        (Some(path), _, _) | (None, Some(path), _) => RoleChoice::File(path.clone()),
+        (None, None, Some(text)) => RoleChoice::Text(text.clone()),
+        (None, None, None) => RoleChoice::Built,
+    }
+}
+
+/// `--no-system-prompt`, else a prompt file (flag over file), else the file's
+/// `system_prompt = false`, else the built prompt.
+fn resolve_system_prompt(flags: &SettingFlags, file: &AgentConfig) -> SystemPromptChoice {
+    if flags.no_system_prompt {
+        SystemPromptChoice::None
+    } else if let Some(path) = flags
+        .system_prompt_file
+        .clone()
+        .or(file.system_prompt_file.clone())
+    {
+        SystemPromptChoice::File(path)
+    } else if file.system_prompt == Some(false) {
+        SystemPromptChoice::None
+    } else {
+        SystemPromptChoice::Built
+    }
 }
 
 /// `LIGHT_LLM_*` over `[agent.light]`; `None` without a model name. A key is sent to the light

@@ -10,6 +10,22 @@ use std::path::{Path, PathBuf};
 use super::message::Message;
 use crate::sandbox::state::write_atomically;
 
+/// Why a transcript could not be written (the run goes on with a warning: PROTOCOL.md §13 (The API loop)).
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    /// A message could not be written as JSON (a fault of flycode).
+    #[error("transcript: cannot encode a message as JSON: {0}")]
+    Unencodable(serde_json::Error),
+    /// A file could not be written.
+    #[error("transcript {}: {error}; check that its folder is writable, or pass --transcript another path", path.display())]
+    Unwritable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
 /// Where a run's transcript goes: the state directory's copy and the user's `--transcript`.
 #[derive(Debug, Default)]
 pub struct TranscriptWriter {
@@ -29,20 +45,23 @@ impl TranscriptWriter {
 
     /// Replaces the record with `request` (as sent) followed by `after` (the replies and results
     /// since it was sent). Every path is attempted; the first failure is returned.
-    pub fn save(&self, request: &[Message], after: &[Message]) -> Result<(), String> {
+    pub fn save(&self, request: &[Message], after: &[Message]) -> Result<(), TranscriptError> {
         if self.paths.is_empty() {
             return Ok(());
         }
         let mut text = String::new();
         for message in request.iter().chain(after) {
-            let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
+            let line = serde_json::to_string(message).map_err(TranscriptError::Unencodable)?;
             text.push_str(&line);
             text.push('\n');
         }
         let mut first_error = None;
         for path in &self.paths {
             if let Err(error) = write_atomically(path, text.as_bytes()) {
-                first_error.get_or_insert(format!("transcript {}: {error}", path.display()));
+                first_error.get_or_insert(TranscriptError::Unwritable {
+                    path: path.clone(),
+                    error,
+                });
             }
         }
         first_error.map_or(Ok(()), Err)

@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use super::calls::{Planned, TurnCalls};
+use super::calls::{PlannedCall, TurnCalls};
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::events::MaskingObserver;
-pub use super::events::{Ending, RunEvent, RunObserver, RunReport, TokenUsage};
+pub use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
 use super::message::{Message, NativeToolCall};
 use super::prompt::{AssembledPrompt, CallingMode};
 use super::settings::ResolvedSettings;
@@ -86,7 +86,7 @@ pub struct AgentRun<'a> {
 }
 
 /// The loop's state while it runs.
-struct Progress {
+struct TurnProgress {
     history: Vec<Message>,
     /// The latest request as sent, and where this turn's messages start in the history: what
     /// the transcript holds.
@@ -122,7 +122,7 @@ impl AgentRun<'_> {
     }
 
     /// The tools offered in the next request.
-    fn offered_tools(&self, progress: &Progress) -> &'static [ToolName] {
+    fn offered_tools(&self, progress: &TurnProgress) -> &'static [ToolName] {
         match (self.kind, &progress.last_turn) {
             // The run's `--tools`, with the agent's own tools (see `Launch::prepare`).
             (RunKind::Main, _) => self.executor.limits.tool_set.tools(),
@@ -135,7 +135,7 @@ impl AgentRun<'_> {
     /// Ctrl-C.
     pub fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
         let started = Instant::now();
-        let mut progress = Progress {
+        let mut progress = TurnProgress {
             history: vec![Message::user(task)],
             request: Vec::new(),
             turn_start: 1,
@@ -143,7 +143,7 @@ impl AgentRun<'_> {
             used_ids: HashSet::new(),
             consecutive_violations: 0,
             report: RunReport {
-                ending: Ending::MaxTurns,
+                ending: RunEnding::MaxTurns,
                 answer: None,
                 turns: 0,
                 calls: 0,
@@ -175,14 +175,14 @@ impl AgentRun<'_> {
         progress.report
     }
 
-    fn drive(&mut self, progress: &mut Progress, observer: &mut dyn RunObserver) -> Ending {
+    fn drive(&mut self, progress: &mut TurnProgress, observer: &mut dyn RunObserver) -> RunEnding {
         let mut turn = 0;
         // The function definitions of the tools offered, made again only when the offer changes
         // (a sub-agent's last turn): the schemas are the same every turn.
         let mut definitions: Option<(&'static [ToolName], Vec<serde_json::Value>)> = None;
         loop {
             if self.cancel.load(Ordering::SeqCst) {
-                return Ending::Cancelled;
+                return RunEnding::Cancelled;
             }
             turn += 1;
             if let Some(ending) = self.before_request(progress, turn, observer) {
@@ -221,8 +221,8 @@ impl AgentRun<'_> {
                 self.cancel,
             ) {
                 Ok(completion) => completion,
-                Err(ClientError::Cancelled) => return Ending::Cancelled,
-                Err(error) => return Ending::ClientFailed(error.to_string()),
+                Err(ClientError::Cancelled) => return RunEnding::Cancelled,
+                Err(error) => return RunEnding::ClientFailed(error.to_string()),
             };
             let usage = completion.usage.as_ref().map(|u| TokenUsage {
                 prompt_tokens: u.prompt_tokens,
@@ -256,7 +256,7 @@ impl AgentRun<'_> {
                     Message::assistant(completion.content, Vec::new()),
                     observer,
                 );
-                let ending = Ending::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
+                let ending = RunEnding::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
                 match self.kind {
                     RunKind::Main => return ending,
                     RunKind::Subagent { .. } => match progress.last_turn {
@@ -273,11 +273,11 @@ impl AgentRun<'_> {
                 CallingMode::Native => self.native_turn(progress, completion, observer),
             };
             match step {
-                Step::Continue => {}
-                Step::End(ending) => return ending,
+                TurnStep::Continue => {}
+                TurnStep::End(ending) => return ending,
             }
             if self.cancel.load(Ordering::SeqCst) {
-                return Ending::Cancelled;
+                return RunEnding::Cancelled;
             }
             if let Some(ending) = self.after_turn(progress) {
                 return ending;
@@ -289,13 +289,13 @@ impl AgentRun<'_> {
     /// sub-agent's limits give it its last turn instead (which is then taken).
     fn before_request(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         turn: u32,
         observer: &mut dyn RunObserver,
-    ) -> Option<Ending> {
+    ) -> Option<RunEnding> {
         let max_turns = self.settings.max_turns;
         let RunKind::Subagent { time_limit } = self.kind else {
-            return (turn > max_turns).then_some(Ending::MaxTurns);
+            return (turn > max_turns).then_some(RunEnding::MaxTurns);
         };
         if progress.last_turn == LastTurn::NotGiven {
             if turn > max_turns {
@@ -314,16 +314,16 @@ impl AgentRun<'_> {
     }
 
     /// A sub-agent's end after a turn: its result, or the end of its last turn.
-    fn after_turn(&self, progress: &mut Progress) -> Option<Ending> {
+    fn after_turn(&self, progress: &mut TurnProgress) -> Option<RunEnding> {
         if self.kind == RunKind::Main {
             return None;
         }
         if let Some(result) = self.memory.snapshot().completion {
             progress.report.answer = Some(result);
-            return Some(Ending::Completed);
+            return Some(RunEnding::Completed);
         }
         match &progress.last_turn {
-            LastTurn::Taken(reason) => Some(Ending::Incomplete(reason.clone())),
+            LastTurn::Taken(reason) => Some(RunEnding::Incomplete(reason.clone())),
             _ => None,
         }
     }
@@ -331,7 +331,7 @@ impl AgentRun<'_> {
     /// Tells a sub-agent that its next request is its last, and why.
     fn give_last_turn(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         reason: &str,
         observer: &mut dyn RunObserver,
     ) {
@@ -346,29 +346,29 @@ impl AgentRun<'_> {
     /// its task (it gets its last turn, or its last turn is over).
     fn prose(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         text: String,
         observer: &mut dyn RunObserver,
-    ) -> Step {
+    ) -> TurnStep {
         progress.report.answer = Some(text);
         match (self.kind, &progress.last_turn) {
-            (RunKind::Main, _) => Step::End(Ending::Answered),
+            (RunKind::Main, _) => TurnStep::End(RunEnding::Answered),
             (RunKind::Subagent { .. }, LastTurn::NotGiven) => {
                 self.give_last_turn(
                     progress,
                     "you answered without calling agent.complete, which alone ends your task",
                     observer,
                 );
-                Step::Continue
+                TurnStep::Continue
             }
             (RunKind::Subagent { .. }, LastTurn::Given(reason) | LastTurn::Taken(reason)) => {
-                Step::End(Ending::Incomplete(reason.clone()))
+                TurnStep::End(RunEnding::Incomplete(reason.clone()))
             }
         }
     }
 
     /// The request as sent: system message, history, special messages at their place.
-    fn build_request(&self, progress: &Progress) -> Vec<Message> {
+    fn build_request(&self, progress: &TurnProgress) -> Vec<Message> {
         let notes = folder_notes(self.executor.sandbox);
         let specials = SpecialMessages::render(
             &self.prompt.role_definition,
@@ -385,19 +385,26 @@ impl AgentRun<'_> {
     }
 
     /// Rewrites the transcript: the latest request and everything since.
-    fn checkpoint(&self, progress: &Progress, observer: &mut dyn RunObserver) {
+    fn checkpoint(&self, progress: &TurnProgress, observer: &mut dyn RunObserver) {
         let since = progress
             .history
             .get(progress.turn_start..)
             .unwrap_or_default();
-        if let Err(message) = self.transcript.save(&progress.request, since) {
-            observer.on_event(&RunEvent::Warning { message });
+        if let Err(error) = self.transcript.save(&progress.request, since) {
+            observer.on_event(&RunEvent::Warning {
+                message: error.to_string(),
+            });
         }
     }
 
     /// Adds a message to the conversation and to the transcript at once, so a run killed while
     /// a call runs still has the call on record.
-    fn push(&self, progress: &mut Progress, mut message: Message, observer: &mut dyn RunObserver) {
+    fn push(
+        &self,
+        progress: &mut TurnProgress,
+        mut message: Message,
+        observer: &mut dyn RunObserver,
+    ) {
         message.mask(&self.executor.limits.secrets());
         progress.history.push(message);
         self.checkpoint(progress, observer);
@@ -405,10 +412,10 @@ impl AgentRun<'_> {
 
     fn text_turn(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         completion: Completion,
         observer: &mut dyn RunObserver,
-    ) -> Step {
+    ) -> TurnStep {
         let reply = completion.content;
         let classification = classify_reply(
             &reply,
@@ -429,7 +436,7 @@ impl AgentRun<'_> {
                     progress.consecutive_violations = 0;
                     let block = self.calls().run_one(&mut progress.report, call, observer);
                     self.push(progress, Message::user_result(block.render()), observer);
-                    Step::Continue
+                    TurnStep::Continue
                 }
                 Err(error) => {
                     let attempt = attempt_of(&call);
@@ -448,10 +455,10 @@ impl AgentRun<'_> {
 
     fn native_turn(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         completion: Completion,
         observer: &mut dyn RunObserver,
-    ) -> Step {
+    ) -> TurnStep {
         let Completion {
             content,
             mut tool_calls,
@@ -480,7 +487,7 @@ impl AgentRun<'_> {
             planned.push(match self.native_call(progress, native) {
                 Ok(call) => {
                     any_valid = true;
-                    Planned::Run(call)
+                    PlannedCall::Run(call)
                 }
                 Err(error) => {
                     let attempt = Attempt {
@@ -495,7 +502,7 @@ impl AgentRun<'_> {
                     };
                     let block = self.violation(progress, &error, &attempt, observer);
                     last_error = Some(error);
-                    Planned::Answered(block)
+                    PlannedCall::Answered(block)
                 }
             });
         }
@@ -516,14 +523,14 @@ impl AgentRun<'_> {
             (false, Some(error)) => self.after_violation(progress, &error),
             _ => {
                 progress.consecutive_violations = 0;
-                Step::Continue
+                TurnStep::Continue
             }
         }
     }
 
     fn native_call(
         &self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         native: &NativeToolCall,
     ) -> Result<Call, CallError> {
         let call = parse_native_call(
@@ -538,7 +545,7 @@ impl AgentRun<'_> {
 
     /// A call id may be used once per run: a reused one would make the transcript ambiguous
     /// and could make a person think a call ran twice.
-    fn claim_id(&self, progress: &mut Progress, call: &Call) -> Result<(), CallError> {
+    fn claim_id(&self, progress: &mut TurnProgress, call: &Call) -> Result<(), CallError> {
         let Some(id) = &call.id else {
             return Ok(());
         };
@@ -554,7 +561,7 @@ impl AgentRun<'_> {
 
     fn violation(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut TurnProgress,
         error: &CallError,
         attempt: &Attempt,
         observer: &mut dyn RunObserver,
@@ -571,28 +578,28 @@ impl AgentRun<'_> {
         violation_result_with_root(error, attempt, root.as_deref())
     }
 
-    fn after_violation(&mut self, progress: &mut Progress, error: &CallError) -> Step {
+    fn after_violation(&mut self, progress: &mut TurnProgress, error: &CallError) -> TurnStep {
         progress.consecutive_violations += 1;
         if progress.consecutive_violations >= self.settings.max_violations {
-            Step::End(Ending::TooManyViolations(format!(
+            TurnStep::End(RunEnding::TooManyViolations(format!(
                 "{} invalid replies in a row; the last: {} ({})",
                 progress.consecutive_violations,
                 error,
                 error.code().as_str()
             )))
         } else {
-            Step::Continue
+            TurnStep::Continue
         }
     }
 }
 
-enum Step {
+enum TurnStep {
     Continue,
-    End(Ending),
+    End(RunEnding),
 }
 
 /// Gives calls that came without an id one that no call of this run has.
-fn name_anonymous_calls(progress: &mut Progress, calls: &mut [NativeToolCall]) {
+fn name_anonymous_calls(progress: &mut TurnProgress, calls: &mut [NativeToolCall]) {
     let taken: HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
     for call in calls.iter_mut().filter(|c| c.id.trim().is_empty()) {
         loop {

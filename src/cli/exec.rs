@@ -21,8 +21,9 @@ use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
-    let (config, sandbox) = open_sandbox(&args.run)?;
+    let loaded = crate::config::Config::load(&super::config_flags(&args.run));
+    hand_off_secrets(loaded.as_ref().ok());
+    let (config, sandbox) = open_sandbox(&args.run, loaded)?;
 
     // A relative path's hint shows a path inside the first root.
     let first_root = sandbox

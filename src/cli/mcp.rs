@@ -17,7 +17,6 @@ fn settings_file(config: &crate::config::Config) -> std::path::PathBuf {
 
 /// Runs `flycode mcp` until the client closes the connection.
 pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
-    hand_off_secrets(&args.roots, args.approve, None);
     let approve = args.approve;
     let flags = RunFlags {
         roots: args.roots,
@@ -26,7 +25,9 @@ pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
         lenient: false,
         tools: None,
     };
-    let (config, sandbox) = open_sandbox(&flags)?;
+    let loaded = crate::config::Config::load(&super::config_flags(&flags));
+    hand_off_secrets(loaded.as_ref().ok());
+    let (config, sandbox) = open_sandbox(&flags, loaded)?;
     // flycode.toml's `tools` is the chat front ends' set; an MCP client gets the extended set.
     let tool_set = args.tools.map_or(ToolSet::Extended, Into::into);
     let roots = sandbox

@@ -427,7 +427,13 @@ impl Language {
 
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    match cli.command {
+    let outcome = run_command(cli.command);
+    report_config_reads();
+    outcome
+}
+
+fn run_command(command: Command) -> anyhow::Result<Outcome> {
+    match command {
         Command::Check(args) => check::run(&args),
         Command::Config(args) => config::run(&args),
         Command::Exec(args) => exec::run(&args),
@@ -513,15 +519,35 @@ pub(crate) fn advise_too_large(too_large: &ReplyTooLarge) {
     );
 }
 
-/// The layered configuration (PROTOCOL.md §10 "Configuration"); the first time in a process,
-/// also the notice on standard error that names what an untrusted project file said and was not
-/// applied, with the command that trusts it.
+/// The layered configuration (PROTOCOL.md §10 "Configuration"), read and merged once: the
+/// command passes it down from here. The first time in a process, also the notice on standard
+/// error that names what an untrusted project file said and was not applied, with the command
+/// that trusts it.
 pub(crate) fn load_config(flags: &crate::config::Flags) -> anyhow::Result<crate::config::Config> {
-    let config = crate::config::Config::load(flags)?;
+    accept_config(crate::config::Config::load(flags))
+}
+
+/// The configuration a command loaded earlier (it may have been offered for trust and handed
+/// its secrets off already), or its error; shows the untrusted-settings notice once.
+pub(crate) fn accept_config(
+    loaded: Result<crate::config::Config, crate::config::ConfigError>,
+) -> anyhow::Result<crate::config::Config> {
+    let config = loaded?;
     if let Some(notice) = crate::config::show::notice(&config.layers) {
         show_notice_once(&notice);
     }
     Ok(config)
+}
+
+/// `FLYCODE_DEBUG_CONFIG_READS` set: says on standard error how many configuration files this
+/// process read (PROTOCOL.md §10 "Configuration": each is read once per process).
+pub(crate) fn report_config_reads() {
+    if std::env::var_os("FLYCODE_DEBUG_CONFIG_READS").is_some() {
+        eprintln!(
+            "flycode: debug: configuration files read: {}",
+            crate::config::layers::files_read()
+        );
+    }
 }
 
 /// Prints the untrusted-settings notice on standard error unless this process already did.
@@ -544,29 +570,29 @@ pub(crate) fn load_roots(
         approval: approval.map(Into::into),
         tool_set: tools.map(Into::into),
     })?;
+    let roots = allowed_roots(&config, flags)?;
+    Ok((config, roots))
+}
+
+/// The allowed roots `config` names, refused as [`load_roots`] says.
+fn allowed_roots(
+    config: &crate::config::Config,
+    flags: &RootFlags,
+) -> anyhow::Result<crate::sandbox::Roots> {
     let roots = crate::sandbox::Roots::resolve(&config.roots)?;
     roots.refuse_whole_file_system(flags.allow_filesystem_root)?;
-    Ok((config, roots))
+    Ok(roots)
 }
 
 /// Takes flycode's secrets out of its own environment, where a program could read them through
 /// `/proc` (see [`crate::sandbox::secret_env`]): called first thing by every command that runs
 /// programs, before standard input is read or a thread started, since it may restart flycode.
-/// The secret variables are the fixed ones and those the command's configuration names
-/// (`api_key_env`, `secret_env`); a configuration that does not load gives the fixed ones alone
-/// (the command then reports the error itself).
-pub(crate) fn hand_off_secrets(
-    flags: &RootFlags,
-    approval: Option<ApproveMode>,
-    tools: Option<ToolSetChoice>,
-) {
-    let config = crate::config::Config::load(&crate::config::Flags {
-        roots: flags.roots.clone(),
-        approval: approval.map(Into::into),
-        tool_set: tools.map(Into::into),
-    });
+/// The secret variables are the fixed ones and those the command's configuration (loaded once,
+/// before) names (`api_key_env`, `secret_env`); a configuration that does not load gives the
+/// fixed ones alone (the command then reports the error itself).
+pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) {
     let limits = match config {
-        Ok(config) => crate::tools::Limits {
+        Some(config) => crate::tools::Limits {
             extra_secrets: config
                 .agent
                 .api_key_env
@@ -576,21 +602,24 @@ pub(crate) fn hand_off_secrets(
                 .collect(),
             ..config.limits()
         },
-        Err(_) => crate::tools::Limits::default(),
+        None => crate::tools::Limits::default(),
     };
     if let Some(warning) = crate::sandbox::secret_env::hand_off(&limits.secret_names()) {
         eprintln!("flycode: warning: {warning}");
     }
 }
 
-/// The configuration and the sandbox the run flags describe; also readies flycode to run
-/// programs (its environment unreadable to them, a child subreaper) and says once, on stderr,
-/// when this kernel cannot contain them as configured (they will then be refused).
+/// The configuration (`loaded` once, at the command's start) and the sandbox the run flags
+/// describe; also readies flycode to run programs (its environment unreadable to them, a child
+/// subreaper) and says once, on stderr, when this kernel cannot contain them as configured (they
+/// will then be refused).
 pub(crate) fn open_sandbox(
     flags: &RunFlags,
+    loaded: Result<crate::config::Config, crate::config::ConfigError>,
 ) -> anyhow::Result<(crate::config::Config, crate::sandbox::Sandbox)> {
     crate::sandbox::process::prepare_to_run_programs();
-    let (config, roots) = load_roots(&flags.roots, flags.approve, flags.tools)?;
+    let config = accept_config(loaded)?;
+    let roots = allowed_roots(&config, &flags.roots)?;
     // Before anything can write: finish or undo what a killed flycode left, inside this run's
     // roots (PROTOCOL.md §11 Security, "After a crash").
     for line in crate::sandbox::journal::recover_interrupted(Some(roots.paths())) {

@@ -55,9 +55,12 @@ pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
 fn copy_to_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
     let display = display()?;
     if !cfg!(all(unix, not(target_os = "macos"))) {
-        return SystemClipboard::open()?
-            .write(text)
-            .map_err(|reason| ClipboardUnavailable::Unreachable { display, reason });
+        return SystemClipboard::open()?.write(text).map_err(|error| {
+            ClipboardUnavailable::Unreachable {
+                display,
+                reason: error.reason,
+            }
+        });
     }
     // Fail early, with the real cause, where the display cannot be reached.
     let mut clipboard = SystemClipboard::open()?;

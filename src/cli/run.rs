@@ -15,7 +15,7 @@ use crate::agent::events::ChildEvent;
 use crate::agent::launch::{Launch, RunOptions};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
-use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
+use crate::agent::turn::{RunEnding, RunEvent, RunObserver, RunReport};
 use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
@@ -24,10 +24,13 @@ use crate::tools::executor::{Approval, Approver, Question};
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
-    super::trust::offer_trust(&args.run);
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
+    let loaded = super::trust::offer_trust(
+        &args.run,
+        crate::config::Config::load(&super::config_flags(&args.run)),
+    );
+    hand_off_secrets(loaded.as_ref().ok());
     let task = read_task(args)?;
-    let (config, sandbox) = open_sandbox(&args.run)?;
+    let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let mut launch = Launch::prepare(
         &args.settings,
         &config,
@@ -74,8 +77,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     };
     let report = launch.run(&task, &options, observer.as_mut());
     Ok(match report.ending {
-        Ending::Answered => Outcome::Success,
-        Ending::Cancelled => Outcome::Interrupted,
+        RunEnding::Answered => Outcome::Success,
+        RunEnding::Cancelled => Outcome::Interrupted,
         _ => Outcome::Failure,
     })
 }
@@ -291,24 +294,24 @@ impl Terminal {
     }
 
     /// The mark and the headline of the last line.
-    fn ending_line(&self, ending: &Ending, turns: u32) -> (String, String) {
+    fn ending_line(&self, ending: &RunEnding, turns: u32) -> (String, String) {
         let red = |text: String| (self.paint("31", "✗"), text);
         match ending {
-            Ending::Answered => (self.paint("32", "✓"), "done".to_owned()),
-            Ending::MaxTurns => red(format!(
+            RunEnding::Answered => (self.paint("32", "✓"), "done".to_owned()),
+            RunEnding::MaxTurns => red(format!(
                 "stopped after {turns} turns without an answer (raise --max-turns)"
             )),
-            Ending::TooManyViolations(detail) | Ending::ClientFailed(detail) => {
+            RunEnding::TooManyViolations(detail) | RunEnding::ClientFailed(detail) => {
                 red(format!("stopped: {}", escape_for_terminal(detail)))
             }
-            Ending::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
-            Ending::EmptyReply(reason) => red(format!(
+            RunEnding::Cancelled => (self.paint("33", "■"), "cancelled".to_owned()),
+            RunEnding::EmptyReply(reason) => red(format!(
                 "stopped: the model sent an empty reply (finish_reason {}); try again, or another model",
                 escape_for_terminal(reason)
             )),
             // A sub-agent's endings: its task's outcome line says them in a run.
-            Ending::Completed => (self.paint("32", "✓"), "completed".to_owned()),
-            Ending::Incomplete(detail) => (
+            RunEnding::Completed => (self.paint("32", "✓"), "completed".to_owned()),
+            RunEnding::Incomplete(detail) => (
                 self.paint("33", "■"),
                 format!("incomplete: {}", escape_for_terminal(detail)),
             ),

@@ -9,6 +9,7 @@ use anyhow::Context;
 use super::{Outcome, TrustArgs};
 use crate::config::layers::{self, FileKind, find_project_file};
 use crate::config::trust::TrustStore;
+use crate::config::{Config, ConfigError};
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::sandbox::write::sha256_hex;
@@ -62,13 +63,25 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     }
     let dir = folder_of(&file)?;
     // What trusting changes: the settings the file says that are ignored while it is untrusted,
-    // read from the very bytes that are hashed.
-    let bytes = crate::sandbox::host::read(&file)
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    let unlocked = layers::load(Some(&dir), user_config_dir().as_deref(), None)
-        .map(|loaded| loaded.ignored)
-        .unwrap_or_default();
-    let record = store.trust(&dir, &bytes)?;
+    // judged from the very bytes whose hash is recorded, read once. Files that do not load
+    // (not UTF-8) are trusted by their bytes, with nothing to list.
+    let loaded = layers::load(Some(&dir), user_config_dir().as_deref(), None).ok();
+    let judged = loaded.and_then(|layers| {
+        let sha256 = layers.files.iter().find_map(|file| match &file.kind {
+            FileKind::Project { sha256, .. } => Some(sha256.clone()),
+            FileKind::User => None,
+        })?;
+        Some((sha256, layers.ignored))
+    });
+    let (sha256, unlocked) = match judged {
+        Some(judged) => judged,
+        None => {
+            let bytes = crate::sandbox::host::read(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            (sha256_hex(&bytes), Vec::new())
+        }
+    };
+    let record = store.trust_sha256(&dir, &sha256)?;
     let mut text = format!(
         "flycode: trusted {} (sha256 {}): its settings apply in {} and the folders below it; a change to the file makes it untrusted again\n",
         file.display(),
@@ -95,19 +108,32 @@ pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
 /// the notice and asks on the terminal whether to trust the folder now (PROTOCOL.md §10
 /// "Configuration"). Trusts only the very bytes that were judged: a file changed since is left
 /// untrusted. Nothing is asked under `--yes` (an unattended run) or without a terminal; a
-/// configuration that does not load is left for the command to report.
-pub(crate) fn offer_trust(flags: &super::RunFlags) {
-    use std::io::{BufRead, IsTerminal};
+/// configuration that does not load is left for the command to report. The configuration
+/// `loaded` once at the command's start comes back, its project file's settings applied when
+/// the person trusted it (merged again from the bytes read then, not read a second time).
+pub(crate) fn offer_trust(
+    flags: &super::RunFlags,
+    loaded: Result<Config, ConfigError>,
+) -> Result<Config, ConfigError> {
+    use std::io::IsTerminal;
     // An image the secrets hand-off restarted was asked already, before the restart.
     let restarted = std::env::var_os(crate::sandbox::secret_env::HANDOFF_VARIABLE).is_some();
     if flags.yes || restarted || !std::io::stderr().is_terminal() {
-        return;
+        return loaded;
     }
-    let Ok(config) = crate::config::Config::load(&super::config_flags(flags)) else {
-        return;
-    };
+    let config = loaded?;
+    if ask_to_trust(&config) {
+        return config.trusting_project();
+    }
+    Ok(config)
+}
+
+/// Asks whether to trust the untrusted project file of `config` and records the trust; whether
+/// it is trusted now.
+fn ask_to_trust(config: &Config) -> bool {
+    use std::io::BufRead;
     let Some(notice) = crate::config::show::notice(&config.layers) else {
-        return;
+        return false;
     };
     let project = config
         .layers
@@ -123,11 +149,11 @@ pub(crate) fn offer_trust(flags: &super::RunFlags) {
         });
     let (Some((file, dir, shown_sha)), Ok(tty)) = (project, crate::sandbox::host::open_terminal())
     else {
-        return;
+        return false;
     };
     super::show_notice_once(&notice);
     let Ok(mut writer) = tty.try_clone() else {
-        return;
+        return false;
     };
     let question = format!(
         "Trust {} now, so all its settings apply? [y/N] ",
@@ -138,13 +164,13 @@ pub(crate) fn offer_trust(flags: &super::RunFlags) {
         .and_then(|()| writer.flush())
         .is_err()
     {
-        return;
+        return false;
     }
     let mut answer = String::new();
     if std::io::BufReader::new(tty).read_line(&mut answer).is_err()
         || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
     {
-        return;
+        return false;
     }
     let outcome = crate::sandbox::host::read(&file)
         .map_err(|error| error.to_string())
@@ -158,15 +184,21 @@ pub(crate) fn offer_trust(flags: &super::RunFlags) {
     // Asked before the secrets hand-off (`run` and `watch` call this first), so a key variable
     // that only this file names is handed off in this very run.
     match outcome {
-        Ok(_) => eprintln!(
-            "flycode: trusted {}; a change to it makes it untrusted again",
-            escape_for_terminal(&file.display().to_string())
-        ),
-        Err(why) => eprintln!(
-            "flycode: {} was not trusted: {}",
-            escape_for_terminal(&file.display().to_string()),
-            escape_for_terminal(&why)
-        ),
+        Ok(_) => {
+            eprintln!(
+                "flycode: trusted {}; a change to it makes it untrusted again",
+                escape_for_terminal(&file.display().to_string())
+            );
+            true
+        }
+        Err(why) => {
+            eprintln!(
+                "flycode: {} was not trusted: {}",
+                escape_for_terminal(&file.display().to_string()),
+                escape_for_terminal(&why)
+            );
+            false
+        }
     }
 }
 

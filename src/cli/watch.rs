@@ -19,7 +19,7 @@ use crate::watch::inbox::{Inbox, InboxOptions};
 use crate::watch::{Answer, Handler, ReplayStore};
 
 /// Where replies come from.
-enum Source {
+enum ReplySource {
     Clipboard(SystemClipboard),
     Inbox(PathBuf),
 }
@@ -27,16 +27,19 @@ enum Source {
 /// Runs `flycode watch`.
 pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
-    super::trust::offer_trust(&args.run);
-    hand_off_secrets(&args.run.roots, args.run.approve, args.run.tools);
-    let (config, sandbox) = open_sandbox(&args.run)?;
+    let loaded = super::trust::offer_trust(
+        &args.run,
+        crate::config::Config::load(&super::config_flags(&args.run)),
+    );
+    hand_off_secrets(loaded.as_ref().ok());
+    let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     // Without a display, the line saying so (printed once the folder is watched).
     let mut no_display = None;
     let mut source = match &args.inbox {
-        Some(dir) => Source::Inbox(dir.clone()),
+        Some(dir) => ReplySource::Inbox(dir.clone()),
         None => match SystemClipboard::open() {
-            Ok(clipboard) => Source::Clipboard(clipboard),
+            Ok(clipboard) => ReplySource::Clipboard(clipboard),
             Err(why) => {
                 // The main job still runs: a folder needs no display.
                 let dir = state.join(DEFAULT_INBOX);
@@ -47,7 +50,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
                     "flycode: {why}, so no clipboard to watch; watching the folder {} instead: save a reply there as NAME.md, its result appears as NAME.result.md (--inbox DIR picks another folder). Ctrl-C stops.",
                     dir.display()
                 ));
-                Source::Inbox(dir)
+                ReplySource::Inbox(dir)
             }
         },
     };
@@ -96,7 +99,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let interval = Duration::from_millis(args.interval_ms.max(10));
     match &mut source {
-        Source::Inbox(inbox) => {
+        ReplySource::Inbox(inbox) => {
             let options = InboxOptions {
                 dir: inbox.clone(),
                 quiet: Duration::from_millis(args.quiet_ms),
@@ -116,7 +119,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
                 print_answer(Some(path), answer, color);
             });
         }
-        Source::Clipboard(clipboard) => {
+        ReplySource::Clipboard(clipboard) => {
             run_clipboard(
                 clipboard,
                 interval,

@@ -66,7 +66,7 @@ impl fmt::Display for Key {
 
 /// One setting of a file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Entry {
+pub struct SettingEntry {
     /// Where it is in the file's tables.
     pub key: Key,
     /// Its value, already checked.
@@ -98,14 +98,14 @@ pub struct ParsedFile {
     /// The file.
     pub path: PathBuf,
     /// The settings that are right, in file order.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<SettingEntry>,
     /// Everything wrong with it, in file order.
     pub mistakes: Vec<Mistake>,
 }
 
 impl ParsedFile {
     /// The setting at `key`, if the file has it.
-    pub fn get(&self, key: &Key) -> Option<&Entry> {
+    pub fn get(&self, key: &Key) -> Option<&SettingEntry> {
         self.entries.iter().find(|entry| &entry.key == key)
     }
 }
@@ -270,7 +270,7 @@ impl Reader<'_> {
             self.file.push_mistake(line, message);
             return;
         }
-        self.file.entries.push(Entry { key, value, line });
+        self.file.entries.push(SettingEntry { key, value, line });
     }
 
     /// `tools = "extended"` or the `[tools]` table of a set and per-tool rules.
@@ -310,7 +310,7 @@ impl Reader<'_> {
 
     fn tool_set(&mut self, name: &str, written: &str, line: usize) {
         if ToolSet::from_name(name).is_some() {
-            self.file.entries.push(Entry {
+            self.file.entries.push(SettingEntry {
                 key: Key::of(&["tools", "set"]),
                 value: toml::Value::String(name.to_owned()),
                 line,
@@ -349,7 +349,7 @@ impl Reader<'_> {
             );
             return;
         }
-        self.file.entries.push(Entry {
+        self.file.entries.push(SettingEntry {
             key: Key(vec!["tools".to_owned(), name.to_owned()]),
             value: toml::Value::String(rule.to_owned()),
             line,

@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::file::{Entry, Key, ParsedFile};
+use super::file::{Key, ParsedFile, SettingEntry};
 use super::trust::TrustStore;
 use super::{ConfigError, loosen};
 use crate::sandbox::protect::CONFIG_FILE_NAME;
@@ -15,7 +16,7 @@ use crate::sandbox::write::sha256_hex;
 
 /// Where a setting's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum SettingSource {
     /// flycode's default.
     Default,
     /// A line of a file.
@@ -31,24 +32,24 @@ pub enum Source {
     Flag(String),
 }
 
-impl std::fmt::Display for Source {
+impl std::fmt::Display for SettingSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Source::Default => f.write_str("default"),
-            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Source::Variable(name) => write!(f, "variable {name}"),
-            Source::Flag(flag) => write!(f, "flag {flag}"),
+            SettingSource::Default => f.write_str("default"),
+            SettingSource::File { path, line } => write!(f, "{}:{line}", path.display()),
+            SettingSource::Variable(name) => write!(f, "variable {name}"),
+            SettingSource::Flag(flag) => write!(f, "flag {flag}"),
         }
     }
 }
 
 /// A setting as the layers left it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Applied {
+pub struct AppliedSetting {
     /// The value (for `protected` and `secret_env`, every layer's items together).
     pub value: toml::Value,
     /// The lines it comes from (several for the lists that add up).
-    pub sources: Vec<Source>,
+    pub sources: Vec<SettingSource>,
     /// The folder of the file that set it: relative paths in it are relative to this.
     pub base: PathBuf,
 }
@@ -99,7 +100,7 @@ pub struct Layers {
     /// The files read, user's first.
     pub files: Vec<LayerFile>,
     /// Each key's merged setting.
-    pub settings: BTreeMap<Key, Applied>,
+    pub settings: BTreeMap<Key, AppliedSetting>,
     /// What an untrusted project file said and was not applied.
     pub ignored: Vec<Ignored>,
 }
@@ -196,8 +197,18 @@ pub fn load(
     Ok(merge(files))
 }
 
+/// How many configuration files this process has read: a command reads each once and passes
+/// the merged result down (`FLYCODE_DEBUG_CONFIG_READS` prints it; a test counts on it).
+static FILES_READ: AtomicUsize = AtomicUsize::new(0);
+
+/// How many configuration files this process has read so far.
+pub fn files_read() -> usize {
+    FILES_READ.load(Ordering::Relaxed)
+}
+
 /// Reads one file; its text and the sha256 of its bytes (hashed from the very bytes parsed).
 pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
+    FILES_READ.fetch_add(1, Ordering::Relaxed);
     let bytes = crate::sandbox::host::read(path).map_err(|source| ConfigError::Unreadable {
         path: path.to_owned(),
         source,
@@ -246,8 +257,14 @@ pub fn merge(files: Vec<LayerFile>) -> Layers {
     layers
 }
 
-fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>, entry: &Entry) {
-    let source = Source::File {
+fn apply(
+    layers: &mut Layers,
+    path: &Path,
+    base: &Path,
+    untrusted: Option<&Path>,
+    entry: &SettingEntry,
+) {
+    let source = SettingSource::File {
         path: path.to_owned(),
         line: entry.line,
     };
@@ -255,7 +272,7 @@ fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>
         let applied = layers
             .settings
             .entry(entry.key.clone())
-            .or_insert_with(|| Applied {
+            .or_insert_with(|| AppliedSetting {
                 value: toml::Value::Array(Vec::new()),
                 sources: Vec::new(),
                 base: base.to_owned(),
@@ -287,7 +304,7 @@ fn apply(layers: &mut Layers, path: &Path, base: &Path, untrusted: Option<&Path>
     }
     layers.settings.insert(
         entry.key.clone(),
-        Applied {
+        AppliedSetting {
             value: entry.value.clone(),
             sources: vec![source],
             base: base.to_owned(),

@@ -5,19 +5,23 @@
 
 use std::path::{Path, PathBuf};
 
-use super::file::{Entry, Key};
-use super::layers::Applied;
+use super::file::{Key, SettingEntry};
+use super::layers::AppliedSetting;
 use super::reply_limit::DEFAULT_MAX_REPLY_BYTES;
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
 use crate::tools::registry;
 use crate::tools::tool::ApprovalClass;
 
 /// What the layers below the project file say, for one key.
-pub(crate) type Lower<'a> = &'a dyn Fn(&Key) -> Option<&'a Applied>;
+pub(crate) type Lower<'a> = &'a dyn Fn(&Key) -> Option<&'a AppliedSetting>;
 
 /// Why `entry`, from the untrusted project file in `project_dir`, would loosen what `lower`
 /// says; `None` when it may apply.
-pub(crate) fn loosens(entry: &Entry, lower: Lower<'_>, project_dir: &Path) -> Option<String> {
+pub(crate) fn loosens(
+    entry: &SettingEntry,
+    lower: Lower<'_>,
+    project_dir: &Path,
+) -> Option<String> {
     let key = entry.key.0.iter().map(String::as_str).collect::<Vec<_>>();
     let text = |key: &[&str]| {
         lower(&Key::of(key)).and_then(|applied| applied.value.as_str().map(str::to_owned))
@@ -141,7 +145,7 @@ fn tool_rule(name: &str, rule: &str, lower: Lower<'_>) -> Option<String> {
 
 /// Roots loosen when one lies outside the project folder, or outside every root the layers
 /// below name.
-fn roots(entry: &Entry, lower: Lower<'_>, project_dir: &Path) -> Option<String> {
+fn roots(entry: &SettingEntry, lower: Lower<'_>, project_dir: &Path) -> Option<String> {
     let listed = |value: &toml::Value, base: &Path| {
         value
             .as_array()

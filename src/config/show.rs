@@ -2,11 +2,12 @@
 //! notice that names the settings of an untrusted project file that were not applied
 //! (PROTOCOL.md §10 "Configuration"). Text is built here; the command line prints it.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::Config;
 use super::file::Key;
-use super::layers::{Layers, Source};
+use super::layers::{Layers, SettingSource};
 use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.
@@ -81,7 +82,7 @@ const VARIABLES: [(&[&str], &[&str]); 5] = [
     (&["agent", "light", "api_key_env"], &["LIGHT_LLM_API_KEY"]),
 ];
 
-fn source_text(sources: &[Source]) -> String {
+fn source_text(sources: &[SettingSource]) -> String {
     sources
         .iter()
         .map(ToString::to_string)
@@ -91,154 +92,201 @@ fn source_text(sources: &[Source]) -> String {
 
 /// Every effective setting of `config`, then what was ignored; `env` looks a variable up.
 pub fn rows(config: &Config, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<Row> {
-    let layers = &config.layers;
-    let flags = &config.flags;
-    let mut rows = Vec::new();
-    let strings = |items: Vec<String>| {
-        toml::Value::Array(items.into_iter().map(toml::Value::String).collect())
+    let mut table = Table {
+        config,
+        env,
+        rows: vec![roots_row(config, cwd)],
+        shown: BTreeSet::new(),
     };
-    let paths = |items: &[std::path::PathBuf]| {
-        strings(items.iter().map(|p| p.display().to_string()).collect())
-    };
-    rows.push(if !flags.roots.is_empty() {
-        Row {
-            key: "roots".into(),
-            value: paths(&flags.roots),
-            source: "flag --root".into(),
-        }
-    } else if let Some(applied) = layers.settings.get(&Key::of(&["roots"])) {
-        Row {
-            key: "roots".into(),
-            value: paths(&config.roots),
-            source: source_text(&applied.sources),
-        }
-    } else {
-        Row {
-            key: "roots".into(),
-            value: paths(&[cwd.to_owned()]),
-            source: "default (the working directory)".into(),
-        }
-    });
-    let flagged = |key: &Key| -> Option<(toml::Value, &str)> {
-        if key.is(&["approval"]) {
-            return flags
-                .approval
-                .map(|a| (toml::Value::String(a.as_str().into()), "flag --approve"));
-        }
-        if key.is(&["tools", "set"]) {
-            return flags
-                .tool_set
-                .map(|set| (toml::Value::String(set.as_str().into()), "flag --tools"));
-        }
-        None
-    };
-    let variable = |key: &Key, names: &[&str]| -> Option<(toml::Value, String)> {
-        let (name, value) = names.iter().find_map(|name| {
-            env(name)
-                .filter(|v| !v.trim().is_empty())
-                .map(|value| (*name, value))
-        })?;
-        let value = if name.ends_with("_KEY") || key.0.last().is_some_and(|k| k == "api_key_env") {
-            format!("(the key in {name})")
-        } else {
-            value
-        };
-        Some((toml::Value::String(value), format!("variable {name}")))
-    };
-    let overridden = |key: &Key| {
-        VARIABLES
-            .iter()
-            .find(|(k, _)| key.is(k))
-            .and_then(|(_, names)| variable(key, names))
-    };
-    let mut shown = std::collections::BTreeSet::new();
-    for (key, default) in defaults() {
-        shown.insert(key.clone());
-        let (value, source) = if let Some((value, flag)) = flagged(&key) {
-            (value, flag.to_owned())
-        } else if let Some(found) = overridden(&key) {
-            found
-        } else if let Some(applied) = layers.settings.get(&key) {
-            (applied.value.clone(), source_text(&applied.sources))
-        } else {
-            (default, "default".to_owned())
-        };
-        let is_tool_set = key.is(&["tools", "set"]);
-        rows.push(Row {
-            key: key.to_string(),
-            value,
-            source,
-        });
-        if is_tool_set {
-            // The per-tool rules right under the set they belong with.
-            for (key, applied) in layers
-                .settings
-                .iter()
-                .filter(|(key, _)| key.tool().is_some())
-            {
-                shown.insert(key.clone());
-                rows.push(Row {
-                    key: key.to_string(),
-                    value: applied.value.clone(),
-                    source: source_text(&applied.sources),
-                });
+    table.push_defaulted();
+    table.push_other_file_settings();
+    table.push_other_variables();
+    table.push_state_dir();
+    table.push_ignored();
+    table.rows
+}
+
+/// The rows so far and the keys they show.
+struct Table<'a> {
+    config: &'a Config,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    rows: Vec<Row>,
+    shown: BTreeSet<Key>,
+}
+
+impl Table<'_> {
+    fn push(&mut self, key: String, value: toml::Value, source: String) {
+        self.rows.push(Row { key, value, source });
+    }
+
+    /// The settings that have a default, each from the flag, the variable, the files or the
+    /// default, first found; the per-tool rules right under the tool set.
+    fn push_defaulted(&mut self) {
+        let layers = &self.config.layers;
+        for (key, default) in defaults() {
+            self.shown.insert(key.clone());
+            let (value, source) = if let Some((value, flag)) = flagged(&self.config.flags, &key) {
+                (value, flag.to_owned())
+            } else if let Some(found) = overridden(self.env, &key) {
+                found
+            } else if let Some(applied) = layers.settings.get(&key) {
+                (applied.value.clone(), source_text(&applied.sources))
+            } else {
+                (default, "default".to_owned())
+            };
+            self.push(key.to_string(), value, source);
+            if key.is(&["tools", "set"]) {
+                self.push_tool_rules();
             }
         }
     }
-    for (key, applied) in &layers.settings {
-        if shown.contains(key) || key.is(&["roots"]) {
-            continue;
+
+    fn push_tool_rules(&mut self) {
+        let layers = &self.config.layers;
+        for (key, applied) in layers
+            .settings
+            .iter()
+            .filter(|(key, _)| key.tool().is_some())
+        {
+            self.shown.insert(key.clone());
+            self.push(
+                key.to_string(),
+                applied.value.clone(),
+                source_text(&applied.sources),
+            );
         }
-        let (value, source) = overridden(key)
-            .unwrap_or_else(|| (applied.value.clone(), source_text(&applied.sources)));
-        rows.push(Row {
-            key: key.to_string(),
-            value,
-            source,
-        });
-        shown.insert(key.clone());
     }
-    let main_key: (&[&str], &[&str]) = (
-        &["agent", "api_key_env"],
-        &["FLYCODE_API_KEY", "OPENAI_API_KEY"],
-    );
-    for (key, names) in VARIABLES.into_iter().chain([main_key]) {
-        let key = Key::of(key);
-        if shown.contains(&key) {
-            continue;
+
+    /// The files' settings without a default (`roots` has its own row).
+    fn push_other_file_settings(&mut self) {
+        let layers = &self.config.layers;
+        for (key, applied) in &layers.settings {
+            if self.shown.contains(key) || key.is(&["roots"]) {
+                continue;
+            }
+            let (value, source) = overridden(self.env, key)
+                .unwrap_or_else(|| (applied.value.clone(), source_text(&applied.sources)));
+            self.push(key.to_string(), value, source);
+            self.shown.insert(key.clone());
         }
-        if let Some((value, source)) = variable(&key, names) {
-            rows.push(Row {
-                key: key.to_string(),
-                value,
-                source,
+    }
+
+    /// The variables that set a key no file or default shows.
+    fn push_other_variables(&mut self) {
+        let main_key: (&[&str], &[&str]) = (
+            &["agent", "api_key_env"],
+            &["FLYCODE_API_KEY", "OPENAI_API_KEY"],
+        );
+        for (key, names) in VARIABLES.into_iter().chain([main_key]) {
+            let key = Key::of(key);
+            if self.shown.contains(&key) {
+                continue;
+            }
+            if let Some((value, source)) = variable(self.env, &key, names) {
+                self.push(key.to_string(), value, source);
+            }
+        }
+    }
+
+    fn push_state_dir(&mut self) {
+        if let Some(dir) = crate::sandbox::state::state_dir() {
+            let source = if (self.env)("FLYCODE_STATE_DIR").is_some() {
+                "variable FLYCODE_STATE_DIR"
+            } else {
+                "default"
+            };
+            self.push(
+                "state directory".into(),
+                toml::Value::String(dir.display().to_string()),
+                source.into(),
+            );
+        }
+    }
+
+    fn push_ignored(&mut self) {
+        for ignored in &self.config.layers.ignored {
+            self.rows.push(Row {
+                key: ignored.key.to_string(),
+                value: ignored.value.clone(),
+                source: format!(
+                    "ignored: untrusted project file {}:{} ({})",
+                    ignored.path.display(),
+                    ignored.line,
+                    ignored.why
+                ),
             });
         }
     }
-    if let Some(dir) = crate::sandbox::state::state_dir() {
-        rows.push(Row {
-            key: "state directory".into(),
-            value: toml::Value::String(dir.display().to_string()),
-            source: if env("FLYCODE_STATE_DIR").is_some() {
-                "variable FLYCODE_STATE_DIR".into()
-            } else {
-                "default".into()
-            },
-        });
+}
+
+/// `roots`: the flags', else the files', else the working directory.
+fn roots_row(config: &Config, cwd: &Path) -> Row {
+    let paths = |items: &[std::path::PathBuf]| {
+        toml::Value::Array(
+            items
+                .iter()
+                .map(|p| toml::Value::String(p.display().to_string()))
+                .collect(),
+        )
+    };
+    let (value, source) = if !config.flags.roots.is_empty() {
+        (paths(&config.flags.roots), "flag --root".to_owned())
+    } else if let Some(applied) = config.layers.settings.get(&Key::of(&["roots"])) {
+        (paths(&config.roots), source_text(&applied.sources))
+    } else {
+        (
+            paths(&[cwd.to_owned()]),
+            "default (the working directory)".to_owned(),
+        )
+    };
+    Row {
+        key: "roots".into(),
+        value,
+        source,
     }
-    for ignored in &layers.ignored {
-        rows.push(Row {
-            key: ignored.key.to_string(),
-            value: ignored.value.clone(),
-            source: format!(
-                "ignored: untrusted project file {}:{} ({})",
-                ignored.path.display(),
-                ignored.line,
-                ignored.why
-            ),
-        });
+}
+
+/// The value a flag gives `key`, and the flag.
+fn flagged(flags: &super::Flags, key: &Key) -> Option<(toml::Value, &'static str)> {
+    if key.is(&["approval"]) {
+        return flags
+            .approval
+            .map(|a| (toml::Value::String(a.as_str().into()), "flag --approve"));
     }
-    rows
+    if key.is(&["tools", "set"]) {
+        return flags
+            .tool_set
+            .map(|set| (toml::Value::String(set.as_str().into()), "flag --tools"));
+    }
+    None
+}
+
+/// The first of the variables `names` that is set, as `key`'s value (a key variable by name
+/// only, never its secret), and its source.
+fn variable(
+    env: &dyn Fn(&str) -> Option<String>,
+    key: &Key,
+    names: &[&str],
+) -> Option<(toml::Value, String)> {
+    let (name, value) = names.iter().find_map(|name| {
+        env(name)
+            .filter(|v| !v.trim().is_empty())
+            .map(|value| (*name, value))
+    })?;
+    let value = if name.ends_with("_KEY") || key.0.last().is_some_and(|k| k == "api_key_env") {
+        format!("(the key in {name})")
+    } else {
+        value
+    };
+    Some((toml::Value::String(value), format!("variable {name}")))
+}
+
+/// The value a variable of [`VARIABLES`] gives `key`, if one is set.
+fn overridden(env: &dyn Fn(&str) -> Option<String>, key: &Key) -> Option<(toml::Value, String)> {
+    VARIABLES
+        .iter()
+        .find(|(k, _)| key.is(k))
+        .and_then(|(_, names)| variable(env, key, names))
 }
 
 /// The notice naming each setting of the untrusted project file that was not applied, with its

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::sandbox::protect::user_config_dir;
+use crate::sandbox::state::StateError;
 
 /// The store's file name in the user's configuration directory.
 pub const TRUST_FILE_NAME: &str = "trusted.json";
@@ -21,9 +22,14 @@ pub enum TrustError {
     /// Neither `XDG_CONFIG_HOME` nor `HOME` says where the configuration directory is.
     #[error("no configuration directory to keep trusted folders in: set HOME or XDG_CONFIG_HOME")]
     NoConfigDir,
-    /// The store is damaged or cannot be read or written.
+    /// The store is damaged or cannot be read.
+    #[error(
+        "{0}: the list of trusted folders is damaged; remove the file and trust the folders again"
+    )]
+    Damaged(StateError),
+    /// The store cannot be written.
     #[error("{0}")]
-    Store(String),
+    Unsaved(StateError),
     /// The folder has no project file to trust.
     #[error(
         "no flycode.toml applies in {0}: flycode looks for one in the folder and its parents, up to the top of the git repository; there is nothing to trust"
@@ -87,11 +93,7 @@ impl TrustStore {
     pub fn list(&self) -> Result<Vec<Trusted>, TrustError> {
         crate::sandbox::state::load_json::<Store>(&self.file)
             .map(|store| store.trusted)
-            .map_err(|why| {
-                TrustError::Store(format!(
-                    "{why}: the list of trusted folders is damaged; remove the file and trust the folders again"
-                ))
-            })
+            .map_err(TrustError::Damaged)
     }
 
     /// Whether the file of `dir` whose bytes hash to `sha256` is trusted. A store that cannot be
@@ -105,11 +107,17 @@ impl TrustStore {
 
     /// Trusts `dir`'s file with these bytes, replacing an earlier record of the folder.
     pub fn trust(&self, dir: &Path, bytes: &[u8]) -> Result<Trusted, TrustError> {
+        self.trust_sha256(dir, &sha256_hex(bytes))
+    }
+
+    /// Trusts `dir`'s file whose bytes hash to `sha256` (lower-case hex), as the configuration
+    /// loader recorded it when it read them.
+    pub fn trust_sha256(&self, dir: &Path, sha256: &str) -> Result<Trusted, TrustError> {
         let mut list = self.list()?;
         list.retain(|entry| entry.dir != dir);
         let record = Trusted {
             dir: dir.to_owned(),
-            sha256: sha256_hex(bytes),
+            sha256: sha256.to_owned(),
             trusted_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_secs()),
@@ -132,10 +140,20 @@ impl TrustStore {
     }
 
     fn save(&self, trusted: Vec<Trusted>) -> Result<(), TrustError> {
-        let text = serde_json::to_string_pretty(&Store { trusted })
-            .map_err(|error| TrustError::Store(error.to_string()))?;
-        crate::sandbox::state::write_atomically(&self.file, format!("{text}\n").as_bytes())
-            .map_err(|error| TrustError::Store(format!("{}: {error}", self.file.display())))
+        let text = serde_json::to_string_pretty(&Store { trusted }).map_err(|error| {
+            TrustError::Unsaved(StateError::Unencodable {
+                path: self.file.clone(),
+                error,
+            })
+        })?;
+        crate::sandbox::state::write_atomically(&self.file, format!("{text}\n").as_bytes()).map_err(
+            |error| {
+                TrustError::Unsaved(StateError::Unwritable {
+                    path: self.file.clone(),
+                    error,
+                })
+            },
+        )
     }
 }
 

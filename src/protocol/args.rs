@@ -38,7 +38,7 @@ pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, 
     let Value::Object(args) = as_value else {
         return Err(invalid("\"args\" must be an object".into()));
     };
-    check_unique_items(schema, &args).map_err(invalid)?;
+    check_unique_items(schema, &args)?;
     check_bounds(schema, &args)?;
     check_exclusive_groups(schema, &args)?;
     check_paths(tool, schema, &args)?;
@@ -183,7 +183,8 @@ fn short_json(value: &Value) -> String {
     format!("{cut}...")
 }
 
-fn check_unique_items(schema: &ToolSchema, args: &Map<String, Value>) -> Result<(), String> {
+/// An array marked `x-flycode-unique: KEY` may not hold two items with the same KEY.
+fn check_unique_items(schema: &ToolSchema, args: &Map<String, Value>) -> Result<(), CallError> {
     for arg in &schema.args {
         let Some(key) = arg.schema["x-flycode-unique"].as_str() else {
             continue;
@@ -196,11 +197,14 @@ fn check_unique_items(schema: &ToolSchema, args: &Map<String, Value>) -> Result<
                 .iter()
                 .position(|other| other.get(key) == item.get(key));
             if let Some(first) = earlier {
-                return Err(format!(
-                    "argument \"{name}[{index}].{key}\" repeats \"{name}[{first}].{key}\" ({}); each {key} may appear once",
-                    short_json(&item[key]),
-                    name = arg.name,
-                ));
+                return Err(CallError::InvalidArgs {
+                    tool: schema.tool,
+                    message: format!(
+                        "argument \"{name}[{index}].{key}\" repeats \"{name}[{first}].{key}\" ({}); each {key} may appear once",
+                        short_json(&item[key]),
+                        name = arg.name,
+                    ),
+                });
             }
         }
     }

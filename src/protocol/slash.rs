@@ -52,13 +52,49 @@ pub fn parse_slash_in(line: &str, set: ToolSet) -> Result<Call, CallError> {
     };
     let words = shlex::split(remainder)
         .ok_or_else(|| invalid("unbalanced quotes in the slash command".into()))?;
-    let args = assign_words(schema, positional, words).map_err(invalid)?;
+    let args =
+        assign_words(schema, positional, words).map_err(|error| invalid(error.to_string()))?;
     let args = super::args::validate_args(tool, Value::Object(args))?;
     Ok(Call {
         id: None,
         tool,
         args,
     })
+}
+
+/// Why the words of a slash command do not make the tool's arguments: each is `invalid_args`
+/// (PROTOCOL.md §5 (Slash commands)), its message naming the flag or word to fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+enum WordError {
+    /// A flag the tool does not have.
+    #[error("unknown flag --{name} (flags: {flags})")]
+    UnknownFlag { name: String, flags: String },
+    /// A flag at the end, without its value.
+    #[error("flag --{0} needs a value")]
+    MissingValue(String),
+    /// More words than positional arguments.
+    #[error(
+        "unexpected extra word {word:?} (positional arguments: {positional}); quote a value that contains spaces"
+    )]
+    ExtraWord { word: String, positional: String },
+    /// Not a whole number.
+    #[error("--{name} needs an integer, got {word:?}")]
+    NotInteger { name: String, word: String },
+    /// Neither `true` nor `false`.
+    #[error("--{name} is true or false, got {word:?}")]
+    NotBoolean { name: String, word: String },
+    /// A map entry without `=`.
+    #[error("--{name} takes NAME=VALUE, got {word:?}")]
+    NotPair { name: String, word: String },
+    /// A map key given twice.
+    #[error("--{name} sets {key} twice")]
+    KeyTwice { name: String, key: String },
+    /// A list of objects, which words cannot spell.
+    #[error("--{0} cannot be given in a slash command")]
+    ObjectList(String),
+    /// One argument given twice.
+    #[error("{0} is given twice")]
+    GivenTwice(String),
 }
 
 fn first_word(text: &str) -> &str {
@@ -69,7 +105,7 @@ fn assign_words(
     schema: &ToolSchema,
     positional: &[String],
     words: Vec<String>,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, WordError> {
     let mut args = Map::new();
     let mut next_positional: usize = 0;
     let mut flags_ended = false;
@@ -93,22 +129,20 @@ fn assign_words(
                 Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
                 None => (word[2..].to_owned(), None),
             };
-            let arg = schema.arg(&name).ok_or_else(|| {
-                format!(
-                    "unknown flag --{name} (flags: {})",
-                    schema
-                        .arg_names()
-                        .map(|n| format!("--{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+            let arg = schema.arg(&name).ok_or_else(|| WordError::UnknownFlag {
+                name: name.clone(),
+                flags: schema
+                    .arg_names()
+                    .map(|n| format!("--{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })?;
             let value = match (arg.kind, inline) {
                 (ArgKind::Boolean, None) => "true".to_owned(),
                 (_, Some(value)) => value,
                 (_, None) => words
                     .next()
-                    .ok_or_else(|| format!("flag --{name} needs a value"))?,
+                    .ok_or_else(|| WordError::MissingValue(name.clone()))?,
             };
             set_argument(&mut args, arg, value)?;
             continue;
@@ -121,11 +155,10 @@ fn assign_words(
                 .filter(|a| a.kind == ArgKind::StringList),
         };
         let Some(arg) = arg else {
-            return Err(format!(
-                "unexpected extra word {:?} (positional arguments: {}); quote a value that contains spaces",
-                escape_for_display(&word),
-                positional.join(" ")
-            ));
+            return Err(WordError::ExtraWord {
+                word: escape_for_display(&word).into_owned(),
+                positional: positional.join(" "),
+            });
         };
         if arg.kind != ArgKind::StringList || !args.contains_key(&arg.name) {
             next_positional += 1;
@@ -136,18 +169,31 @@ fn assign_words(
 }
 
 /// Converts one word to the argument's JSON type and stores it (arrays and maps accumulate).
-fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> Result<(), String> {
+fn set_argument(
+    args: &mut Map<String, Value>,
+    arg: &ArgSpec,
+    word: String,
+) -> Result<(), WordError> {
     let name = &arg.name;
     let value = match arg.kind {
         ArgKind::String => Value::String(word),
-        ArgKind::Integer => word
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| format!("--{name} needs an integer, got {word:?}"))?,
+        ArgKind::Integer => {
+            word.parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| WordError::NotInteger {
+                    name: name.clone(),
+                    word: word.clone(),
+                })?
+        }
         ArgKind::Boolean => match word.as_str() {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
-            _ => return Err(format!("--{name} is true or false, got {word:?}")),
+            _ => {
+                return Err(WordError::NotBoolean {
+                    name: name.clone(),
+                    word,
+                });
+            }
         },
         ArgKind::StringList => {
             let list = args
@@ -159,9 +205,10 @@ fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> R
             return Ok(());
         }
         ArgKind::StringMap => {
-            let (key, value) = word
-                .split_once('=')
-                .ok_or_else(|| format!("--{name} takes NAME=VALUE, got {word:?}"))?;
+            let (key, value) = word.split_once('=').ok_or_else(|| WordError::NotPair {
+                name: name.clone(),
+                word: word.clone(),
+            })?;
             let map = args
                 .entry(name.clone())
                 .or_insert_with(|| Value::Object(Map::new()));
@@ -170,14 +217,17 @@ fn set_argument(args: &mut Map<String, Value>, arg: &ArgSpec, word: String) -> R
                     .insert(key.to_owned(), Value::String(value.to_owned()))
                     .is_some()
             {
-                return Err(format!("--{name} sets {key} twice"));
+                return Err(WordError::KeyTwice {
+                    name: name.clone(),
+                    key: key.to_owned(),
+                });
             }
             return Ok(());
         }
-        ArgKind::ObjectList => return Err(format!("--{name} cannot be given in a slash command")),
+        ArgKind::ObjectList => return Err(WordError::ObjectList(name.clone())),
     };
     if args.insert(name.clone(), value).is_some() {
-        return Err(format!("{name} is given twice"));
+        return Err(WordError::GivenTwice(name.clone()));
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::mask::Secrets;
-use super::seal::{Key, Purpose};
+use super::seal::{Purpose, SealKey};
 use super::state::state_dir;
 use super::write::sha256_hex;
 
@@ -43,7 +43,7 @@ pub fn line_seal(line: &str) -> LineSeal {
     let Some((body, mac)) = split_seal(line) else {
         return LineSeal::Missing;
     };
-    match Key::of_state_dir() {
+    match SealKey::of_state_dir() {
         Ok(key) if key.verifies(Purpose::Audit, SEAL_NAME, body.as_bytes(), mac) => {
             LineSeal::Verified
         }
@@ -59,7 +59,7 @@ fn split_seal(line: &str) -> Option<(String, &str)> {
 }
 
 /// `line` (a JSON object) with its seal added before the closing brace.
-fn sealed(key: &Key, line: String) -> String {
+fn sealed(key: &SealKey, line: String) -> String {
     let mac = key.seal(Purpose::Audit, SEAL_NAME, line.as_bytes());
     match line.strip_suffix('}') {
         Some(open) => format!("{open}{SEAL_FIELD}{mac}\"}}"),
@@ -130,7 +130,7 @@ impl AuditLog {
         secrets.mask_value(&mut value);
         let mut line = value.to_string();
         // A log without a key still logs: the lines are then unsealed, and say so when checked.
-        if let Ok(key) = Key::of_state_dir() {
+        if let Ok(key) = SealKey::of_state_dir() {
             line = sealed(&key, line);
         }
         line.push('\n');
@@ -367,7 +367,7 @@ mod tests {
         })
         .to_string();
         assert_eq!(line_seal(&unsealed), LineSeal::Missing);
-        let forged = sealed(&Key::from_bytes([9; 32]), unsealed);
+        let forged = sealed(&SealKey::from_bytes([9; 32]), unsealed);
         assert_eq!(line_seal(&forged), LineSeal::Broken);
     }
 

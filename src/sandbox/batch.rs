@@ -17,7 +17,7 @@ use cap_std::fs::{Dir, OpenOptions};
 
 use super::error::SandboxError;
 use super::files::Sandbox;
-use super::journal::{Journal, Operation, Target};
+use super::journal::{Journal, JournalTarget, Operation};
 use super::resolve::{LastComponent, RootedPath};
 use super::write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex, temp_name};
 
@@ -55,7 +55,7 @@ pub enum BatchRefusal {
 }
 
 /// One file of a batch, decided: its names, its new content and what the call will report.
-struct Plan {
+struct BatchPlan {
     name: PathBuf,
     temp: PathBuf,
     /// The backup name, for a file that exists.
@@ -153,16 +153,16 @@ impl Sandbox {
 
         // Record the whole batch before the first temporary file, then stage everything; on
         // failure remove what was staged and created.
-        let plans: Vec<Plan> = files
+        let plans: Vec<BatchPlan> = files
             .iter()
             .enumerate()
             .map(|(index, file)| self.plan(file, &resolved[index], current[index].take()))
             .collect();
-        let targets: Option<Vec<Target>> = plans
+        let targets: Option<Vec<JournalTarget>> = plans
             .iter()
             .zip(resolved)
             .map(|(plan, path)| {
-                Target::new(
+                JournalTarget::new(
                     self.root_path(path),
                     path.relative.parent().unwrap_or(Path::new("")),
                     &plan.name,
@@ -248,7 +248,7 @@ impl Sandbox {
     }
 
     /// Everything about one file that the journal records, decided before anything is made.
-    fn plan(&self, file: &BatchFile, path: &RootedPath, current: Option<Vec<u8>>) -> Plan {
+    fn plan(&self, file: &BatchFile, path: &RootedPath, current: Option<Vec<u8>>) -> BatchPlan {
         let root = self.root_dir(path);
         // The first missing ancestor: removing it undoes the whole creation.
         let mut first_missing = None;
@@ -264,7 +264,7 @@ impl Sandbox {
             _ => file.content.clone(),
         };
         let name = file_name(path);
-        Plan {
+        BatchPlan {
             temp: temp_name(&name),
             backup: current
                 .is_some()
@@ -285,7 +285,7 @@ impl Sandbox {
         &self,
         file: &BatchFile,
         path: &RootedPath,
-        plan: Plan,
+        plan: BatchPlan,
         created_dirs: &mut Vec<CreatedDirs>,
     ) -> Result<Staged, SandboxError> {
         let root = self.root_dir(path);

@@ -294,14 +294,14 @@ pub enum ContainError {
 /// A run's containment, ready to apply: the private temporary directory (removed when this is
 /// dropped) and, on Linux, the ruleset built in the parent.
 #[derive(Debug)]
-pub struct Prepared {
+pub struct PreparedContainment {
     /// The private temporary directory.
     temp: tempfile::TempDir,
     #[cfg(target_os = "linux")]
     ruleset: Option<landlock::RulesetCreated>,
 }
 
-impl Prepared {
+impl PreparedContainment {
     /// The private temporary directory's path.
     pub fn temp_dir(&self) -> &Path {
         self.temp.path()
@@ -330,7 +330,7 @@ impl Prepared {
 
 /// Checks the kernel and builds everything a contained run needs before the spawn: the private
 /// temporary directory and the ruleset (which opens the allowed paths).
-pub fn prepare(containment: &Containment) -> Result<Prepared, ContainError> {
+pub fn prepare(containment: &Containment) -> Result<PreparedContainment, ContainError> {
     if let Some((why, advice)) = refusal(kernel_support(), containment.sandbox, containment.network)
     {
         return Err(ContainError::Unsupported(why, advice));
@@ -350,7 +350,7 @@ pub fn prepare(containment: &Containment) -> Result<Prepared, ContainError> {
     {
         let ruleset = linux::build(containment, &temp_path)
             .map_err(|error| ContainError::Ruleset(error.to_string()))?;
-        Ok(Prepared {
+        Ok(PreparedContainment {
             temp,
             ruleset: Some(ruleset),
         })
@@ -358,7 +358,7 @@ pub fn prepare(containment: &Containment) -> Result<Prepared, ContainError> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = temp_path;
-        Ok(Prepared { temp })
+        Ok(PreparedContainment { temp })
     }
 }
 

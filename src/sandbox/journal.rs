@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
-use super::seal::{Key, Purpose};
+use super::seal::{Purpose, SealKey};
 use super::write::{TEMP_PREFIX, sha256_hex};
 
 /// The directory of the records, inside the state directory.
@@ -74,7 +74,7 @@ pub enum Phase {
 
 /// One target of an operation, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
+pub struct JournalTarget {
     /// The canonical root holding the file.
     pub root: String,
     /// The file's directory, relative to the root (empty for the root itself).
@@ -95,7 +95,7 @@ pub struct Target {
     pub new_file: bool,
 }
 
-impl Target {
+impl JournalTarget {
     /// A target from paths; `None` when one of them is not UTF-8 (a record is JSON text).
     pub fn new(
         root: &Path,
@@ -105,9 +105,9 @@ impl Target {
         backup: Option<&Path>,
         sha256: String,
         created: Option<&Path>,
-    ) -> Option<Target> {
+    ) -> Option<JournalTarget> {
         let text = |p: &Path| p.to_str().map(str::to_owned);
-        Some(Target {
+        Some(JournalTarget {
             root: text(root)?,
             dir: text(dir)?,
             name: text(name)?,
@@ -126,7 +126,7 @@ impl Target {
     }
 
     /// The same target, recorded as creating its file (`true`) or replacing one.
-    pub fn creating(mut self, new_file: bool) -> Target {
+    pub fn creating(mut self, new_file: bool) -> JournalTarget {
         self.new_file = new_file;
         self
     }
@@ -145,7 +145,7 @@ struct Record {
     phase: Phase,
     /// The allowed roots of the run that wrote it: every target's root is one of them.
     roots: Vec<String>,
-    targets: Vec<Target>,
+    targets: Vec<JournalTarget>,
 }
 
 /// The record of one operation in flight: created by [`Journal::begin`], removed when dropped
@@ -164,7 +164,7 @@ impl Journal {
     pub fn begin(
         operation: Operation,
         roots: &[PathBuf],
-        targets: Vec<Target>,
+        targets: Vec<JournalTarget>,
     ) -> Result<Journal, SandboxError> {
         let mut journal = Journal {
             file: None,
@@ -233,7 +233,7 @@ fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
     let fail = |e| journal_error(file, e);
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(fail)?;
-    let key = Key::of_state_dir().map_err(|e| fail(std::io::Error::other(e)))?;
+    let key = SealKey::of_state_dir().map_err(|e| fail(std::io::Error::other(e)))?;
     let name = file.file_name().unwrap_or_default().to_string_lossy();
     let temp = dir.join(format!(".{name}.tmp"));
     let body = serde_json::to_string(record).map_err(|e| fail(std::io::Error::other(e)))?;
@@ -298,7 +298,7 @@ fn owner_is_alive(pid: u32, start: u64) -> bool {
 
 /// What recovery decided for an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum RecoveryDecision {
     /// Every rename was done: keep the new files, remove the backups.
     Finish,
     /// Put the old state back.
@@ -307,16 +307,16 @@ pub enum Decision {
 
 /// The decision for an operation in `phase` whose temporary files are (`true`) or are not still
 /// there. A temporary file that is gone after staging was renamed into place.
-pub fn decide(phase: Phase, temp_present: &[bool]) -> Decision {
+pub fn decide(phase: Phase, temp_present: &[bool]) -> RecoveryDecision {
     match phase {
-        Phase::Replacing if temp_present.iter().all(|present| !present) => Decision::Finish,
-        _ => Decision::Undo,
+        Phase::Replacing if temp_present.iter().all(|present| !present) => RecoveryDecision::Finish,
+        _ => RecoveryDecision::Undo,
     }
 }
 
 /// What to do with one target once the decision is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum RecoveryStep {
     /// Nothing was changed at this target.
     Nothing,
     /// Remove the temporary file (and the backup, a second name of the old file, if present).
@@ -333,27 +333,27 @@ pub enum Step {
 
 /// What one target needs, from what is found there.
 pub fn step(
-    decision: Decision,
+    decision: RecoveryDecision,
     phase: Phase,
     temp_present: bool,
     has_backup: bool,
     holds_new_content: bool,
     backup_present: bool,
     new_file: bool,
-) -> Step {
+) -> RecoveryStep {
     match decision {
-        Decision::Finish if backup_present => Step::RemoveBackup,
-        Decision::Finish => Step::Nothing,
-        Decision::Undo if temp_present => Step::RemoveTemporary,
+        RecoveryDecision::Finish if backup_present => RecoveryStep::RemoveBackup,
+        RecoveryDecision::Finish => RecoveryStep::Nothing,
+        RecoveryDecision::Undo if temp_present => RecoveryStep::RemoveTemporary,
         // Nothing is renamed while staging: a missing temporary file was never made.
-        Decision::Undo if phase == Phase::Staging => Step::Nothing,
-        Decision::Undo if !holds_new_content || (has_backup && !backup_present) => {
-            Step::LeaveChanged
+        RecoveryDecision::Undo if phase == Phase::Staging => RecoveryStep::Nothing,
+        RecoveryDecision::Undo if !holds_new_content || (has_backup && !backup_present) => {
+            RecoveryStep::LeaveChanged
         }
-        Decision::Undo if has_backup => Step::RestoreBackup,
+        RecoveryDecision::Undo if has_backup => RecoveryStep::RestoreBackup,
         // Only a file the operation itself created is ever removed.
-        Decision::Undo if new_file => Step::RemoveCreated,
-        Decision::Undo => Step::LeaveChanged,
+        RecoveryDecision::Undo if new_file => RecoveryStep::RemoveCreated,
+        RecoveryDecision::Undo => RecoveryStep::LeaveChanged,
     }
 }
 
@@ -397,7 +397,7 @@ pub fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
             let _ = std::fs::remove_file(&file);
             continue;
         }
-        let key = match key.get_or_insert_with(|| Key::in_dir(&state)) {
+        let key = match key.get_or_insert_with(|| SealKey::in_dir(&state)) {
             Ok(key) => key,
             Err(error) => {
                 lines.push(format!(
@@ -433,12 +433,12 @@ enum Foreign {
 
 /// The record in `text` (stored as `name`) if flycode sealed it and it names only files inside
 /// the roots it records.
-fn authentic(key: &Key, name: &str, text: &str) -> Result<Record, Foreign> {
+fn authentic(key: &SealKey, name: &str, text: &str) -> Result<Record, Foreign> {
     let body = key
         .unwrap(Purpose::Journal, name, text)
         .ok_or(Foreign::Unsealed)?;
     let record: Record = serde_json::from_str(body).map_err(|_| Foreign::Invalid)?;
-    let inside = |target: &Target| {
+    let inside = |target: &JournalTarget| {
         record.roots.contains(&target.root)
             && Path::new(&target.root).is_absolute()
             && Path::new(&target.dir)
@@ -496,7 +496,7 @@ fn set_aside(file: &Path, why: Foreign) -> String {
     }
 }
 
-fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<String> {
+fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option<String> {
     // Never through a link, and a FIFO planted here must not hold up every start: opened
     // without blocking, then only a regular file is read.
     let mut options = std::fs::OpenOptions::new();
@@ -557,7 +557,7 @@ fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<Str
         && let Some(outside) = record
             .targets
             .iter()
-            .map(Target::path)
+            .map(JournalTarget::path)
             .find(|path| !roots.iter().any(|root| path.starts_with(root)))
     {
         return Some(format!(
@@ -568,8 +568,8 @@ fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<Str
     let (decision, problems) = recover(&record);
     let _ = std::fs::remove_file(file);
     let done = match decision {
-        Decision::Finish => "finished",
-        Decision::Undo => "undid",
+        RecoveryDecision::Finish => "finished",
+        RecoveryDecision::Undo => "undid",
     };
     let mut line = format!("{done} an interrupted {what} from an earlier run");
     if !problems.is_empty() {
@@ -579,13 +579,13 @@ fn recover_file(file: &Path, key: &Key, roots: Option<&[PathBuf]>) -> Option<Str
 }
 
 /// A recorded directory, opened from `/` one component at a time without following links.
-struct Place {
+struct RecordPlace {
     dir: Dir,
     shown: PathBuf,
 }
 
 /// Opens `root/relative` without following any link on the way.
-fn open_place(root: &str, relative: &str) -> std::io::Result<Place> {
+fn open_place(root: &str, relative: &str) -> std::io::Result<RecordPlace> {
     let root = Path::new(root);
     let relative = Path::new(relative);
     let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
@@ -600,7 +600,7 @@ fn open_place(root: &str, relative: &str) -> std::io::Result<Place> {
             _ => return Err(invalid()),
         }
     }
-    Ok(Place {
+    Ok(RecordPlace {
         dir,
         shown: root.join(relative),
     })
@@ -633,9 +633,9 @@ fn holds(dir: &Dir, name: &str, sha256: &str) -> bool {
 }
 
 /// Carries out the decision for a record; returns it with what could not be done.
-fn recover(record: &Record) -> (Decision, Vec<String>) {
+fn recover(record: &Record) -> (RecoveryDecision, Vec<String>) {
     let mut problems = Vec::new();
-    let places: Vec<Option<Place>> = record
+    let places: Vec<Option<RecordPlace>> = record
         .targets
         .iter()
         .map(|target| {
@@ -686,17 +686,17 @@ fn recover(record: &Record) -> (Decision, Vec<String>) {
         );
         let backup = target.backup.as_deref().unwrap_or_default();
         let result = match action {
-            Step::Nothing => Ok(()),
-            Step::RemoveTemporary => dir.remove_file(&target.temp).and_then(|()| {
+            RecoveryStep::Nothing => Ok(()),
+            RecoveryStep::RemoveTemporary => dir.remove_file(&target.temp).and_then(|()| {
                 if backup_present {
                     dir.remove_file(backup)?;
                 }
                 Ok(())
             }),
-            Step::RemoveBackup => dir.remove_file(backup),
-            Step::RestoreBackup => dir.rename(backup, dir, &target.name),
-            Step::RemoveCreated => dir.remove_file(&target.name),
-            Step::LeaveChanged => {
+            RecoveryStep::RemoveBackup => dir.remove_file(backup),
+            RecoveryStep::RestoreBackup => dir.rename(backup, dir, &target.name),
+            RecoveryStep::RemoveCreated => dir.remove_file(&target.name),
+            RecoveryStep::LeaveChanged => {
                 problems.push(format!(
                     "{} changed since",
                     place.shown.join(&target.name).display()
@@ -718,7 +718,7 @@ fn recover(record: &Record) -> (Decision, Vec<String>) {
             let _ = handle.sync_all();
         }
     }
-    if decision == Decision::Undo {
+    if decision == RecoveryDecision::Undo {
         for target in &record.targets {
             remove_created_dirs(target);
         }
@@ -728,7 +728,7 @@ fn recover(record: &Record) -> (Decision, Vec<String>) {
 
 /// Removes the directories an undone operation created for `target`, deepest first, each only if
 /// it is empty.
-fn remove_created_dirs(target: &Target) {
+fn remove_created_dirs(target: &JournalTarget) {
     let Some(created) = &target.created else {
         return;
     };
@@ -759,58 +759,73 @@ mod tests {
 
     #[test]
     fn a_batch_is_finished_only_when_every_rename_is_done() {
-        assert_eq!(decide(Phase::Replacing, &[false, false]), Decision::Finish);
-        assert_eq!(decide(Phase::Replacing, &[]), Decision::Finish);
-        assert_eq!(decide(Phase::Replacing, &[false, true]), Decision::Undo);
-        assert_eq!(decide(Phase::Replacing, &[true, true]), Decision::Undo);
+        assert_eq!(
+            decide(Phase::Replacing, &[false, false]),
+            RecoveryDecision::Finish
+        );
+        assert_eq!(decide(Phase::Replacing, &[]), RecoveryDecision::Finish);
+        assert_eq!(
+            decide(Phase::Replacing, &[false, true]),
+            RecoveryDecision::Undo
+        );
+        assert_eq!(
+            decide(Phase::Replacing, &[true, true]),
+            RecoveryDecision::Undo
+        );
         // While staging nothing is renamed, whatever is missing.
-        assert_eq!(decide(Phase::Staging, &[false, false]), Decision::Undo);
+        assert_eq!(
+            decide(Phase::Staging, &[false, false]),
+            RecoveryDecision::Undo
+        );
     }
 
     #[test]
     fn each_target_gets_the_step_its_state_calls_for() {
-        use Decision::{Finish, Undo};
         use Phase::{Replacing, Staging};
+        use RecoveryDecision::{Finish, Undo};
         // (decision, phase, temp, has backup, holds new, backup present) -> step
         let cases = [
             (
                 (Finish, Replacing, false, true, true, true),
-                Step::RemoveBackup,
+                RecoveryStep::RemoveBackup,
             ),
             (
                 (Finish, Replacing, false, false, true, false),
-                Step::Nothing,
+                RecoveryStep::Nothing,
             ),
             (
                 (Undo, Staging, true, false, false, false),
-                Step::RemoveTemporary,
+                RecoveryStep::RemoveTemporary,
             ),
-            ((Undo, Staging, false, true, false, false), Step::Nothing),
+            (
+                (Undo, Staging, false, true, false, false),
+                RecoveryStep::Nothing,
+            ),
             // Killed between the backup link and the rename: the old file is still in place.
             (
                 (Undo, Replacing, true, true, false, true),
-                Step::RemoveTemporary,
+                RecoveryStep::RemoveTemporary,
             ),
             (
                 (Undo, Replacing, false, true, true, true),
-                Step::RestoreBackup,
+                RecoveryStep::RestoreBackup,
             ),
             (
                 (Undo, Replacing, false, false, true, false),
-                Step::RemoveCreated,
+                RecoveryStep::RemoveCreated,
             ),
             // Someone wrote the file after the crash: their content stays.
             (
                 (Undo, Replacing, false, true, false, true),
-                Step::LeaveChanged,
+                RecoveryStep::LeaveChanged,
             ),
             (
                 (Undo, Replacing, false, false, false, false),
-                Step::LeaveChanged,
+                RecoveryStep::LeaveChanged,
             ),
             (
                 (Undo, Replacing, false, true, true, false),
-                Step::LeaveChanged,
+                RecoveryStep::LeaveChanged,
             ),
         ];
         for ((decision, phase, temp, has, new, present), expected) in cases {
@@ -841,8 +856,8 @@ mod tests {
         assert_eq!(owner_of("garbage"), None);
     }
 
-    fn key() -> Key {
-        Key::from_bytes([3; 32])
+    fn key() -> SealKey {
+        SealKey::from_bytes([3; 32])
     }
 
     /// `record` sealed as flycode stores it, under `name` in `dir`.
@@ -917,7 +932,7 @@ mod tests {
         let body = serde_json::to_string(&record).unwrap();
         std::fs::write(
             &other,
-            Key::from_bytes([4; 32]).wrap(Purpose::Journal, "1-2-1.json", &body),
+            SealKey::from_bytes([4; 32]).wrap(Purpose::Journal, "1-2-1.json", &body),
         )
         .unwrap();
         let renamed = journal.join("1-2-2.json");
@@ -947,7 +962,7 @@ mod tests {
         t.new_file = false;
         // A second target not yet renamed: the batch is undone.
         let pending = target(&root, "", "b.txt", 2, false, "b");
-        let record = |t: &Target| Record {
+        let record = |t: &JournalTarget| Record {
             operation: Operation::WriteBatch,
             phase: Phase::Replacing,
             roots: vec![root.display().to_string()],
@@ -958,13 +973,13 @@ mod tests {
         let (decision, problems) = recover(&record(&t));
         assert_eq!(
             (decision, problems.len()),
-            (Decision::Undo, 1),
+            (RecoveryDecision::Undo, 1),
             "{problems:?}"
         );
         assert!(root.join("a.txt").exists());
         t.new_file = true;
         std::fs::write(root.join(&pending.temp), "b").unwrap();
-        assert_eq!(recover(&record(&t)), (Decision::Undo, vec![]));
+        assert_eq!(recover(&record(&t)), (RecoveryDecision::Undo, vec![]));
         assert!(!root.join("a.txt").exists());
     }
 
@@ -994,8 +1009,15 @@ mod tests {
         assert!(rejected(&journal).is_empty());
     }
 
-    fn target(root: &Path, dir: &str, name: &str, n: u32, backup: bool, new: &str) -> Target {
-        Target {
+    fn target(
+        root: &Path,
+        dir: &str,
+        name: &str,
+        n: u32,
+        backup: bool,
+        new: &str,
+    ) -> JournalTarget {
+        JournalTarget {
             root: root.display().to_string(),
             dir: dir.to_owned(),
             name: name.to_owned(),
@@ -1030,7 +1052,7 @@ mod tests {
             targets: vec![a, b, c],
         };
         let (decision, problems) = recover(&record);
-        assert_eq!((decision, problems), (Decision::Undo, vec![]));
+        assert_eq!((decision, problems), (RecoveryDecision::Undo, vec![]));
         let names: Vec<_> = std::fs::read_dir(&root)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -1057,7 +1079,7 @@ mod tests {
             roots: vec![root.display().to_string()],
             targets: vec![a],
         };
-        assert_eq!(recover(&record), (Decision::Finish, vec![]));
+        assert_eq!(recover(&record), (RecoveryDecision::Finish, vec![]));
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 2);
         assert_eq!(
             std::fs::read_to_string(root.join("a.txt")).unwrap(),

@@ -97,17 +97,33 @@ pub fn user_config_dir() -> Option<PathBuf> {
     Some(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
+/// Why the `protected` patterns of flycode.toml cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtectError {
+    /// A pattern is not a glob.
+    #[error("protected path {pattern:?}: {kind}; write a glob such as \"**/secrets/**\"")]
+    BadPattern {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong with it.
+        kind: globset::ErrorKind,
+    },
+    /// The patterns could not be combined.
+    #[error("protected paths: {0}")]
+    Unusable(globset::Error),
+}
+
 impl Protection {
     /// Adds glob patterns (matched against absolute resolved paths, e.g. `**/secrets/**`).
-    pub fn with_patterns(mut self, patterns: &[String]) -> Result<Protection, String> {
+    pub fn with_patterns(mut self, patterns: &[String]) -> Result<Protection, ProtectError> {
         let mut builder = GlobSetBuilder::new();
         for pattern in patterns {
-            builder.add(
-                Glob::new(pattern)
-                    .map_err(|e| format!("protected path {pattern:?}: {}", e.kind()))?,
-            );
+            builder.add(Glob::new(pattern).map_err(|e| ProtectError::BadPattern {
+                pattern: pattern.clone(),
+                kind: e.kind().clone(),
+            })?);
         }
-        self.extra = builder.build().map_err(|e| e.to_string())?;
+        self.extra = builder.build().map_err(ProtectError::Unusable)?;
         self.extra_patterns = patterns.to_vec();
         Ok(self)
     }

@@ -83,11 +83,11 @@ impl Purpose {
 
 /// The key of a state directory.
 #[derive(Clone)]
-pub struct Key([u8; KEY_BYTES]);
+pub struct SealKey([u8; KEY_BYTES]);
 
-impl std::fmt::Debug for Key {
+impl std::fmt::Debug for SealKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Key(..)")
+        f.write_str("SealKey(..)")
     }
 }
 
@@ -114,16 +114,16 @@ pub enum KeyError {
     },
 }
 
-impl Key {
+impl SealKey {
     /// The key of the state directory (made on first use), kept for the process's life.
-    pub fn of_state_dir() -> Result<Key, KeyError> {
+    pub fn of_state_dir() -> Result<SealKey, KeyError> {
         let dir = super::state::state_dir().ok_or(KeyError::NoStateDir)?;
-        Key::in_dir(&dir)
+        SealKey::in_dir(&dir)
     }
 
     /// The key kept in `dir` (made if there is none).
-    pub fn in_dir(dir: &Path) -> Result<Key, KeyError> {
-        static KEPT: Mutex<Option<(PathBuf, Key)>> = Mutex::new(None);
+    pub fn in_dir(dir: &Path) -> Result<SealKey, KeyError> {
+        static KEPT: Mutex<Option<(PathBuf, SealKey)>> = Mutex::new(None);
         let mut kept = KEPT
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -138,8 +138,8 @@ impl Key {
     }
 
     /// A key from bytes (tests).
-    pub fn from_bytes(bytes: [u8; KEY_BYTES]) -> Key {
-        Key(bytes)
+    pub fn from_bytes(bytes: [u8; KEY_BYTES]) -> SealKey {
+        SealKey(bytes)
     }
 
     /// The seal of `body`, stored under `name` for `purpose`, as hex.
@@ -192,7 +192,7 @@ pub fn name_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn load_or_create(dir: &Path) -> Result<Key, KeyError> {
+fn load_or_create(dir: &Path) -> Result<SealKey, KeyError> {
     let path = dir.join(KEY_FILE);
     let io = |source| KeyError::Io {
         path: path.clone(),
@@ -224,7 +224,7 @@ fn load_or_create(dir: &Path) -> Result<Key, KeyError> {
             if let Ok(directory) = std::fs::File::open(dir) {
                 let _ = directory.sync_all();
             }
-            Ok(Key(bytes))
+            Ok(SealKey(bytes))
         }
         Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {
             match read_key(&path) {
@@ -244,7 +244,7 @@ enum ReadKey {
 }
 
 /// Reads the key file without following a link; it must be a regular 32-byte file of mode 0600.
-fn read_key(path: &Path) -> Result<Key, ReadKey> {
+fn read_key(path: &Path) -> Result<SealKey, ReadKey> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -275,7 +275,7 @@ fn read_key(path: &Path) -> Result<Key, ReadKey> {
     }
     let mut bytes = [0u8; KEY_BYTES];
     file.read_exact(&mut bytes).map_err(ReadKey::Io)?;
-    Ok(Key(bytes))
+    Ok(SealKey(bytes))
 }
 
 #[cfg(test)]
@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn a_seal_opens_only_its_own_body_name_and_purpose() {
-        let key = Key::from_bytes([7; 32]);
+        let key = SealKey::from_bytes([7; 32]);
         let wrapped = key.wrap(Purpose::Journal, "1-2-3.json", r#"{"a":1}"#);
         assert_eq!(
             key.unwrap(Purpose::Journal, "1-2-3.json", &wrapped),
@@ -317,7 +317,7 @@ mod tests {
         );
         assert_eq!(key.unwrap(Purpose::Journal, "1-2-4.json", &wrapped), None);
         assert_eq!(key.unwrap(Purpose::Session, "1-2-3.json", &wrapped), None);
-        let other = Key::from_bytes([8; 32]);
+        let other = SealKey::from_bytes([8; 32]);
         assert_eq!(other.unwrap(Purpose::Journal, "1-2-3.json", &wrapped), None);
         let changed = wrapped.replace(r#""a":1"#, r#""a":2"#);
         assert_eq!(key.unwrap(Purpose::Journal, "1-2-3.json", &changed), None);

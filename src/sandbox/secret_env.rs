@@ -72,6 +72,55 @@ mod linux {
     use super::{FILE_PREFIX, HANDOFF_VARIABLE, HELD, MAX_HANDOFF_BYTES};
     use crate::sandbox::state::state_dir;
 
+    /// Why the secrets could not be handed to the restarted image, or taken from the file.
+    #[derive(Debug, thiserror::Error)]
+    enum HandoffError {
+        /// Nowhere to put the file.
+        #[error("no state directory: set FLYCODE_STATE_DIR or HOME")]
+        NoStateDir,
+        /// A file or folder could not be made, written or read.
+        #[error("{}: {error}", path.display())]
+        Io {
+            /// The file or folder.
+            path: PathBuf,
+            /// Why.
+            error: std::io::Error,
+        },
+        /// The pairs could not be written as JSON (a fault of flycode).
+        #[error("{0}")]
+        Unencodable(serde_json::Error),
+        /// The file could not be kept past its handle.
+        #[error("keeping the hand-off file: {0}")]
+        NotKept(std::io::Error),
+        /// The file is not one flycode made.
+        #[error("{} is not a regular file of this user's with mode 0600", .0.display())]
+        NotPrivate(PathBuf),
+        /// The file was read but could not be deleted.
+        #[error("removing {}: {error}", path.display())]
+        NotRemoved {
+            /// The file.
+            path: PathBuf,
+            /// Why.
+            error: std::io::Error,
+        },
+        /// The file holds no JSON object of names and values.
+        #[error("{}: {error}", path.display())]
+        NotJson {
+            /// The file.
+            path: PathBuf,
+            /// What the parser said.
+            error: serde_json::Error,
+        },
+    }
+
+    /// An [`HandoffError::Io`] for `path`.
+    fn io_at(path: &Path) -> impl Fn(std::io::Error) -> HandoffError + '_ {
+        move |error| HandoffError::Io {
+            path: path.to_owned(),
+            error,
+        }
+    }
+
     pub(super) fn hand_off(names: &[String]) -> Option<String> {
         if let Some(path) = std::env::var_os(HANDOFF_VARIABLE).map(PathBuf::from)
             && is_for_this_process(&path)
@@ -108,7 +157,7 @@ mod linux {
         };
         let path = match write_handoff(&pairs) {
             Ok(path) => path,
-            Err(why) => return warn(why),
+            Err(why) => return warn(why.to_string()),
         };
         let error = match std::env::current_exe() {
             Ok(program) => {
@@ -140,41 +189,38 @@ mod linux {
     }
 
     /// Writes the pairs to a new file in the state directory, readable by this user alone.
-    fn write_handoff(pairs: &BTreeMap<String, String>) -> Result<PathBuf, String> {
-        let dir = state_dir().ok_or("no state directory: set FLYCODE_STATE_DIR or HOME")?;
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let text = serde_json::to_string(pairs).map_err(|e| e.to_string())?;
+    fn write_handoff(pairs: &BTreeMap<String, String>) -> Result<PathBuf, HandoffError> {
+        let dir = state_dir().ok_or(HandoffError::NoStateDir)?;
+        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        let text = serde_json::to_string(pairs).map_err(HandoffError::Unencodable)?;
         // tempfile creates the file exclusively (O_EXCL), mode 0600, under a random name.
         let mut file = tempfile::Builder::new()
             .prefix(&format!("{FILE_PREFIX}{}-", std::process::id()))
             .rand_bytes(16)
             .tempfile_in(&dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+            .map_err(io_at(&dir))?;
         let written = file
             .write_all(text.as_bytes())
             .and_then(|()| file.as_file().sync_data());
-        written.map_err(|e| format!("{}: {e}", file.path().display()))?;
+        written.map_err(io_at(file.path()))?;
         file.into_temp_path()
             .keep()
-            .map_err(|e| format!("keeping the hand-off file: {e}"))
+            .map_err(|e| HandoffError::NotKept(e.error))
     }
 
     /// Reads and deletes the hand-off file, after checking it is one flycode made.
-    fn receive(path: &Path) -> Result<BTreeMap<String, String>, String> {
-        let shown = path.display();
+    fn receive(path: &Path) -> Result<BTreeMap<String, String>, HandoffError> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)
-            .map_err(|e| format!("{shown}: {e}"))?;
-        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+            .map_err(io_at(path))?;
+        let meta = file.metadata().map_err(io_at(path))?;
         if !meta.file_type().is_file()
             || meta.uid() != rustix::process::geteuid().as_raw()
             || meta.mode() & 0o777 != 0o600
         {
-            return Err(format!(
-                "{shown} is not a regular file of this user's with mode 0600"
-            ));
+            return Err(HandoffError::NotPrivate(path.to_owned()));
         }
         let mut text = String::new();
         let read = (&mut file)
@@ -182,9 +228,15 @@ mod linux {
             .read_to_string(&mut text);
         // Deleted whatever it holds: a secret must not stay on disk.
         let removed = std::fs::remove_file(path);
-        read.map_err(|e| format!("{shown}: {e}"))?;
-        removed.map_err(|e| format!("removing {shown}: {e}"))?;
-        serde_json::from_str(&text).map_err(|e| format!("{shown}: {e}"))
+        read.map_err(io_at(path))?;
+        removed.map_err(|error| HandoffError::NotRemoved {
+            path: path.to_owned(),
+            error,
+        })?;
+        serde_json::from_str(&text).map_err(|error| HandoffError::NotJson {
+            path: path.to_owned(),
+            error,
+        })
     }
 
     #[cfg(test)]
@@ -238,7 +290,7 @@ mod linux {
             assert!(link.exists() && real.exists());
             std::fs::set_permissions(&real, mode(0o644)).unwrap();
             let error = receive(&real).unwrap_err();
-            assert!(error.contains("mode 0600"), "{error}");
+            assert!(error.to_string().contains("mode 0600"), "{error}");
             assert!(real.exists());
         }
     }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::seal::Purpose;
-use super::state::{load_sealed, save_sealed, state_dir};
+use super::state::{StateError, load_sealed, save_sealed, state_dir};
 
 /// What a session remembers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +34,20 @@ pub struct Session {
     notice: Option<String>,
 }
 
+/// Why a session cannot be opened or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The name holds something other than letters, digits, `-` and `_`.
+    #[error("session name {0:?} may only hold letters, digits, '-' and '_'")]
+    BadName(String),
+    /// Nowhere to keep it.
+    #[error("no state directory (set FLYCODE_STATE_DIR or HOME)")]
+    NoStateDir,
+    /// Its file cannot be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
 impl Session {
     /// A session kept only in memory.
     pub fn in_memory() -> Session {
@@ -42,23 +56,21 @@ impl Session {
 
     /// The named session from the state directory (empty if new). Names are letters, digits,
     /// `-` and `_`.
-    pub fn load(name: &str) -> Result<Session, String> {
+    pub fn load(name: &str) -> Result<Session, SessionError> {
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(format!(
-                "session name {name:?} may only hold letters, digits, '-' and '_'"
-            ));
+            return Err(SessionError::BadName(name.to_owned()));
         }
-        let dir = state_dir().ok_or("no state directory (set FLYCODE_STATE_DIR or HOME)")?;
+        let dir = state_dir().ok_or(SessionError::NoStateDir)?;
         Session::load_from(&dir.join("sessions").join(format!("{name}.json")))
     }
 
     /// A session kept in `file`. One whose seal does not verify (not written by flycode) is
     /// not trusted: the session starts empty, with a [`Session::notice`] saying why.
-    pub fn load_from(file: &Path) -> Result<Session, String> {
+    pub fn load_from(file: &Path) -> Result<Session, SessionError> {
         let (mut session, notice): (Session, _) = load_sealed(file, Purpose::Session)?;
         session.file = Some(file.to_owned());
         if let Some(notice) = notice {
@@ -76,9 +88,9 @@ impl Session {
     }
 
     /// Writes the session back, if it has a file (atomically: temp file, rename), sealed.
-    pub fn save(&self) -> Result<(), String> {
+    pub fn save(&self) -> Result<(), SessionError> {
         match &self.file {
-            Some(file) => save_sealed(file, Purpose::Session, self),
+            Some(file) => Ok(save_sealed(file, Purpose::Session, self)?),
             None => Ok(()),
         }
     }

@@ -9,7 +9,54 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::seal::{Key, Purpose, name_of};
+use thiserror::Error;
+
+use super::seal::{KeyError, Purpose, SealKey, name_of};
+
+/// Why a state file (a session, a replay store, the trust store) could not be read or saved.
+#[derive(Debug, Error)]
+pub enum StateError {
+    /// The file exists but could not be read.
+    #[error("{}: {error}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The file holds no JSON of the expected shape.
+    #[error("{}: {error}", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        error: serde_json::Error,
+    },
+    /// The value could not be written as JSON (a fault of flycode).
+    #[error("{}: cannot encode the state as JSON: {error}", path.display())]
+    Unencodable {
+        /// The file.
+        path: PathBuf,
+        /// What the encoder said.
+        error: serde_json::Error,
+    },
+    /// The file (or its folder) could not be written.
+    #[error("{}: {error}", path.display())]
+    Unwritable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The state directory's sealing key could not be read or made.
+    #[error("{}: {error}", path.display())]
+    NoKey {
+        /// The file to be sealed.
+        path: PathBuf,
+        /// Why there is no key.
+        error: KeyError,
+    },
+}
 
 /// The state directory (not created here).
 pub fn state_dir() -> Option<PathBuf> {
@@ -77,18 +124,39 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Saves `value` as JSON in `file`, atomically.
-pub fn save_json(file: &Path, value: &impl Serialize) -> Result<(), String> {
-    let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
-    write_atomically(file, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))
+pub fn save_json(file: &Path, value: &impl Serialize) -> Result<(), StateError> {
+    let text = encode(file, value)?;
+    write_state(file, &text)
+}
+
+fn encode(file: &Path, value: &impl Serialize) -> Result<String, StateError> {
+    serde_json::to_string(value).map_err(|error| StateError::Unencodable {
+        path: file.to_owned(),
+        error,
+    })
+}
+
+fn write_state(file: &Path, text: &str) -> Result<(), StateError> {
+    write_atomically(file, text.as_bytes()).map_err(|error| StateError::Unwritable {
+        path: file.to_owned(),
+        error,
+    })
 }
 
 /// Saves `value` as JSON in `file`, atomically, sealed for `purpose` with the state directory's
 /// key ([`super::seal`]): only flycode can write a file that [`load_sealed`] accepts.
-pub fn save_sealed(file: &Path, purpose: Purpose, value: &impl Serialize) -> Result<(), String> {
-    let key = Key::of_state_dir().map_err(|e| format!("{}: {e}", file.display()))?;
-    let body = serde_json::to_string(value).map_err(|e| e.to_string())?;
+pub fn save_sealed(
+    file: &Path,
+    purpose: Purpose,
+    value: &impl Serialize,
+) -> Result<(), StateError> {
+    let key = SealKey::of_state_dir().map_err(|error| StateError::NoKey {
+        path: file.to_owned(),
+        error,
+    })?;
+    let body = encode(file, value)?;
     let text = key.wrap(purpose, &name_of(file), &body);
-    write_atomically(file, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))
+    write_state(file, &text)
 }
 
 /// Loads JSON that [`save_sealed`] saved in `file` for `purpose`; a missing file is the default
@@ -98,13 +166,18 @@ pub fn save_sealed(file: &Path, purpose: Purpose, value: &impl Serialize) -> Res
 pub fn load_sealed<T: DeserializeOwned + Default>(
     file: &Path,
     purpose: Purpose,
-) -> Result<(T, Option<String>), String> {
+) -> Result<(T, Option<String>), StateError> {
     let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok((T::default(), None));
         }
-        Err(error) => return Err(format!("{}: {error}", file.display())),
+        Err(error) => {
+            return Err(StateError::Unreadable {
+                path: file.to_owned(),
+                error,
+            });
+        }
     };
     let ignored = |why: String| {
         Ok((
@@ -115,7 +188,7 @@ pub fn load_sealed<T: DeserializeOwned + Default>(
             )),
         ))
     };
-    let key = match Key::of_state_dir() {
+    let key = match SealKey::of_state_dir() {
         Ok(key) => key,
         Err(error) => return ignored(format!("its seal cannot be checked ({error})")),
     };
@@ -131,11 +204,17 @@ pub fn load_sealed<T: DeserializeOwned + Default>(
 }
 
 /// Loads JSON from `file`; a missing file is the default value.
-pub fn load_json<T: DeserializeOwned + Default>(file: &Path) -> Result<T, String> {
+pub fn load_json<T: DeserializeOwned + Default>(file: &Path) -> Result<T, StateError> {
     match std::fs::read_to_string(file) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display())),
+        Ok(text) => serde_json::from_str(&text).map_err(|error| StateError::NotJson {
+            path: file.to_owned(),
+            error,
+        }),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(error) => Err(format!("{}: {error}", file.display())),
+        Err(error) => Err(StateError::Unreadable {
+            path: file.to_owned(),
+            error,
+        }),
     }
 }
 
@@ -147,9 +226,9 @@ mod tests {
     fn json_round_trips_atomically() {
         let temp = tempfile::tempdir().unwrap();
         let file = temp.path().join("deep/state.json");
-        assert_eq!(load_json::<Vec<u32>>(&file), Ok(Vec::new()));
+        assert_eq!(load_json::<Vec<u32>>(&file).unwrap(), Vec::<u32>::new());
         save_json(&file, &vec![1, 2, 3]).unwrap();
-        assert_eq!(load_json::<Vec<u32>>(&file), Ok(vec![1, 2, 3]));
+        assert_eq!(load_json::<Vec<u32>>(&file).unwrap(), vec![1, 2, 3]);
         let names: Vec<_> = std::fs::read_dir(file.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -159,6 +238,7 @@ mod tests {
         assert!(
             load_json::<Vec<u32>>(&file)
                 .unwrap_err()
+                .to_string()
                 .contains("state.json")
         );
     }

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::SandboxError;
 use super::files::Sandbox;
-use super::journal::{Journal, Operation, Target};
+use super::journal::{Journal, JournalTarget, Operation};
 use super::resolve::{LastComponent, RootedPath};
 
 /// Where a temporary file's name starts: hidden, and recognisable as flycode's.
@@ -76,7 +76,7 @@ struct Destination<'a> {
 }
 
 /// What one attempt at a write came to.
-enum Attempt {
+enum WriteAttempt {
     /// Written, or refused by the expectation.
     Done(Result<WriteOutcome, HashMismatch>),
     /// There was no file, and another writer created one before this one could: start over.
@@ -113,7 +113,7 @@ impl Sandbox {
         // attempt finds it and waits for its lock. Only someone creating and removing it again
         // and again could keep a writer here.
         for _ in 0..MAX_ATTEMPTS {
-            if let Attempt::Done(result) =
+            if let WriteAttempt::Done(result) =
                 self.write_once(&target, content, mode, expected_sha256)?
             {
                 return Ok(result);
@@ -137,7 +137,7 @@ impl Sandbox {
         content: &[u8],
         mode: WriteMode,
         expected_sha256: Option<&str>,
-    ) -> Result<Attempt, SandboxError> {
+    ) -> Result<WriteAttempt, SandboxError> {
         let Destination {
             path,
             parent,
@@ -159,7 +159,7 @@ impl Sandbox {
                 (None, None) => "(missing)".to_owned(),
             };
             if expected != actual {
-                return Ok(Attempt::Done(Err(HashMismatch { actual })));
+                return Ok(WriteAttempt::Done(Err(HashMismatch { actual })));
             }
         }
         // An append is staged and renamed too (old content plus the addition): a writer killed
@@ -171,7 +171,7 @@ impl Sandbox {
         let sha256 = sha256_hex(&whole);
         let temp = temp_name(name);
         let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
-        let record = Target::new(
+        let record = JournalTarget::new(
             &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
             parent_relative,
             name,
@@ -209,13 +209,13 @@ impl Sandbox {
         if let Err(error) = placed {
             let _ = parent.remove_file(&temp);
             if locked.is_none() && error.kind() == std::io::ErrorKind::AlreadyExists {
-                return Ok(Attempt::LostCreation);
+                return Ok(WriteAttempt::LostCreation);
             }
             return Err(SandboxError::from_io(input, error));
         }
         sync_dir(parent, input)?;
         drop(journal);
-        Ok(Attempt::Done(Ok(WriteOutcome {
+        Ok(WriteAttempt::Done(Ok(WriteOutcome {
             path: path.absolute.clone(),
             bytes_written: content.len() as u64,
             sha256,
@@ -324,8 +324,8 @@ const CLEANED_FOR: Duration = Duration::from_secs(60);
 /// through). Folders are told apart by device, inode and creation time (an inode number is reused
 /// by a folder made after one was removed); one without a creation time is always due.
 fn due_for_cleaning(dir: &Dir, now: Instant) -> bool {
-    type Identity = (u64, u64, std::time::SystemTime);
-    static CLEANED: Mutex<Option<HashMap<Identity, Instant>>> = Mutex::new(None);
+    type FolderIdentity = (u64, u64, std::time::SystemTime);
+    static CLEANED: Mutex<Option<HashMap<FolderIdentity, Instant>>> = Mutex::new(None);
     #[cfg(unix)]
     let identity = {
         use cap_std::fs::MetadataExt;
@@ -338,7 +338,7 @@ fn due_for_cleaning(dir: &Dir, now: Instant) -> bool {
         (metadata.dev(), metadata.ino(), created.into_std())
     };
     #[cfg(not(unix))]
-    let identity: Identity = {
+    let identity: FolderIdentity = {
         let _ = dir;
         return true;
     };

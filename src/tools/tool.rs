@@ -101,10 +101,10 @@ pub enum SessionChange<'a> {
 /// Where `agent.todo`, `agent.note` and `agent.complete` keep what they are given (the loop's
 /// memory).
 pub trait Notebook: Send + Sync {
-    /// Replaces the TODO list with `args["items"]`; a one-line summary.
-    fn replace_todos(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
-    /// Adds `args["note"]`; a one-line summary.
-    fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError>;
+    /// Replaces the TODO list with `args.items`; a one-line summary.
+    fn replace_todos(&self, args: &super::agent::TodoArgs) -> Result<String, ToolError>;
+    /// Adds `args.note`; a one-line summary.
+    fn add_note(&self, args: &super::agent::NoteArgs) -> Result<String, ToolError>;
     /// Records a sub-agent's result (`agent.complete`); a one-line summary. Only a sub-agent's
     /// notebook takes one.
     fn complete(&self, _result: &str) -> Result<String, ToolError> {

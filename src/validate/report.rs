@@ -64,7 +64,7 @@ pub struct SubagentOf {
 
 /// Totals over all transcripts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Summary {
+pub struct ReportSummary {
     /// Transcripts checked.
     pub transcripts: usize,
     /// Messages read.
@@ -89,10 +89,10 @@ impl Report {
     }
 
     /// The totals.
-    pub fn summary(&self) -> Summary {
-        let mut summary = Summary {
+    pub fn summary(&self) -> ReportSummary {
+        let mut summary = ReportSummary {
             transcripts: self.files.len(),
-            ..Summary::default()
+            ..ReportSummary::default()
         };
         for file in &self.files {
             summary.messages += file.messages;
@@ -114,18 +114,18 @@ pub fn validate_files(
     options: ValidateOptions,
     threads: usize,
 ) -> Result<Report, OpenError> {
-    let jobs: Vec<Job> = files
+    let jobs: Vec<TranscriptJob> = files
         .iter()
-        .map(|path| Job {
+        .map(|path| TranscriptJob {
             path: path.clone(),
             subagent: false,
         })
         .collect();
     let outcomes = check_jobs(&jobs, options, threads);
-    let mut checked: Vec<Entry> = Vec::with_capacity(files.len());
+    let mut checked: Vec<CheckedTranscript> = Vec::with_capacity(files.len());
     for (job, outcome) in jobs.into_iter().zip(outcomes) {
         let Some(outcome) = outcome else { continue };
-        checked.push(Entry {
+        checked.push(CheckedTranscript {
             report: outcome?,
             path: job.path,
             children: Vec::new(),
@@ -167,14 +167,14 @@ fn place(
 }
 
 /// A transcript to check.
-struct Job {
+struct TranscriptJob {
     path: PathBuf,
     /// Checked as a sub-agent's transcript (every tool parses).
     subagent: bool,
 }
 
 /// A transcript checked, with what is needed to follow its sub-agents.
-struct Entry {
+struct CheckedTranscript {
     report: FileReport,
     /// The file as opened (`-` is standard input).
     path: PathBuf,
@@ -188,7 +188,7 @@ struct Entry {
 /// adding them to `checked`; a named transcript found to be a sub-agent's is checked again as one
 /// if its own system prompt did not show it.
 fn follow_subagents(
-    checked: &mut Vec<Entry>,
+    checked: &mut Vec<CheckedTranscript>,
     options: ValidateOptions,
     threads: usize,
 ) -> Result<(), OpenError> {
@@ -237,9 +237,9 @@ fn follow_subagents(
                 }
             }
         }
-        let jobs: Vec<Job> = wanted
+        let jobs: Vec<TranscriptJob> = wanted
             .iter()
-            .map(|(_, _, path, _)| Job {
+            .map(|(_, _, path, _)| TranscriptJob {
                 path: path.clone(),
                 subagent: true,
             })
@@ -278,7 +278,7 @@ fn follow_subagents(
                 None => {
                     let at = checked.len();
                     known.insert(identity(&path), Some(at));
-                    checked.push(Entry {
+                    checked.push(CheckedTranscript {
                         report,
                         path,
                         children: Vec::new(),
@@ -329,7 +329,7 @@ fn with_strict(mut finding: Finding, options: ValidateOptions) -> Finding {
 /// Checks `jobs` on up to `threads` threads; the outcomes come back in the order of `jobs`
 /// (`None` only for a job whose thread died).
 fn check_jobs(
-    jobs: &[Job],
+    jobs: &[TranscriptJob],
     options: ValidateOptions,
     threads: usize,
 ) -> Vec<Option<Result<FileReport, OpenError>>> {
@@ -356,7 +356,7 @@ fn check_jobs(
         .collect()
 }
 
-fn check_path(job: &Job, options: ValidateOptions) -> Result<FileReport, OpenError> {
+fn check_path(job: &TranscriptJob, options: ValidateOptions) -> Result<FileReport, OpenError> {
     let path = &job.path;
     let name = path.display().to_string();
     if path.as_os_str() == "-" {

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::finding::{Finding, FindingCode, Severity};
-use super::transcript::{Message, Role};
+use super::transcript::{TranscriptMessage, TranscriptRole};
 use crate::protocol::call::{is_no_id, parse_native_call};
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
@@ -150,10 +150,10 @@ impl TranscriptChecker {
     }
 
     /// Applies the rules to the next message.
-    pub fn push(&mut self, message: &Message) {
+    pub fn push(&mut self, message: &TranscriptMessage) {
         self.messages += 1;
         match message.role {
-            Role::System | Role::Developer => {
+            TranscriptRole::System | TranscriptRole::Developer => {
                 // flycode run's prompt lists its own tools: its record is judged against its
                 // set, whatever --tools says (a chat prompt never names them). A sub-agent's is
                 // never narrowed again.
@@ -167,8 +167,8 @@ impl TranscriptChecker {
                     self.native = true;
                 }
             }
-            Role::Assistant => self.push_assistant(message),
-            Role::User | Role::Tool => self.push_user_or_tool(message),
+            TranscriptRole::Assistant => self.push_assistant(message),
+            TranscriptRole::User | TranscriptRole::Tool => self.push_user_or_tool(message),
         }
     }
 
@@ -231,7 +231,7 @@ impl TranscriptChecker {
         });
     }
 
-    fn push_assistant(&mut self, message: &Message) {
+    fn push_assistant(&mut self, message: &TranscriptMessage) {
         self.close_window();
         let mut calls = Vec::new();
         let mut invalid = Vec::new();
@@ -300,7 +300,7 @@ impl TranscriptChecker {
         self.after_invalid_result = false;
     }
 
-    fn judge_reply(&mut self, message: &Message, calls: &mut Vec<Call>) {
+    fn judge_reply(&mut self, message: &TranscriptMessage, calls: &mut Vec<Call>) {
         let classification = classify_reply(
             &message.text,
             ClassifyOptions {
@@ -330,7 +330,7 @@ impl TranscriptChecker {
         }
     }
 
-    fn accept_call(&mut self, call: Call, message: &Message) {
+    fn accept_call(&mut self, call: Call, message: &TranscriptMessage) {
         let Some(id) = call.id.clone() else { return };
         let shown = escape_for_display(&id).into_owned();
         if !self.seen_ids.insert(id.clone()) {
@@ -379,9 +379,9 @@ impl TranscriptChecker {
         });
     }
 
-    fn push_user_or_tool(&mut self, message: &Message) {
+    fn push_user_or_tool(&mut self, message: &TranscriptMessage) {
         let results = self.read_results(message);
-        if results.is_empty() && message.role == Role::User {
+        if results.is_empty() && message.role == TranscriptRole::User {
             self.close_window();
             self.after_invalid_result = false;
             return;
@@ -395,7 +395,7 @@ impl TranscriptChecker {
     }
 
     /// The results a user or tool message carries; malformed blocks are reported here.
-    fn read_results(&mut self, message: &Message) -> Vec<SeenResult> {
+    fn read_results(&mut self, message: &TranscriptMessage) -> Vec<SeenResult> {
         let mut results = Vec::new();
         // Result blocks need a fence: skip the Markdown parser for plain text.
         if message.text.contains("```") || message.text.contains("~~~") {
@@ -430,7 +430,7 @@ impl TranscriptChecker {
                 }
             }
         }
-        if results.is_empty() && message.role == Role::Tool {
+        if results.is_empty() && message.role == TranscriptRole::Tool {
             // Native mode: the message answers its tool_call_id even without a result block.
             results.push(SeenResult {
                 id: message.tool_call_id.clone(),
@@ -442,7 +442,7 @@ impl TranscriptChecker {
         results
     }
 
-    fn pair(&mut self, result: &SeenResult, message: &Message) {
+    fn pair(&mut self, result: &SeenResult, message: &TranscriptMessage) {
         if self.pending.is_empty() {
             return;
         }

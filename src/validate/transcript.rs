@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 /// The role of a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum TranscriptRole {
     /// `system`
     System,
     /// `developer`
@@ -34,14 +34,14 @@ pub enum Role {
     Tool,
 }
 
-impl Role {
-    fn from_name(name: &str) -> Option<Role> {
+impl TranscriptRole {
+    fn from_name(name: &str) -> Option<TranscriptRole> {
         match name {
-            "system" => Some(Role::System),
-            "developer" => Some(Role::Developer),
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            "tool" => Some(Role::Tool),
+            "system" => Some(TranscriptRole::System),
+            "developer" => Some(TranscriptRole::Developer),
+            "user" => Some(TranscriptRole::User),
+            "assistant" => Some(TranscriptRole::Assistant),
+            "tool" => Some(TranscriptRole::Tool),
             _ => None,
         }
     }
@@ -49,7 +49,7 @@ impl Role {
 
 /// A native (API function-calling) tool call recorded on an assistant message.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct NativeToolCall {
+pub struct TranscriptToolCall {
     /// The call id, answered by a `tool` message's `tool_call_id`.
     #[serde(default)]
     pub id: Option<String>,
@@ -69,24 +69,24 @@ pub struct NativeFunction {
 
 /// One message of a transcript.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Message {
+pub struct TranscriptMessage {
     /// 0-based position in the transcript.
     pub index: usize,
     /// 1-based line the message starts on.
     pub line: usize,
     /// Who wrote it.
-    pub role: Role,
+    pub role: TranscriptRole,
     /// Its text (parts joined), empty when there is none.
     pub text: String,
     /// Native tool calls (assistant messages in native mode).
-    pub tool_calls: Vec<NativeToolCall>,
+    pub tool_calls: Vec<TranscriptToolCall>,
     /// The call a `tool` message answers.
     pub tool_call_id: Option<String>,
 }
 
 /// Why a file is not a transcript.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unreadable {
+pub struct UnreadableTranscript {
     /// 1-based line.
     pub line: usize,
     /// 1-based column (0 when unknown).
@@ -104,7 +104,7 @@ struct RawMessage<'a> {
     #[serde(default)]
     content: Content,
     #[serde(default)]
-    tool_calls: Option<Vec<NativeToolCall>>,
+    tool_calls: Option<Vec<TranscriptToolCall>>,
     #[serde(default)]
     tool_call_id: Option<String>,
 }
@@ -146,7 +146,7 @@ impl<'de> Visitor<'de> for ContentVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
         let mut text = String::new();
-        while let Some(part) = seq.next_element::<Part>()? {
+        while let Some(part) = seq.next_element::<TranscriptPart>()? {
             if let Some(part_text) = part.text {
                 if !text.is_empty() {
                     text.push('\n');
@@ -160,14 +160,18 @@ impl<'de> Visitor<'de> for ContentVisitor {
 
 /// A content part; only its text matters (images and the like are skipped).
 #[derive(Deserialize)]
-struct Part {
+struct TranscriptPart {
     #[serde(default)]
     text: Option<String>,
 }
 
-/// Turns one raw message into a [`Message`].
-fn into_message(raw: RawMessage<'_>, index: usize, line: usize) -> Result<Message, Unreadable> {
-    let role = Role::from_name(&raw.role).ok_or_else(|| Unreadable {
+/// Turns one raw message into a [`TranscriptMessage`].
+fn into_message(
+    raw: RawMessage<'_>,
+    index: usize,
+    line: usize,
+) -> Result<TranscriptMessage, UnreadableTranscript> {
+    let role = TranscriptRole::from_name(&raw.role).ok_or_else(|| UnreadableTranscript {
         line,
         column: 0,
         message: format!(
@@ -176,7 +180,7 @@ fn into_message(raw: RawMessage<'_>, index: usize, line: usize) -> Result<Messag
         ),
         index: Some(index),
     })?;
-    Ok(Message {
+    Ok(TranscriptMessage {
         index,
         line,
         role,
@@ -191,7 +195,7 @@ fn json_error(
     line_offset: usize,
     what: &str,
     index: Option<usize>,
-) -> Unreadable {
+) -> UnreadableTranscript {
     let hint = if error.is_eof() {
         " (the file looks truncated)"
     } else {
@@ -201,7 +205,7 @@ fn json_error(
     let text = text
         .rfind(" at line ")
         .map_or(text.as_str(), |at| &text[..at]);
-    Unreadable {
+    UnreadableTranscript {
         line: line_offset + error.line().max(1) - 1,
         column: error.column(),
         message: if error.is_data() && index.is_none() {
@@ -217,25 +221,25 @@ fn json_error(
 
 /// A source of messages, in order; stops after the first unreadable point.
 pub struct MessageReader<R> {
-    source: Source<R>,
+    source: TranscriptSource<R>,
     next_index: usize,
     failed: bool,
 }
 
-enum Source<R> {
+enum TranscriptSource<R> {
     Lines {
         reader: R,
         line: usize,
         buffer: Vec<u8>,
     },
     Document {
-        messages: std::vec::IntoIter<Result<Message, Unreadable>>,
+        messages: std::vec::IntoIter<Result<TranscriptMessage, UnreadableTranscript>>,
     },
 }
 
 impl<R: BufRead> MessageReader<R> {
     /// Detects the form of `reader`'s content and prepares to read it.
-    pub fn open(mut reader: R) -> Result<MessageReader<R>, Unreadable> {
+    pub fn open(mut reader: R) -> Result<MessageReader<R>, UnreadableTranscript> {
         let mut first_line = Vec::new();
         let mut skipped_lines = 0;
         loop {
@@ -257,7 +261,7 @@ impl<R: BufRead> MessageReader<R> {
         // read as one document.
         let is_json_lines = trimmed.first() == Some(&b'{') && is_message_object(trimmed);
         let source = if is_json_lines {
-            Source::Lines {
+            TranscriptSource::Lines {
                 reader,
                 line: skipped_lines,
                 buffer: first_line,
@@ -265,7 +269,7 @@ impl<R: BufRead> MessageReader<R> {
         } else {
             let mut document = first_line;
             reader.read_to_end(&mut document).map_err(io_unreadable)?;
-            Source::Document {
+            TranscriptSource::Document {
                 messages: read_document(&document, skipped_lines).into_iter(),
             }
         };
@@ -286,8 +290,8 @@ fn is_message_object(object: &[u8]) -> bool {
     serde_json::from_slice::<Probe>(object).is_ok_and(|probe| probe.role.is_some())
 }
 
-fn io_unreadable(error: std::io::Error) -> Unreadable {
-    Unreadable {
+fn io_unreadable(error: std::io::Error) -> UnreadableTranscript {
+    UnreadableTranscript {
         line: 1,
         column: 0,
         message: format!("cannot read the file: {error}"),
@@ -297,8 +301,11 @@ fn io_unreadable(error: std::io::Error) -> Unreadable {
 
 /// Reads a whole-document transcript (an array, or an object with `"messages"`) element by
 /// element, so that every message knows its line and a document broken halfway still yields the
-/// messages before the break, followed by one [`Unreadable`] with the exact line and column.
-fn read_document(document: &[u8], skipped_lines: usize) -> Vec<Result<Message, Unreadable>> {
+/// messages before the break, followed by one [`UnreadableTranscript`] with the exact line and column.
+fn read_document(
+    document: &[u8],
+    skipped_lines: usize,
+) -> Vec<Result<TranscriptMessage, UnreadableTranscript>> {
     let mut walker = DocumentWalker {
         document,
         position: 0,
@@ -320,11 +327,11 @@ struct DocumentWalker<'d> {
     line: usize,
     line_start: usize,
     counted_to: usize,
-    messages: Vec<Result<Message, Unreadable>>,
+    messages: Vec<Result<TranscriptMessage, UnreadableTranscript>>,
 }
 
 impl<'d> DocumentWalker<'d> {
-    fn walk(&mut self) -> Result<(), Unreadable> {
+    fn walk(&mut self) -> Result<(), UnreadableTranscript> {
         self.skip_whitespace();
         match self.peek() {
             Some(b'[') => self.walk_messages()?,
@@ -342,7 +349,7 @@ impl<'d> DocumentWalker<'d> {
         }
     }
 
-    fn walk_wrapper(&mut self) -> Result<(), Unreadable> {
+    fn walk_wrapper(&mut self) -> Result<(), UnreadableTranscript> {
         self.position += 1;
         let mut found = false;
         loop {
@@ -388,7 +395,7 @@ impl<'d> DocumentWalker<'d> {
         }
     }
 
-    fn walk_messages(&mut self) -> Result<(), Unreadable> {
+    fn walk_messages(&mut self) -> Result<(), UnreadableTranscript> {
         self.position += 1;
         self.skip_whitespace();
         if self.peek() == Some(b']') {
@@ -445,7 +452,7 @@ impl<'d> DocumentWalker<'d> {
         &mut self,
         what: &str,
         index: Option<usize>,
-    ) -> Result<T, Unreadable> {
+    ) -> Result<T, UnreadableTranscript> {
         self.count_lines();
         let rest = &self.document[self.position..];
         let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
@@ -471,7 +478,7 @@ impl<'d> DocumentWalker<'d> {
         }
     }
 
-    fn expect(&mut self, byte: u8, what: &str) -> Result<(), Unreadable> {
+    fn expect(&mut self, byte: u8, what: &str) -> Result<(), UnreadableTranscript> {
         if self.peek() == Some(byte) {
             self.position += 1;
             Ok(())
@@ -502,9 +509,9 @@ impl<'d> DocumentWalker<'d> {
         self.counted_to = end;
     }
 
-    fn unreadable_here(&mut self, message: String) -> Unreadable {
+    fn unreadable_here(&mut self, message: String) -> UnreadableTranscript {
         self.count_lines();
-        Unreadable {
+        UnreadableTranscript {
             line: self.line,
             column: self.position - self.line_start + 1,
             message,
@@ -514,15 +521,15 @@ impl<'d> DocumentWalker<'d> {
 }
 
 impl<R: BufRead> Iterator for MessageReader<R> {
-    type Item = Result<Message, Unreadable>;
+    type Item = Result<TranscriptMessage, UnreadableTranscript>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
         }
         let item = match &mut self.source {
-            Source::Document { messages } => messages.next(),
-            Source::Lines {
+            TranscriptSource::Document { messages } => messages.next(),
+            TranscriptSource::Lines {
                 reader,
                 line,
                 buffer,
@@ -573,14 +580,14 @@ impl<R: BufRead> Iterator for MessageReader<R> {
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Vec<Result<Message, Unreadable>> {
+    fn read(text: &str) -> Vec<Result<TranscriptMessage, UnreadableTranscript>> {
         match MessageReader::open(text.as_bytes()) {
             Ok(reader) => reader.collect(),
             Err(error) => vec![Err(error)],
         }
     }
 
-    fn lines_and_roles(text: &str) -> Vec<(usize, Role, String)> {
+    fn lines_and_roles(text: &str) -> Vec<(usize, TranscriptRole, String)> {
         read(text)
             .into_iter()
             .map(|m| m.map(|m| (m.line, m.role, m.text)).unwrap())
@@ -593,8 +600,8 @@ mod tests {
         assert_eq!(
             lines_and_roles(text),
             vec![
-                (2, Role::User, "hi".into()),
-                (4, Role::Assistant, "a\nb".into())
+                (2, TranscriptRole::User, "hi".into()),
+                (4, TranscriptRole::Assistant, "a\nb".into())
             ]
         );
     }
@@ -605,16 +612,20 @@ mod tests {
         assert_eq!(
             lines_and_roles(array),
             vec![
-                (2, Role::System, String::new()),
-                (3, Role::User, "x".into())
+                (2, TranscriptRole::System, String::new()),
+                (3, TranscriptRole::User, "x".into())
             ]
         );
         let object = "{\"model\": \"m\",\n \"messages\": [\n {\"role\": \"tool\", \"content\": \"r\", \"tool_call_id\": \"c1\"}]}";
-        let messages: Vec<Message> = read(object).into_iter().map(Result::unwrap).collect();
+        let messages: Vec<TranscriptMessage> =
+            read(object).into_iter().map(Result::unwrap).collect();
         assert_eq!(messages[0].line, 3);
         assert_eq!(messages[0].tool_call_id.as_deref(), Some("c1"));
         let one_line = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}";
-        assert_eq!(lines_and_roles(one_line), vec![(1, Role::User, "x".into())]);
+        assert_eq!(
+            lines_and_roles(one_line),
+            vec![(1, TranscriptRole::User, "x".into())]
+        );
     }
 
     #[test]
@@ -665,11 +676,11 @@ mod tests {
     fn a_byte_order_mark_is_not_content() {
         assert_eq!(
             lines_and_roles("\u{FEFF}{\"role\":\"user\",\"content\":\"x\"}\n"),
-            vec![(1, Role::User, "x".into())]
+            vec![(1, TranscriptRole::User, "x".into())]
         );
         assert_eq!(
             lines_and_roles("\u{FEFF}[{\"role\":\"user\",\"content\":\"x\"}]"),
-            vec![(1, Role::User, "x".into())]
+            vec![(1, TranscriptRole::User, "x".into())]
         );
     }
 

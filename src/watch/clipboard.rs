@@ -38,6 +38,15 @@ pub enum ClipboardUnavailable {
     },
 }
 
+/// Why a result could not be put on the clipboard (another program may hold it, or the display
+/// went away).
+#[derive(Debug, Error)]
+#[error("{reason}")]
+pub struct ClipboardWriteError {
+    /// What the platform said.
+    pub reason: String,
+}
+
 /// Whether this platform's clipboard lives on an X11 display named by `DISPLAY` (Linux and the
 /// other Unix desktops; not macOS or Windows, whose clipboards need no display variable).
 const CLIPBOARD_NEEDS_X11: bool = cfg!(all(unix, not(target_os = "macos")));
@@ -66,7 +75,7 @@ pub trait Clipboard {
     /// The clipboard's text, if it holds text.
     fn read(&mut self) -> Option<String>;
     /// Replaces the clipboard's content.
-    fn write(&mut self, text: &str) -> Result<(), String>;
+    fn write(&mut self, text: &str) -> Result<(), ClipboardWriteError>;
 }
 
 /// The system clipboard (X11 on Linux, the native one on macOS and Windows).
@@ -106,8 +115,12 @@ impl Clipboard for SystemClipboard {
         self.0.get_text().ok()
     }
 
-    fn write(&mut self, text: &str) -> Result<(), String> {
-        self.0.set_text(text.to_owned()).map_err(|e| e.to_string())
+    fn write(&mut self, text: &str) -> Result<(), ClipboardWriteError> {
+        self.0
+            .set_text(text.to_owned())
+            .map_err(|e| ClipboardWriteError {
+                reason: e.to_string(),
+            })
     }
 }
 
@@ -230,7 +243,7 @@ mod tests {
             Some(self.current.clone())
         }
 
-        fn write(&mut self, text: &str) -> Result<(), String> {
+        fn write(&mut self, text: &str) -> Result<(), ClipboardWriteError> {
             self.current = text.to_owned();
             self.written.push(text.to_owned());
             Ok(())

@@ -144,7 +144,10 @@ impl Handler<'_> {
                     let execution = self.executor.execute(&call);
                     let rendered = execution.block.render();
                     answer.advice = execution.advice().map(str::to_owned);
-                    answer.store_error = self.remember(&call, &execution, &rendered).err();
+                    answer.store_error = self
+                        .remember(&call, &execution, &rendered)
+                        .err()
+                        .map(|error| error.to_string());
                     execution.block
                 }
             },
@@ -189,7 +192,7 @@ impl Handler<'_> {
         call: &Call,
         execution: &Execution,
         rendered: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::sandbox::state::StateError> {
         let policy_dependent = execution.decided == Decided::Refused
             || execution.error.as_ref().is_some_and(|e| {
                 matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots)

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::protocol::{Call, ResultBlock};
 use crate::sandbox::seal::Purpose;
 use crate::sandbox::sha256_hex;
-use crate::sandbox::state::{load_sealed, save_sealed};
+use crate::sandbox::state::{StateError, load_sealed, save_sealed};
 
 /// How many calls a session remembers; the oldest are forgotten first. A forgotten call copied
 /// again runs again, so the bound is generous: far more calls than one person copies in a day.
@@ -106,7 +106,7 @@ impl ReplayStore {
     /// The store in `file` (empty if new; `fresh` discards what was there). A file whose seal
     /// does not verify (not written by flycode as it is) is not used: the store starts empty,
     /// with a [`ReplayStore::notice`] saying why, and every call runs as new.
-    pub fn load_from(file: &Path, fresh: bool) -> Result<ReplayStore, String> {
+    pub fn load_from(file: &Path, fresh: bool) -> Result<ReplayStore, StateError> {
         let (stored, notice): (StoredFile, _) = if fresh {
             (StoredFile::default(), None)
         } else {
@@ -167,7 +167,7 @@ impl ReplayStore {
         call: &Call,
         result: &str,
         policy: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StateError> {
         let Some(id) = &call.id else { return Ok(()) };
         let print = fingerprint(call);
         self.executed
@@ -201,7 +201,7 @@ impl ReplayStore {
         self.executed.is_empty()
     }
 
-    fn save(&self) -> Result<(), String> {
+    fn save(&self) -> Result<(), StateError> {
         match &self.file {
             Some(file) => save_sealed(
                 file,

@@ -129,8 +129,8 @@ impl Workspace {
 /// Writes a journal record into `state/journal/NAME` as flycode itself would: sealed with the
 /// state directory's key (made if there is none yet).
 pub fn write_journal_record(state: &std::path::Path, name: &str, record: &Value) {
-    use flycode::sandbox::seal::{Key, Purpose};
-    let key = Key::in_dir(state).unwrap();
+    use flycode::sandbox::seal::{Purpose, SealKey};
+    let key = SealKey::in_dir(state).unwrap();
     std::fs::create_dir_all(state.join("journal")).unwrap();
     let sealed = key.wrap(Purpose::Journal, name, &record.to_string());
     std::fs::write(state.join("journal").join(name), sealed).unwrap();

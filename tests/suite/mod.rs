@@ -39,6 +39,7 @@ mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;
 mod trust;
+mod type_names;
 mod validate_formats;
 mod validate_subagents;
 mod watch_sessions;

@@ -481,3 +481,52 @@ fn mcp_says_what_it_ignored_in_its_log_and_instructions() {
     );
     assert!(!instructions.contains("ignore-previous"), "{instructions}");
 }
+
+/// The configuration is read and merged once per process and passed down (PROTOCOL.md §10
+/// "Configuration"): the secrets hand-off, the trust offer and the sandbox each read every file
+/// again before, so `exec`, `mcp` and `run` read the user's and the project's file two or three
+/// times.
+#[test]
+fn each_command_reads_each_configuration_file_once() {
+    let place = Place::new();
+    place.user_file("timeout_ms = 30000\n");
+    place.project_file("output_cap = 4096\n");
+    let debug = [("FLYCODE_DEBUG_CONFIG_READS", "1")];
+    let listing = json!({"id": "l", "tool": "fs.ls", "args": {"path": place.project.join("src").display().to_string()}});
+    let (_, stderr) = place.exec_with(&listing, &[], &debug);
+    assert!(
+        stderr.contains("flycode: debug: configuration files read: 2\n"),
+        "exec: {stderr}"
+    );
+    let runs: [&[&str]; 2] = [
+        &["mcp"],
+        // Nothing listens on port 9 of the loopback: the run fails at its first request.
+        &[
+            "run",
+            "--yes",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--max-retries",
+            "0",
+            "--no-stream",
+            "say hi",
+        ],
+    ];
+    for args in runs {
+        let output = place
+            .flycode(args)
+            .envs(debug)
+            .env_remove("FLYCODE_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("flycode: debug: configuration files read: 2\n"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

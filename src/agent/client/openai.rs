@@ -180,7 +180,7 @@ impl<'a> From<&ChatRequest<'a>> for WireRequest<'a> {
 }
 
 /// How an attempt failed.
-enum Failure {
+enum AttemptFailure {
     /// Worth another try, after `retry_after` if the server asked.
     Retryable {
         error: ClientError,
@@ -190,9 +190,9 @@ enum Failure {
     Final(ClientError),
 }
 
-impl Failure {
-    fn retry(error: ClientError) -> Failure {
-        Failure::Retryable {
+impl AttemptFailure {
+    fn retry(error: ClientError) -> AttemptFailure {
+        AttemptFailure::Retryable {
             error,
             retry_after: None,
         }
@@ -237,8 +237,8 @@ impl Exchange<'_> {
             }
             let (error, retry_after) = match self.attempt(on_event).await {
                 Ok(completion) => return Ok(completion),
-                Err(Failure::Final(error)) => return Err(error),
-                Err(Failure::Retryable { error, retry_after }) => (error, retry_after),
+                Err(AttemptFailure::Final(error)) => return Err(error),
+                Err(AttemptFailure::Retryable { error, retry_after }) => (error, retry_after),
             };
             if retries >= self.settings.max_retries {
                 return Err(ClientError::RetriesExhausted {
@@ -292,7 +292,10 @@ impl Exchange<'_> {
         }
     }
 
-    async fn attempt(&self, on_event: &mut dyn FnMut(ClientEvent)) -> Result<Completion, Failure> {
+    async fn attempt(
+        &self,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<Completion, AttemptFailure> {
         let accept = if self.stream {
             "text/event-stream"
         } else {
@@ -309,13 +312,13 @@ impl Exchange<'_> {
         let response = match self.guard(send, Some(patience)).await {
             Ok(Ok(response)) => response,
             Ok(Err(error)) if error.is_builder() => {
-                return Err(Failure::Final(ClientError::InvalidSettings {
+                return Err(AttemptFailure::Final(ClientError::InvalidSettings {
                     detail: format!("the request cannot be built: {}", error_chain(&error)),
                 }));
             }
-            Ok(Err(error)) => return Err(Failure::retry(self.transport_error(&error))),
-            Err(Interrupt::Cancelled) => return Err(Failure::Final(ClientError::Cancelled)),
-            Err(Interrupt::TimedOut) => return Err(Failure::retry(self.read_timeout())),
+            Ok(Err(error)) => return Err(AttemptFailure::retry(self.transport_error(&error))),
+            Err(Interrupt::Cancelled) => return Err(AttemptFailure::Final(ClientError::Cancelled)),
+            Err(Interrupt::TimedOut) => return Err(AttemptFailure::retry(self.read_timeout())),
         };
         let status = response.status();
         if !status.is_success() {
@@ -329,19 +332,19 @@ impl Exchange<'_> {
         if is_event_stream {
             self.read_stream(response, on_event)
                 .await
-                .map_err(Failure::Final)
+                .map_err(AttemptFailure::Final)
         } else {
             let allowance = super::framing_allowance(self.settings.max_reply_bytes);
             let body = self
                 .read_body(response, BodyLimit::RefusePast(allowance))
                 .await
                 .map_err(|e| match e {
-                    ClientError::TooLarge { .. } => Failure::Final(e),
-                    ClientError::Cancelled => Failure::Final(e),
-                    other => Failure::retry(other),
+                    ClientError::TooLarge { .. } => AttemptFailure::Final(e),
+                    ClientError::Cancelled => AttemptFailure::Final(e),
+                    other => AttemptFailure::retry(other),
                 })?;
             let completion = reply::parse_completion(&body).map_err(|e| {
-                Failure::Final(match e {
+                AttemptFailure::Final(match e {
                     ReplyError::Server(message) => self.server_error(&message),
                     ReplyError::NotJson(detail) => {
                         self.invalid_response(format!("not JSON: {detail}"))
@@ -350,7 +353,7 @@ impl Exchange<'_> {
                 })
             })?;
             if completion.reply_bytes() > self.settings.max_reply_bytes {
-                return Err(Failure::Final(self.too_large(false)));
+                return Err(AttemptFailure::Final(self.too_large(false)));
             }
             if !completion.content.is_empty() {
                 on_event(ClientEvent::TextDelta(completion.content.clone()));
@@ -360,7 +363,7 @@ impl Exchange<'_> {
     }
 
     /// The failure for a non-success status: retryable for 408, 429 and 5xx.
-    async fn status_failure(&self, response: reqwest::Response) -> Failure {
+    async fn status_failure(&self, response: reqwest::Response) -> AttemptFailure {
         let status = response.status();
         let retry_after = response
             .headers()
@@ -372,7 +375,7 @@ impl Exchange<'_> {
             .await
         {
             Ok(body) => body,
-            Err(ClientError::Cancelled) => return Failure::Final(ClientError::Cancelled),
+            Err(ClientError::Cancelled) => return AttemptFailure::Final(ClientError::Cancelled),
             Err(_) => Vec::new(),
         };
         let text = String::from_utf8_lossy(&body);
@@ -391,9 +394,9 @@ impl Exchange<'_> {
             message,
         };
         if retry::is_retryable_status(status.as_u16()) {
-            Failure::Retryable { error, retry_after }
+            AttemptFailure::Retryable { error, retry_after }
         } else {
-            Failure::Final(error)
+            AttemptFailure::Final(error)
         }
     }
 

@@ -6,11 +6,10 @@
 //! summary says so. Refusing it instead would leave the model stuck, since no tool removes or
 //! merges notes.
 
-use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::tools::ToolError;
-use crate::tools::agent::Notebook;
+use crate::tools::agent::{NoteArgs, Notebook, TodoArgItem, TodoArgs};
 
 use crate::protocol::ErrorCode;
 
@@ -69,12 +68,10 @@ pub struct AgentMemory {
     pub completion: Option<String>,
 }
 
-/// Arguments of `agent.todo` or `agent.note` that do not have the schema's shape.
+/// Arguments of `agent.todo` or `agent.note` that the schema lets through but memory cannot
+/// keep (a blank item or note).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum MemoryError {
-    /// `items` is missing or not an array.
-    #[error("`items` must be an array of {{\"content\", \"status\"}} objects: send the whole list")]
-    ItemsNotAList,
     /// One item is not `{"content": non-empty string, "status": pending|in_progress|done}`.
     #[error(
         "`items[{index}]` must be {{\"content\": non-empty string, \"status\": \"pending\"|\"in_progress\"|\"done\"}}; the list was not changed"
@@ -92,22 +89,17 @@ impl MemoryError {
     /// The protocol's code for the error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            MemoryError::ItemsNotAList | MemoryError::BadItem { .. } | MemoryError::BadNote => {
-                ErrorCode::InvalidArgs
-            }
+            MemoryError::BadItem { .. } | MemoryError::BadNote => ErrorCode::InvalidArgs,
         }
     }
 }
 
 impl AgentMemory {
-    /// Applies `agent.todo`: the list in `args["items"]` replaces the whole TODO list. Returns a
+    /// Applies `agent.todo`: the list in `args.items` replaces the whole TODO list. Returns a
     /// one-line summary for the result.
-    pub fn replace_todos(&mut self, args: &Map<String, Value>) -> Result<String, MemoryError> {
-        let items = args
-            .get("items")
-            .and_then(Value::as_array)
-            .ok_or(MemoryError::ItemsNotAList)?;
-        let todos = items
+    pub fn replace_todos(&mut self, args: &TodoArgs) -> Result<String, MemoryError> {
+        let todos = args
+            .items
             .iter()
             .enumerate()
             .map(|(index, item)| todo_item(item).ok_or(MemoryError::BadItem { index }))
@@ -116,13 +108,10 @@ impl AgentMemory {
         Ok(self.todo_summary())
     }
 
-    /// Applies `agent.note`: `args["note"]` is added after the other notes (dropping the oldest
+    /// Applies `agent.note`: `args.note` is added after the other notes (dropping the oldest
     /// when [`MAX_NOTES`] are kept already). Returns a one-line summary for the result.
-    pub fn add_note(&mut self, args: &Map<String, Value>) -> Result<String, MemoryError> {
-        let note = args
-            .get("note")
-            .and_then(Value::as_str)
-            .map(str::trim)
+    pub fn add_note(&mut self, args: &NoteArgs) -> Result<String, MemoryError> {
+        let note = Some(args.note.trim())
             .filter(|note| !note.is_empty())
             .ok_or(MemoryError::BadNote)?;
         let dropped = self.notes.len() >= MAX_NOTES;
@@ -156,9 +145,9 @@ impl AgentMemory {
     }
 }
 
-fn todo_item(item: &Value) -> Option<TodoItem> {
-    let content = item.get("content")?.as_str()?.trim();
-    let status = TodoStatus::from_name(item.get("status")?.as_str()?)?;
+fn todo_item(item: &TodoArgItem) -> Option<TodoItem> {
+    let content = item.content.trim();
+    let status = TodoStatus::from_name(&item.status)?;
     (!content.is_empty()).then(|| TodoItem {
         content: content.to_owned(),
         status,
@@ -184,11 +173,11 @@ impl SharedMemory {
 }
 
 impl Notebook for SharedMemory {
-    fn replace_todos(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn replace_todos(&self, args: &TodoArgs) -> Result<String, ToolError> {
         self.lock().replace_todos(args).map_err(memory_error)
     }
 
-    fn add_note(&self, args: &Map<String, Value>) -> Result<String, ToolError> {
+    fn add_note(&self, args: &NoteArgs) -> Result<String, ToolError> {
         self.lock().add_note(args).map_err(memory_error)
     }
 
@@ -212,10 +201,16 @@ fn memory_error(error: MemoryError) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn args(value: Value) -> Map<String, Value> {
-        value.as_object().unwrap().clone()
+    /// Typed arguments, as the registry reads them from a validated call.
+    fn args<T: serde::de::DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// Arguments of the wrong shape never reach memory: they are not arguments of the tool.
+    fn is_not_todo_args(value: &Value) -> bool {
+        serde_json::from_value::<TodoArgs>(value.clone()).is_err()
     }
 
     #[test]
@@ -260,20 +255,25 @@ mod tests {
             ))
             .unwrap();
         let before = memory.clone();
+        for bad in [json!({}), json!({"items": "x"}), json!({"items": [7]})] {
+            assert!(is_not_todo_args(&bad), "{bad}");
+        }
         for bad in [
-            json!({}),
-            json!({"items": "x"}),
             json!({"items": [{"content": "a", "status": "started"}]}),
             json!({"items": [{"content": "ok", "status": "done"}, {"content": " ", "status": "done"}]}),
-            json!({"items": [7]}),
         ] {
             let error = memory.replace_todos(&args(bad.clone())).unwrap_err();
             assert_eq!(error.code(), ErrorCode::InvalidArgs, "{bad}");
             assert_eq!(memory, before, "{bad}");
         }
+        assert!(is_not_todo_args(
+            &json!({"items": [{"content": "a"}, {"status": "x"}]})
+        ));
         assert_eq!(
             memory
-                .replace_todos(&args(json!({"items": [{"content": "a"}, {"status": "x"}]})))
+                .replace_todos(&args(
+                    json!({"items": [{"content": " ", "status": "x"}, {"content": "b", "status": "done"}]})
+                ))
                 .unwrap_err(),
             MemoryError::BadItem { index: 0 }
         );
@@ -297,10 +297,7 @@ mod tests {
             memory.add_note(&args(json!({"note": "  "}))),
             Err(MemoryError::BadNote)
         );
-        assert_eq!(
-            memory.add_note(&args(json!({"text": "x"}))),
-            Err(MemoryError::BadNote)
-        );
+        assert!(serde_json::from_value::<NoteArgs>(json!({"text": "x"})).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provider};
 use super::context::SharedMemory;
-use super::events::{ChildEvent, Ending, RunEvent, RunObserver, RunReport};
+use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::prompt::{
     PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt, subagent_role,
 };
@@ -102,6 +102,32 @@ struct ChildModel {
     used: ModelChoice,
 }
 
+/// Why a sub-agent type's role cannot be had: the task fails before any request.
+#[derive(Debug, thiserror::Error)]
+enum RoleError {
+    /// Its `role_file` cannot be read.
+    #[error(
+        "cannot read the role of {} sub-agents from {} (role_file in {setting} of flycode.toml): {error}; fix the path",
+        subagent.as_str(),
+        path.display()
+    )]
+    Unreadable {
+        subagent: SubagentType,
+        path: std::path::PathBuf,
+        setting: String,
+        error: std::io::Error,
+    },
+    /// Its role is empty.
+    #[error(
+        "the role of {} sub-agents is empty: {named} of flycode.toml; a sub-agent needs a role definition, so write one there or remove the setting to use the built-in role",
+        subagent.as_str()
+    )]
+    Empty {
+        subagent: SubagentType,
+        named: String,
+    },
+}
+
 impl Tasks<'_> {
     /// Takes the next task's number, or says which quota is spent.
     fn claim(&self) -> Result<u32, ToolError> {
@@ -136,7 +162,7 @@ impl Tasks<'_> {
     }
 
     /// The role of `subagent`, or why it cannot be had (the task fails before any request).
-    fn role(&self, subagent: SubagentType) -> Result<String, String> {
+    fn role(&self, subagent: SubagentType) -> Result<String, RoleError> {
         let setting = format!("[agent.subagent.{}]", subagent.as_str());
         let (text, named) = match self.settings.subagent_role(subagent) {
             RoleChoice::Built => return Ok(subagent_role(subagent).to_owned()),
@@ -147,19 +173,17 @@ impl Tasks<'_> {
                     format!("the file {} (role_file in {setting})", path.display()),
                 ),
                 Err(error) => {
-                    return Err(format!(
-                        "cannot read the role of {} sub-agents from {} (role_file in {setting} of flycode.toml): {error}; fix the path",
-                        subagent.as_str(),
-                        path.display()
-                    ));
+                    return Err(RoleError::Unreadable {
+                        subagent,
+                        path: path.clone(),
+                        setting,
+                        error,
+                    });
                 }
             },
         };
         if text.trim().is_empty() {
-            return Err(format!(
-                "the role of {} sub-agents is empty: {named} of flycode.toml; a sub-agent needs a role definition, so write one there or remove the setting to use the built-in role",
-                subagent.as_str()
-            ));
+            return Err(RoleError::Empty { subagent, named });
         }
         Ok(text)
     }
@@ -244,7 +268,7 @@ impl Tasks<'_> {
         };
         let role = match self.role(task.subagent_type) {
             Ok(role) => role,
-            Err(message) => return failed_early(message),
+            Err(error) => return failed_early(error.to_string()),
         };
         let mut provider = match (self.providers)(&model.client) {
             Ok(provider) => provider,
@@ -367,26 +391,26 @@ fn outcome(report: &RunReport, memory: &SharedMemory) -> (TaskStatus, String) {
         (TaskStatus::Partial, text)
     };
     match &report.ending {
-        Ending::Completed => (TaskStatus::Ok, report.answer.clone().unwrap_or_default()),
-        Ending::Cancelled => (
+        RunEnding::Completed => (TaskStatus::Ok, report.answer.clone().unwrap_or_default()),
+        RunEnding::Cancelled => (
             TaskStatus::Cancelled,
             "the user stopped the run (Ctrl-C) before the sub-agent finished".to_owned(),
         ),
-        Ending::ClientFailed(error) => (
+        RunEnding::ClientFailed(error) => (
             TaskStatus::Failed,
             format!("the sub-agent's model API failed: {error}"),
         ),
-        Ending::Incomplete(why) => partial(&format!(
+        RunEnding::Incomplete(why) => partial(&format!(
             "{why}, and its last turn ended without agent.complete"
         )),
-        Ending::EmptyReply(reason) => partial(&format!(
+        RunEnding::EmptyReply(reason) => partial(&format!(
             "its model sent empty replies (finish_reason {reason})"
         )),
-        Ending::TooManyViolations(detail) => {
+        RunEnding::TooManyViolations(detail) => {
             partial(&format!("too many invalid replies: {detail}"))
         }
-        Ending::MaxTurns => partial("it reached its turn limit"),
-        Ending::Answered => partial("it answered without agent.complete"),
+        RunEnding::MaxTurns => partial("it reached its turn limit"),
+        RunEnding::Answered => partial("it answered without agent.complete"),
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::contain::{self, ContainError, Prepared};
+use super::super::contain::{self, ContainError, PreparedContainment};
 use super::capture::{self, SharedCapture, Stream};
 use super::cgroup::CallGroup;
 use super::tree::{self, RunId};
@@ -30,13 +30,13 @@ enum Event {
 
 /// What has been reported so far.
 #[derive(Default)]
-struct Progress {
+struct ChildProgress {
     status: Option<io::Result<ExitStatus>>,
     stdout_closed: bool,
     stderr_closed: bool,
 }
 
-impl Progress {
+impl ChildProgress {
     fn record(&mut self, event: Event) {
         match event {
             Event::Closed(Stream::Stdout) => self.stdout_closed = true,
@@ -52,7 +52,7 @@ impl Progress {
 
 /// How the watching ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
+enum WaitEnding {
     /// The main child exited and both pipes closed.
     Complete,
     /// The main child exited, but a pipe stayed open past [`PIPE_GRACE`].
@@ -95,9 +95,9 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     }
     drop(events);
 
-    let mut progress = Progress::default();
+    let mut progress = ChildProgress::default();
     let ending = watch(&received, deadline, spec.cancel.as_deref(), &mut progress);
-    if ending == Ending::Complete {
+    if ending == WaitEnding::Complete {
         tree::sweep_after_exit(pid, &run, group.as_ref());
     } else {
         tree::kill_run(pid, progress.status.is_none(), &run, group.as_ref());
@@ -138,7 +138,7 @@ fn outcome(
     spec: &ProcessSpec,
     status: Option<io::Result<ExitStatus>>,
     [stdout, stderr]: [&SharedCapture; 2],
-    ending: Ending,
+    ending: WaitEnding,
     started: Instant,
 ) -> Result<ProcessOutcome, ProcessError> {
     let status = status.transpose().map_err(|error| ProcessError::Io {
@@ -150,8 +150,8 @@ fn outcome(
         signal: status.and_then(|status| status.signal()),
         stdout: capture::lock(stdout).output(),
         stderr: capture::lock(stderr).output(),
-        timed_out: ending == Ending::TimedOut,
-        cancelled: ending == Ending::Cancelled,
+        timed_out: ending == WaitEnding::TimedOut,
+        cancelled: ending == WaitEnding::Cancelled,
         duration: started.elapsed(),
     })
 }
@@ -163,15 +163,15 @@ fn watch(
     received: &Receiver<Event>,
     deadline: Option<Instant>,
     cancel: Option<&AtomicBool>,
-    progress: &mut Progress,
-) -> Ending {
+    progress: &mut ChildProgress,
+) -> WaitEnding {
     let mut grace_end = None;
     loop {
         if progress.is_complete() {
-            return Ending::Complete;
+            return WaitEnding::Complete;
         }
         if cancel.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
-            return Ending::Cancelled;
+            return WaitEnding::Cancelled;
         }
         if progress.status.is_some() && grace_end.is_none() {
             grace_end = Some(Instant::now() + PIPE_GRACE);
@@ -191,10 +191,12 @@ fn watch(
             Ok(event) => progress.record(event),
             Err(RecvTimeoutError::Timeout) if until.is_some_and(|u| Instant::now() < u) => {}
             Err(RecvTimeoutError::Timeout) if until.is_none() => {}
-            Err(RecvTimeoutError::Timeout) if grace_end.is_some() => return Ending::PipeHeldOpen,
-            Err(RecvTimeoutError::Timeout) => return Ending::TimedOut,
+            Err(RecvTimeoutError::Timeout) if grace_end.is_some() => {
+                return WaitEnding::PipeHeldOpen;
+            }
+            Err(RecvTimeoutError::Timeout) => return WaitEnding::TimedOut,
             // Every watcher is gone without completing the picture (a watcher died): clean up.
-            Err(RecvTimeoutError::Disconnected) => return Ending::PipeHeldOpen,
+            Err(RecvTimeoutError::Disconnected) => return WaitEnding::PipeHeldOpen,
         }
     }
 }
@@ -206,7 +208,7 @@ fn watch(
 fn spawn(
     spec: &ProcessSpec,
     run: &RunId,
-    prepared: Option<&mut Prepared>,
+    prepared: Option<&mut PreparedContainment>,
 ) -> Result<(Child, Option<CallGroup>), ProcessError> {
     let mut command = Command::new(&spec.program);
     command

@@ -8,7 +8,7 @@ pub mod task;
 
 use std::path::PathBuf;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural};
 pub use super::tool::{Notebook, TaskRunner};
@@ -61,6 +61,32 @@ impl Tool for AgentComplete {
     }
 }
 
+/// The arguments of `agent.todo`: the whole list, replacing the one before.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TodoArgs {
+    /// The items, in the model's order (the schema allows 0 to 100).
+    pub items: Vec<TodoArgItem>,
+}
+
+/// One item of `agent.todo`'s list, as the schema allows it (the notebook refuses a blank one).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TodoArgItem {
+    /// What to do, in one line.
+    pub content: String,
+    /// `pending`, `in_progress` or `done`.
+    pub status: String,
+}
+
+/// The arguments of `agent.note`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoteArgs {
+    /// The information to keep (the notebook refuses a blank one).
+    pub note: String,
+}
+
 /// `agent.todo` in the registry.
 pub struct AgentTodo;
 
@@ -68,34 +94,26 @@ pub struct AgentTodo;
 pub struct AgentNote;
 
 impl Tool for AgentTodo {
-    type Args = Map<String, Value>;
+    type Args = TodoArgs;
     const NAME: ToolName = ToolName::AgentTodo;
 
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::AgentMemory
     }
 
-    fn effects<'a>(&self, _args: &'a Map<String, Value>) -> Effects<'a> {
+    fn effects<'a>(&self, _args: &'a TodoArgs) -> Effects<'a> {
         Effects::default()
     }
 
-    fn subject(&self, args: &Map<String, Value>, _roots: &[PathBuf]) -> String {
-        let count = args
-            .get("items")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        plural(count, "item")
+    fn subject(&self, args: &TodoArgs, _roots: &[PathBuf]) -> String {
+        plural(args.items.len(), "item")
     }
 
     fn summary(&self, output: &ToolOutput) -> String {
         body_line(output)
     }
 
-    fn run(
-        &self,
-        context: &ToolContext<'_>,
-        args: &Map<String, Value>,
-    ) -> Result<ToolOutput, ToolError> {
+    fn run(&self, context: &ToolContext<'_>, args: &TodoArgs) -> Result<ToolOutput, ToolError> {
         notebook(context, Self::NAME)?
             .replace_todos(args)
             .map(saved)
@@ -103,30 +121,26 @@ impl Tool for AgentTodo {
 }
 
 impl Tool for AgentNote {
-    type Args = Map<String, Value>;
+    type Args = NoteArgs;
     const NAME: ToolName = ToolName::AgentNote;
 
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::AgentMemory
     }
 
-    fn effects<'a>(&self, _args: &'a Map<String, Value>) -> Effects<'a> {
+    fn effects<'a>(&self, _args: &'a NoteArgs) -> Effects<'a> {
         Effects::default()
     }
 
-    fn subject(&self, args: &Map<String, Value>, _roots: &[PathBuf]) -> String {
-        first_line(args.get("note").and_then(Value::as_str).unwrap_or_default())
+    fn subject(&self, args: &NoteArgs, _roots: &[PathBuf]) -> String {
+        first_line(&args.note)
     }
 
     fn summary(&self, output: &ToolOutput) -> String {
         body_line(output)
     }
 
-    fn run(
-        &self,
-        context: &ToolContext<'_>,
-        args: &Map<String, Value>,
-    ) -> Result<ToolOutput, ToolError> {
+    fn run(&self, context: &ToolContext<'_>, args: &NoteArgs) -> Result<ToolOutput, ToolError> {
         notebook(context, Self::NAME)?.add_note(args).map(saved)
     }
 }

@@ -25,10 +25,10 @@ pub struct ChmodArgs {
 pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError> {
     let current = sandbox.mode_of(&args.path)?;
     let is_dir = sandbox.metadata(&args.path).is_ok_and(|m| m.is_dir());
-    let mode = apply_mode(&args.mode, current, is_dir).map_err(|message| {
+    let mode = apply_mode(&args.mode, current, is_dir).map_err(|error| {
         ToolError::new(
-            ErrorCode::InvalidArgs,
-            format!("fs.chmod: {message}"),
+            error.code(),
+            format!("fs.chmod: {error}"),
             Some("use an octal mode such as \"644\" or a symbolic one such as \"u+x,go-w\""),
         )
     })?;
@@ -44,18 +44,57 @@ pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError>
     })
 }
 
+/// Why a mode is not one `fs.chmod` can apply.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModeError {
+    /// Octal digits that make no mode.
+    #[error("{0:?} is not an octal mode")]
+    NotOctal(String),
+    /// A symbolic clause without an operator.
+    #[error("{0:?} has no +, - or =")]
+    NoOperator(String),
+    /// A class other than `u`, `g`, `o` and `a`.
+    #[error("unknown class {class:?} in {clause:?}")]
+    UnknownClass {
+        /// The class as written.
+        class: char,
+        /// The clause holding it.
+        clause: String,
+    },
+    /// A permission other than `r`, `w`, `x`, `X`, `s` and `t`.
+    #[error("unknown permission {permission:?} in {clause:?}")]
+    UnknownPermission {
+        /// The permission as written.
+        permission: char,
+        /// The clause holding it.
+        clause: String,
+    },
+}
+
+impl ModeError {
+    /// The protocol's code for it: the model wrote a wrong argument.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ModeError::NotOctal(_)
+            | ModeError::NoOperator(_)
+            | ModeError::UnknownClass { .. }
+            | ModeError::UnknownPermission { .. } => ErrorCode::InvalidArgs,
+        }
+    }
+}
+
 /// The new mode: `text` octal, or symbolic clauses applied to `current` (`X` sets execute only
 /// for directories or files that already have an execute bit). `s` and `t` are accepted here and
 /// refused by the sandbox, so the error names the real reason.
-pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, String> {
+pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, ModeError> {
     if !text.is_empty() && text.len() <= 4 && text.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-        return u32::from_str_radix(text, 8).map_err(|e| e.to_string());
+        return u32::from_str_radix(text, 8).map_err(|_| ModeError::NotOctal(text.to_owned()));
     }
     let mut mode = current & 0o7777;
     for clause in text.split(',') {
         let operator_at = clause
             .find(['+', '-', '='])
-            .ok_or_else(|| format!("{clause:?} has no +, - or ="))?;
+            .ok_or_else(|| ModeError::NoOperator(clause.to_owned()))?;
         let (who, rest) = clause.split_at(operator_at);
         let operator = rest.as_bytes()[0];
         let perms = &rest[1..];
@@ -66,7 +105,12 @@ pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, String>
                 'g' => 0o2070,
                 'o' => 0o1007,
                 'a' => 0o7777,
-                other => return Err(format!("unknown class {other:?} in {clause:?}")),
+                other => {
+                    return Err(ModeError::UnknownClass {
+                        class: other,
+                        clause: clause.to_owned(),
+                    });
+                }
             };
         }
         if who_mask == 0 {
@@ -82,7 +126,12 @@ pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, String>
                 'X' => 0,
                 's' => 0o6000,
                 't' => 0o1000,
-                other => return Err(format!("unknown permission {other:?} in {clause:?}")),
+                other => {
+                    return Err(ModeError::UnknownPermission {
+                        permission: other,
+                        clause: clause.to_owned(),
+                    });
+                }
             };
         }
         let bits = bits & who_mask;

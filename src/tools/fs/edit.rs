@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::{DiffTag, TextDiff};
 
-use self::apply::{Applied, Edit, Failure, LineEndings};
+use self::apply::{Edit, EditFailure, EditedText, LineEndings};
 use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, Sandbox, WriteMode, sha256_hex};
 use crate::tools::fs::omission;
@@ -181,7 +181,7 @@ fn read_original(sandbox: &Sandbox, path: &str) -> Result<Original, ToolError> {
 }
 
 /// A `no_match` or `ambiguous_match`, naming the edit; the closest lines go in the body.
-fn explain_failure(path: &str, edits: &[EditArg], failure: Failure) -> ToolError {
+fn explain_failure(path: &str, edits: &[EditArg], failure: EditFailure) -> ToolError {
     // Later edits apply to what the earlier ones made.
     let where_ = |index: usize| match index {
         0 => path.to_owned(),
@@ -189,7 +189,7 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: Failure) -> ToolError
         _ => format!("{path} after edits[0] to edits[{}]", index - 1),
     };
     match failure {
-        Failure::Ambiguous {
+        EditFailure::Ambiguous {
             index,
             count,
             lines,
@@ -215,7 +215,7 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: Failure) -> ToolError
                 ),
             )
         }
-        Failure::Secret { index } => ToolError::new(
+        EditFailure::Secret { index } => ToolError::new(
             ErrorCode::DeniedByPolicy,
             format!(
                 "edits[{index}].oldText overlaps a secret's text in {} (a value flycode masks as ***); an edit may not change part of a secret, since that would show the rest of it; nothing was changed",
@@ -225,7 +225,7 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: Failure) -> ToolError
                 "leave the masked text whole: edit around it, or ask the user to change the secret themselves",
             ),
         ),
-        Failure::NoMatch { index, closest } => {
+        EditFailure::NoMatch { index, closest } => {
             let lines = edits
                 .get(index)
                 .map_or(0, |e| e.old_text.lines().count().max(1));
@@ -334,7 +334,12 @@ struct Written {
 }
 
 /// The result: the unified diff as the body.
-fn output(args: &EditArgs, original: &Original, applied: &Applied, written: Written) -> ToolOutput {
+fn output(
+    args: &EditArgs,
+    original: &Original,
+    applied: &EditedText,
+    written: Written,
+) -> ToolOutput {
     let old = display_text(&original.text);
     let new = display_text(&applied.text);
     let diff = TextDiff::from_lines(old.as_ref(), new.as_ref());

@@ -42,22 +42,22 @@ fn default_depth() -> u32 {
 
 /// What an entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Kind {
+enum ListedKind {
     Directory,
     File { size: u64 },
     Link { target: String },
     Other { what: &'static str },
 }
 
-struct Entry {
+struct ListedEntry {
     relative: PathBuf,
-    kind: Kind,
+    kind: ListedKind,
 }
 
 /// A listing in progress: what is kept, and why it stopped early, if it did.
-struct Walk<'a> {
+struct ListingWalk<'a> {
     matcher: Option<&'a GlobMatcher>,
-    entries: Vec<Entry>,
+    entries: Vec<ListedEntry>,
     visited: usize,
     max_entries: usize,
     max_visited: usize,
@@ -109,7 +109,7 @@ fn run_with(
         .filter(|relative| !relative.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .collect();
-    let mut walk = Walk {
+    let mut walk = ListingWalk {
         matcher: matcher.as_ref(),
         entries: Vec::new(),
         visited: 0,
@@ -122,9 +122,9 @@ fn run_with(
     Ok(output(&resolved.absolute, walk))
 }
 
-fn output(root: &Path, mut walk: Walk<'_>) -> ToolOutput {
+fn output(root: &Path, mut walk: ListingWalk<'_>) -> ToolOutput {
     walk.entries.sort_by(|a, b| a.relative.cmp(&b.relative));
-    let shown: Vec<&Entry> = walk.entries.iter().collect();
+    let shown: Vec<&ListedEntry> = walk.entries.iter().collect();
     let truncated = walk.stop.is_some();
     let body = render(root, &shown, &walk);
     let mut data = json!({
@@ -158,7 +158,7 @@ fn matches_name(matcher: &GlobMatcher, relative: &Path) -> bool {
         .is_some_and(|name| matcher.is_match(name))
 }
 
-impl Walk<'_> {
+impl ListingWalk<'_> {
     /// Collects the entries below `dir` (whose path relative to the listed directory is
     /// `prefix`) that match, descending into every directory to `depth` whether it matches or not.
     fn list(&mut self, dir: &Dir, prefix: &Path, depth: u32) {
@@ -188,7 +188,7 @@ impl Walk<'_> {
                     return;
                 }
                 let kind = kind_of(dir, &name, &entry, &file_type);
-                self.entries.push(Entry {
+                self.entries.push(ListedEntry {
                     relative: relative.clone(),
                     kind,
                 });
@@ -205,21 +205,21 @@ fn kind_of(
     name: &OsString,
     entry: &cap_std::fs::DirEntry,
     file_type: &cap_std::fs::FileType,
-) -> Kind {
+) -> ListedKind {
     if file_type.is_symlink() {
         let target = dir
             .read_link_contents(name)
             .map(|t| t.display().to_string())
             .unwrap_or_else(|_| "?".to_owned());
-        Kind::Link { target }
+        ListedKind::Link { target }
     } else if file_type.is_dir() {
-        Kind::Directory
+        ListedKind::Directory
     } else if file_type.is_file() {
-        Kind::File {
+        ListedKind::File {
             size: entry.metadata().map(|m| m.len()).unwrap_or(0),
         }
     } else {
-        Kind::Other {
+        ListedKind::Other {
             what: other_kind(file_type),
         }
     }
@@ -243,7 +243,7 @@ fn other_kind(file_type: &cap_std::fs::FileType) -> &'static str {
     "other"
 }
 
-fn render(root: &Path, entries: &[&Entry], walk: &Walk<'_>) -> String {
+fn render(root: &Path, entries: &[&ListedEntry], walk: &ListingWalk<'_>) -> String {
     let mut out = format!("{}/\n", root.display().to_string().trim_end_matches('/'));
     let (mut dirs, mut files, mut links, mut others, mut bytes) = (0, 0, 0, 0, 0u64);
     for entry in entries {
@@ -251,21 +251,21 @@ fn render(root: &Path, entries: &[&Entry], walk: &Walk<'_>) -> String {
             crate::protocol::display::escape_for_display(&entry.relative.display().to_string())
                 .into_owned();
         match &entry.kind {
-            Kind::Directory => {
+            ListedKind::Directory => {
                 dirs += 1;
                 out.push_str(&format!("{name}/\n"));
             }
-            Kind::File { size } => {
+            ListedKind::File { size } => {
                 files += 1;
                 bytes += size;
                 out.push_str(&format!("{name}  {size}\n"));
             }
-            Kind::Link { target } => {
+            ListedKind::Link { target } => {
                 links += 1;
                 let target = crate::protocol::display::escape_for_display(target);
                 out.push_str(&format!("{name} -> {target}\n"));
             }
-            Kind::Other { what } => {
+            ListedKind::Other { what } => {
                 others += 1;
                 out.push_str(&format!("{name}  ({what})\n"));
             }
@@ -300,13 +300,13 @@ fn render(root: &Path, entries: &[&Entry], walk: &Walk<'_>) -> String {
     out
 }
 
-fn entry_json(entry: &Entry) -> Value {
+fn entry_json(entry: &ListedEntry) -> Value {
     let path = entry.relative.display().to_string();
     match &entry.kind {
-        Kind::Directory => json!({"path": path, "type": "directory"}),
-        Kind::File { size } => json!({"path": path, "type": "file", "size": size}),
-        Kind::Link { target } => json!({"path": path, "type": "link", "target": target}),
-        Kind::Other { what } => json!({"path": path, "type": what}),
+        ListedKind::Directory => json!({"path": path, "type": "directory"}),
+        ListedKind::File { size } => json!({"path": path, "type": "file", "size": size}),
+        ListedKind::Link { target } => json!({"path": path, "type": "link", "target": target}),
+        ListedKind::Other { what } => json!({"path": path, "type": what}),
     }
 }
 

@@ -40,14 +40,14 @@ pub const SNIFF_BYTES: usize = 8 * 1024;
 
 /// The sizes a read works with; the unit tests shrink them to reach block boundaries.
 #[derive(Clone, Copy, Debug)]
-struct Plan {
+struct ReadPlan {
     whole_up_to: u64,
     block: usize,
     sniff: usize,
     max_part: u64,
 }
 
-const PLAN: Plan = Plan {
+const PLAN: ReadPlan = ReadPlan {
     whole_up_to: WHOLE_READ_BYTES,
     block: BLOCK_BYTES,
     sniff: SNIFF_BYTES,
@@ -129,7 +129,7 @@ impl Shown {
 }
 
 /// A part read from a streamed file.
-struct Part {
+struct ReadPart {
     bytes: Vec<u8>,
     shown: Shown,
 }
@@ -152,7 +152,7 @@ pub fn run(sandbox: &Sandbox, args: &ReadArgs, secrets: &Secrets) -> Result<Tool
 fn run_with(
     sandbox: &Sandbox,
     args: &ReadArgs,
-    plan: &Plan,
+    plan: &ReadPlan,
     secrets: &Secrets,
 ) -> Result<ToolOutput, ToolError> {
     let selection = selection(args)?;
@@ -334,7 +334,7 @@ fn select_whole(
 /// each side, no more): a secret the part's edge cuts is masked as far as the part shows it.
 fn mask_streamed<R: Read + Seek>(
     file: &mut R,
-    part: &mut Part,
+    part: &mut ReadPart,
     secrets: &Secrets,
     path: &str,
 ) -> Result<(), ToolError> {
@@ -386,9 +386,9 @@ fn read_part<R: Read + Seek>(
     size: u64,
     selection: Selection,
     encoding: Encoding,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Part, ToolError> {
+) -> Result<ReadPart, ToolError> {
     let text = encoding == Encoding::Utf8;
     if text {
         sniff(file, plan, path)?;
@@ -435,7 +435,7 @@ fn seek<R: Seek>(file: &mut R, offset: u64, path: &str) -> Result<(), ToolError>
 /// A streamed file must look like text from its start: UTF-8 (a character cut by the end of the
 /// sniffed block is fine) without a NUL byte. Otherwise a `tail` of a binary file could pass for
 /// text when its last bytes happen to be valid.
-fn sniff<R: Read + Seek>(file: &mut R, plan: &Plan, path: &str) -> Result<(), ToolError> {
+fn sniff<R: Read + Seek>(file: &mut R, plan: &ReadPlan, path: &str) -> Result<(), ToolError> {
     seek(file, 0, path)?;
     let mut buf = vec![0; plan.sniff];
     let got = read_full(file, &mut buf, path)?;
@@ -514,9 +514,9 @@ fn forward_chars<R: Read + Seek>(
     file: &mut R,
     from: u64,
     to: Option<u64>,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Part, ToolError> {
+) -> Result<ReadPart, ToolError> {
     seek(file, 0, path)?;
     let mut buf = vec![0; plan.block];
     // `pending` starts at file offset `pos`, after `chars` characters; it holds the bytes of a
@@ -525,7 +525,7 @@ fn forward_chars<R: Read + Seek>(
     let (mut pos, mut chars) = (0u64, 0u64);
     let mut part = Vec::new();
     let mut part_start = None;
-    let done = |part: Vec<u8>, part_start: Option<u64>, end: u64| Part {
+    let done = |part: Vec<u8>, part_start: Option<u64>, end: u64| ReadPart {
         shown: Shown {
             start: Some(from),
             end: Some(end),
@@ -560,7 +560,7 @@ fn forward_chars<R: Read + Seek>(
             let start = from.min(total);
             let end = to.unwrap_or(total).clamp(start, total);
             let part_start = part_start.unwrap_or(pos);
-            return Ok(Part {
+            return Ok(ReadPart {
                 shown: Shown {
                     start: Some(start),
                     end: Some(end),
@@ -605,9 +605,9 @@ fn backward_chars<R: Read + Seek>(
     file: &mut R,
     size: u64,
     n: u64,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Part, ToolError> {
+) -> Result<ReadPart, ToolError> {
     // Blocks from the end backwards: the last one read is the earliest in the file.
     let mut blocks: Vec<Vec<u8>> = Vec::new();
     let (mut start, mut starts, mut collected) = (size, 0u64, 0u64);
@@ -664,7 +664,7 @@ fn backward_chars<R: Read + Seek>(
     } else {
         (None, None, None)
     };
-    Ok(Part {
+    Ok(ReadPart {
         shown: Shown {
             start: first,
             end: last,
@@ -681,9 +681,9 @@ fn forward_lines<R: Read + Seek>(
     file: &mut R,
     first: u64,
     last: Option<u64>,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Part, ToolError> {
+) -> Result<ReadPart, ToolError> {
     // As for a file read whole, an end before the start shows the first line.
     let last = last.map(|last| last.max(first));
     seek(file, 0, path)?;
@@ -723,7 +723,7 @@ fn forward_lines<R: Read + Seek>(
                 }
                 let start = part_start.unwrap_or(pos);
                 let last = last.unwrap_or(first);
-                return Ok(Part {
+                return Ok(ReadPart {
                     shown: Shown {
                         start: Some(first),
                         end: Some(last),
@@ -748,7 +748,7 @@ fn forward_lines<R: Read + Seek>(
     let total = newlines + u64::from(last_byte.is_some_and(|b| b != b'\n'));
     let span = line_span(first, last, total)?;
     let start = part_start.unwrap_or(pos);
-    Ok(Part {
+    Ok(ReadPart {
         shown: Shown {
             start: Some(span.0),
             end: Some(span.1),
@@ -765,9 +765,9 @@ fn byte_span<R: Read + Seek>(
     file: &mut R,
     size: u64,
     selection: Selection,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Part, ToolError> {
+) -> Result<ReadPart, ToolError> {
     let (start, end) = char_span(selection, size);
     if end - start > plan.max_part {
         return Err(part_too_large(path));
@@ -777,7 +777,7 @@ fn byte_span<R: Read + Seek>(
     let got = read_full(file, &mut bytes, path)?;
     bytes.truncate(got);
     let end = start + got as u64;
-    Ok(Part {
+    Ok(ReadPart {
         shown: Shown {
             bytes: Some((start, end, size)),
             ..Shown::exact(Span {
@@ -791,14 +791,14 @@ fn byte_span<R: Read + Seek>(
 }
 
 /// What `includeMeta` reports of the content: its size, lines and hash.
-struct Summary {
+struct ReadSummary {
     size: u64,
     lines: u64,
     sha256: String,
 }
 
-fn bytes_summary(bytes: &[u8]) -> Summary {
-    Summary {
+fn bytes_summary(bytes: &[u8]) -> ReadSummary {
+    ReadSummary {
         size: bytes.len() as u64,
         lines: count_newlines(bytes) + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n")),
         sha256: hex::encode(Sha256::digest(bytes)),
@@ -809,9 +809,9 @@ fn bytes_summary(bytes: &[u8]) -> Summary {
 /// (time does not: the whole file is read).
 fn stream_summary<R: Read + Seek>(
     file: &mut R,
-    plan: &Plan,
+    plan: &ReadPlan,
     path: &str,
-) -> Result<Summary, ToolError> {
+) -> Result<ReadSummary, ToolError> {
     seek(file, 0, path)?;
     let mut buf = vec![0; plan.block];
     let (mut size, mut newlines, mut last_byte) = (0u64, 0u64, None);
@@ -826,7 +826,7 @@ fn stream_summary<R: Read + Seek>(
         last_byte = buf[..got].last().copied();
         size += got as u64;
     }
-    Ok(Summary {
+    Ok(ReadSummary {
         size,
         lines: newlines + u64::from(last_byte.is_some_and(|b| b != b'\n')),
         sha256: hex::encode(hasher.finalize()),
@@ -986,7 +986,7 @@ fn select_lines(text: &str, first: u64, last: Option<u64>) -> Result<(&str, Span
     Ok((&text[span], shown))
 }
 
-fn meta_of(summary: &Summary, metadata: &std::fs::Metadata) -> Value {
+fn meta_of(summary: &ReadSummary, metadata: &std::fs::Metadata) -> Value {
     #[cfg(unix)]
     let permissions = {
         use std::os::unix::fs::PermissionsExt;
@@ -1240,8 +1240,8 @@ mod tests {
     }
 
     /// A plan that streams every partial read, in blocks of `block` bytes.
-    fn tiny(block: usize) -> Plan {
-        Plan {
+    fn tiny(block: usize) -> ReadPlan {
+        ReadPlan {
             whole_up_to: 0,
             block,
             sniff: 5,
@@ -1253,7 +1253,7 @@ mod tests {
         bytes: &[u8],
         selection: Selection,
         encoding: Encoding,
-        plan: &Plan,
+        plan: &ReadPlan,
     ) -> Result<(String, Shown), ToolError> {
         let mut cursor = std::io::Cursor::new(bytes.to_vec());
         let part = read_part(
@@ -1466,7 +1466,7 @@ mod tests {
 
     #[test]
     fn a_streamed_part_has_the_same_size_limit_as_a_whole_read() {
-        let plan = Plan {
+        let plan = ReadPlan {
             max_part: 8,
             ..tiny(3)
         };

@@ -22,7 +22,7 @@ use crate::tools::tool::{
 use crate::tools::{Limits, ToolError, ToolOutput};
 
 pub use body::seed_size;
-use body::{Cut, Report};
+use body::{Cut, ReadManyReport};
 
 /// The arguments of `fs.readMany` (see `protocol/schemas/fs.readMany.json`).
 #[derive(Debug, Deserialize)]
@@ -61,7 +61,7 @@ pub fn run(
     Ok(output)
 }
 
-fn output_of(report: &Report) -> ToolOutput {
+fn output_of(report: &ReadManyReport) -> ToolOutput {
     let files: Vec<Value> = report
         .files
         .iter()
@@ -107,7 +107,7 @@ fn output_of(report: &Report) -> ToolOutput {
 }
 
 /// Every entry failed: the first one's code, a message naming them all, and the body.
-fn all_failed(report: &Report, output: ToolOutput) -> ToolError {
+fn all_failed(report: &ReadManyReport, output: ToolOutput) -> ToolError {
     const NAMED: usize = 5;
     let code = report
         .errors

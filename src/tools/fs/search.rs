@@ -78,7 +78,7 @@ use thiserror::Error;
 use crate::protocol::ErrorCode;
 use crate::sandbox::mask::{MaskingReader, Secrets};
 use order::{Collector, Gate};
-use walk::{Target, Walk};
+use walk::{DirWalk, WalkTarget};
 
 pub use bound::parse_rfc3339_bound;
 pub use list::{Listing, list_files, open_dir_start};
@@ -306,9 +306,9 @@ impl<'a> Query<'a> {
             skip,
         } = start;
         let (base, source) = match target {
-            Target::Dir(dir) => {
+            WalkTarget::Dir(dir) => {
                 let entries = walk::list(&dir).map_err(io_error)?;
-                let walk = Walk {
+                let walk = DirWalk {
                     dir,
                     entries,
                     ancestors,
@@ -316,9 +316,9 @@ impl<'a> Query<'a> {
                     root: allowed_root,
                     skip,
                 };
-                (root, Source::Walk(walk))
+                (root, RootSource::Walk(walk))
             }
-            Target::File(file) => (root.parent().unwrap_or(root), Source::File(file)),
+            WalkTarget::File(file) => (root.parent().unwrap_or(root), RootSource::File(file)),
         };
         let names = NameFilter {
             glob: build_glob(base, request.glob.as_deref())?,
@@ -330,8 +330,8 @@ impl<'a> Query<'a> {
         };
         let limit = request.limit.max(1);
         let gate = Gate::default();
-        let (job_tx, job_rx) = mpsc::channel::<Job>();
-        let (result_tx, result_rx) = mpsc::channel::<(usize, Vec<Outcome>)>();
+        let (job_tx, job_rx) = mpsc::channel::<SearchJob>();
+        let (result_tx, result_rx) = mpsc::channel::<(usize, Vec<FileOutcome>)>();
         let job_rx = Mutex::new(job_rx);
         let mut collector = Collector::new(limit, request.context_lines);
         let threads = thread::available_parallelism()
@@ -360,8 +360,8 @@ impl<'a> Query<'a> {
             thread::Builder::new()
                 .name("fs.search walk".into())
                 .spawn_scoped(scope, move || match source {
-                    Source::File(file) => hand_out_file(file, root, names, &job_tx),
-                    Source::Walk(walk) => walk.run(root, names, job_tx, gate),
+                    RootSource::File(file) => hand_out_file(file, root, names, &job_tx),
+                    RootSource::Walk(walk) => walk.run(root, names, job_tx, gate),
                 })
                 .map_err(io_error)?;
             // Ctrl-C stops the workers and the walk as the limit does. The watcher is woken when
@@ -397,14 +397,14 @@ impl<'a> Query<'a> {
 }
 
 /// What the walk thread goes through: one opened file, or a directory and its first listing.
-enum Source {
+enum RootSource {
     File(File),
-    Walk(Walk),
+    Walk(DirWalk),
 }
 
 /// The search path is a single file: it is searched if the glob (against its name) and the
 /// extensions let it through.
-fn hand_out_file(file: File, path: &Path, names: &NameFilter, jobs: &mpsc::Sender<Job>) {
+fn hand_out_file(file: File, path: &Path, names: &NameFilter, jobs: &mpsc::Sender<SearchJob>) {
     let name = path.file_name().map_or(path, Path::new);
     let globbed = names
         .glob
@@ -415,7 +415,7 @@ fn hand_out_file(file: File, path: &Path, names: &NameFilter, jobs: &mpsc::Sende
             file,
             path: path.to_path_buf(),
         }];
-        let _ = jobs.send(Job { first: 0, items });
+        let _ = jobs.send(SearchJob { first: 0, items });
     }
 }
 
@@ -467,7 +467,7 @@ impl NameFilter {
 }
 
 /// Consecutive items of the walk, handed to one worker at once (fewer wake-ups than one by one).
-struct Job {
+struct SearchJob {
     /// The index of the first item in path order.
     first: usize,
     items: Vec<Item>,
@@ -488,7 +488,7 @@ enum Item {
 }
 
 /// What searching one file gave.
-enum Outcome {
+enum FileOutcome {
     Hits { path: PathBuf, hits: FileHits },
     Binary,
     Skipped,
@@ -498,8 +498,8 @@ enum Outcome {
 /// A worker: takes batches from `jobs` and sends back what each file gave, until there are no
 /// more or the search has stopped.
 fn search_files(
-    jobs: &Mutex<mpsc::Receiver<Job>>,
-    results: mpsc::Sender<(usize, Vec<Outcome>)>,
+    jobs: &Mutex<mpsc::Receiver<SearchJob>>,
+    results: mpsc::Sender<(usize, Vec<FileOutcome>)>,
     matcher: &RegexMatcher,
     request: &SearchRequest,
     limit: usize,
@@ -520,7 +520,7 @@ fn search_files(
                 return;
             }
             outcomes.push(match item {
-                Item::Unreadable => Outcome::Unreadable,
+                Item::Unreadable => FileOutcome::Unreadable,
                 Item::File { dir, name, path } => {
                     let opened = walk::open_file(&dir, &name);
                     // This file no longer holds its directory open (the last one closes it).
@@ -548,12 +548,12 @@ fn search_file(
     request: &SearchRequest,
     cap: usize,
     gate: &Gate,
-) -> Outcome {
+) -> FileOutcome {
     let Ok((file, meta)) = opened else {
-        return Outcome::Unreadable;
+        return FileOutcome::Unreadable;
     };
     if !meta.is_file() || !passes_metadata(&meta, request) {
-        return Outcome::Skipped;
+        return FileOutcome::Skipped;
     }
     let mut sink = HitSink {
         hits: FileHits::default(),
@@ -562,12 +562,12 @@ fn search_file(
     };
     let reader = MaskingReader::new(StoppableReader { file, gate }, &request.secrets);
     match searcher.search_reader(matcher, reader, &mut sink) {
-        Ok(()) if sink.binary => Outcome::Binary,
-        Ok(()) => Outcome::Hits {
+        Ok(()) if sink.binary => FileOutcome::Binary,
+        Ok(()) => FileOutcome::Hits {
             path,
             hits: sink.hits,
         },
-        Err(_) => Outcome::Unreadable,
+        Err(_) => FileOutcome::Unreadable,
     }
 }
 
@@ -606,7 +606,7 @@ impl Read for StoppableReader<'_> {
 
 /// How a line of one file's hits came to be reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+enum HitKind {
     Match,
     Before,
     After,
@@ -616,7 +616,7 @@ enum Kind {
 struct Hit {
     line_number: u64,
     text: String,
-    kind: Kind,
+    kind: HitKind,
 }
 
 /// The lines one file gave, with at most `cap` matches.
@@ -636,7 +636,7 @@ struct HitSink {
 }
 
 impl HitSink {
-    fn push(&mut self, bytes: &[u8], line_number: Option<u64>, kind: Kind) {
+    fn push(&mut self, bytes: &[u8], line_number: Option<u64>, kind: HitKind) {
         self.hits.lines.push(Hit {
             line_number: line_number.unwrap_or(0),
             text: line_text(bytes),
@@ -656,7 +656,7 @@ impl Sink for HitSink {
                 return Ok(false);
             }
             self.hits.matches += 1;
-            self.push(line, number, Kind::Match);
+            self.push(line, number, HitKind::Match);
             number = number.map(|n| n + 1);
         }
         Ok(true)
@@ -664,10 +664,10 @@ impl Sink for HitSink {
 
     fn context(&mut self, _: &Searcher, context: &SinkContext<'_>) -> Result<bool, io::Error> {
         let kind = match context.kind() {
-            SinkContextKind::Before => Kind::Before,
-            SinkContextKind::After | SinkContextKind::Other => Kind::After,
+            SinkContextKind::Before => HitKind::Before,
+            SinkContextKind::After | SinkContextKind::Other => HitKind::After,
         };
-        if kind == Kind::Before && self.hits.matches == self.cap {
+        if kind == HitKind::Before && self.hits.matches == self.cap {
             // Context before a match is only reported when that match follows.
             self.hits.more = true;
             return Ok(false);

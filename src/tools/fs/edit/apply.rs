@@ -87,7 +87,7 @@ pub struct Edit<'a> {
 
 /// The edited text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Applied {
+pub struct EditedText {
     /// The text after every edit.
     pub text: String,
     /// Occurrences replaced, all edits together.
@@ -96,7 +96,7 @@ pub struct Applied {
 
 /// Why the edits could not be applied; `index` is the failing edit's.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub enum EditFailure {
     /// Its oldText does not occur.
     NoMatch {
         /// The edit.
@@ -130,7 +130,7 @@ pub fn apply(
     endings: LineEndings,
     edits: &[Edit<'_>],
     secrets: &Secrets,
-) -> Result<Applied, Failure> {
+) -> Result<EditedText, EditFailure> {
     let mut current = text.to_owned();
     let mut replacements = 0;
     for (index, edit) in edits.iter().enumerate() {
@@ -147,25 +147,25 @@ pub fn apply(
             let mut masked = current.clone().into_bytes();
             secrets.mask_bytes(&mut masked);
             let masked = String::from_utf8_lossy(&masked);
-            return Err(Failure::NoMatch {
+            return Err(EditFailure::NoMatch {
                 index,
                 closest: closest_lines(&masked, edit.old),
             });
         };
         if offsets.len() > 1 && !edit.all {
-            return Err(Failure::Ambiguous {
+            return Err(EditFailure::Ambiguous {
                 index,
                 count: offsets.len(),
                 lines: line_numbers(&current, &offsets[..offsets.len().min(SHOWN_OCCURRENCES)]),
             });
         }
         if touches_secret(&current, &offsets, old.len(), secrets) {
-            return Err(Failure::Secret { index });
+            return Err(EditFailure::Secret { index });
         }
         current = splice(&current, &offsets, old.len(), new);
         replacements += offsets.len();
     }
-    Ok(Applied {
+    Ok(EditedText {
         text: current,
         replacements,
     })
@@ -218,7 +218,11 @@ mod tests {
     const KEY: &str = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
 
     /// Applies with no secret set.
-    fn apply(text: &str, endings: LineEndings, edits: &[Edit<'_>]) -> Result<Applied, Failure> {
+    fn apply(
+        text: &str,
+        endings: LineEndings,
+        edits: &[Edit<'_>],
+    ) -> Result<EditedText, EditFailure> {
         super::apply(text, endings, edits, &Secrets::from_values(Vec::new()))
     }
 
@@ -236,12 +240,16 @@ mod tests {
             edit("9\n", "\n"),
             edit(KEY, ""),
         ] {
-            assert_eq!(with(&[edit]), Err(Failure::Secret { index: 0 }), "{edit:?}");
+            assert_eq!(
+                with(&[edit]),
+                Err(EditFailure::Secret { index: 0 }),
+                "{edit:?}"
+            );
         }
         // A later edit is judged on the text the earlier ones left.
         assert_eq!(
             with(&[edit("config", "settings"), edit("AbCd", "AbXCd")]),
-            Err(Failure::Secret { index: 1 })
+            Err(EditFailure::Secret { index: 1 })
         );
         // Text around the key is the model's to change.
         let applied = with(&[edit("key: ", "api_key: "), edit("config:\n", "")]).unwrap();
@@ -255,7 +263,7 @@ mod tests {
         let line = format!("{} key = {KEY}", "x".repeat(190));
         let text = format!("{line}\n");
         let old = format!("{} key = nothing", "x".repeat(190));
-        let Err(Failure::NoMatch { closest, .. }) =
+        let Err(EditFailure::NoMatch { closest, .. }) =
             super::apply(&text, LineEndings::Lf, &[edit(&old, "y")], &secrets)
         else {
             panic!("expected no match");
@@ -322,7 +330,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             failure,
-            Failure::Ambiguous {
+            EditFailure::Ambiguous {
                 index: 1,
                 count: 3,
                 lines: vec![2, 3, 5]
@@ -349,7 +357,7 @@ mod tests {
             &[edit("run()", "go()"), edit("    go ();", "")],
         )
         .unwrap_err();
-        let Failure::NoMatch { index, closest } = failure else {
+        let EditFailure::NoMatch { index, closest } = failure else {
             panic!("{failure:?}");
         };
         assert_eq!(index, 1);

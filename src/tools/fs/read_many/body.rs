@@ -12,7 +12,7 @@ use crate::sandbox::{RootedPath, Sandbox, sha256_hex};
 use crate::tools::ToolError;
 use crate::tools::secrets::{Edge, Secrets};
 
-use super::plan::{EntryError, MAX_FILES, Planned};
+use super::plan::{EntryError, MAX_FILES, PlannedRead};
 
 /// Room kept for the tail when nothing else is known: section titles, the summary, and one
 /// "… and N more" line per list.
@@ -55,7 +55,7 @@ pub struct FileShown {
 
 /// What a call read and the body that shows it.
 #[derive(Debug, Default)]
-pub struct Report {
+pub struct ReadManyReport {
     /// Seed 001's body.
     pub body: String,
     /// The files shown, in order.
@@ -68,7 +68,7 @@ pub struct Report {
     pub more_matches: Vec<String>,
 }
 
-impl Report {
+impl ReadManyReport {
     /// The bytes shown, over all files.
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.shown_bytes).sum()
@@ -105,13 +105,13 @@ pub fn seed_size(bytes: u64) -> String {
 /// Reads the files of `plan` in order until `cap` bytes of body are used, and renders the body.
 pub fn read_planned(
     sandbox: &Sandbox,
-    plan: &[Planned],
+    plan: &[PlannedRead],
     cap: usize,
     max_per_file: Option<u64>,
     cancel: Option<&AtomicBool>,
     secrets: &Secrets,
-) -> Result<Report, ToolError> {
-    let mut report = Report::default();
+) -> Result<ReadManyReport, ToolError> {
+    let mut report = ReadManyReport::default();
     let mut files_part = String::new();
     // What the tail would need for the steps from i on, were they all listed.
     let mut pending = vec![0_usize; plan.len() + 1];
@@ -122,16 +122,16 @@ pub fn read_planned(
     let mut stopped = false;
     for (i, step) in plan.iter().enumerate() {
         let (path, rooted, from_glob) = match step {
-            Planned::Error(error) => {
+            PlannedRead::Error(error) => {
                 errors_len += listed_len(step);
                 report.errors.push(error.clone());
                 continue;
             }
-            Planned::MoreMatches { pattern } => {
+            PlannedRead::MoreMatches { pattern } => {
                 report.more_matches.push(pattern.clone());
                 continue;
             }
-            Planned::File {
+            PlannedRead::File {
                 path,
                 rooted,
                 from_glob,
@@ -198,7 +198,7 @@ pub fn read_planned(
                 write_section(&mut files_part, &shown, &text, per_file);
                 report.files.push(shown);
             }
-            Err(Unreadable::Binary { offset }) => {
+            Err(UnreadableFile::Binary { offset }) => {
                 let error = if from_glob {
                     EntryError {
                         path: path.clone(),
@@ -217,7 +217,7 @@ pub fn read_planned(
                 errors_len += error_line(&error).len();
                 report.errors.push(error);
             }
-            Err(Unreadable::Io(error)) => {
+            Err(UnreadableFile::Io(error)) => {
                 let error = EntryError {
                     path: path.clone(),
                     code: ErrorCode::IoError,
@@ -257,7 +257,7 @@ struct Text {
     sha256: Option<String>,
 }
 
-enum Unreadable {
+enum UnreadableFile {
     /// A NUL byte, or bytes that are not UTF-8, at this offset.
     Binary {
         offset: usize,
@@ -268,13 +268,13 @@ enum Unreadable {
 /// Reads at most `limit` bytes (and a margin more, to learn whether there is more and to mask a
 /// secret the limit cuts), as UTF-8; a character cut at the limit is left out. Secrets are
 /// masked in what is shown, with the bytes after it in view (PROTOCOL.md §9 (Secrets and masking)).
-fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Text, Unreadable> {
+fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Text, UnreadableFile> {
     let beyond = (secrets.margin() as u64).max(1);
     let capacity = usize::try_from(size.min(limit.saturating_add(beyond))).unwrap_or(0);
     let mut bytes = Vec::with_capacity(capacity);
     file.take(limit.saturating_add(beyond))
         .read_to_end(&mut bytes)
-        .map_err(Unreadable::Io)?;
+        .map_err(UnreadableFile::Io)?;
     let whole = bytes.len() as u64 <= limit;
     let mut shown_len = bytes
         .len()
@@ -282,7 +282,7 @@ fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Tex
     // `contains` on bytes is a memchr; the position is looked for only when there is one.
     if bytes[..shown_len].contains(&0) {
         let offset = bytes.iter().position(|b| *b == 0).unwrap_or(0);
-        return Err(Unreadable::Binary { offset });
+        return Err(UnreadableFile::Binary { offset });
     }
     let size = if whole {
         bytes.len() as u64
@@ -292,7 +292,7 @@ fn read_text(file: File, size: u64, limit: u64, secrets: &Secrets) -> Result<Tex
     if let Err(utf8) = std::str::from_utf8(&bytes[..shown_len]) {
         // Only a character cut in two at the limit may be left out; anything else is binary.
         if whole || utf8.error_len().is_some() {
-            return Err(Unreadable::Binary {
+            return Err(UnreadableFile::Binary {
                 offset: utf8.valid_up_to(),
             });
         }
@@ -362,17 +362,17 @@ fn error_line(error: &EntryError) -> String {
 }
 
 /// How long a step's line would be in the tail, were it listed there.
-fn listed_len(step: &Planned) -> usize {
+fn listed_len(step: &PlannedRead) -> usize {
     match step {
-        Planned::File { path, .. } => path.len() + 4,
-        Planned::Error(error) => error_line(error).len(),
-        Planned::MoreMatches { pattern } => pattern.len() + 4,
+        PlannedRead::File { path, .. } => path.len() + 4,
+        PlannedRead::Error(error) => error_line(error).len(),
+        PlannedRead::MoreMatches { pattern } => pattern.len() + 4,
     }
 }
 
 /// Errors, what was not read and the summary, within `budget` bytes when it can: lists stop
 /// with `- … and N more` where they would not fit; the summary is always whole.
-fn render_tail(report: &Report, budget: usize) -> String {
+fn render_tail(report: &ReadManyReport, budget: usize) -> String {
     let mut summary = format!(
         "--- Summary ---\nTotal: {}, {}\nErrors: {}\n",
         crate::tools::tool::plural(report.files.len(), "file"),

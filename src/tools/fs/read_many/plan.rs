@@ -19,7 +19,7 @@ pub const MAX_FILES: usize = 1000;
 
 /// One step of the plan, in the order the paths were given.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Planned {
+pub enum PlannedRead {
     /// A file to read.
     File {
         /// Its resolved absolute path, as shown.
@@ -117,7 +117,7 @@ pub fn plan(
     paths: &[String],
     exclude: &GlobSet,
     cancel: Option<&AtomicBool>,
-) -> Vec<Planned> {
+) -> Vec<PlannedRead> {
     let mut planner = Planner {
         sandbox,
         exclude,
@@ -154,12 +154,12 @@ struct Planner<'a> {
     /// Paths as given already planned (a repeated missing path is one error).
     seen_inputs: HashSet<&'a str>,
     files: usize,
-    steps: Vec<Planned>,
+    steps: Vec<PlannedRead>,
 }
 
 impl Planner<'_> {
     fn error(&mut self, path: &str, code: ErrorCode, reason: impl Into<String>) {
-        self.steps.push(Planned::Error(EntryError {
+        self.steps.push(PlannedRead::Error(EntryError {
             path: path.to_owned(),
             code,
             reason: reason.into(),
@@ -168,9 +168,10 @@ impl Planner<'_> {
 
     fn refusal(&mut self, given: &str, error: SandboxError) {
         let error = ToolError::from(error);
-        self.steps.push(Planned::Error(EntryError::from_tool_error(
-            given, given, &error,
-        )));
+        self.steps
+            .push(PlannedRead::Error(EntryError::from_tool_error(
+                given, given, &error,
+            )));
     }
 
     /// Plans a file unless it is planned already; false once the plan is full.
@@ -180,7 +181,7 @@ impl Planner<'_> {
         }
         if self.seen.insert(rooted.absolute.clone()) {
             self.files += 1;
-            self.steps.push(Planned::File {
+            self.steps.push(PlannedRead::File {
                 path: rooted.absolute.display().to_string(),
                 rooted,
                 from_glob,
@@ -200,7 +201,7 @@ impl Planner<'_> {
             ),
             Ok(path) => {
                 if !self.file(path, false) {
-                    self.steps.push(Planned::MoreMatches {
+                    self.steps.push(PlannedRead::MoreMatches {
                         pattern: given.to_owned(),
                     });
                 }
@@ -212,7 +213,7 @@ impl Planner<'_> {
         let (prefix, rest) = split_glob(pattern);
         let matcher = match glob_matcher(&rest) {
             Ok(matcher) => matcher,
-            Err(reason) => return self.error(pattern, ErrorCode::InvalidArgs, reason),
+            Err(error) => return self.error(pattern, error.code(), error.to_string()),
         };
         let (start, base) = match open_dir_start(self.sandbox, &prefix) {
             Ok(opened) => opened,
@@ -261,7 +262,7 @@ impl Planner<'_> {
             self.file(below(&base, &file), true);
         }
         if listing.stopped {
-            self.steps.push(Planned::MoreMatches {
+            self.steps.push(PlannedRead::MoreMatches {
                 pattern: pattern.to_owned(),
             });
         } else if matched == 0 {
@@ -312,11 +313,22 @@ pub fn split_glob(pattern: &str) -> (String, String) {
 
 /// The rest of a pattern, matched against paths relative to its prefix: `*` stays within one
 /// name, `**` crosses directories.
-fn glob_matcher(rest: &str) -> Result<GlobMatcher, String> {
+fn glob_matcher(rest: &str) -> Result<GlobMatcher, GlobError> {
     GlobBuilder::new(rest)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map(|glob| glob.compile_matcher())
-        .map_err(|e| format!("is not a valid glob: {}", e.kind()))
+        .map_err(|e| GlobError(e.kind().clone()))
+}
+
+/// A pattern of `paths` that is not a glob (`invalid_args`; the message follows the pattern).
+#[derive(Debug, thiserror::Error)]
+#[error("is not a valid glob: {0}")]
+struct GlobError(globset::ErrorKind);
+
+impl GlobError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::InvalidArgs
+    }
 }

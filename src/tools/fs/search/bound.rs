@@ -10,14 +10,34 @@ use std::time::SystemTime;
 
 use jiff::Timestamp;
 
+use crate::protocol::ErrorCode;
+
+/// A bound that is not an RFC 3339 date or date-time: a sentence for the model, naming the text
+/// and the accepted forms.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text:?} is not an RFC 3339 date or date-time ({why}); use e.g. \"2026-01-31\" or \"2026-01-31T12:00:00Z\""
+)]
+pub struct BoundError {
+    /// The bound as written.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl BoundError {
+    /// The protocol's code for it: the model wrote a wrong argument.
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::InvalidArgs
+    }
+}
+
 /// Parses an RFC 3339 date or date-time into an instant; `is_end` picks the end of the day for a
 /// date alone. The error is a sentence for the model, naming the text and the accepted forms.
-pub fn parse_rfc3339_bound(text: &str, is_end: bool) -> Result<SystemTime, String> {
-    let wrong = |why: &str| {
-        format!(
-            "{text:?} is not an RFC 3339 date or date-time ({why}); \
-             use e.g. \"2026-01-31\" or \"2026-01-31T12:00:00Z\""
-        )
+pub fn parse_rfc3339_bound(text: &str, is_end: bool) -> Result<SystemTime, BoundError> {
+    let wrong = |why: &str| BoundError {
+        text: text.to_owned(),
+        why: why.to_owned(),
     };
     let bytes = text.as_bytes();
     if bytes.len() < 10 || !is_date(&bytes[..10]) {
@@ -164,7 +184,7 @@ mod tests {
             "２０２６-01-31",
         ] {
             let err = parse_rfc3339_bound(text, false).unwrap_err();
-            assert!(err.contains("RFC 3339"), "{text:?}: {err}");
+            assert!(err.to_string().contains("RFC 3339"), "{text:?}: {err}");
         }
     }
 

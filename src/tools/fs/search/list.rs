@@ -1,6 +1,6 @@
 //! The files below a directory as fs.search walks them, without searching them: ignore files,
 //! hidden names, links never followed, every directory opened through its parent's handle (the
-//! same [`Walk`], `walk.rs`). For tools that select files by a pattern (fs.readMany's globs); it
+//! same [`DirWalk`], `walk.rs`). For tools that select files by a pattern (fs.readMany's globs); it
 //! must not read the files it lists.
 
 use std::io;
@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::thread;
 
 use super::order::Gate;
-use super::walk::{self, Start, Target, Walk};
-use super::{Item, Job, NameFilter};
+use super::walk::{self, DirWalk, Start, WalkTarget};
+use super::{Item, NameFilter, SearchJob};
 use crate::sandbox::{RootedPath, Sandbox, SandboxError};
 
 /// What a listing found.
@@ -59,8 +59,8 @@ pub fn list_files(
         skip,
     } = start;
     let dir = match target {
-        Target::Dir(dir) => dir,
-        Target::File(_) => {
+        WalkTarget::Dir(dir) => dir,
+        WalkTarget::File(_) => {
             if keep(shown) {
                 listing.files.push(shown.to_path_buf());
             }
@@ -68,7 +68,7 @@ pub fn list_files(
         }
     };
     let entries = walk::list(&dir)?;
-    let walk = Walk {
+    let walk = DirWalk {
         dir,
         entries,
         ancestors,
@@ -81,7 +81,7 @@ pub fn list_files(
         extensions: Vec::new(),
     };
     let gate = Gate::default();
-    let (jobs, received) = mpsc::channel::<Job>();
+    let (jobs, received) = mpsc::channel::<SearchJob>();
     thread::scope(|scope| -> io::Result<()> {
         let (names, gate) = (&names, &gate);
         thread::Builder::new()

@@ -90,7 +90,11 @@ impl Collector {
     }
 
     /// Takes outcomes until every file is reported or the limit is passed, then stops the rest.
-    pub(super) fn collect(&mut self, results: mpsc::Receiver<(usize, Vec<Outcome>)>, gate: &Gate) {
+    pub(super) fn collect(
+        &mut self,
+        results: mpsc::Receiver<(usize, Vec<FileOutcome>)>,
+        gate: &Gate,
+    ) {
         let mut pending = BTreeMap::new();
         let mut next = 0;
         'receive: for (first, outcomes) in results {
@@ -110,16 +114,16 @@ impl Collector {
     }
 
     /// Adds the next file's outcome, in path order.
-    pub(super) fn accept(&mut self, outcome: Outcome) {
+    pub(super) fn accept(&mut self, outcome: FileOutcome) {
         let (path, hits) = match outcome {
-            Outcome::Hits { path, hits } => (path, hits),
-            Outcome::Binary => {
+            FileOutcome::Hits { path, hits } => (path, hits),
+            FileOutcome::Binary => {
                 self.out.files_searched += 1;
                 self.out.binary_files += 1;
                 return;
             }
-            Outcome::Skipped => return,
-            Outcome::Unreadable => {
+            FileOutcome::Skipped => return,
+            FileOutcome::Unreadable => {
                 self.out.unreadable += 1;
                 return;
             }
@@ -138,8 +142,8 @@ impl Collector {
         let mut taken = 0;
         let mut cut = false;
         for hit in hits.lines {
-            let is_match = hit.kind == Kind::Match;
-            if taken == room && (is_match || hit.kind == Kind::Before) {
+            let is_match = hit.kind == HitKind::Match;
+            if taken == room && (is_match || hit.kind == HitKind::Before) {
                 cut = true;
                 break;
             }

@@ -16,22 +16,22 @@ use cap_std::fs::Dir;
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use super::walk::{Entry, Kind, open_file, open_subdir};
+use super::walk::{EntryKind, WalkEntry, open_file, open_subdir};
 use crate::sandbox::files::read_options;
 
 /// The names in one directory that the ignore rules care about, and what each one is.
 #[derive(Default)]
 pub(super) struct Markers {
-    rgignore: Option<Kind>,
-    ignore: Option<Kind>,
-    gitignore: Option<Kind>,
-    git: Option<Kind>,
-    jj: Option<Kind>,
+    rgignore: Option<EntryKind>,
+    ignore: Option<EntryKind>,
+    gitignore: Option<EntryKind>,
+    git: Option<EntryKind>,
+    jj: Option<EntryKind>,
 }
 
 impl Markers {
     /// The markers among a directory's entries (no system call).
-    pub(super) fn from_entries(entries: &[Entry]) -> Markers {
+    pub(super) fn from_entries(entries: &[WalkEntry]) -> Markers {
         let mut markers = Markers::default();
         for entry in entries {
             if let Some(kind) = entry.kind {
@@ -47,13 +47,13 @@ impl Markers {
         let mut markers = Markers::default();
         for name in [".rgignore", ".ignore", ".gitignore", ".git", ".jj"] {
             if let Ok(meta) = dir.symlink_metadata(name) {
-                markers.note(OsStr::new(name), Kind::of(&meta.file_type()));
+                markers.note(OsStr::new(name), EntryKind::of(&meta.file_type()));
             }
         }
         markers
     }
 
-    fn note(&mut self, name: &OsStr, kind: Kind) {
+    fn note(&mut self, name: &OsStr, kind: EntryKind) {
         let slot = match name.as_encoded_bytes() {
             b".rgignore" => &mut self.rgignore,
             b".ignore" => &mut self.ignore,
@@ -135,14 +135,14 @@ impl Rules {
             self.canonical
                 .join(path.strip_prefix(&self.shown).unwrap_or(path))
         };
-        let place = Place {
+        let place = RulePlace {
             dir,
             canonical: &canonical,
             shown: path,
         };
-        let exists = |kind: Option<Kind>, name: &str| match kind {
+        let exists = |kind: Option<EntryKind>, name: &str| match kind {
             None => false,
-            Some(Kind::Link) => self.followed_exists(&place, Path::new(name)),
+            Some(EntryKind::Link) => self.followed_exists(&place, Path::new(name)),
             Some(_) => true,
         };
         let has_git = exists(markers.git, ".git") || exists(markers.jj, ".jj");
@@ -150,7 +150,7 @@ impl Rules {
         let ignore = self.gitignore(&place, ".ignore", markers.ignore);
         let git = self.gitignore(&place, ".gitignore", markers.gitignore);
         let exclude = match markers.git {
-            None | Some(Kind::Other) => Gitignore::empty(),
+            None | Some(EntryKind::Other) => Gitignore::empty(),
             Some(kind) => self.exclude(&place, kind),
         };
         if !has_git
@@ -219,11 +219,11 @@ impl Rules {
 
     /// The ignore file `name` of a directory as a matcher rooted at the directory; empty when it
     /// is missing, not a regular file, or a link leading out of the root.
-    fn gitignore(&self, place: &Place<'_>, name: &str, kind: Option<Kind>) -> Gitignore {
+    fn gitignore(&self, place: &RulePlace<'_>, name: &str, kind: Option<EntryKind>) -> Gitignore {
         let file = match kind {
-            Some(Kind::File) => open_file(place.dir, OsStr::new(name)).ok().map(|(f, _)| f),
-            Some(Kind::Link) => self.open_followed(place, Path::new(name)),
-            Some(Kind::Dir | Kind::Other) | None => None,
+            Some(EntryKind::File) => open_file(place.dir, OsStr::new(name)).ok().map(|(f, _)| f),
+            Some(EntryKind::Link) => self.open_followed(place, Path::new(name)),
+            Some(EntryKind::Dir | EntryKind::Other) | None => None,
         };
         match file {
             Some(file) => build(place.shown, file),
@@ -233,16 +233,16 @@ impl Rules {
 
     /// `.git/info/exclude`, or for a linked worktree (`.git` a file naming its git directory) the
     /// exclude file of its repository, as ripgrep finds it.
-    fn exclude(&self, place: &Place<'_>, git: Kind) -> Gitignore {
+    fn exclude(&self, place: &RulePlace<'_>, git: EntryKind) -> Gitignore {
         let file = match git {
-            Kind::Dir => open_subdir(place.dir, OsStr::new(".git"))
+            EntryKind::Dir => open_subdir(place.dir, OsStr::new(".git"))
                 .and_then(|dot_git| open_subdir(&dot_git, OsStr::new("info")))
                 .and_then(|info| open_file(&info, OsStr::new("exclude")))
                 .ok()
                 .map(|(f, _)| f),
-            Kind::Link => self.open_followed(place, Path::new(".git/info/exclude")),
-            Kind::File => self.worktree_exclude(place),
-            Kind::Other => None,
+            EntryKind::Link => self.open_followed(place, Path::new(".git/info/exclude")),
+            EntryKind::File => self.worktree_exclude(place),
+            EntryKind::Other => None,
         };
         match file {
             Some(file) => build(place.shown, file),
@@ -253,7 +253,7 @@ impl Rules {
     /// A worktree's `.git` file says `gitdir: DIR`; `DIR/commondir` names the repository's git
     /// directory, whose `info/exclude` applies. Both are read through the root's handle, so only
     /// when they lie inside the root.
-    fn worktree_exclude(&self, place: &Place<'_>) -> Option<File> {
+    fn worktree_exclude(&self, place: &RulePlace<'_>) -> Option<File> {
         let (dot_git, _) = open_file(place.dir, OsStr::new(".git")).ok()?;
         let line = first_line(dot_git)?;
         let git_dir = place.canonical.join(line.strip_prefix("gitdir: ")?);
@@ -269,7 +269,7 @@ impl Rules {
     /// Opens `relative` below a directory, following links only where they stay inside the root
     /// (or, above the root, inside that directory), as the sandbox opens any file; a regular file
     /// only.
-    fn open_followed(&self, place: &Place<'_>, relative: &Path) -> Option<File> {
+    fn open_followed(&self, place: &RulePlace<'_>, relative: &Path) -> Option<File> {
         let inside = self.root.as_ref().and_then(|(root, root_path)| {
             let below = place.canonical.strip_prefix(root_path).ok()?;
             Some((root, below.join(relative)))
@@ -289,7 +289,7 @@ impl Rules {
     }
 
     /// Whether `relative` exists below a directory, links followed as [`Rules::open_followed`].
-    fn followed_exists(&self, place: &Place<'_>, relative: &Path) -> bool {
+    fn followed_exists(&self, place: &RulePlace<'_>, relative: &Path) -> bool {
         let inside = self.root.as_ref().and_then(|(root, root_path)| {
             let below = place.canonical.strip_prefix(root_path).ok()?;
             Some((root, below.join(relative)))
@@ -302,7 +302,7 @@ impl Rules {
 }
 
 /// A directory whose rules are being read: its handle, its link-free path, and its path as shown.
-struct Place<'a> {
+struct RulePlace<'a> {
     dir: &'a Dir,
     canonical: &'a Path,
     shown: &'a Path,

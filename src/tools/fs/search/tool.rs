@@ -58,7 +58,7 @@ pub fn search_in(
         text.as_deref()
             .map(|t| parse_rfc3339_bound(t, is_end))
             .transpose()
-            .map_err(|e| ToolError::new(ErrorCode::InvalidArgs, format!("fs.search: {e}"), None))
+            .map_err(|e| ToolError::new(e.code(), format!("fs.search: {e}"), None))
     };
     let mut request = SearchRequest::new(path.absolute.clone(), args.query.clone());
     request.regex = args.regex;

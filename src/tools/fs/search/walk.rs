@@ -18,7 +18,7 @@ use cap_std::fs::Dir;
 
 use super::order::Gate;
 use super::rules::{Level, Markers, Rules};
-use super::{BATCH, Item, Job, NameFilter, SearchError};
+use super::{BATCH, Item, NameFilter, SearchError, SearchJob};
 pub(super) use crate::sandbox::handles::{open_file, open_subdir};
 
 /// At most this many directories that are done being walked may still hold an open handle for
@@ -28,36 +28,36 @@ const MAX_OPEN_DIRS: usize = 256;
 
 /// What a directory entry is, as its directory listing says (a link is never looked through).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum EntryKind {
     File,
     Dir,
     Link,
     Other,
 }
 
-impl Kind {
-    pub(super) fn of(file_type: &cap_std::fs::FileType) -> Kind {
+impl EntryKind {
+    pub(super) fn of(file_type: &cap_std::fs::FileType) -> EntryKind {
         if file_type.is_symlink() {
-            Kind::Link
+            EntryKind::Link
         } else if file_type.is_dir() {
-            Kind::Dir
+            EntryKind::Dir
         } else if file_type.is_file() {
-            Kind::File
+            EntryKind::File
         } else {
-            Kind::Other
+            EntryKind::Other
         }
     }
 }
 
 /// One entry of a directory listing; `kind` is `None` when the entry could not be read.
-pub(super) struct Entry {
+pub(super) struct WalkEntry {
     pub(super) name: OsString,
-    pub(super) kind: Option<Kind>,
+    pub(super) kind: Option<EntryKind>,
 }
 
 /// The search path, opened through directory handles before the search starts.
 pub struct Start {
-    pub(super) target: Target,
+    pub(super) target: WalkTarget,
     /// The directories above a directory target, outermost first, with their link-free paths:
     /// only their ignore files are read.
     pub(super) ancestors: Vec<(PathBuf, Dir)>,
@@ -70,7 +70,7 @@ pub struct Start {
 }
 
 /// What the search path is.
-pub(super) enum Target {
+pub(super) enum WalkTarget {
     Dir(Dir),
     File(File),
 }
@@ -101,7 +101,7 @@ impl Start {
             ancestors.extend(descend(root, root_path, inside));
         }
         Start {
-            target: Target::Dir(dir),
+            target: WalkTarget::Dir(dir),
             ancestors,
             canonical,
             root: root.try_clone().ok().map(|r| (r, root_path.to_path_buf())),
@@ -119,7 +119,7 @@ impl Start {
     /// A single file, already opened for reading.
     pub fn file(file: File) -> Start {
         Start {
-            target: Target::File(file),
+            target: WalkTarget::File(file),
             ancestors: Vec::new(),
             canonical: PathBuf::new(),
             root: None,
@@ -140,7 +140,7 @@ impl Start {
         let Some((last, above)) = all.split_last() else {
             return Ok(Start {
                 root: slash.try_clone().ok().map(|r| (r, PathBuf::from("/"))),
-                target: Target::Dir(slash),
+                target: WalkTarget::Dir(slash),
                 ancestors: Vec::new(),
                 canonical,
                 skip: Vec::new(),
@@ -157,21 +157,21 @@ impl Start {
             Some((_, parent)) => parent.symlink_metadata(last).map_err(io_error)?.file_type(),
             None => return Err(io_error(io::ErrorKind::NotFound.into())),
         };
-        match Kind::of(&file_type) {
-            Kind::Dir => {
+        match EntryKind::of(&file_type) {
+            EntryKind::Dir => {
                 let Some((_, parent)) = ancestors.last() else {
                     return Err(io_error(io::ErrorKind::NotFound.into()));
                 };
                 let dir = open_subdir(parent, last).map_err(io_error)?;
                 Ok(Start {
-                    target: Target::Dir(dir),
+                    target: WalkTarget::Dir(dir),
                     ancestors,
                     canonical,
                     root,
                     skip: Vec::new(),
                 })
             }
-            Kind::File => {
+            EntryKind::File => {
                 let Some((_, parent)) = ancestors.pop() else {
                     return Err(io_error(io::ErrorKind::NotFound.into()));
                 };
@@ -179,10 +179,10 @@ impl Start {
                 Ok(Start::file(file))
             }
             // A link where the link-free path was a moment ago: it changed while being opened.
-            Kind::Link => Err(io_error(io::Error::other(
+            EntryKind::Link => Err(io_error(io::Error::other(
                 "the path was replaced by a link while it was opened",
             ))),
-            Kind::Other => Err(SearchError::SpecialFile {
+            EntryKind::Other => Err(SearchError::SpecialFile {
                 path: path.to_path_buf(),
             }),
         }
@@ -220,23 +220,23 @@ fn descend(start: Dir, start_path: &Path, names: &[&OsStr]) -> Vec<(PathBuf, Dir
 
 /// A directory's entries through its handle, sorted by name (entries that could not be read
 /// first, as `walkdir` sorts them).
-pub(super) fn list(dir: &Dir) -> io::Result<Vec<Entry>> {
+pub(super) fn list(dir: &Dir) -> io::Result<Vec<WalkEntry>> {
     let mut entries = Vec::new();
     for entry in dir.entries()? {
         entries.push(match entry {
             Ok(entry) => {
                 let name = entry.file_name();
                 let kind = match entry.file_type() {
-                    Ok(t) if t.is_file() || t.is_dir() || t.is_symlink() => Some(Kind::of(&t)),
+                    Ok(t) if t.is_file() || t.is_dir() || t.is_symlink() => Some(EntryKind::of(&t)),
                     // The listing did not say (or said something rare): ask without following.
                     _ => dir
                         .symlink_metadata(&name)
                         .ok()
-                        .map(|m| Kind::of(&m.file_type())),
+                        .map(|m| EntryKind::of(&m.file_type())),
                 };
-                Entry { name, kind }
+                WalkEntry { name, kind }
             }
-            Err(_) => Entry {
+            Err(_) => WalkEntry {
                 name: OsString::new(),
                 kind: None,
             },
@@ -251,14 +251,14 @@ struct Frame {
     dir: Arc<Dir>,
     path: PathBuf,
     level: Option<Arc<Level>>,
-    entries: std::vec::IntoIter<Entry>,
+    entries: std::vec::IntoIter<WalkEntry>,
     /// The index of the last file of this directory handed out.
     last_item: Option<usize>,
 }
 
 /// Hands out items in batches of [`BATCH`], never more than the gate allows ahead.
 struct Batcher<'a> {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<SearchJob>,
     gate: &'a Gate,
     first: usize,
     items: Vec<Item>,
@@ -286,7 +286,7 @@ impl Batcher<'_> {
             return false;
         }
         let items = std::mem::replace(&mut self.items, Vec::with_capacity(BATCH));
-        let job = Job {
+        let job = SearchJob {
             first: self.first,
             items,
         };
@@ -296,9 +296,9 @@ impl Batcher<'_> {
 }
 
 /// The walk below the search directory, its first listing already read.
-pub(super) struct Walk {
+pub(super) struct DirWalk {
     pub(super) dir: Dir,
-    pub(super) entries: Vec<Entry>,
+    pub(super) entries: Vec<WalkEntry>,
     /// The rest of the [`Start`]: the directories above, the link-free path, the root.
     pub(super) ancestors: Vec<(PathBuf, Dir)>,
     pub(super) canonical: PathBuf,
@@ -306,7 +306,7 @@ pub(super) struct Walk {
     pub(super) skip: Vec<PathBuf>,
 }
 
-impl Walk {
+impl DirWalk {
     /// Walks the directory (shown as `shown`) in path order (names sorted, a directory's contents
     /// right after its name) and hands out the files to search until the walk ends or the search
     /// stops.
@@ -314,10 +314,10 @@ impl Walk {
         self,
         shown: &Path,
         names: &NameFilter,
-        jobs: mpsc::Sender<Job>,
+        jobs: mpsc::Sender<SearchJob>,
         gate: &Gate,
     ) {
-        let Walk {
+        let DirWalk {
             dir,
             entries,
             ancestors,
@@ -365,10 +365,10 @@ impl Walk {
                 continue;
             };
             let kind = match entry.kind {
-                Some(Kind::File) => Kind::File,
-                Some(Kind::Dir) => Kind::Dir,
+                Some(EntryKind::File) => EntryKind::File,
+                Some(EntryKind::Dir) => EntryKind::Dir,
                 // Links are never followed; FIFOs, sockets and devices are never opened.
-                Some(Kind::Link | Kind::Other) => continue,
+                Some(EntryKind::Link | EntryKind::Other) => continue,
                 None => {
                     if !batcher.push(Item::Unreadable) {
                         return;
@@ -377,7 +377,7 @@ impl Walk {
                 }
             };
             let path = frame.path.join(&entry.name);
-            let is_dir = kind == Kind::Dir;
+            let is_dir = kind == EntryKind::Dir;
             if skip.contains(&path) {
                 continue;
             }
