@@ -76,6 +76,7 @@ pub mod layers;
 mod loosen;
 pub mod range;
 pub mod reply_limit;
+pub mod setting;
 pub mod show;
 pub mod trust;
 
@@ -369,7 +370,7 @@ impl Config {
                 .get(key)
                 .and_then(|applied| applied.sources.first())
                 .and_then(|source| match source {
-                    layers::Source::File { path, line } => Some((path.clone(), *line)),
+                    setting::Source::File { path, line } => Some((path.clone(), *line)),
                     _ => None,
                 })
                 .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))

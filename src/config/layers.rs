@@ -8,50 +8,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::file::{Entry, Key, ParsedFile};
+use super::setting::{Applied, Source};
 use super::trust::TrustStore;
 use super::{ConfigError, loosen};
 use crate::sandbox::protect::CONFIG_FILE_NAME;
-use crate::sandbox::write::sha256_hex;
-
-/// Where a setting's value comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// flycode's default.
-    Default,
-    /// A line of a file.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// The 1-based line.
-        line: usize,
-    },
-    /// An environment variable.
-    Variable(String),
-    /// A command-line flag.
-    Flag(String),
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Default => f.write_str("default"),
-            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Source::Variable(name) => write!(f, "variable {name}"),
-            Source::Flag(flag) => write!(f, "flag {flag}"),
-        }
-    }
-}
-
-/// A setting as the layers left it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Applied {
-    /// The value (for `protected` and `secret_env`, every layer's items together).
-    pub value: toml::Value,
-    /// The lines it comes from (several for the lists that add up).
-    pub sources: Vec<Source>,
-    /// The folder of the file that set it: relative paths in it are relative to this.
-    pub base: PathBuf,
-}
+use crate::sandbox::sha256_hex;
 
 /// A setting of an untrusted project file that was not applied because it would loosen safety.
 #[derive(Clone, Debug, PartialEq)]

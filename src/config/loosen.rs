@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::file::{Entry, Key};
-use super::layers::Applied;
 use super::reply_limit::DEFAULT_MAX_REPLY_BYTES;
+use super::setting::Applied;
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
 use crate::tools::registry;
 use crate::tools::tool::ApprovalClass;

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::Config;
 use super::file::Key;
-use super::layers::{Layers, Source};
+use super::layers::Layers;
+use super::setting::Source;
 use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.
