@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::seal::{Key, Purpose, name_of};
+use super::seal::{Key, KeyError, Purpose, name_of};
 
 /// The state directory (not created here).
 pub fn state_dir() -> Option<PathBuf> {
@@ -33,6 +33,15 @@ pub fn state_dir() -> Option<PathBuf> {
         return std::env::var_os("LOCALAPPDATA").map(|dir| PathBuf::from(dir).join("flycode"));
     }
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state/flycode"))
+}
+
+impl Key {
+    /// The key of the state directory (made on first use), kept for the process's life. Here,
+    /// beside the state directory, so that [`super::seal`] knows keys but not where state lives.
+    pub fn of_state_dir() -> Result<Key, KeyError> {
+        let dir = state_dir().ok_or(KeyError::NoStateDir)?;
+        Key::in_dir(&dir)
+    }
 }
 
 /// Writes `bytes` to `path` through a hidden temporary file beside it and a rename, creating the
