@@ -123,7 +123,7 @@ pub trait TaskRunner: Send + Sync {
     /// the id of the `agent.task` call.
     fn run_task(
         &self,
-        task: &super::agent::TaskArgs,
+        task: &super::agent::task_args::TaskArgs,
         parent_call_id: Option<&str>,
     ) -> Result<ToolOutput, ToolError>;
 }

@@ -5,6 +5,7 @@
 //! are `unknown_tool`.
 
 pub mod task;
+pub mod task_args;
 
 use std::path::PathBuf;
 
@@ -14,7 +15,8 @@ use super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural}
 pub use super::tool::{Notebook, TaskRunner};
 use super::{ToolError, ToolOutput};
 use crate::protocol::{ErrorCode, ToolName};
-pub use task::{AgentTask, ModelChoice, SubagentType, TaskArgs};
+pub use task::AgentTask;
+pub use task_args::{ModelChoice, SubagentType, TaskArgs};
 
 /// `agent.complete` in the registry.
 pub struct AgentComplete;
