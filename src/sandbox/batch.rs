@@ -15,11 +15,14 @@ use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::files::Sandbox;
 use super::journal::{Journal, Operation, Target};
+use super::place::temp_name;
 use super::resolve::{LastComponent, RootedPath};
-use super::write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex, temp_name};
+use super::write::{HashMismatch, WriteOutcome};
+use super::write_mode::WriteMode;
 
 /// How many times a batch starts over after losing a race to create one of its files.
 const MAX_ATTEMPTS: usize = 100;
@@ -481,7 +484,7 @@ mod tests {
     use super::*;
     use crate::protocol::ErrorCode;
     use crate::sandbox::Roots;
-    use crate::sandbox::write::TEMP_PREFIX;
+    use crate::sandbox::place::TEMP_PREFIX;
 
     fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
         let temp = tempfile::tempdir().unwrap();

@@ -41,10 +41,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
+use super::place::TEMP_PREFIX;
 use super::seal::{Key, Purpose};
-use super::write::{TEMP_PREFIX, sha256_hex};
 
 /// The directory of the records, inside the state directory.
 const JOURNAL_DIR: &str = "journal";

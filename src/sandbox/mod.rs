@@ -31,9 +31,11 @@ pub mod secret_env;
 pub mod session;
 pub mod state;
 pub mod write;
+pub mod write_mode;
 
 pub use audit::{AuditEntry, AuditLog, RecentEntries};
 pub use batch::{BatchFile, BatchRefusal};
+pub use content_hash::sha256_hex;
 pub use error::SandboxError;
 pub use files::Sandbox;
 pub use ops::Removed;
@@ -42,4 +44,5 @@ pub use protect::Protection;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};
 pub use roots::{Roots, RootsError};
 pub use session::Session;
-pub use write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex};
+pub use write::{HashMismatch, WriteOutcome};
+pub use write_mode::WriteMode;

@@ -15,28 +15,17 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cap_std::fs::{Dir, OpenOptions};
-use sha2::{Digest, Sha256};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::files::Sandbox;
 use super::journal::{Journal, Operation, Target};
+use super::place::{TEMP_PREFIX, temp_name};
 use super::resolve::{LastComponent, RootedPath};
-
-/// Where a temporary file's name starts: hidden, and recognisable as flycode's.
-pub const TEMP_PREFIX: &str = ".flycode-tmp-";
-
-/// How to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteMode {
-    /// Replace the whole content atomically.
-    Overwrite,
-    /// Add to the end.
-    Append,
-}
+use super::write_mode::WriteMode;
 
 /// What a write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,11 +45,6 @@ pub struct WriteOutcome {
 pub struct HashMismatch {
     /// The current hash, or `(missing)`.
     pub actual: String,
-}
-
-/// The lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// How many times a write starts over after losing a creation race before it gives up.
@@ -270,18 +254,6 @@ fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxE
 /// memory map may not move until later).
 fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxError> {
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
-}
-
-/// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
-/// writer in it (so two writes in one process never pick the same name), and the final name.
-pub(crate) fn temp_name(name: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    PathBuf::from(format!(
-        "{TEMP_PREFIX}{}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        name.display()
-    ))
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
