@@ -30,6 +30,7 @@ pub mod seal;
 pub mod secret_env;
 pub mod session;
 pub mod state;
+pub mod walk;
 pub mod write;
 pub mod write_mode;
 

@@ -22,14 +22,15 @@
 //!   ripgrep searches a file named on its command line), but the filters below still apply to it,
 //!   the glob being matched against its file name.
 //!
-//! The walk stays inside through directory handles, never through path strings (`walk.rs`): the
-//! search path is opened by the sandbox from its root's handle, and from there every directory is
-//! opened relative to its parent's open handle, one name at a time and never following a link
+//! The walk stays inside through directory handles, never through path strings (`walk.rs`, on
+//! the shared [`crate::sandbox::walk`]): the search path is opened by the sandbox from its root's
+//! handle, and from there every directory is opened relative to its parent's open handle, one
+//! name at a time and never following a link
 //! (`openat` with `O_NOFOLLOW | O_DIRECTORY`), and listed through its own handle; every file is
 //! opened relative to its directory's handle (`O_NOFOLLOW | O_NONBLOCK`) and checked to be a
 //! regular file once open. A directory swapped for a link to somewhere else while the search runs
 //! therefore fails to open (and is skipped) instead of being followed: nothing outside is ever
-//! listed or read. The ignore files are read through the same handles (`rules.rs`), and decided
+//! listed or read. The ignore files are read through the same handles (`sandbox/walk/rules.rs`), and decided
 //! per entry with the `ignore` crate's matchers and its walker's precedence; those of the
 //! directories above the search path are opened the same way, from the root's handle inside the
 //! root and from `/` above it. A link to an ignore file is followed only inside the root, and a
@@ -48,7 +49,6 @@
 mod bound;
 mod list;
 mod order;
-mod rules;
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests;
@@ -77,13 +77,14 @@ use thiserror::Error;
 
 use crate::protocol::ErrorCode;
 use crate::sandbox::mask::{MaskingReader, Secrets};
+use crate::sandbox::walk::{self as tree, Target};
 use order::{Collector, Gate};
-use walk::{Target, Walk};
+use walk::Walk;
 
+pub use crate::sandbox::walk::Start;
 pub use bound::parse_rfc3339_bound;
 pub use list::{Listing, list_files, open_dir_start};
 pub use tool::{FsSearch, SearchArgs, run};
-pub use walk::Start;
 
 /// How often a running search looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(10);
@@ -307,7 +308,7 @@ impl<'a> Query<'a> {
         } = start;
         let (base, source) = match target {
             Target::Dir(dir) => {
-                let entries = walk::list(&dir).map_err(io_error)?;
+                let entries = tree::list(&dir).map_err(io_error)?;
                 let walk = Walk {
                     dir,
                     entries,
@@ -522,7 +523,7 @@ fn search_files(
             outcomes.push(match item {
                 Item::Unreadable => Outcome::Unreadable,
                 Item::File { dir, name, path } => {
-                    let opened = walk::open_file(&dir, &name);
+                    let opened = tree::open_file(&dir, &name);
                     // This file no longer holds its directory open (the last one closes it).
                     drop(dir);
                     search_file(&mut searcher, matcher, opened, path, request, limit, gate)

@@ -10,8 +10,9 @@ use std::sync::mpsc;
 use std::thread;
 
 use super::order::Gate;
-use super::walk::{self, Start, Target, Walk};
+use super::walk::Walk;
 use super::{Item, Job, NameFilter};
+use crate::sandbox::walk::{Start, Target, list};
 use crate::sandbox::{RootedPath, Sandbox, SandboxError};
 
 /// What a listing found.
@@ -67,7 +68,7 @@ pub fn list_files(
             return Ok(listing);
         }
     };
-    let entries = walk::list(&dir)?;
+    let entries = list(&dir)?;
     let walk = Walk {
         dir,
         entries,

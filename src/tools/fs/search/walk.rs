@@ -1,132 +1,34 @@
-//! The walk of `fs.search` through directory handles: every directory is opened relative to the
-//! already-open handle of its parent, one name at a time, never following a link (`openat` with
-//! `O_NOFOLLOW | O_DIRECTORY` on Unix), and listed through its own handle; files are opened the
-//! same way (`O_NOFOLLOW | O_NONBLOCK`) by the workers and checked once open. A directory swapped
+//! The walk of `fs.search` through directory handles ([`crate::sandbox::walk`]): every directory
+//! is opened relative to the already-open handle of its parent, one name at a time, never
+//! following a link (`openat` with `O_NOFOLLOW | O_DIRECTORY` on Unix), and listed through its
+//! own handle; files are opened the same way (`O_NOFOLLOW | O_NONBLOCK`) by the workers and
+//! checked once open. This file hands the files out in batches, in path order. A directory swapped
 //! for a link after it was listed therefore fails to open instead of leading elsewhere, and a
 //! directory renamed away after it was opened is still the one searched. No path string is ever
 //! resolved again once the search has started.
 
 use std::collections::VecDeque;
-use std::ffi::{OsStr, OsString};
-use std::fs::File;
+use std::ffi::OsStr;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use super::order::Gate;
-use super::rules::{Level, Markers, Rules};
 use super::{BATCH, Item, Job, NameFilter, SearchError};
-pub(super) use crate::sandbox::handles::{open_file, open_subdir};
+use crate::sandbox::walk::start::{descend, names};
+use crate::sandbox::walk::{
+    Entry, Kind, Level, Markers, Rules, Start, Target, first_level, list, open_file, open_subdir,
+};
 
 /// At most this many directories that are done being walked may still hold an open handle for
 /// files not yet reported (the walk waits for the report to catch up), which bounds the open
 /// descriptors whatever the shape of the tree.
 const MAX_OPEN_DIRS: usize = 256;
 
-/// What a directory entry is, as its directory listing says (a link is never looked through).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    File,
-    Dir,
-    Link,
-    Other,
-}
-
-impl Kind {
-    pub(super) fn of(file_type: &cap_std::fs::FileType) -> Kind {
-        if file_type.is_symlink() {
-            Kind::Link
-        } else if file_type.is_dir() {
-            Kind::Dir
-        } else if file_type.is_file() {
-            Kind::File
-        } else {
-            Kind::Other
-        }
-    }
-}
-
-/// One entry of a directory listing; `kind` is `None` when the entry could not be read.
-pub(super) struct Entry {
-    pub(super) name: OsString,
-    pub(super) kind: Option<Kind>,
-}
-
-/// The search path, opened through directory handles before the search starts.
-pub struct Start {
-    pub(super) target: Target,
-    /// The directories above a directory target, outermost first, with their link-free paths:
-    /// only their ignore files are read.
-    pub(super) ancestors: Vec<(PathBuf, Dir)>,
-    /// The directory target's link-free absolute path.
-    pub(super) canonical: PathBuf,
-    /// The root inside which a link to an ignore file may be followed, and its absolute path.
-    pub(super) root: Option<(Dir, PathBuf)>,
-    /// Link-free absolute paths the walk never enters or hands out: flycode's own files.
-    pub(super) skip: Vec<PathBuf>,
-}
-
-/// What the search path is.
-pub(super) enum Target {
-    Dir(Dir),
-    File(File),
-}
-
 impl Start {
-    /// A directory already opened inside the allowed root `root` (whose absolute path is
-    /// `root_path`), at `relative` below it; `canonical` is its link-free absolute path. The
-    /// directories above it are opened one name at a time without following links: inside the
-    /// root from the root's handle, above the root from `/`.
-    pub fn directory(
-        dir: Dir,
-        canonical: PathBuf,
-        root: &Dir,
-        root_path: &Path,
-        relative: &Path,
-    ) -> Start {
-        let mut ancestors = Vec::new();
-        let above = names(root_path);
-        if let Some((_, above)) = above.split_last()
-            && let Ok(slash) = Dir::open_ambient_dir("/", ambient_authority())
-        {
-            ancestors.extend(descend(slash, Path::new("/"), above));
-        }
-        let inside = names(relative);
-        if let Some((_, inside)) = inside.split_last()
-            && let Ok(root) = root.try_clone()
-        {
-            ancestors.extend(descend(root, root_path, inside));
-        }
-        Start {
-            target: Target::Dir(dir),
-            ancestors,
-            canonical,
-            root: root.try_clone().ok().map(|r| (r, root_path.to_path_buf())),
-            skip: Vec::new(),
-        }
-    }
-
-    /// The same start, never entering or handing out `paths` (link-free, absolute): flycode's
-    /// own directories and files ([`crate::sandbox::Protection::own_paths`]).
-    pub fn skipping(mut self, paths: Vec<PathBuf>) -> Start {
-        self.skip = paths;
-        self
-    }
-
-    /// A single file, already opened for reading.
-    pub fn file(file: File) -> Start {
-        Start {
-            target: Target::File(file),
-            ancestors: Vec::new(),
-            canonical: PathBuf::new(),
-            root: None,
-            skip: Vec::new(),
-        }
-    }
-
     /// Opens `path` with the process's own authority, for callers without a sandbox (benchmarks,
     /// the engine's tests): its link-free form is opened from `/` one name at a time.
     pub fn ambient(path: &Path) -> Result<Start, SearchError> {
@@ -187,63 +89,6 @@ impl Start {
             }),
         }
     }
-}
-
-/// The normal components of a path, as names.
-fn names(path: &Path) -> Vec<&OsStr> {
-    path.components()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `start` (at `start_path`) and the directories below it along `names`, each opened from the one
-/// before without following links; stops at the first that cannot be opened.
-fn descend(start: Dir, start_path: &Path, names: &[&OsStr]) -> Vec<(PathBuf, Dir)> {
-    let mut chain = Vec::with_capacity(names.len() + 1);
-    let mut path = start_path.to_path_buf();
-    let mut current = start;
-    for name in names {
-        let next = open_subdir(&current, name);
-        chain.push((path.clone(), current));
-        path.push(name);
-        match next {
-            Ok(next) => current = next,
-            Err(_) => return chain,
-        }
-    }
-    chain.push((path, current));
-    chain
-}
-
-/// A directory's entries through its handle, sorted by name (entries that could not be read
-/// first, as `walkdir` sorts them).
-pub(super) fn list(dir: &Dir) -> io::Result<Vec<Entry>> {
-    let mut entries = Vec::new();
-    for entry in dir.entries()? {
-        entries.push(match entry {
-            Ok(entry) => {
-                let name = entry.file_name();
-                let kind = match entry.file_type() {
-                    Ok(t) if t.is_file() || t.is_dir() || t.is_symlink() => Some(Kind::of(&t)),
-                    // The listing did not say (or said something rare): ask without following.
-                    _ => dir
-                        .symlink_metadata(&name)
-                        .ok()
-                        .map(|m| Kind::of(&m.file_type())),
-                };
-                Entry { name, kind }
-            }
-            Err(_) => Entry {
-                name: OsString::new(),
-                kind: None,
-            },
-        });
-    }
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(entries)
 }
 
 /// One directory being walked.
@@ -333,11 +178,7 @@ impl Walk {
             .map(|relative| shown.join(relative))
             .collect();
         let rules = Rules::new(shown.to_path_buf(), canonical, root);
-        let mut level = None;
-        for (path, ancestor) in ancestors {
-            level = rules.level(&ancestor, &path, &Markers::probe(&ancestor), true, level);
-        }
-        let level = rules.level(&dir, shown, &Markers::from_entries(&entries), false, level);
+        let level = first_level(&rules, ancestors, &dir, shown, &entries);
         let mut stack = vec![Frame {
             dir: Arc::new(dir),
             path: shown.to_path_buf(),
