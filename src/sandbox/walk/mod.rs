@@ -20,8 +20,8 @@ use cap_std::fs::Dir;
 pub use super::handles::{open_file, open_subdir};
 pub(crate) use entry::{Entry, Kind, list};
 pub(crate) use rules::{Level, Markers, Rules};
-pub use start::Start;
 pub(crate) use start::Target;
+pub use start::{Start, open_dir_start};
 
 /// The rules of the walk's first directory `dir` (shown as `shown`, its listing `entries`), on
 /// top of those of the directories above it: where every walk begins deciding what to hide.

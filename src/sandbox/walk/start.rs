@@ -10,8 +10,9 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use super::open_subdir;
+use crate::sandbox::{RootedPath, Sandbox, SandboxError};
 
-/// The search path, opened through directory handles before the search starts.
+/// Where a walk starts, opened through directory handles before the walk starts.
 pub struct Start {
     pub(crate) target: Target,
     /// The directories above a directory target, outermost first, with their link-free paths:
@@ -82,6 +83,22 @@ impl Start {
             skip: Vec::new(),
         }
     }
+}
+
+/// Opens the directory `input` through the sandbox, ready to be walked: a [`Start`] and its
+/// resolved path (the prefix of every path the walk gives).
+pub fn open_dir_start(sandbox: &Sandbox, input: &str) -> Result<(Start, RootedPath), SandboxError> {
+    let (dir, path) = sandbox.open_dir(input)?;
+    let root = sandbox.root_dir(&path);
+    let root_path = path
+        .absolute
+        .ancestors()
+        .nth(path.relative.components().count())
+        .unwrap_or(&path.absolute)
+        .to_path_buf();
+    let start = Start::directory(dir, path.absolute.clone(), root, &root_path, &path.relative)
+        .skipping(sandbox.protection().own_paths());
+    Ok((start, path))
 }
 
 /// The normal components of a path, as names.

@@ -82,8 +82,9 @@ use order::{Collector, Gate};
 use walk::Walk;
 
 pub use crate::sandbox::walk::Start;
+pub use crate::sandbox::walk::open_dir_start;
 pub use bound::parse_rfc3339_bound;
-pub use list::{Listing, list_files, open_dir_start};
+pub use list::{Listing, list_files};
 pub use tool::{FsSearch, SearchArgs, run};
 
 /// How often a running search looks at its cancel flag.

@@ -13,7 +13,6 @@ use super::order::Gate;
 use super::walk::Walk;
 use super::{Item, Job, NameFilter};
 use crate::sandbox::walk::{Start, Target, list};
-use crate::sandbox::{RootedPath, Sandbox, SandboxError};
 
 /// What a listing found.
 #[derive(Debug, Default)]
@@ -24,22 +23,6 @@ pub struct Listing {
     pub unreadable: usize,
     /// Whether the listing stopped at its limit with more files left to keep.
     pub stopped: bool,
-}
-
-/// Opens the directory `input` through the sandbox, ready to be listed: a [`Start`] and its
-/// resolved path (the prefix of every path the listing gives).
-pub fn open_dir_start(sandbox: &Sandbox, input: &str) -> Result<(Start, RootedPath), SandboxError> {
-    let (dir, path) = sandbox.open_dir(input)?;
-    let root = sandbox.root_dir(&path);
-    let root_path = path
-        .absolute
-        .ancestors()
-        .nth(path.relative.components().count())
-        .unwrap_or(&path.absolute)
-        .to_path_buf();
-    let start = Start::directory(dir, path.absolute.clone(), root, &root_path, &path.relative)
-        .skipping(sandbox.protection().own_paths());
-    Ok((start, path))
 }
 
 /// Lists the files below `start` (shown below `shown`) that `keep` accepts, in path order, up to
