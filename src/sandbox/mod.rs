@@ -24,6 +24,7 @@ pub(crate) mod place;
 mod privileges;
 pub mod process;
 pub mod protect;
+pub(crate) mod read;
 pub mod resolve;
 pub mod roots;
 pub mod seal;
