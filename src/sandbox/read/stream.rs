@@ -120,87 +120,126 @@ fn forward_chars<R: Read + Seek>(
 ) -> Result<Part, ReadError> {
     seek(file, 0)?;
     let mut buf = vec![0; plan.block];
-    // `pending` starts at file offset `pos`, after `chars` characters; it holds the bytes of a
-    // character cut by the end of the previous block, then the block just read.
-    let mut pending: Vec<u8> = Vec::new();
-    let (mut pos, mut chars) = (0u64, 0u64);
-    let mut part = Vec::new();
-    let mut part_start = None;
-    let done = |part: Vec<u8>, part_start: Option<u64>, end: u64| Part {
-        shown: Shown {
-            start: Some(from),
-            end: Some(end),
-            total: None,
-            count: end - from,
-            bytes: part_start.map(|start: u64| (start, start + part.len() as u64, 0)),
-        },
-        bytes: part,
+    let mut read = ForwardChars {
+        from,
+        to,
+        pending: Vec::new(),
+        pos: 0,
+        chars: 0,
+        part: Vec::new(),
+        part_start: None,
     };
     loop {
         if let Some(to) = to
-            && chars >= to
+            && read.chars >= to
         {
-            return Ok(done(part, part_start.or(Some(pos)), to));
+            return Ok(read.reached(to));
         }
-        // Read no more than the characters still wanted can take (4 bytes each), up to a block.
-        let wanted = if chars < from {
-            from - chars
-        } else {
-            to.map_or(u64::MAX, |to| to - chars)
-        };
-        let want = usize::try_from(wanted.saturating_mul(4))
-            .unwrap_or(usize::MAX)
-            .max(4)
-            .min(plan.block.max(1));
+        let want = read.next_read(plan.block);
         let got = read_full(file, &mut buf[..want])?;
         if got == 0 {
-            if !pending.is_empty() {
-                return Err(ReadError::NotUtf8 { offset: pos });
-            }
-            let total = chars;
-            let start = from.min(total);
-            let end = to.unwrap_or(total).clamp(start, total);
-            let part_start = part_start.unwrap_or(pos);
-            return Ok(Part {
-                shown: Shown {
-                    start: Some(start),
-                    end: Some(end),
-                    total: Some(total),
-                    count: end - start,
-                    bytes: Some((part_start, part_start + part.len() as u64, 0)),
-                },
-                bytes: part,
-            });
+            return read.at_end();
         }
-        pending.extend_from_slice(&buf[..got]);
-        let valid_len = match std::str::from_utf8(&pending) {
+        read.take(&buf[..got], plan)?;
+    }
+}
+
+/// A forward read of characters `from..to` under way.
+struct ForwardChars {
+    from: u64,
+    to: Option<u64>,
+    /// Starts at file offset `pos`, after `chars` characters: the bytes of a character cut by the
+    /// end of the previous block, then the block just read.
+    pending: Vec<u8>,
+    pos: u64,
+    chars: u64,
+    part: Vec<u8>,
+    part_start: Option<u64>,
+}
+
+impl ForwardChars {
+    /// How many bytes to read next: no more than the characters still wanted can take (4 bytes
+    /// each), up to a block.
+    fn next_read(&self, block: usize) -> usize {
+        let wanted = if self.chars < self.from {
+            self.from - self.chars
+        } else {
+            self.to.map_or(u64::MAX, |to| to - self.chars)
+        };
+        usize::try_from(wanted.saturating_mul(4))
+            .unwrap_or(usize::MAX)
+            .max(4)
+            .min(block.max(1))
+    }
+
+    /// Takes in the bytes just read: skips the characters before the part, keeps those in it.
+    fn take(&mut self, block: &[u8], plan: &Plan) -> Result<(), ReadError> {
+        self.pending.extend_from_slice(block);
+        let valid_len = match std::str::from_utf8(&self.pending) {
             Ok(text) => text.len(),
             Err(e) if e.error_len().is_none() => e.valid_up_to(),
             Err(e) => {
                 return Err(ReadError::NotUtf8 {
-                    offset: pos + e.valid_up_to() as u64,
+                    offset: self.pos + e.valid_up_to() as u64,
                 });
             }
         };
-        let text = std::str::from_utf8(&pending[..valid_len]).unwrap_or_default();
+        let text = std::str::from_utf8(&self.pending[..valid_len]).unwrap_or_default();
         let mut offset = 0;
-        if chars < from {
-            let (skipped, count) = advance(text, from - chars);
+        if self.chars < self.from {
+            let (skipped, count) = advance(text, self.from - self.chars);
             offset = skipped;
-            chars += count;
+            self.chars += count;
         }
-        if chars >= from {
-            part_start.get_or_insert(pos + offset as u64);
+        if self.chars >= self.from {
+            self.part_start.get_or_insert(self.pos + offset as u64);
             let rest = &text[offset..];
-            let (taken, count) = advance(rest, to.map_or(u64::MAX, |to| to - chars));
-            part.extend_from_slice(&rest.as_bytes()[..taken]);
-            chars += count;
-            if part.len() as u64 > plan.max_part {
+            let (taken, count) = advance(rest, self.to.map_or(u64::MAX, |to| to - self.chars));
+            self.part.extend_from_slice(&rest.as_bytes()[..taken]);
+            self.chars += count;
+            if self.part.len() as u64 > plan.max_part {
                 return Err(ReadError::PartTooLarge);
             }
         }
-        pos += valid_len as u64;
-        pending.drain(..valid_len);
+        self.pos += valid_len as u64;
+        self.pending.drain(..valid_len);
+        Ok(())
+    }
+
+    /// The part once character `end` is reached, before the end of the file: no total is known.
+    fn reached(self, end: u64) -> Part {
+        let start = self.part_start.unwrap_or(self.pos);
+        Part {
+            shown: Shown {
+                start: Some(self.from),
+                end: Some(end),
+                total: None,
+                count: end - self.from,
+                bytes: Some((start, start + self.part.len() as u64, 0)),
+            },
+            bytes: self.part,
+        }
+    }
+
+    /// The part at the end of the file: every character is counted.
+    fn at_end(self) -> Result<Part, ReadError> {
+        if !self.pending.is_empty() {
+            return Err(ReadError::NotUtf8 { offset: self.pos });
+        }
+        let total = self.chars;
+        let start = self.from.min(total);
+        let end = self.to.unwrap_or(total).clamp(start, total);
+        let part_start = self.part_start.unwrap_or(self.pos);
+        Ok(Part {
+            shown: Shown {
+                start: Some(start),
+                end: Some(end),
+                total: Some(total),
+                count: end - start,
+                bytes: Some((part_start, part_start + self.part.len() as u64, 0)),
+            },
+            bytes: self.part,
+        })
     }
 }
 
@@ -283,80 +322,109 @@ fn forward_lines<R: Read + Seek>(
     last: Option<u64>,
     plan: &Plan,
 ) -> Result<Part, ReadError> {
-    // As for a file read whole, an end before the start shows the first line.
-    let last = last.map(|last| last.max(first));
     seek(file, 0)?;
     let mut buf = vec![0; plan.block];
-    // `newlines` before `pos`; the line at `pos` is number `newlines + 1`.
-    let (mut pos, mut newlines) = (0u64, 0u64);
-    let mut last_byte = None;
-    let mut part = Vec::new();
-    let mut part_start = None;
+    let mut read = ForwardLines {
+        first,
+        // As for a file read whole, an end before the start shows the first line.
+        last: last.map(|last| last.max(first)),
+        pos: 0,
+        newlines: 0,
+        last_byte: None,
+        part: Vec::new(),
+        part_start: None,
+    };
     loop {
         let got = read_full(file, &mut buf)?;
         if got == 0 {
-            break;
+            return read.at_end();
         }
-        let chunk = &buf[..got];
-        last_byte = chunk.last().copied();
+        if let Some(part) = read.take(&buf[..got], plan)? {
+            return Ok(part);
+        }
+    }
+}
+
+/// A forward read of lines `first..=last` under way.
+struct ForwardLines {
+    first: u64,
+    last: Option<u64>,
+    /// `newlines` before `pos`; the line at `pos` is number `newlines + 1`.
+    pos: u64,
+    newlines: u64,
+    last_byte: Option<u8>,
+    part: Vec<u8>,
+    part_start: Option<u64>,
+}
+
+impl ForwardLines {
+    /// Takes in the block just read: skips the lines before the part, keeps those in it; the part
+    /// once its last line has ended.
+    fn take(&mut self, chunk: &[u8], plan: &Plan) -> Result<Option<Part>, ReadError> {
+        self.last_byte = chunk.last().copied();
         let mut at = 0;
-        if newlines + 1 < first {
-            let needed = first - 1 - newlines;
+        if self.newlines + 1 < self.first {
+            let needed = self.first - 1 - self.newlines;
             let count = count_newlines(chunk);
             if count < needed {
-                newlines += count;
-                pos += got as u64;
-                continue;
+                self.newlines += count;
+                self.pos += chunk.len() as u64;
+                return Ok(None);
             }
-            at = after_newline(chunk, needed).unwrap_or(got);
-            newlines += needed;
+            at = after_newline(chunk, needed).unwrap_or(chunk.len());
+            self.newlines += needed;
         }
-        part_start.get_or_insert(pos + at as u64);
+        self.part_start.get_or_insert(self.pos + at as u64);
         let rest = &chunk[at..];
-        let end_of_last = last.and_then(|last| after_newline(rest, last - newlines));
-        match end_of_last {
-            Some(after) => {
-                part.extend_from_slice(&rest[..after]);
-                if part.len() as u64 > plan.max_part {
-                    return Err(ReadError::PartTooLarge);
-                }
-                let start = part_start.unwrap_or(pos);
-                let last = last.unwrap_or(first);
-                return Ok(Part {
-                    shown: Shown {
-                        start: Some(first),
-                        end: Some(last),
-                        total: None,
-                        count: last + 1 - first,
-                        bytes: Some((start, start + part.len() as u64, 0)),
-                    },
-                    bytes: part,
-                });
-            }
-            None => {
-                newlines += count_newlines(rest);
-                part.extend_from_slice(rest);
-                if part.len() as u64 > plan.max_part {
-                    return Err(ReadError::PartTooLarge);
-                }
-            }
+        let end_of_last = self
+            .last
+            .and_then(|last| after_newline(rest, last - self.newlines));
+        let kept = end_of_last.unwrap_or(rest.len());
+        self.part.extend_from_slice(&rest[..kept]);
+        if self.part.len() as u64 > plan.max_part {
+            return Err(ReadError::PartTooLarge);
         }
-        pos += got as u64;
+        if end_of_last.is_some() {
+            return Ok(Some(self.reached()));
+        }
+        self.newlines += count_newlines(rest);
+        self.pos += chunk.len() as u64;
+        Ok(None)
     }
-    // The end of the file: every line is counted, as for a file read whole.
-    let total = newlines + u64::from(last_byte.is_some_and(|b| b != b'\n'));
-    let span = line_span(first, last, total)?;
-    let start = part_start.unwrap_or(pos);
-    Ok(Part {
-        shown: Shown {
-            start: Some(span.0),
-            end: Some(span.1),
-            total: Some(total),
-            count: if total == 0 { 0 } else { span.1 + 1 - span.0 },
-            bytes: Some((start, start + part.len() as u64, 0)),
-        },
-        bytes: part,
-    })
+
+    /// The part once its last line has ended, before the end of the file: no total is known.
+    fn reached(&mut self) -> Part {
+        let start = self.part_start.unwrap_or(self.pos);
+        let last = self.last.unwrap_or(self.first);
+        let part = std::mem::take(&mut self.part);
+        Part {
+            shown: Shown {
+                start: Some(self.first),
+                end: Some(last),
+                total: None,
+                count: last + 1 - self.first,
+                bytes: Some((start, start + part.len() as u64, 0)),
+            },
+            bytes: part,
+        }
+    }
+
+    /// The part at the end of the file: every line is counted, as for a file read whole.
+    fn at_end(self) -> Result<Part, ReadError> {
+        let total = self.newlines + u64::from(self.last_byte.is_some_and(|b| b != b'\n'));
+        let span = line_span(self.first, self.last, total)?;
+        let start = self.part_start.unwrap_or(self.pos);
+        Ok(Part {
+            shown: Shown {
+                start: Some(span.0),
+                end: Some(span.1),
+                total: Some(total),
+                count: if total == 0 { 0 } else { span.1 + 1 - span.0 },
+                bytes: Some((start, start + self.part.len() as u64, 0)),
+            },
+            bytes: self.part,
+        })
+    }
 }
 
 /// Bytes `start..end` of a head, tail or range in bytes: a seek and one read.

@@ -104,40 +104,8 @@ fn run_with(
     let mut file = sandbox.open_for_reading(&args.path)?;
     let failed = |error| read_error(&args.path, error);
     let facts = file_facts(&file).map_err(failed)?;
-    let size = facts.size;
-    let streamed = selection != Selection::Whole && size > plan.whole_up_to;
-    let (content, mut shown, whole) = if streamed {
-        let text = args.encoding == Encoding::Utf8;
-        let mut part = read_part(&mut file, size, selection, text, plan).map_err(failed)?;
-        mask_streamed(&mut file, &mut part, secrets).map_err(failed)?;
-        (encode(part.bytes, args.encoding), part.shown, None)
-    } else {
-        if size > MAX_READ_BYTES {
-            return Err(ToolError::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "{} is {size} bytes, more than fs.read loads whole ({MAX_READ_BYTES})",
-                    args.path
-                ),
-                Some(
-                    "read part of it with \"head\", \"tail\", \"range\" or \"lines\" (they work \
-                     on files of any size), or search it with fs.search",
-                ),
-            ));
-        }
-        let bytes = read_whole(&mut file, size).map_err(failed)?;
-        // The bytes are kept only for the metadata, which hashes the same bytes.
-        let (content, span, whole) = select_whole(
-            bytes,
-            selection,
-            args.encoding,
-            &args.path,
-            args.include_meta,
-            secrets,
-        )?;
-        (content, Shown::exact(span), whole)
-    };
-
+    let (content, mut shown, whole) =
+        read_content(&mut file, args, selection, facts.size, plan, secrets)?;
     let meta = if !args.include_meta {
         None
     } else if let Some(bytes) = &whole {
@@ -155,7 +123,61 @@ fn run_with(
     {
         shown.total = Some(lines);
     }
+    Ok(output(args, selection, content, &shown, meta))
+}
 
+/// The selected part of the open file of `size` bytes, masked and encoded, what it shows, and
+/// the file's bytes when it was read whole and the metadata needs them: streamed when the file
+/// is too large to read whole and only a part is asked for.
+fn read_content<R: Read + Seek>(
+    file: &mut R,
+    args: &ReadArgs,
+    selection: Selection,
+    size: u64,
+    plan: &Plan,
+    secrets: &Secrets,
+) -> Result<(String, Shown, Option<Vec<u8>>), ToolError> {
+    let failed = |error| read_error(&args.path, error);
+    if selection != Selection::Whole && size > plan.whole_up_to {
+        let text = args.encoding == Encoding::Utf8;
+        let mut part = read_part(file, size, selection, text, plan).map_err(failed)?;
+        mask_streamed(file, &mut part, secrets).map_err(failed)?;
+        return Ok((encode(part.bytes, args.encoding), part.shown, None));
+    }
+    if size > MAX_READ_BYTES {
+        return Err(ToolError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "{} is {size} bytes, more than fs.read loads whole ({MAX_READ_BYTES})",
+                args.path
+            ),
+            Some(
+                "read part of it with \"head\", \"tail\", \"range\" or \"lines\" (they work \
+                 on files of any size), or search it with fs.search",
+            ),
+        ));
+    }
+    let bytes = read_whole(file, size).map_err(failed)?;
+    // The bytes are kept only for the metadata, which hashes the same bytes.
+    let (content, span, whole) = select_whole(
+        bytes,
+        selection,
+        args.encoding,
+        &args.path,
+        args.include_meta,
+        secrets,
+    )?;
+    Ok((content, Shown::exact(span), whole))
+}
+
+/// The result: the content as the body, the `[range]`/`[lines]` and `[meta]` headers, the data.
+fn output(
+    args: &ReadArgs,
+    selection: Selection,
+    content: String,
+    shown: &Shown,
+    meta: Option<Value>,
+) -> ToolOutput {
     let unit = if args.encoding == Encoding::Utf8 {
         "chars"
     } else {
@@ -170,7 +192,7 @@ fn run_with(
         } else {
             "range"
         };
-        fields.push((label.to_owned(), describe(label, &shown, unit)));
+        fields.push((label.to_owned(), describe(label, shown, unit)));
         data["selection"] = json!({
             "kind": label, "start": shown.start, "end": shown.end, "total": shown.total
         });
@@ -183,7 +205,7 @@ fn run_with(
         fields.push(("meta".to_owned(), meta.to_string()));
         data["meta"] = meta;
     }
-    Ok(ToolOutput {
+    ToolOutput {
         body: Some(content),
         fields,
         data,
@@ -191,7 +213,7 @@ fn run_with(
             Encoding::Utf8 => "read on with \"range\" (character offsets) or \"lines\"".to_owned(),
             _ => "read on with \"range\" (byte offsets)".to_owned(),
         }),
-    })
+    }
 }
 
 /// The `[range]` / `[lines]` header: `S-E of N unit` when exact; a streamed read says what it
