@@ -8,7 +8,7 @@
 //! resolved again once the search has started.
 
 use std::collections::VecDeque;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -179,108 +179,146 @@ impl Walk {
             .collect();
         let rules = Rules::new(shown.to_path_buf(), canonical, root);
         let level = first_level(&rules, ancestors, &dir, shown, &entries);
-        let mut stack = vec![Frame {
-            dir: Arc::new(dir),
-            path: shown.to_path_buf(),
-            level,
-            entries: entries.into_iter(),
-            last_item: None,
-        }];
-        let mut batcher = Batcher {
-            jobs,
+        let mut walking = Walking {
+            rules,
+            names,
+            skip,
             gate,
-            first: 0,
-            items: Vec::with_capacity(BATCH),
+            batcher: Batcher {
+                jobs,
+                gate,
+                first: 0,
+                items: Vec::with_capacity(BATCH),
+            },
+            open_dirs: VecDeque::new(),
+            stack: vec![Frame {
+                dir: Arc::new(dir),
+                path: shown.to_path_buf(),
+                level,
+                entries: entries.into_iter(),
+                last_item: None,
+            }],
         };
-        // Directories done being walked that still hold a handle, by the index of their last file.
-        let mut open_dirs: VecDeque<usize> = VecDeque::new();
-        while let Some(frame) = stack.last_mut() {
-            if gate.is_stopped() {
+        walking.walk();
+    }
+}
+
+/// A walk under way: the directories being walked, innermost last, and the files handed out.
+struct Walking<'a> {
+    rules: Rules,
+    names: &'a NameFilter,
+    /// flycode's own paths below the walk, as the walk shows them.
+    skip: Vec<PathBuf>,
+    gate: &'a Gate,
+    batcher: Batcher<'a>,
+    /// Directories done being walked that still hold a handle, by the index of their last file.
+    open_dirs: VecDeque<usize>,
+    stack: Vec<Frame>,
+}
+
+impl Walking<'_> {
+    fn walk(&mut self) {
+        loop {
+            if self.gate.is_stopped() {
                 return;
             }
+            let Some(frame) = self.stack.last_mut() else {
+                break;
+            };
             let Some(entry) = frame.entries.next() else {
-                if let Some(last) = frame.last_item {
-                    open_dirs.push_back(last);
-                }
-                stack.pop();
+                self.leave();
                 continue;
             };
-            let kind = match entry.kind {
-                Some(Kind::File) => Kind::File,
-                Some(Kind::Dir) => Kind::Dir,
-                // Links are never followed; FIFOs, sockets and devices are never opened.
-                Some(Kind::Link | Kind::Other) => continue,
-                None => {
-                    if !batcher.push(Item::Unreadable) {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            let path = frame.path.join(&entry.name);
-            let is_dir = kind == Kind::Dir;
-            if skip.contains(&path) {
-                continue;
-            }
-            if is_skipped(
-                &rules,
-                names,
-                frame.level.as_deref(),
-                &path,
-                &entry.name,
-                is_dir,
-            ) {
-                continue;
-            }
-            if !is_dir {
-                if !names.has_extension(&path) {
-                    continue;
-                }
-                frame.last_item = Some(batcher.next_index());
-                let dir = Arc::clone(&frame.dir);
-                let item = Item::File {
-                    dir,
-                    name: entry.name,
-                    path,
-                };
-                if !batcher.push(item) {
-                    return;
-                }
-                continue;
-            }
-            let parent = Arc::clone(&frame.dir);
-            let parent_level = frame.level.clone();
-            if open_dirs.len() >= MAX_OPEN_DIRS {
-                // Wait until the older half of them is reported (their handles closed by then).
-                let half = MAX_OPEN_DIRS / 2;
-                let last = open_dirs.drain(..half).max().unwrap_or(0);
-                if !batcher.flush() || !gate.wait_for_reported(last) {
-                    return;
-                }
-            }
-            let opened =
-                open_subdir(&parent, &entry.name).and_then(|dir| list(&dir).map(|e| (dir, e)));
-            match opened {
-                Ok((dir, entries)) => {
-                    let markers = Markers::from_entries(&entries);
-                    let level = rules.level(&dir, &path, &markers, false, parent_level);
-                    stack.push(Frame {
-                        dir: Arc::new(dir),
-                        path,
-                        level,
-                        entries: entries.into_iter(),
-                        last_item: None,
-                    });
-                }
-                // Gone, not readable, or swapped for a link since it was listed.
-                Err(_) => {
-                    if !batcher.push(Item::Unreadable) {
-                        return;
-                    }
-                }
+            if !self.visit(entry) {
+                return;
             }
         }
-        batcher.flush();
+        self.batcher.flush();
+    }
+
+    /// Done with the innermost directory: its handle stays open until its last file is reported.
+    fn leave(&mut self) {
+        if let Some(frame) = self.stack.pop()
+            && let Some(last) = frame.last_item
+        {
+            self.open_dirs.push_back(last);
+        }
+    }
+
+    /// One entry of the innermost directory; false once the search has stopped.
+    fn visit(&mut self, entry: Entry) -> bool {
+        let kind = match entry.kind {
+            Some(Kind::File) => Kind::File,
+            Some(Kind::Dir) => Kind::Dir,
+            // Links are never followed; FIFOs, sockets and devices are never opened.
+            Some(Kind::Link | Kind::Other) => return true,
+            None => return self.batcher.push(Item::Unreadable),
+        };
+        let Some(frame) = self.stack.last() else {
+            return true;
+        };
+        let path = frame.path.join(&entry.name);
+        let is_dir = kind == Kind::Dir;
+        let level = frame.level.as_deref();
+        if self.skip.contains(&path)
+            || is_skipped(&self.rules, self.names, level, &path, &entry.name, is_dir)
+        {
+            return true;
+        }
+        if is_dir {
+            self.enter(&entry.name, path)
+        } else {
+            self.hand_out(entry.name, path)
+        }
+    }
+
+    /// Hands out a file of the innermost directory to be searched; false once the search stopped.
+    fn hand_out(&mut self, name: OsString, path: PathBuf) -> bool {
+        if !self.names.has_extension(&path) {
+            return true;
+        }
+        let index = self.batcher.next_index();
+        let Some(frame) = self.stack.last_mut() else {
+            return true;
+        };
+        frame.last_item = Some(index);
+        let dir = Arc::clone(&frame.dir);
+        self.batcher.push(Item::File { dir, name, path })
+    }
+
+    /// Opens and lists the subdirectory `name` of the innermost directory through its handle and
+    /// walks it next; false once the search has stopped.
+    fn enter(&mut self, name: &OsStr, path: PathBuf) -> bool {
+        let Some(frame) = self.stack.last() else {
+            return true;
+        };
+        let parent = Arc::clone(&frame.dir);
+        let parent_level = frame.level.clone();
+        if self.open_dirs.len() >= MAX_OPEN_DIRS {
+            // Wait until the older half of them is reported (their handles closed by then).
+            let half = MAX_OPEN_DIRS / 2;
+            let last = self.open_dirs.drain(..half).max().unwrap_or(0);
+            if !self.batcher.flush() || !self.gate.wait_for_reported(last) {
+                return false;
+            }
+        }
+        let opened = open_subdir(&parent, name).and_then(|dir| list(&dir).map(|e| (dir, e)));
+        match opened {
+            Ok((dir, entries)) => {
+                let markers = Markers::from_entries(&entries);
+                let level = self.rules.level(&dir, &path, &markers, false, parent_level);
+                self.stack.push(Frame {
+                    dir: Arc::new(dir),
+                    path,
+                    level,
+                    entries: entries.into_iter(),
+                    last_item: None,
+                });
+                true
+            }
+            // Gone, not readable, or swapped for a link since it was listed.
+            Err(_) => self.batcher.push(Item::Unreadable),
+        }
     }
 }
 
