@@ -137,11 +137,7 @@ impl Sandbox {
             _ => None,
         };
         if let Some(expected) = expected_sha256 {
-            let actual = match (&old, &locked) {
-                (Some(old), _) => sha256_hex(old),
-                (None, Some(file)) => stream_hash(file, input)?,
-                (None, None) => "(missing)".to_owned(),
-            };
+            let actual = current_hash(old.as_deref(), locked.as_ref(), input)?;
             if expected != actual {
                 return Ok(Attempt::Done(Err(HashMismatch { actual })));
             }
@@ -154,26 +150,7 @@ impl Sandbox {
         };
         let sha256 = sha256_hex(&whole);
         let temp = temp_name(name);
-        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
-        let record = Target::new(
-            &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
-            parent_relative,
-            name,
-            &temp,
-            None,
-            sha256.clone(),
-            None,
-        );
-        // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
-        // unrecorded, as before the journal existed.
-        let journal = match record {
-            Some(record) => Some(Journal::begin(
-                Operation::Write,
-                self.roots(),
-                vec![record.creating(locked.is_none())],
-            )?),
-            None => None,
-        };
+        let journal = self.begin_write(path, name, &temp, &sha256, locked.is_none())?;
         // The new file keeps the old one's permissions (read from the locked file itself).
         let permissions = match &locked {
             Some(file) => Some(without_special_bits(
@@ -205,6 +182,39 @@ impl Sandbox {
             sha256,
             created: locked.is_none(),
         })))
+    }
+
+    /// Records in the journal that `name` (of `path`) is about to be replaced by, or `creating`
+    /// created from, the staged file `temp` holding content `sha256`; the record lasts until the
+    /// journal is dropped. A path that is not UTF-8 cannot be recorded (records are JSON): such a
+    /// write goes unrecorded, as before the journal existed.
+    fn begin_write(
+        &self,
+        path: &RootedPath,
+        name: &Path,
+        temp: &Path,
+        sha256: &str,
+        creating: bool,
+    ) -> Result<Option<Journal>, SandboxError> {
+        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
+        let record = Target::new(
+            &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
+            parent_relative,
+            name,
+            temp,
+            None,
+            sha256.to_owned(),
+            None,
+        );
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        Journal::begin(
+            Operation::Write,
+            self.roots(),
+            vec![record.creating(creating)],
+        )
+        .map(Some)
     }
 
     /// The directory holding `path` (created when `create` and missing) and the final name.
@@ -254,6 +264,20 @@ fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxE
 /// memory map may not move until later).
 fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxError> {
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
+}
+
+/// The hash of what is at the name now, as an expectation is checked against: of the old content
+/// already read, else streamed from the locked file, else `(missing)`.
+fn current_hash(
+    old: Option<&[u8]>,
+    locked: Option<&cap_std::fs::File>,
+    input: &str,
+) -> Result<String, SandboxError> {
+    Ok(match (old, locked) {
+        (Some(old), _) => sha256_hex(old),
+        (None, Some(file)) => stream_hash(file, input)?,
+        (None, None) => "(missing)".to_owned(),
+    })
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer
