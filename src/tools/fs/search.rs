@@ -300,28 +300,7 @@ impl<'a> Query<'a> {
             path: root.to_path_buf(),
             source,
         };
-        let Start {
-            target,
-            ancestors,
-            canonical,
-            root: allowed_root,
-            skip,
-        } = start;
-        let (base, source) = match target {
-            Target::Dir(dir) => {
-                let entries = tree::list(&dir).map_err(io_error)?;
-                let walk = Walk {
-                    dir,
-                    entries,
-                    ancestors,
-                    canonical,
-                    root: allowed_root,
-                    skip,
-                };
-                (root, Source::Walk(walk))
-            }
-            Target::File(file) => (root.parent().unwrap_or(root), Source::File(file)),
-        };
+        let (base, source) = source_of(start, root).map_err(io_error)?;
         let names = NameFilter {
             glob: build_glob(base, request.glob.as_deref())?,
             extensions: request
@@ -396,6 +375,33 @@ impl<'a> Query<'a> {
         }
         Ok(collector.out)
     }
+}
+
+/// What the walk thread goes through for `start` (shown as `root`), and the directory the glob
+/// is matched below: the searched directory, or a single file's directory.
+fn source_of(start: Start, root: &Path) -> io::Result<(&Path, Source)> {
+    let Start {
+        target,
+        ancestors,
+        canonical,
+        root: allowed_root,
+        skip,
+    } = start;
+    Ok(match target {
+        Target::Dir(dir) => {
+            let entries = tree::list(&dir)?;
+            let walk = Walk {
+                dir,
+                entries,
+                ancestors,
+                canonical,
+                root: allowed_root,
+                skip,
+            };
+            (root, Source::Walk(walk))
+        }
+        Target::File(file) => (root.parent().unwrap_or(root), Source::File(file)),
+    })
 }
 
 /// What the walk thread goes through: one opened file, or a directory and its first listing.
