@@ -81,6 +81,7 @@ pub mod layers;
 mod loosen;
 pub mod range;
 pub mod reply_limit;
+pub mod setting;
 pub mod show;
 pub mod trust;
 
@@ -499,7 +500,7 @@ fn line_of(layers: &Layers, key: &Key) -> (PathBuf, usize) {
         .get(key)
         .and_then(|applied| applied.sources.first())
         .and_then(|source| match source {
-            layers::SettingSource::File { path, line } => Some((path.clone(), *line)),
+            setting::SettingSource::File { path, line } => Some((path.clone(), *line)),
             _ => None,
         })
         .unwrap_or_else(|| (PathBuf::from(CONFIG_FILE_NAME), 1))

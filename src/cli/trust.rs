@@ -12,7 +12,7 @@ use crate::config::trust::TrustStore;
 use crate::config::{Config, ConfigError};
 use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
-use crate::sandbox::write::sha256_hex;
+use crate::sandbox::sha256_hex;
 
 /// Runs `flycode trust`.
 pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {

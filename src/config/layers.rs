@@ -9,50 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::file::{Key, ParsedFile, SettingEntry};
+use super::setting::{AppliedSetting, SettingSource};
 use super::trust::TrustStore;
 use super::{ConfigError, loosen};
 use crate::sandbox::protect::CONFIG_FILE_NAME;
-use crate::sandbox::write::sha256_hex;
-
-/// Where a setting's value comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SettingSource {
-    /// flycode's default.
-    Default,
-    /// A line of a file.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// The 1-based line.
-        line: usize,
-    },
-    /// An environment variable.
-    Variable(String),
-    /// A command-line flag.
-    Flag(String),
-}
-
-impl std::fmt::Display for SettingSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SettingSource::Default => f.write_str("default"),
-            SettingSource::File { path, line } => write!(f, "{}:{line}", path.display()),
-            SettingSource::Variable(name) => write!(f, "variable {name}"),
-            SettingSource::Flag(flag) => write!(f, "flag {flag}"),
-        }
-    }
-}
-
-/// A setting as the layers left it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppliedSetting {
-    /// The value (for `protected` and `secret_env`, every layer's items together).
-    pub value: toml::Value,
-    /// The lines it comes from (several for the lists that add up).
-    pub sources: Vec<SettingSource>,
-    /// The folder of the file that set it: relative paths in it are relative to this.
-    pub base: PathBuf,
-}
+use crate::sandbox::sha256_hex;
 
 /// A setting of an untrusted project file that was not applied because it would loosen safety.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::file::{Key, SettingEntry};
-use super::layers::AppliedSetting;
 use super::reply_limit::DEFAULT_MAX_REPLY_BYTES;
+use super::setting::AppliedSetting;
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
 use crate::tools::registry;
 use crate::tools::tool::ApprovalClass;

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use super::Config;
 use super::file::Key;
-use super::layers::{Layers, SettingSource};
+use super::layers::Layers;
+use super::setting::SettingSource;
 use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::write::sha256_hex;
+use crate::sandbox::sha256_hex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

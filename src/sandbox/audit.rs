@@ -16,10 +16,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
+use super::content_hash::sha256_hex;
 use super::mask::Secrets;
 use super::seal::{Purpose, SealKey};
 use super::state::state_dir;
-use super::write::sha256_hex;
 
 /// What each line's seal is made for (the log's usual name, whatever the file is called now).
 const SEAL_NAME: &str = "audit.jsonl";

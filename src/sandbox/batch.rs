@@ -15,11 +15,14 @@ use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::files::Sandbox;
 use super::journal::{Journal, JournalTarget, Operation};
+use super::place::temp_name;
 use super::resolve::{LastComponent, RootedPath};
-use super::write::{HashMismatch, WriteMode, WriteOutcome, sha256_hex, temp_name};
+use super::write::{HashMismatch, WriteOutcome};
+use super::write_mode::WriteMode;
 
 /// How many times a batch starts over after losing a race to create one of its files.
 const MAX_ATTEMPTS: usize = 100;
@@ -121,36 +124,10 @@ impl Sandbox {
         files: &[BatchFile],
         resolved: &[RootedPath],
     ) -> Result<Option<Result<Vec<WriteOutcome>, BatchRefusal>>, SandboxError> {
-        // Lock existing files in path order, then check every precondition.
-        let mut order: Vec<usize> = (0..files.len()).collect();
-        order.sort_by(|a, b| resolved[*a].absolute.cmp(&resolved[*b].absolute));
-        let mut locks = Vec::new();
-        let mut current: Vec<Option<Vec<u8>>> = vec![None; files.len()];
-        for &index in &order {
-            let file = &files[index];
-            let Some(parent) = self.existing_parent(&file.path, &resolved[index])? else {
-                continue;
-            };
-            let name = file_name(&resolved[index]);
-            if let Some((handle, bytes)) = lock_and_read(&parent, &name, &file.path, file.mode)? {
-                locks.push(handle);
-                current[index] = Some(bytes);
-            }
+        let Locked { locks, mut current } = self.lock_existing(files, resolved)?;
+        if let Some(refusal) = first_mismatch(files, &current) {
+            return Ok(Some(Err(refusal)));
         }
-        for (index, file) in files.iter().enumerate() {
-            let actual = current[index]
-                .as_deref()
-                .map_or_else(|| "(missing)".to_owned(), sha256_hex);
-            if let Some(expected) = &file.expected_sha256
-                && *expected != actual
-            {
-                return Ok(Some(Err(BatchRefusal::Mismatch {
-                    index,
-                    mismatch: HashMismatch { actual },
-                })));
-            }
-        }
-
         // Record the whole batch before the first temporary file, then stage everything; on
         // failure remove what was staged and created.
         let plans: Vec<BatchPlan> = files
@@ -158,32 +135,7 @@ impl Sandbox {
             .enumerate()
             .map(|(index, file)| self.plan(file, &resolved[index], current[index].take()))
             .collect();
-        let targets: Option<Vec<JournalTarget>> = plans
-            .iter()
-            .zip(resolved)
-            .map(|(plan, path)| {
-                JournalTarget::new(
-                    self.root_path(path),
-                    path.relative.parent().unwrap_or(Path::new("")),
-                    &plan.name,
-                    &plan.temp,
-                    plan.backup.as_deref(),
-                    plan.outcome.sha256.clone(),
-                    plan.first_missing.as_deref(),
-                )
-                .map(|target| target.creating(plan.outcome.created))
-            })
-            .collect();
-        // Paths that are not UTF-8 cannot be recorded (records are JSON): such a batch goes
-        // unrecorded, as before the journal existed.
-        let mut journal = match targets {
-            Some(targets) => Some(Journal::begin(
-                Operation::WriteBatch,
-                self.roots(),
-                targets,
-            )?),
-            None => None,
-        };
+        let mut journal = self.begin_batch(&plans, resolved)?;
         let mut created_dirs = Vec::new();
         let mut staged = Vec::new();
         for (index, plan) in plans.into_iter().enumerate() {
@@ -201,20 +153,8 @@ impl Sandbox {
             self.remove_created(&created_dirs);
             return Err(error);
         }
-
-        // Replace, keeping backups so a failure can be undone.
-        for done in 0..staged.len() {
-            if let Err(error) = replace(&mut staged[done]) {
-                for item in staged[..done].iter().rev() {
-                    restore(item);
-                }
-                discard(&staged);
-                self.remove_created(&created_dirs);
-                if !staged[done].existed && error.kind() == std::io::ErrorKind::AlreadyExists {
-                    return Ok(None);
-                }
-                return Err(SandboxError::from_io(&files[done].path, error));
-            }
+        if !self.replace_all(files, &mut staged, &created_dirs)? {
+            return Ok(None);
         }
         for item in &staged {
             if let Some(backup) = item.backup.as_ref().filter(|_| item.linked) {
@@ -230,6 +170,86 @@ impl Sandbox {
             .into_iter()
             .map(|item| item.outcome)
             .collect())))
+    }
+
+    /// Locks the files that exist, in path order (so two batches never wait for each other),
+    /// and reads what each holds now.
+    fn lock_existing(
+        &self,
+        files: &[BatchFile],
+        resolved: &[RootedPath],
+    ) -> Result<Locked, SandboxError> {
+        let mut order: Vec<usize> = (0..files.len()).collect();
+        order.sort_by(|a, b| resolved[*a].absolute.cmp(&resolved[*b].absolute));
+        let mut locks = Vec::new();
+        let mut current: Vec<Option<Vec<u8>>> = vec![None; files.len()];
+        for &index in &order {
+            let file = &files[index];
+            let Some(parent) = self.existing_parent(&file.path, &resolved[index])? else {
+                continue;
+            };
+            let name = file_name(&resolved[index]);
+            if let Some((handle, bytes)) = lock_and_read(&parent, &name, &file.path, file.mode)? {
+                locks.push(handle);
+                current[index] = Some(bytes);
+            }
+        }
+        Ok(Locked { locks, current })
+    }
+
+    /// Records the whole batch in the journal, before its first temporary file. Paths that are
+    /// not UTF-8 cannot be recorded (records are JSON): such a batch goes unrecorded, as before
+    /// the journal existed.
+    fn begin_batch(
+        &self,
+        plans: &[BatchPlan],
+        resolved: &[RootedPath],
+    ) -> Result<Option<Journal>, SandboxError> {
+        let targets: Option<Vec<JournalTarget>> = plans
+            .iter()
+            .zip(resolved)
+            .map(|(plan, path)| {
+                JournalTarget::new(
+                    self.root_path(path),
+                    path.relative.parent().unwrap_or(Path::new("")),
+                    &plan.name,
+                    &plan.temp,
+                    plan.backup.as_deref(),
+                    plan.outcome.sha256.clone(),
+                    plan.first_missing.as_deref(),
+                )
+                .map(|target| target.creating(plan.outcome.created))
+            })
+            .collect();
+        let Some(targets) = targets else {
+            return Ok(None);
+        };
+        Journal::begin(Operation::WriteBatch, self.roots(), targets).map(Some)
+    }
+
+    /// Puts every staged file in place, keeping backups so that a failure can be undone: on one,
+    /// everything done is put back, and the error comes back, or `false` when another writer
+    /// created one of the new files first.
+    fn replace_all(
+        &self,
+        files: &[BatchFile],
+        staged: &mut [Staged],
+        created_dirs: &[CreatedDirs],
+    ) -> Result<bool, SandboxError> {
+        for done in 0..staged.len() {
+            if let Err(error) = replace(&mut staged[done]) {
+                for item in staged[..done].iter().rev() {
+                    restore(item);
+                }
+                discard(staged);
+                self.remove_created(created_dirs);
+                if !staged[done].existed && error.kind() == std::io::ErrorKind::AlreadyExists {
+                    return Ok(false);
+                }
+                return Err(SandboxError::from_io(&files[done].path, error));
+            }
+        }
+        Ok(true)
     }
 
     /// The parent directory of `path` if it exists.
@@ -360,6 +380,14 @@ impl Sandbox {
     }
 }
 
+/// The files of a batch as they are, under their locks.
+struct Locked {
+    /// The locks of the files that exist, held until the batch is done.
+    locks: Vec<cap_std::fs::File>,
+    /// Each file's content, by the batch's order (`None`: no file).
+    current: Vec<Option<Vec<u8>>>,
+}
+
 /// The directories a batch created on the way to one file: `first` (the first that was missing)
 /// down to `last` (the file's own directory), relative to root number `root`.
 struct CreatedDirs {
@@ -373,6 +401,20 @@ fn file_name(path: &RootedPath) -> PathBuf {
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_default()
+}
+
+/// The first file whose content is not what its call expected (`expectedSha256`), as a refusal.
+fn first_mismatch(files: &[BatchFile], current: &[Option<Vec<u8>>]) -> Option<BatchRefusal> {
+    files.iter().enumerate().find_map(|(index, file)| {
+        let expected = file.expected_sha256.as_ref()?;
+        let actual = current[index]
+            .as_deref()
+            .map_or_else(|| "(missing)".to_owned(), sha256_hex);
+        (*expected != actual).then_some(BatchRefusal::Mismatch {
+            index,
+            mismatch: HashMismatch { actual },
+        })
+    })
 }
 
 /// Locks an existing file (the one at the name once locked) and reads it; `None` when there is
@@ -481,7 +523,7 @@ mod tests {
     use super::*;
     use crate::protocol::ErrorCode;
     use crate::sandbox::Roots;
-    use crate::sandbox::write::TEMP_PREFIX;
+    use crate::sandbox::place::TEMP_PREFIX;
 
     fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
         let temp = tempfile::tempdir().unwrap();

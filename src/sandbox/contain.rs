@@ -90,6 +90,11 @@ pub const DEVICES: [&str; 5] = [
     "/dev/urandom",
 ];
 
+/// The OS error a child reports when it could not enter its Landlock domain (never one that
+/// exec itself returns), so the runner can tell it from a failed exec.
+#[cfg(unix)]
+pub(crate) const CONTAIN_FAILED_ERRNO: i32 = rustix::io::Errno::NOTRECOVERABLE.raw_os_error();
+
 /// The containment of one run: what the runner needs to build the domain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Containment {
@@ -595,7 +600,7 @@ mod linux {
                             command.spawn()
                         }
                         _ => Err(std::io::Error::from_raw_os_error(
-                            super::super::process::CONTAIN_FAILED_ERRNO,
+                            super::CONTAIN_FAILED_ERRNO,
                         )),
                     }
                 })?;

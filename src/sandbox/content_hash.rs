@@ -129,6 +129,11 @@ fn remember(identity: Identity, state: State, hash: &str) {
     map.insert(identity, (state, hash.to_owned()));
 }
 
+/// The lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures are made directly
 mod tests {

@@ -41,10 +41,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
+use super::place::TEMP_PREFIX;
 use super::seal::{Purpose, SealKey};
-use super::write::{TEMP_PREFIX, sha256_hex};
 
 /// The directory of the records, inside the state directory.
 const JOURNAL_DIR: &str = "journal";
@@ -497,34 +498,7 @@ fn set_aside(file: &Path, why: Foreign) -> String {
 }
 
 fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option<String> {
-    // Never through a link, and a FIFO planted here must not hold up every start: opened
-    // without blocking, then only a regular file is read.
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-    }
-    let mut handle = options.open(file).ok()?;
-    if !handle.metadata().ok()?.is_file() {
-        return None;
-    }
-    // Another flycode starting at the same moment may be recovering it: leave it to that one.
-    rustix::fs::flock(
-        &handle,
-        rustix::fs::FlockOperation::NonBlockingLockExclusive,
-    )
-    .ok()?;
-    // Removed meanwhile by the one that held the lock before.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if handle.metadata().ok()?.nlink() == 0 {
-            return None;
-        }
-    }
+    let mut handle = open_record(file)?;
     let mut text = String::new();
     let read = handle.read_to_string(&mut text);
     // Only a single file's record is written unflushed, so only it can be empty after a power
@@ -544,15 +518,7 @@ fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option
         Ok(record) => record,
         Err(why) => return Some(set_aside(file, why)),
     };
-    let what = match (record.operation, record.targets.as_slice()) {
-        (Operation::Write, [target]) => format!("write of {}", target.path().display()),
-        (Operation::Write, _) => "write".to_owned(),
-        (Operation::WriteBatch, targets) => format!(
-            "fs.writeBatch of {} file{}",
-            targets.len(),
-            if targets.len() == 1 { "" } else { "s" }
-        ),
-    };
+    let what = operation_of(&record);
     if let Some(roots) = roots
         && let Some(outside) = record
             .targets
@@ -576,6 +542,53 @@ fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option
         line.push_str(&format!(" (left as found: {})", problems.join("; ")));
     }
     Some(line)
+}
+
+/// Opens a record to recover it, locked: never through a link, and without blocking (a FIFO
+/// planted here must not hold up every start), then only a regular file. `None` when it is no
+/// regular file, another flycode starting at the same moment is recovering it, or that one has
+/// removed it meanwhile.
+fn open_record(file: &Path) -> Option<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    let handle = options.open(file).ok()?;
+    if !handle.metadata().ok()?.is_file() {
+        return None;
+    }
+    // Another flycode starting at the same moment may be recovering it: leave it to that one.
+    rustix::fs::flock(
+        &handle,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .ok()?;
+    // Removed meanwhile by the one that held the lock before.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if handle.metadata().ok()?.nlink() == 0 {
+            return None;
+        }
+    }
+    Some(handle)
+}
+
+/// The interrupted operation in words: `write of /w/a.txt`, `fs.writeBatch of 3 files`.
+fn operation_of(record: &Record) -> String {
+    match (record.operation, record.targets.as_slice()) {
+        (Operation::Write, [target]) => format!("write of {}", target.path().display()),
+        (Operation::Write, _) => "write".to_owned(),
+        (Operation::WriteBatch, targets) => format!(
+            "fs.writeBatch of {} file{}",
+            targets.len(),
+            if targets.len() == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// A recorded directory, opened from `/` one component at a time without following links.
@@ -638,26 +651,7 @@ fn recover(record: &Record) -> (RecoveryDecision, Vec<String>) {
     let places: Vec<Option<RecordPlace>> = record
         .targets
         .iter()
-        .map(|target| {
-            let valid = is_single(&target.name)
-                && is_ours(&target.temp)
-                && target.backup.as_deref().is_none_or(is_ours);
-            if !valid {
-                problems.push(format!("an invalid entry for {}", target.name));
-                return None;
-            }
-            match open_place(&target.root, &target.dir) {
-                Ok(place) => Some(place),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
-                Err(error) => {
-                    problems.push(format!(
-                        "{}: {error}",
-                        Path::new(&target.root).join(&target.dir).display()
-                    ));
-                    None
-                }
-            }
-        })
+        .map(|target| open_target_place(target, &mut problems))
         .collect();
     let temp_present: Vec<bool> = record
         .targets
@@ -672,51 +666,12 @@ fn recover(record: &Record) -> (RecoveryDecision, Vec<String>) {
     let decision = decide(record.phase, &temp_present);
     for ((target, place), &temp_present) in record.targets.iter().zip(&places).zip(&temp_present) {
         let Some(place) = place else { continue };
-        let dir = &place.dir;
-        let backup_present = target.backup.as_deref().is_some_and(|b| present(dir, b));
-        let holds_new = holds(dir, &target.name, &target.sha256);
-        let action = step(
+        let recovered = Recovered {
             decision,
-            record.phase,
+            phase: record.phase,
             temp_present,
-            target.backup.is_some(),
-            holds_new,
-            backup_present,
-            target.new_file,
-        );
-        let backup = target.backup.as_deref().unwrap_or_default();
-        let result = match action {
-            RecoveryStep::Nothing => Ok(()),
-            RecoveryStep::RemoveTemporary => dir.remove_file(&target.temp).and_then(|()| {
-                if backup_present {
-                    dir.remove_file(backup)?;
-                }
-                Ok(())
-            }),
-            RecoveryStep::RemoveBackup => dir.remove_file(backup),
-            RecoveryStep::RestoreBackup => dir.rename(backup, dir, &target.name),
-            RecoveryStep::RemoveCreated => dir.remove_file(&target.name),
-            RecoveryStep::LeaveChanged => {
-                problems.push(format!(
-                    "{} changed since",
-                    place.shown.join(&target.name).display()
-                ));
-                if backup_present {
-                    dir.remove_file(backup)
-                } else {
-                    Ok(())
-                }
-            }
         };
-        if let Err(error) = result {
-            problems.push(format!(
-                "{}: {error}",
-                place.shown.join(&target.name).display()
-            ));
-        }
-        if let Ok(handle) = dir.open_with(".", cap_std::fs::OpenOptions::new().read(true)) {
-            let _ = handle.sync_all();
-        }
+        recover_target(target, place, recovered, &mut problems);
     }
     if decision == RecoveryDecision::Undo {
         for target in &record.targets {
@@ -724,6 +679,93 @@ fn recover(record: &Record) -> (RecoveryDecision, Vec<String>) {
         }
     }
     (decision, problems)
+}
+
+/// The directory of a recorded target, if its entry is valid and the directory is there; what
+/// is wrong otherwise goes to `problems` (a directory that is gone is no problem: nothing there
+/// to finish or undo).
+fn open_target_place(target: &JournalTarget, problems: &mut Vec<String>) -> Option<RecordPlace> {
+    let valid = is_single(&target.name)
+        && is_ours(&target.temp)
+        && target.backup.as_deref().is_none_or(is_ours);
+    if !valid {
+        problems.push(format!("an invalid entry for {}", target.name));
+        return None;
+    }
+    match open_place(&target.root, &target.dir) {
+        Ok(place) => Some(place),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => {
+            problems.push(format!(
+                "{}: {error}",
+                Path::new(&target.root).join(&target.dir).display()
+            ));
+            None
+        }
+    }
+}
+
+/// What the recovery of a whole record decided, and what it found of one target's staged file.
+#[derive(Clone, Copy)]
+struct Recovered {
+    decision: RecoveryDecision,
+    phase: Phase,
+    temp_present: bool,
+}
+
+/// Finishes or undoes one target in its directory `place`, as the record's decision says;
+/// what could not be done goes to `problems`.
+fn recover_target(
+    target: &JournalTarget,
+    place: &RecordPlace,
+    recovered: Recovered,
+    problems: &mut Vec<String>,
+) {
+    let dir = &place.dir;
+    let backup_present = target.backup.as_deref().is_some_and(|b| present(dir, b));
+    let holds_new = holds(dir, &target.name, &target.sha256);
+    let action = step(
+        recovered.decision,
+        recovered.phase,
+        recovered.temp_present,
+        target.backup.is_some(),
+        holds_new,
+        backup_present,
+        target.new_file,
+    );
+    let backup = target.backup.as_deref().unwrap_or_default();
+    let result = match action {
+        RecoveryStep::Nothing => Ok(()),
+        RecoveryStep::RemoveTemporary => dir.remove_file(&target.temp).and_then(|()| {
+            if backup_present {
+                dir.remove_file(backup)?;
+            }
+            Ok(())
+        }),
+        RecoveryStep::RemoveBackup => dir.remove_file(backup),
+        RecoveryStep::RestoreBackup => dir.rename(backup, dir, &target.name),
+        RecoveryStep::RemoveCreated => dir.remove_file(&target.name),
+        RecoveryStep::LeaveChanged => {
+            problems.push(format!(
+                "{} changed since",
+                place.shown.join(&target.name).display()
+            ));
+            if backup_present {
+                dir.remove_file(backup)
+            } else {
+                Ok(())
+            }
+        }
+    };
+    if let Err(error) = result {
+        problems.push(format!(
+            "{}: {error}",
+            place.shown.join(&target.name).display()
+        ));
+    }
+    if let Ok(handle) = dir.open_with(".", cap_std::fs::OpenOptions::new().read(true)) {
+        let _ = handle.sync_all();
+    }
 }
 
 /// Removes the directories an undone operation created for `target`, deepest first, each only if

@@ -11,7 +11,7 @@ use cap_std::fs::Dir;
 
 use super::error::SandboxError;
 use super::files::check_regular;
-use super::write::WriteMode;
+use super::write_mode::WriteMode;
 
 /// The file at `name` (links followed), opened for reading without blocking; `None` if there is
 /// none.

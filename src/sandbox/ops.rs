@@ -321,7 +321,7 @@ fn copy_then_remove(
     let fail = |e: std::io::Error| SandboxError::from_io(shown, e);
     let staging = std::path::PathBuf::from(format!(
         "{}{}-move-{}",
-        super::write::TEMP_PREFIX,
+        super::place::TEMP_PREFIX,
         std::process::id(),
         to.display()
     ));

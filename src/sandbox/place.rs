@@ -1,14 +1,31 @@
-//! Putting a staged temporary file at a name where no file was: only if the name is still free,
-//! atomically, so two writers that both found no file cannot both create it (the second rename
-//! would silently replace the first one's file and lose what it wrote).
+//! Staged temporary files: their names (hidden, flycode's prefix, unique in the process), and
+//! putting one at a name where no file was: only if the name is still free, atomically, so two
+//! writers that both found no file cannot both create it (the second rename would silently
+//! replace the first one's file and lose what it wrote).
 //!
 //! A writer that loses the race gets `AlreadyExists`, removes nothing, and starts over against
 //! the winner's file under that file's lock (PROTOCOL.md §9, fs.write). Replacing an existing
 //! file is not done here: that is a plain rename made while holding the old file's lock.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
+
+/// Where a temporary file's name starts: hidden, and recognisable as flycode's.
+pub(crate) const TEMP_PREFIX: &str = ".flycode-tmp-";
+
+/// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
+/// writer in it (so two writes in one process never pick the same name), and the final name.
+pub(crate) fn temp_name(name: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    PathBuf::from(format!(
+        "{TEMP_PREFIX}{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        name.display()
+    ))
+}
 
 /// Renames `temp` to `name` in `dir` only if nothing is at `name`; `AlreadyExists` otherwise.
 ///

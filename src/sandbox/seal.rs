@@ -115,12 +115,6 @@ pub enum KeyError {
 }
 
 impl SealKey {
-    /// The key of the state directory (made on first use), kept for the process's life.
-    pub fn of_state_dir() -> Result<SealKey, KeyError> {
-        let dir = super::state::state_dir().ok_or(KeyError::NoStateDir)?;
-        SealKey::in_dir(&dir)
-    }
-
     /// The key kept in `dir` (made if there is none).
     pub fn in_dir(dir: &Path) -> Result<SealKey, KeyError> {
         static KEPT: Mutex<Option<(PathBuf, SealKey)>> = Mutex::new(None);

@@ -82,6 +82,15 @@ pub fn state_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state/flycode"))
 }
 
+impl SealKey {
+    /// The key of the state directory (made on first use), kept for the process's life. Here,
+    /// beside the state directory, so that [`super::seal`] knows keys but not where state lives.
+    pub fn of_state_dir() -> Result<SealKey, KeyError> {
+        let dir = state_dir().ok_or(KeyError::NoStateDir)?;
+        SealKey::in_dir(&dir)
+    }
+}
+
 /// Writes `bytes` to `path` through a hidden temporary file beside it and a rename, creating the
 /// directory if needed: a reader never sees half a file. The temporary file has a random name and
 /// is created exclusively (never through a link someone planted), its data is flushed before the

@@ -15,28 +15,17 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cap_std::fs::{Dir, OpenOptions};
-use sha2::{Digest, Sha256};
 
+use super::content_hash::sha256_hex;
 use super::error::SandboxError;
 use super::files::Sandbox;
 use super::journal::{Journal, JournalTarget, Operation};
+use super::place::{TEMP_PREFIX, temp_name};
 use super::resolve::{LastComponent, RootedPath};
-
-/// Where a temporary file's name starts: hidden, and recognisable as flycode's.
-pub const TEMP_PREFIX: &str = ".flycode-tmp-";
-
-/// How to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteMode {
-    /// Replace the whole content atomically.
-    Overwrite,
-    /// Add to the end.
-    Append,
-}
+use super::write_mode::WriteMode;
 
 /// What a write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,11 +45,6 @@ pub struct WriteOutcome {
 pub struct HashMismatch {
     /// The current hash, or `(missing)`.
     pub actual: String,
-}
-
-/// The lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// How many times a write starts over after losing a creation race before it gives up.
@@ -153,11 +137,7 @@ impl Sandbox {
             _ => None,
         };
         if let Some(expected) = expected_sha256 {
-            let actual = match (&old, &locked) {
-                (Some(old), _) => sha256_hex(old),
-                (None, Some(file)) => stream_hash(file, input)?,
-                (None, None) => "(missing)".to_owned(),
-            };
+            let actual = current_hash(old.as_deref(), locked.as_ref(), input)?;
             if expected != actual {
                 return Ok(WriteAttempt::Done(Err(HashMismatch { actual })));
             }
@@ -170,26 +150,7 @@ impl Sandbox {
         };
         let sha256 = sha256_hex(&whole);
         let temp = temp_name(name);
-        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
-        let record = JournalTarget::new(
-            &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
-            parent_relative,
-            name,
-            &temp,
-            None,
-            sha256.clone(),
-            None,
-        );
-        // A path that is not UTF-8 cannot be recorded (records are JSON): such a write goes
-        // unrecorded, as before the journal existed.
-        let journal = match record {
-            Some(record) => Some(Journal::begin(
-                Operation::Write,
-                self.roots(),
-                vec![record.creating(locked.is_none())],
-            )?),
-            None => None,
-        };
+        let journal = self.begin_write(path, name, &temp, &sha256, locked.is_none())?;
         // The new file keeps the old one's permissions (read from the locked file itself).
         let permissions = match &locked {
             Some(file) => Some(without_special_bits(
@@ -221,6 +182,39 @@ impl Sandbox {
             sha256,
             created: locked.is_none(),
         })))
+    }
+
+    /// Records in the journal that `name` (of `path`) is about to be replaced by, or `creating`
+    /// created from, the staged file `temp` holding content `sha256`; the record lasts until the
+    /// journal is dropped. A path that is not UTF-8 cannot be recorded (records are JSON): such a
+    /// write goes unrecorded, as before the journal existed.
+    fn begin_write(
+        &self,
+        path: &RootedPath,
+        name: &Path,
+        temp: &Path,
+        sha256: &str,
+        creating: bool,
+    ) -> Result<Option<Journal>, SandboxError> {
+        let parent_relative = path.relative.parent().unwrap_or(Path::new(""));
+        let record = JournalTarget::new(
+            &self.roots()[path.root.min(self.roots().len().saturating_sub(1))],
+            parent_relative,
+            name,
+            temp,
+            None,
+            sha256.to_owned(),
+            None,
+        );
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        Journal::begin(
+            Operation::Write,
+            self.roots(),
+            vec![record.creating(creating)],
+        )
+        .map(Some)
     }
 
     /// The directory holding `path` (created when `create` and missing) and the final name.
@@ -272,16 +266,18 @@ fn stream_hash(file: &cap_std::fs::File, input: &str) -> Result<String, SandboxE
     super::content_hash::stream_sha256(file).map_err(|e| SandboxError::from_io(input, e))
 }
 
-/// A fresh temporary name beside `name`: flycode's prefix, this process, a counter shared by every
-/// writer in it (so two writes in one process never pick the same name), and the final name.
-pub(crate) fn temp_name(name: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    PathBuf::from(format!(
-        "{TEMP_PREFIX}{}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        name.display()
-    ))
+/// The hash of what is at the name now, as an expectation is checked against: of the old content
+/// already read, else streamed from the locked file, else `(missing)`.
+fn current_hash(
+    old: Option<&[u8]>,
+    locked: Option<&cap_std::fs::File>,
+    input: &str,
+) -> Result<String, SandboxError> {
+    Ok(match (old, locked) {
+        (Some(old), _) => sha256_hex(old),
+        (None, Some(file)) => stream_hash(file, input)?,
+        (None, None) => "(missing)".to_owned(),
+    })
 }
 
 /// Removes temporary files that a killed flycode left in `dir`: those whose process no longer

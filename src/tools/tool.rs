@@ -102,9 +102,12 @@ pub enum SessionChange<'a> {
 /// memory).
 pub trait Notebook: Send + Sync {
     /// Replaces the TODO list with `args.items`; a one-line summary.
-    fn replace_todos(&self, args: &super::agent::TodoArgs) -> Result<String, ToolError>;
+    fn replace_todos(
+        &self,
+        args: &super::agent::notebook_args::TodoArgs,
+    ) -> Result<String, ToolError>;
     /// Adds `args.note`; a one-line summary.
-    fn add_note(&self, args: &super::agent::NoteArgs) -> Result<String, ToolError>;
+    fn add_note(&self, args: &super::agent::notebook_args::NoteArgs) -> Result<String, ToolError>;
     /// Records a sub-agent's result (`agent.complete`); a one-line summary. Only a sub-agent's
     /// notebook takes one.
     fn complete(&self, _result: &str) -> Result<String, ToolError> {
@@ -123,7 +126,7 @@ pub trait TaskRunner: Send + Sync {
     /// the id of the `agent.task` call.
     fn run_task(
         &self,
-        task: &super::agent::TaskArgs,
+        task: &super::agent::task_args::TaskArgs,
         parent_call_id: Option<&str>,
     ) -> Result<ToolOutput, ToolError>;
 }

@@ -3,6 +3,7 @@
 mod agent_client;
 mod agent_prompt;
 mod api_server;
+mod architecture;
 mod cli_approval;
 mod cli_check;
 mod cli_clipboard;
@@ -17,6 +18,7 @@ mod crash_safety;
 mod edit;
 mod hostile;
 mod large_files;
+mod ls_hidden;
 mod mcp;
 mod mcp_framing;
 mod newcomer;

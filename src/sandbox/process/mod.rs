@@ -80,11 +80,6 @@ pub fn program_containment(sandbox: ProgramSandbox, network: bool) -> String {
     super::contain::describe(sandbox, network)
 }
 
-/// The OS error a child reports when it could not enter its Landlock domain (never one that
-/// exec itself returns), so the parent can tell it from a failed exec.
-#[cfg(unix)]
-pub(crate) const CONTAIN_FAILED_ERRNO: i32 = rustix::io::Errno::NOTRECOVERABLE.raw_os_error();
-
 /// How long a run waits for end of file on stdout and stderr once the main child has exited.
 pub const PIPE_GRACE: Duration = Duration::from_secs(1);
 

@@ -250,7 +250,7 @@ fn spawn(
 /// Maps a failed spawn to what the model should hear.
 fn spawn_error(spec: &ProcessSpec, error: io::Error) -> ProcessError {
     let program = spec.program.clone();
-    if spec.containment.is_some() && error.raw_os_error() == Some(super::CONTAIN_FAILED_ERRNO) {
+    if spec.containment.is_some() && error.raw_os_error() == Some(contain::CONTAIN_FAILED_ERRNO) {
         return ProcessError::Containment {
             program,
             message: "the program could not enter its Landlock domain".to_owned(),

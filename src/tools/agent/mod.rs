@@ -4,7 +4,9 @@
 //! executor is given by the loop. Anywhere else (chat front ends) there is no notebook, and they
 //! are `unknown_tool`.
 
+pub mod notebook_args;
 pub mod task;
+pub mod task_args;
 
 use std::path::PathBuf;
 
@@ -14,7 +16,9 @@ use super::tool::{ApprovalClass, Effects, Tool, ToolContext, first_line, plural}
 pub use super::tool::{Notebook, TaskRunner};
 use super::{ToolError, ToolOutput};
 use crate::protocol::{ErrorCode, ToolName};
-pub use task::{AgentTask, ModelChoice, SubagentType, TaskArgs};
+pub use notebook_args::{NoteArgs, TodoArgItem, TodoArgs};
+pub use task::AgentTask;
+pub use task_args::{ModelChoice, SubagentType, TaskArgs};
 
 /// `agent.complete` in the registry.
 pub struct AgentComplete;
@@ -59,32 +63,6 @@ impl Tool for AgentComplete {
             .complete(&args.result)
             .map(saved)
     }
-}
-
-/// The arguments of `agent.todo`: the whole list, replacing the one before.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TodoArgs {
-    /// The items, in the model's order (the schema allows 0 to 100).
-    pub items: Vec<TodoArgItem>,
-}
-
-/// One item of `agent.todo`'s list, as the schema allows it (the notebook refuses a blank one).
-#[derive(Clone, Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TodoArgItem {
-    /// What to do, in one line.
-    pub content: String,
-    /// `pending`, `in_progress` or `done`.
-    pub status: String,
-}
-
-/// The arguments of `agent.note`.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoteArgs {
-    /// The information to keep (the notebook refuses a blank one).
-    pub note: String,
 }
 
 /// `agent.todo` in the registry.

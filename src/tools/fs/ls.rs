@@ -1,8 +1,11 @@
 //! `fs.ls`: a directory's entries, sorted by path, to a depth; directories end with `/`, links
 //! show their target and are never followed, files show their size; a summary line ends the list.
+//! The tree is walked as fs.search walks it ([`crate::sandbox::walk`]): through directory handles,
+//! hiding `.git` and what the ignore files ignore unless `all` is set (PROTOCOL.md §9 (fs.ls)).
 
-use std::ffi::OsString;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
 use globset::{Glob, GlobMatcher};
@@ -12,6 +15,7 @@ use serde_json::{Value, json};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
+use crate::sandbox::walk::{self, Level, Markers, Rules, Start, WalkTarget, open_dir_start};
 use crate::tools::tool::{ApprovalClass, Effects, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 
@@ -34,6 +38,9 @@ pub struct LsArgs {
     pub depth: u32,
     /// Only entries whose name matches.
     pub glob: Option<String>,
+    /// Show everything: also `.git` and what the ignore files ignore.
+    #[serde(default)]
+    pub all: bool,
 }
 
 fn default_depth() -> u32 {
@@ -64,6 +71,12 @@ struct ListingWalk<'a> {
     stop: Option<Stop>,
     /// flycode's own directories below the listed one (relative to it): shown, never entered.
     skip: Vec<PathBuf>,
+    /// The ignore rules, and the listed directory's absolute path they see entries under; `None`
+    /// with `all`, which shows everything.
+    rules: Option<(Rules, PathBuf)>,
+    /// Entries hidden by `.git` or the ignore rules (a hidden directory counts once: it is not
+    /// entered).
+    hidden: usize,
 }
 
 /// Why a listing stopped before the tree ended.
@@ -100,15 +113,29 @@ fn run_with(
         ),
         None => None,
     };
-    let (dir, resolved) = sandbox.open_dir(&args.path)?;
-    let skip = sandbox
-        .protection()
-        .own_paths()
+    let (start, resolved) = open_dir_start(sandbox, &args.path)?;
+    let Start {
+        target,
+        ancestors,
+        canonical,
+        root,
+        skip,
+    } = start;
+    let WalkTarget::Dir(dir) = target else {
+        return Err(ToolError::new(
+            ErrorCode::NotDirectory,
+            format!("fs.ls: {} is not a directory", resolved.absolute.display()),
+            None,
+        ));
+    };
+    let skip = skip
         .iter()
-        .filter_map(|own| own.strip_prefix(&resolved.absolute).ok())
+        .filter_map(|own| own.strip_prefix(&canonical).ok())
         .filter(|relative| !relative.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .collect();
+    let shown = resolved.absolute.clone();
+    let rules = (!args.all).then(|| (Rules::new(shown.clone(), canonical, root), shown.clone()));
     let mut walk = ListingWalk {
         matcher: matcher.as_ref(),
         entries: Vec::new(),
@@ -117,8 +144,17 @@ fn run_with(
         max_visited,
         stop: None,
         skip,
+        rules,
+        hidden: 0,
     };
-    walk.list(&dir, Path::new(""), args.depth.clamp(1, 16));
+    let Ok(entries) = walk::list(&dir) else {
+        return Ok(output(&resolved.absolute, walk));
+    };
+    let level = walk
+        .rules
+        .as_ref()
+        .and_then(|(rules, shown)| walk::first_level(rules, ancestors, &dir, shown, &entries));
+    walk.list(&dir, Path::new(""), entries, level, args.depth.clamp(1, 16));
     Ok(output(&resolved.absolute, walk))
 }
 
@@ -135,6 +171,9 @@ fn output(root: &Path, mut walk: ListingWalk<'_>) -> ToolOutput {
     let mut fields = Vec::new();
     if truncated {
         fields.push(("truncated".to_owned(), "true".to_owned()));
+    }
+    if walk.hidden > 0 {
+        data["hidden"] = json!(walk.hidden);
     }
     if walk.stop == Some(Stop::Visited) {
         // The matches shown are those found so far, not all there are.
@@ -159,16 +198,18 @@ fn matches_name(matcher: &GlobMatcher, relative: &Path) -> bool {
 }
 
 impl ListingWalk<'_> {
-    /// Collects the entries below `dir` (whose path relative to the listed directory is
-    /// `prefix`) that match, descending into every directory to `depth` whether it matches or not.
-    fn list(&mut self, dir: &Dir, prefix: &Path, depth: u32) {
-        let Ok(read) = dir.entries() else { return };
-        let mut names: Vec<(OsString, cap_std::fs::DirEntry)> = read
-            .filter_map(Result::ok)
-            .map(|entry| (entry.file_name(), entry))
-            .collect();
-        names.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, entry) in names {
+    /// Collects the entries of `dir` (listed as `entries`; its path relative to the listed
+    /// directory is `prefix`, its ignore rules `level`) that match, descending into every
+    /// directory that is not hidden to `depth` whether it matches or not.
+    fn list(
+        &mut self,
+        dir: &Dir,
+        prefix: &Path,
+        entries: Vec<walk::WalkEntry>,
+        level: Option<Arc<Level>>,
+        depth: u32,
+    ) {
+        for entry in entries {
             if self.stop.is_some() {
                 return;
             }
@@ -177,51 +218,95 @@ impl ListingWalk<'_> {
                 return;
             }
             self.visited += 1;
-            let Ok(file_type) = entry.file_type() else {
+            let Some(kind) = entry.kind else {
                 continue;
             };
-            let relative = prefix.join(&name);
-            let descend = file_type.is_dir() && depth > 1 && !self.skip.contains(&relative);
+            let relative = prefix.join(&entry.name);
+            let is_dir = kind == walk::EntryKind::Dir;
+            if self.is_hidden(level.as_deref(), &relative, &entry.name, is_dir) {
+                self.hidden += 1;
+                continue;
+            }
             if self.matcher.is_none_or(|m| matches_name(m, &relative)) {
                 if self.entries.len() >= self.max_entries {
                     self.stop = Some(Stop::Entries);
                     return;
                 }
-                let kind = kind_of(dir, &name, &entry, &file_type);
                 self.entries.push(ListedEntry {
                     relative: relative.clone(),
-                    kind,
+                    kind: kind_of(dir, &entry.name, kind),
                 });
             }
-            if descend && let Ok(child) = entry.open_dir() {
-                self.list(&child, &relative, depth - 1);
+            if is_dir && depth > 1 && !self.skip.contains(&relative) {
+                self.descend(dir, &entry.name, &relative, level.clone(), depth - 1);
             }
         }
     }
+
+    /// Lists the subdirectory `name` of `dir` (opened through `dir`'s handle, never through a
+    /// link) on top of the rules `parent`.
+    fn descend(
+        &mut self,
+        dir: &Dir,
+        name: &OsStr,
+        relative: &Path,
+        parent: Option<Arc<Level>>,
+        depth: u32,
+    ) {
+        let Ok(child) = walk::open_subdir(dir, name) else {
+            return;
+        };
+        let Ok(entries) = walk::list(&child) else {
+            return;
+        };
+        let level = match &self.rules {
+            Some((rules, shown)) => {
+                let markers = Markers::from_entries(&entries);
+                rules.level(&child, &shown.join(relative), &markers, false, parent)
+            }
+            None => None,
+        };
+        self.list(&child, relative, entries, level, depth);
+    }
+
+    /// Whether the entry at `relative` is hidden: `.git`, or ignored by the ignore files (as
+    /// fs.search decides it, but hidden names are shown); nothing is with `all`.
+    fn is_hidden(
+        &self,
+        level: Option<&Level>,
+        relative: &Path,
+        name: &OsStr,
+        is_dir: bool,
+    ) -> bool {
+        let Some((rules, shown)) = &self.rules else {
+            return false;
+        };
+        name == ".git"
+            || rules
+                .matched(level, &shown.join(relative), is_dir)
+                .is_ignore()
+    }
 }
 
-fn kind_of(
-    dir: &Dir,
-    name: &OsString,
-    entry: &cap_std::fs::DirEntry,
-    file_type: &cap_std::fs::FileType,
-) -> ListedKind {
-    if file_type.is_symlink() {
-        let target = dir
-            .read_link_contents(name)
-            .map(|t| t.display().to_string())
-            .unwrap_or_else(|_| "?".to_owned());
-        ListedKind::Link { target }
-    } else if file_type.is_dir() {
-        ListedKind::Directory
-    } else if file_type.is_file() {
-        ListedKind::File {
-            size: entry.metadata().map(|m| m.len()).unwrap_or(0),
+/// What the entry `name` of `dir` is, for the listing: a link's target is read, never followed.
+fn kind_of(dir: &Dir, name: &OsStr, kind: walk::EntryKind) -> ListedKind {
+    match kind {
+        walk::EntryKind::Link => {
+            let target = dir
+                .read_link_contents(name)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".to_owned());
+            ListedKind::Link { target }
         }
-    } else {
-        ListedKind::Other {
-            what: other_kind(file_type),
-        }
+        walk::EntryKind::Dir => ListedKind::Directory,
+        walk::EntryKind::File => ListedKind::File {
+            size: dir.symlink_metadata(name).map(|m| m.len()).unwrap_or(0),
+        },
+        walk::EntryKind::Other => ListedKind::Other {
+            what: dir
+                .symlink_metadata(name)
+                .map_or("other", |m| other_kind(&m.file_type())),
+        },
     }
 }
 
@@ -297,6 +382,12 @@ fn render(root: &Path, entries: &[&ListedEntry], walk: &ListingWalk<'_>) -> Stri
         None => {}
     }
     out.push('\n');
+    if walk.hidden > 0 {
+        out.push_str(&format!(
+            "{} hidden by .git and ignore files; pass all: true to show them\n",
+            crate::tools::tool::plural(walk.hidden, "entry")
+        ));
+    }
     out
 }
 

@@ -6,21 +6,25 @@
 //!
 //! A file of at most [`WHOLE_READ_BYTES`] is read whole, so every total is exact and, for
 //! `utf-8`, the whole file must be UTF-8. A larger file read in part is streamed: only the blocks
-//! the part needs are read (head and range forward from the start, tail backwards from the end,
-//! lines forward line by line), memory stays bounded by the part itself, and what was not read is
-//! not counted (the header says so). Such a file is judged text by the bytes read (the part, and
-//! for `range` everything before it) plus its first [`SNIFF_BYTES`]: UTF-8 without a NUL byte.
+//! the part needs are read, memory stays bounded by the part itself, and what was not read is not
+//! counted (the header says so). Such a file is judged text by the bytes read plus its first
+//! [`SNIFF_BYTES`]: UTF-8 without a NUL byte. The reading itself is the sandbox's streaming-read
+//! engine (`sandbox/read/`); this file holds the arguments, the masking of secrets and the
+//! rendering.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek};
 
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
+use crate::sandbox::read::{
+    FileFacts, ReadError, ReadPart, ReadPlan, ReadSummary, Selection, Shown, Span, bytes_summary,
+    file_facts, margins, read_part, read_whole, select_bytes, select_text, stream_summary,
+};
 use crate::tools::secrets::{Edge, Secrets};
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
@@ -38,15 +42,7 @@ const BLOCK_BYTES: usize = 64 * 1024;
 /// The start of a streamed file checked for text (UTF-8, no NUL byte) on a `utf-8` read.
 pub const SNIFF_BYTES: usize = 8 * 1024;
 
-/// The sizes a read works with; the unit tests shrink them to reach block boundaries.
-#[derive(Clone, Copy, Debug)]
-struct ReadPlan {
-    whole_up_to: u64,
-    block: usize,
-    sniff: usize,
-    max_part: u64,
-}
-
+/// The sizes `fs.read` reads with; the unit tests shrink them to reach block boundaries.
 const PLAN: ReadPlan = ReadPlan {
     whole_up_to: WHOLE_READ_BYTES,
     block: BLOCK_BYTES,
@@ -93,57 +89,6 @@ pub enum Encoding {
     Hex,
 }
 
-/// An exact span: `start..end` of `total` units (characters, bytes or, for lines, 1-based
-/// inclusive line numbers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    start: u64,
-    end: u64,
-    total: u64,
-}
-
-/// The part shown, as far as it is known: a streamed read knows where a tail of characters
-/// starts only in bytes, and knows no total it did not read to the end for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Shown {
-    start: Option<u64>,
-    end: Option<u64>,
-    total: Option<u64>,
-    /// Units shown (what a tail of characters holds when its start is unknown); reported for
-    /// streamed reads only.
-    count: u64,
-    /// For a streamed read: the part's byte offsets and the file's size.
-    bytes: Option<(u64, u64, u64)>,
-}
-
-impl Shown {
-    fn exact(span: Span) -> Shown {
-        Shown {
-            start: Some(span.start),
-            end: Some(span.end),
-            total: Some(span.total),
-            count: span.end.saturating_sub(span.start),
-            bytes: None,
-        }
-    }
-}
-
-/// A part read from a streamed file.
-struct ReadPart {
-    bytes: Vec<u8>,
-    shown: Shown,
-}
-
-/// Which part of the file to return.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Selection {
-    Whole,
-    Head(u64),
-    Tail(u64),
-    Range(u64, Option<u64>),
-    Lines(u64, Option<u64>),
-}
-
 /// Runs `fs.read`, masking `secrets` in what it shows.
 pub fn run(sandbox: &Sandbox, args: &ReadArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
     run_with(sandbox, args, &PLAN, secrets)
@@ -157,51 +102,17 @@ fn run_with(
 ) -> Result<ToolOutput, ToolError> {
     let selection = selection(args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
-    let metadata = file.metadata().map_err(|e| io_error(&args.path, &e))?;
-    let size = metadata.len();
-    let streamed = selection != Selection::Whole && size > plan.whole_up_to;
-    let (content, mut shown, whole) = if streamed {
-        let mut part = read_part(&mut file, size, selection, args.encoding, plan, &args.path)?;
-        mask_streamed(&mut file, &mut part, secrets, &args.path)?;
-        (encode(part.bytes, args.encoding), part.shown, None)
-    } else {
-        if size > MAX_READ_BYTES {
-            return Err(ToolError::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "{} is {size} bytes, more than fs.read loads whole ({MAX_READ_BYTES})",
-                    args.path
-                ),
-                Some(
-                    "read part of it with \"head\", \"tail\", \"range\" or \"lines\" (they work \
-                     on files of any size), or search it with fs.search",
-                ),
-            ));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_error(&args.path, &e))?;
-        // The bytes are kept only for the metadata, which hashes the same bytes.
-        let (content, span, whole) = select_whole(
-            bytes,
-            selection,
-            args.encoding,
-            &args.path,
-            args.include_meta,
-            secrets,
-        )?;
-        (content, Shown::exact(span), whole)
-    };
-
+    let failed = |error| read_error(&args.path, error);
+    let facts = file_facts(&file).map_err(failed)?;
+    let (content, mut shown, whole) =
+        read_content(&mut file, args, selection, facts.size, plan, secrets)?;
     let meta = if !args.include_meta {
         None
     } else if let Some(bytes) = &whole {
-        Some(meta_of(&bytes_summary(bytes), &metadata))
+        Some(meta_of(&bytes_summary(bytes), &facts))
     } else {
-        Some(meta_of(
-            &stream_summary(&mut file, plan, &args.path)?,
-            &metadata,
-        ))
+        let summary = stream_summary(&mut file, plan).map_err(failed)?;
+        Some(meta_of(&summary, &facts))
     };
     // The metadata pass counted the lines a streamed `lines` read did not.
     if let (Selection::Lines(..), None, Some(lines)) = (
@@ -212,7 +123,61 @@ fn run_with(
     {
         shown.total = Some(lines);
     }
+    Ok(output(args, selection, content, &shown, meta))
+}
 
+/// The selected part of the open file of `size` bytes, masked and encoded, what it shows, and
+/// the file's bytes when it was read whole and the metadata needs them: streamed when the file
+/// is too large to read whole and only a part is asked for.
+fn read_content<R: Read + Seek>(
+    file: &mut R,
+    args: &ReadArgs,
+    selection: Selection,
+    size: u64,
+    plan: &ReadPlan,
+    secrets: &Secrets,
+) -> Result<(String, Shown, Option<Vec<u8>>), ToolError> {
+    let failed = |error| read_error(&args.path, error);
+    if selection != Selection::Whole && size > plan.whole_up_to {
+        let text = args.encoding == Encoding::Utf8;
+        let mut part = read_part(file, size, selection, text, plan).map_err(failed)?;
+        mask_streamed(file, &mut part, secrets).map_err(failed)?;
+        return Ok((encode(part.bytes, args.encoding), part.shown, None));
+    }
+    if size > MAX_READ_BYTES {
+        return Err(ToolError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "{} is {size} bytes, more than fs.read loads whole ({MAX_READ_BYTES})",
+                args.path
+            ),
+            Some(
+                "read part of it with \"head\", \"tail\", \"range\" or \"lines\" (they work \
+                 on files of any size), or search it with fs.search",
+            ),
+        ));
+    }
+    let bytes = read_whole(file, size).map_err(failed)?;
+    // The bytes are kept only for the metadata, which hashes the same bytes.
+    let (content, span, whole) = select_whole(
+        bytes,
+        selection,
+        args.encoding,
+        &args.path,
+        args.include_meta,
+        secrets,
+    )?;
+    Ok((content, Shown::exact(span), whole))
+}
+
+/// The result: the content as the body, the `[range]`/`[lines]` and `[meta]` headers, the data.
+fn output(
+    args: &ReadArgs,
+    selection: Selection,
+    content: String,
+    shown: &Shown,
+    meta: Option<Value>,
+) -> ToolOutput {
     let unit = if args.encoding == Encoding::Utf8 {
         "chars"
     } else {
@@ -227,7 +192,7 @@ fn run_with(
         } else {
             "range"
         };
-        fields.push((label.to_owned(), describe(label, &shown, unit)));
+        fields.push((label.to_owned(), describe(label, shown, unit)));
         data["selection"] = json!({
             "kind": label, "start": shown.start, "end": shown.end, "total": shown.total
         });
@@ -240,7 +205,7 @@ fn run_with(
         fields.push(("meta".to_owned(), meta.to_string()));
         data["meta"] = meta;
     }
-    Ok(ToolOutput {
+    ToolOutput {
         body: Some(content),
         fields,
         data,
@@ -248,7 +213,7 @@ fn run_with(
             Encoding::Utf8 => "read on with \"range\" (character offsets) or \"lines\"".to_owned(),
             _ => "read on with \"range\" (byte offsets)".to_owned(),
         }),
-    })
+    }
 }
 
 /// The `[range]` / `[lines]` header: `S-E of N unit` when exact; a streamed read says what it
@@ -316,13 +281,13 @@ fn select_whole(
         }
         Encoding::Utf8 => {
             let text = std::str::from_utf8(&bytes).map_err(not_utf8_at)?;
-            let (part, span) = select_text(text, selection)?;
+            let (part, span) = select_text(text, selection).map_err(|e| read_error(path, e))?;
             let start = part.as_ptr() as usize - text.as_ptr() as usize;
             let part = secrets.masked_part(&bytes, start, start + part.len());
             Ok((encode(part, encoding), span, keep_bytes.then_some(bytes)))
         }
         Encoding::Base64 | Encoding::Hex => {
-            let (part, span) = select_bytes(&bytes, selection)?;
+            let (part, span) = select_bytes(&bytes, selection).map_err(|e| read_error(path, e))?;
             let start = part.as_ptr() as usize - bytes.as_ptr() as usize;
             let part = secrets.masked_part(&bytes, start, start + part.len());
             Ok((encode(part, encoding), span, keep_bytes.then_some(bytes)))
@@ -336,26 +301,40 @@ fn mask_streamed<R: Read + Seek>(
     file: &mut R,
     part: &mut ReadPart,
     secrets: &Secrets,
-    path: &str,
-) -> Result<(), ToolError> {
-    let margin = secrets.margin() as u64;
+) -> Result<(), ReadError> {
     let Some((start, end, _)) = part.shown.bytes else {
         return Ok(());
     };
     if secrets.is_empty() {
         return Ok(());
     }
-    let from = start.saturating_sub(margin);
-    seek(file, from, path)?;
-    let mut before = vec![0; from_index(start - from)];
-    let got = read_full(file, &mut before, path)?;
-    before.truncate(got);
-    seek(file, end, path)?;
-    let mut after = vec![0; from_index(margin)];
-    let got = read_full(file, &mut after, path)?;
-    after.truncate(got);
+    let (before, after) = margins(file, start, end, secrets.margin() as u64)?;
     secrets.mask_window(&mut part.bytes, Edge::exact(&before), Edge::exact(&after));
     Ok(())
+}
+
+/// What the model hears of a failed read of `path`.
+fn read_error(path: &str, error: ReadError) -> ToolError {
+    match error {
+        ReadError::Io(error) => io_error(path, &error),
+        ReadError::Shrank => ToolError::new(
+            ErrorCode::IoError,
+            format!("{path} got shorter while it was read"),
+            Some("read it again"),
+        ),
+        ReadError::NotUtf8 { offset } => not_utf8(path, offset),
+        ReadError::NotText { offset } => ToolError::new(
+            ErrorCode::BinaryContent,
+            format!("{path} is not text (a NUL byte at offset {offset})"),
+            Some("read it with \"encoding\": \"base64\" or \"hex\""),
+        ),
+        ReadError::PartTooLarge => part_too_large(path),
+        ReadError::PastTheEnd { line, total } => ToolError::new(
+            ErrorCode::InvalidArgs,
+            format!("fs.read: line {line} is past the end of the file ({total} lines)"),
+            Some("ask for a line within the file; includeMeta gives the line count"),
+        ),
+    }
 }
 
 fn io_error(path: &str, error: &std::io::Error) -> ToolError {
@@ -378,459 +357,6 @@ fn part_too_large(path: &str) -> ToolError {
             "ask for less: a smaller \"head\" or \"tail\", a narrower \"range\" or fewer \"lines\"",
         ),
     )
-}
-
-/// Reads the selected part of a file too large to read whole, block by block.
-fn read_part<R: Read + Seek>(
-    file: &mut R,
-    size: u64,
-    selection: Selection,
-    encoding: Encoding,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadPart, ToolError> {
-    let text = encoding == Encoding::Utf8;
-    if text {
-        sniff(file, plan, path)?;
-    }
-    let mut part = match selection {
-        Selection::Lines(first, last) => forward_lines(file, first, last, plan, path)?,
-        Selection::Head(n) if text => forward_chars(file, 0, Some(n), plan, path)?,
-        Selection::Range(start, end) if text => forward_chars(file, start, end, plan, path)?,
-        // Not streamed by `run`, but a whole file is a range like any other.
-        Selection::Whole if text => forward_chars(file, 0, None, plan, path)?,
-        Selection::Tail(n) if text => backward_chars(file, size, n, plan, path)?,
-        Selection::Whole | Selection::Head(_) | Selection::Tail(_) | Selection::Range(..) => {
-            byte_span(file, size, selection, plan, path)?
-        }
-    };
-    part.shown.bytes = part.shown.bytes.map(|(start, end, _)| (start, end, size));
-    if text && let Err(e) = std::str::from_utf8(&part.bytes) {
-        let start = part.shown.bytes.map_or(0, |(start, _, _)| start);
-        return Err(not_utf8(path, start + e.valid_up_to() as u64));
-    }
-    Ok(part)
-}
-
-/// Reads into `buf` until it is full or the file ends; the count read.
-fn read_full<R: Read>(file: &mut R, buf: &mut [u8], path: &str) -> Result<usize, ToolError> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(path, &e)),
-        }
-    }
-    Ok(filled)
-}
-
-fn seek<R: Seek>(file: &mut R, offset: u64, path: &str) -> Result<(), ToolError> {
-    file.seek(SeekFrom::Start(offset))
-        .map(|_| ())
-        .map_err(|e| io_error(path, &e))
-}
-
-/// A streamed file must look like text from its start: UTF-8 (a character cut by the end of the
-/// sniffed block is fine) without a NUL byte. Otherwise a `tail` of a binary file could pass for
-/// text when its last bytes happen to be valid.
-fn sniff<R: Read + Seek>(file: &mut R, plan: &ReadPlan, path: &str) -> Result<(), ToolError> {
-    seek(file, 0, path)?;
-    let mut buf = vec![0; plan.sniff];
-    let got = read_full(file, &mut buf, path)?;
-    let start = &buf[..got];
-    if let Some(at) = start.iter().position(|b| *b == 0) {
-        return Err(ToolError::new(
-            ErrorCode::BinaryContent,
-            format!("{path} is not text (a NUL byte at offset {at})"),
-            Some("read it with \"encoding\": \"base64\" or \"hex\""),
-        ));
-    }
-    match std::str::from_utf8(start) {
-        Ok(_) => Ok(()),
-        // Cut mid-character by the block's end, and the file goes on: judged with the next block.
-        Err(e) if e.error_len().is_none() && got == plan.sniff => Ok(()),
-        Err(e) => Err(not_utf8(path, e.valid_up_to() as u64)),
-    }
-}
-
-/// The byte length of the first `n` characters of `text` (all of it if shorter), and how many
-/// characters that is.
-fn advance(text: &str, n: u64) -> (usize, u64) {
-    let count = count_char_starts(text.as_bytes());
-    if count <= n {
-        return (text.len(), count);
-    }
-    let at = text
-        .char_indices()
-        .nth(from_index(n))
-        .map_or(text.len(), |(at, _)| at);
-    (at, n)
-}
-
-/// The characters in valid UTF-8: every byte that does not continue a character starts one.
-fn count_char_starts(bytes: &[u8]) -> u64 {
-    count_bytes(bytes, |b| (b & 0xC0) != 0x80)
-}
-
-fn count_newlines(bytes: &[u8]) -> u64 {
-    count_bytes(bytes, |b| b == b'\n')
-}
-
-/// How many bytes satisfy `test`. Counting in a byte per run of 255 lets the compiler use wide
-/// vector lanes: ten times as fast as `filter().count()`, which streamed reads spend their time on.
-fn count_bytes(bytes: &[u8], test: impl Fn(u8) -> bool) -> u64 {
-    bytes
-        .chunks(255)
-        .map(|run| {
-            let hits = run.iter().fold(0u8, |hits, b| hits + u8::from(test(*b)));
-            u64::from(hits)
-        })
-        .sum()
-}
-
-/// The offset just after the `n`th (1-based) newline of `bytes`, if there are that many.
-fn after_newline(bytes: &[u8], n: u64) -> Option<usize> {
-    // Counting is fast (vectorised); finding the exact byte is done only in the block it is in.
-    if count_newlines(bytes) < n {
-        return None;
-    }
-    let mut seen = 0;
-    for (at, byte) in bytes.iter().enumerate() {
-        if *byte == b'\n' {
-            seen += 1;
-            if seen == n {
-                return Some(at + 1);
-            }
-        }
-    }
-    None
-}
-
-/// Characters `from..to` (`to` `None`: to the end), streamed from the start of the file: the
-/// characters before the part must be read to be counted, and must be UTF-8 to be characters.
-fn forward_chars<R: Read + Seek>(
-    file: &mut R,
-    from: u64,
-    to: Option<u64>,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadPart, ToolError> {
-    seek(file, 0, path)?;
-    let mut buf = vec![0; plan.block];
-    // `pending` starts at file offset `pos`, after `chars` characters; it holds the bytes of a
-    // character cut by the end of the previous block, then the block just read.
-    let mut pending: Vec<u8> = Vec::new();
-    let (mut pos, mut chars) = (0u64, 0u64);
-    let mut part = Vec::new();
-    let mut part_start = None;
-    let done = |part: Vec<u8>, part_start: Option<u64>, end: u64| ReadPart {
-        shown: Shown {
-            start: Some(from),
-            end: Some(end),
-            total: None,
-            count: end - from,
-            bytes: part_start.map(|start: u64| (start, start + part.len() as u64, 0)),
-        },
-        bytes: part,
-    };
-    loop {
-        if let Some(to) = to
-            && chars >= to
-        {
-            return Ok(done(part, part_start.or(Some(pos)), to));
-        }
-        // Read no more than the characters still wanted can take (4 bytes each), up to a block.
-        let wanted = if chars < from {
-            from - chars
-        } else {
-            to.map_or(u64::MAX, |to| to - chars)
-        };
-        let want = usize::try_from(wanted.saturating_mul(4))
-            .unwrap_or(usize::MAX)
-            .max(4)
-            .min(plan.block.max(1));
-        let got = read_full(file, &mut buf[..want], path)?;
-        if got == 0 {
-            if !pending.is_empty() {
-                return Err(not_utf8(path, pos));
-            }
-            let total = chars;
-            let start = from.min(total);
-            let end = to.unwrap_or(total).clamp(start, total);
-            let part_start = part_start.unwrap_or(pos);
-            return Ok(ReadPart {
-                shown: Shown {
-                    start: Some(start),
-                    end: Some(end),
-                    total: Some(total),
-                    count: end - start,
-                    bytes: Some((part_start, part_start + part.len() as u64, 0)),
-                },
-                bytes: part,
-            });
-        }
-        pending.extend_from_slice(&buf[..got]);
-        let valid_len = match std::str::from_utf8(&pending) {
-            Ok(text) => text.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(e) => return Err(not_utf8(path, pos + e.valid_up_to() as u64)),
-        };
-        let text = std::str::from_utf8(&pending[..valid_len]).unwrap_or_default();
-        let mut offset = 0;
-        if chars < from {
-            let (skipped, count) = advance(text, from - chars);
-            offset = skipped;
-            chars += count;
-        }
-        if chars >= from {
-            part_start.get_or_insert(pos + offset as u64);
-            let rest = &text[offset..];
-            let (taken, count) = advance(rest, to.map_or(u64::MAX, |to| to - chars));
-            part.extend_from_slice(&rest.as_bytes()[..taken]);
-            chars += count;
-            if part.len() as u64 > plan.max_part {
-                return Err(part_too_large(path));
-            }
-        }
-        pos += valid_len as u64;
-        pending.drain(..valid_len);
-    }
-}
-
-/// The last `n` characters, read backwards from the end in blocks until `n` characters start in
-/// what was read.
-fn backward_chars<R: Read + Seek>(
-    file: &mut R,
-    size: u64,
-    n: u64,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadPart, ToolError> {
-    // Blocks from the end backwards: the last one read is the earliest in the file.
-    let mut blocks: Vec<Vec<u8>> = Vec::new();
-    let (mut start, mut starts, mut collected) = (size, 0u64, 0u64);
-    while start > 0 && starts < n {
-        // No more than the characters still wanted can take (4 bytes each), up to a block.
-        let wanted = from_index((n - starts).saturating_mul(4)).max(4);
-        let len = plan.block.min(wanted).min(from_index(start));
-        start -= len as u64;
-        seek(file, start, path)?;
-        let mut block = vec![0; len];
-        if read_full(file, &mut block, path)? < len {
-            return Err(ToolError::new(
-                ErrorCode::IoError,
-                format!("{path} got shorter while it was read"),
-                Some("read it again"),
-            ));
-        }
-        starts += count_char_starts(&block);
-        collected += len as u64;
-        if collected > plan.max_part.saturating_add(plan.block as u64) {
-            return Err(part_too_large(path));
-        }
-        blocks.push(block);
-    }
-    let earliest = blocks.pop().unwrap_or_default();
-    // Skip the characters before the `n`th from the end, and the continuation bytes of one that
-    // began before the earliest block. Short of `n` characters, the whole file is the part.
-    let cut = if start == 0 && starts <= n {
-        0
-    } else {
-        let skip = starts.saturating_sub(n);
-        let mut seen = 0;
-        earliest
-            .iter()
-            .position(|b| {
-                let starts_char = (*b & 0xC0) != 0x80;
-                seen += u64::from(starts_char);
-                starts_char && seen > skip
-            })
-            .unwrap_or(earliest.len())
-    };
-    let mut part = earliest[cut..].to_vec();
-    for block in blocks.iter().rev() {
-        part.extend_from_slice(block);
-    }
-    if part.len() as u64 > plan.max_part {
-        return Err(part_too_large(path));
-    }
-    let byte_start = start + cut as u64;
-    let count = starts.min(n);
-    let (first, last, total) = if start == 0 {
-        // Read to the start: everything is counted.
-        (Some(starts - count), Some(starts), Some(starts))
-    } else {
-        (None, None, None)
-    };
-    Ok(ReadPart {
-        shown: Shown {
-            start: first,
-            end: last,
-            total,
-            count,
-            bytes: Some((byte_start, byte_start + part.len() as u64, size)),
-        },
-        bytes: part,
-    })
-}
-
-/// Lines `first..=last` (`last` `None`: to the end), streamed forward; only the part is kept.
-fn forward_lines<R: Read + Seek>(
-    file: &mut R,
-    first: u64,
-    last: Option<u64>,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadPart, ToolError> {
-    // As for a file read whole, an end before the start shows the first line.
-    let last = last.map(|last| last.max(first));
-    seek(file, 0, path)?;
-    let mut buf = vec![0; plan.block];
-    // `newlines` before `pos`; the line at `pos` is number `newlines + 1`.
-    let (mut pos, mut newlines) = (0u64, 0u64);
-    let mut last_byte = None;
-    let mut part = Vec::new();
-    let mut part_start = None;
-    loop {
-        let got = read_full(file, &mut buf, path)?;
-        if got == 0 {
-            break;
-        }
-        let chunk = &buf[..got];
-        last_byte = chunk.last().copied();
-        let mut at = 0;
-        if newlines + 1 < first {
-            let needed = first - 1 - newlines;
-            let count = count_newlines(chunk);
-            if count < needed {
-                newlines += count;
-                pos += got as u64;
-                continue;
-            }
-            at = after_newline(chunk, needed).unwrap_or(got);
-            newlines += needed;
-        }
-        part_start.get_or_insert(pos + at as u64);
-        let rest = &chunk[at..];
-        let end_of_last = last.and_then(|last| after_newline(rest, last - newlines));
-        match end_of_last {
-            Some(after) => {
-                part.extend_from_slice(&rest[..after]);
-                if part.len() as u64 > plan.max_part {
-                    return Err(part_too_large(path));
-                }
-                let start = part_start.unwrap_or(pos);
-                let last = last.unwrap_or(first);
-                return Ok(ReadPart {
-                    shown: Shown {
-                        start: Some(first),
-                        end: Some(last),
-                        total: None,
-                        count: last + 1 - first,
-                        bytes: Some((start, start + part.len() as u64, 0)),
-                    },
-                    bytes: part,
-                });
-            }
-            None => {
-                newlines += count_newlines(rest);
-                part.extend_from_slice(rest);
-                if part.len() as u64 > plan.max_part {
-                    return Err(part_too_large(path));
-                }
-            }
-        }
-        pos += got as u64;
-    }
-    // The end of the file: every line is counted, as for a file read whole.
-    let total = newlines + u64::from(last_byte.is_some_and(|b| b != b'\n'));
-    let span = line_span(first, last, total)?;
-    let start = part_start.unwrap_or(pos);
-    Ok(ReadPart {
-        shown: Shown {
-            start: Some(span.0),
-            end: Some(span.1),
-            total: Some(total),
-            count: if total == 0 { 0 } else { span.1 + 1 - span.0 },
-            bytes: Some((start, start + part.len() as u64, 0)),
-        },
-        bytes: part,
-    })
-}
-
-/// Bytes `start..end` of a head, tail or range in bytes: a seek and one read.
-fn byte_span<R: Read + Seek>(
-    file: &mut R,
-    size: u64,
-    selection: Selection,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadPart, ToolError> {
-    let (start, end) = char_span(selection, size);
-    if end - start > plan.max_part {
-        return Err(part_too_large(path));
-    }
-    seek(file, start, path)?;
-    let mut bytes = vec![0; from_index(end - start)];
-    let got = read_full(file, &mut bytes, path)?;
-    bytes.truncate(got);
-    let end = start + got as u64;
-    Ok(ReadPart {
-        shown: Shown {
-            bytes: Some((start, end, size)),
-            ..Shown::exact(Span {
-                start,
-                end,
-                total: size,
-            })
-        },
-        bytes,
-    })
-}
-
-/// What `includeMeta` reports of the content: its size, lines and hash.
-struct ReadSummary {
-    size: u64,
-    lines: u64,
-    sha256: String,
-}
-
-fn bytes_summary(bytes: &[u8]) -> ReadSummary {
-    ReadSummary {
-        size: bytes.len() as u64,
-        lines: count_newlines(bytes) + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n")),
-        sha256: hex::encode(Sha256::digest(bytes)),
-    }
-}
-
-/// The summary of a file too large to read whole: one pass in blocks, so memory stays bounded
-/// (time does not: the whole file is read).
-fn stream_summary<R: Read + Seek>(
-    file: &mut R,
-    plan: &ReadPlan,
-    path: &str,
-) -> Result<ReadSummary, ToolError> {
-    seek(file, 0, path)?;
-    let mut buf = vec![0; plan.block];
-    let (mut size, mut newlines, mut last_byte) = (0u64, 0u64, None);
-    let mut hasher = Sha256::new();
-    loop {
-        let got = read_full(file, &mut buf, path)?;
-        if got == 0 {
-            break;
-        }
-        hasher.update(&buf[..got]);
-        newlines += count_newlines(&buf[..got]);
-        last_byte = buf[..got].last().copied();
-        size += got as u64;
-    }
-    Ok(ReadSummary {
-        size,
-        lines: newlines + u64::from(last_byte.is_some_and(|b| b != b'\n')),
-        sha256: hex::encode(hasher.finalize()),
-    })
 }
 
 fn encoding_name(encoding: Encoding) -> &'static str {
@@ -884,126 +410,12 @@ fn selection(args: &ReadArgs) -> Result<Selection, ToolError> {
     })
 }
 
-/// The selected part of `text`, the shown span (start, end) and the total, in characters (or
-/// lines for line selections).
-fn select_text(text: &str, selection: Selection) -> Result<(&str, Span), ToolError> {
-    if let Selection::Lines(first, last) = selection {
-        return select_lines(text, first, last);
-    }
-    let total = text.chars().count() as u64;
-    let (start, end) = char_span(selection, total);
-    let byte_at = |chars: u64| {
-        text.char_indices()
-            .nth(usize::try_from(chars).unwrap_or(usize::MAX))
-            .map_or(text.len(), |(at, _)| at)
-    };
-    Ok((
-        &text[byte_at(start)..byte_at(end)],
-        Span { start, end, total },
-    ))
-}
-
-fn select_bytes(bytes: &[u8], selection: Selection) -> Result<(&[u8], Span), ToolError> {
-    if let Selection::Lines(first, last) = selection {
-        let (span, shown) = line_bytes(bytes, first, last)?;
-        return Ok((&bytes[span], shown));
-    }
-    let total = bytes.len() as u64;
-    let (start, end) = char_span(selection, total);
-    let (start_at, end_at) = (
-        from_index(start).min(bytes.len()),
-        from_index(end).min(bytes.len()),
-    );
-    Ok((&bytes[start_at..end_at], Span { start, end, total }))
-}
-
-/// The byte span of lines `first..=last` (1-based), the lines shown, and the line count.
-fn line_bytes(
-    bytes: &[u8],
-    first: u64,
-    last: Option<u64>,
-) -> Result<(std::ops::Range<usize>, Span), ToolError> {
-    let starts: Vec<usize> = std::iter::once(0)
-        .chain(
-            bytes
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| **b == b'\n')
-                .map(|(i, _)| i + 1),
-        )
-        .filter(|at| *at < bytes.len())
-        .collect();
-    let total = starts.len() as u64;
-    let (from, to) = line_span(first, last, total)?;
-    let begin = starts
-        .get(from_index(from - 1))
-        .copied()
-        .unwrap_or(bytes.len());
-    let finish = starts.get(from_index(to)).copied().unwrap_or(bytes.len());
-    Ok((
-        begin..finish,
-        Span {
-            start: from,
-            end: to,
-            total,
-        },
-    ))
-}
-
-fn from_index(value: u64) -> usize {
-    usize::try_from(value).unwrap_or(usize::MAX)
-}
-
-/// The (start, end) of a head/tail/range/whole selection over `total` units, clamped.
-fn char_span(selection: Selection, total: u64) -> (u64, u64) {
-    match selection {
-        Selection::Whole | Selection::Lines(..) => (0, total),
-        Selection::Head(n) => (0, n.min(total)),
-        Selection::Tail(n) => (total.saturating_sub(n), total),
-        Selection::Range(start, end) => {
-            let start = start.min(total);
-            (start, end.unwrap_or(total).clamp(start, total))
-        }
-    }
-}
-
-/// Lines `first..=last` (1-based) of `total`: an error past the end, clamped otherwise.
-fn line_span(first: u64, last: Option<u64>, total: u64) -> Result<(u64, u64), ToolError> {
-    if first > total.max(1) || (total == 0 && first > 1) {
-        return Err(ToolError::new(
-            ErrorCode::InvalidArgs,
-            format!("fs.read: line {first} is past the end of the file ({total} lines)"),
-            Some("ask for a line within the file; includeMeta gives the line count"),
-        ));
-    }
-    let last = last.unwrap_or(total).min(total).max(first);
-    Ok((first, last))
-}
-
-fn select_lines(text: &str, first: u64, last: Option<u64>) -> Result<(&str, Span), ToolError> {
-    // Line starts follow a '\n', so the byte span falls on character boundaries.
-    let (span, shown) = line_bytes(text.as_bytes(), first, last)?;
-    Ok((&text[span], shown))
-}
-
-fn meta_of(summary: &ReadSummary, metadata: &std::fs::Metadata) -> Value {
-    #[cfg(unix)]
-    let permissions = {
-        use std::os::unix::fs::PermissionsExt;
-        format!("{:04o}", metadata.permissions().mode() & 0o7777)
-    };
-    #[cfg(not(unix))]
-    let permissions = if metadata.permissions().readonly() {
-        "readonly"
-    } else {
-        "readwrite"
-    }
-    .to_owned();
+fn meta_of(summary: &ReadSummary, facts: &FileFacts) -> Value {
     json!({
         "size": summary.size,
         "lines": summary.lines,
-        "modified": metadata.modified().ok().map(crate::protocol::time::format_rfc3339),
-        "permissions": permissions,
+        "modified": facts.modified.map(crate::protocol::time::format_rfc3339),
+        "permissions": facts.permissions,
         "sha256": summary.sha256,
     })
 }
@@ -1256,14 +668,9 @@ mod tests {
         plan: &ReadPlan,
     ) -> Result<(String, Shown), ToolError> {
         let mut cursor = std::io::Cursor::new(bytes.to_vec());
-        let part = read_part(
-            &mut cursor,
-            bytes.len() as u64,
-            selection,
-            encoding,
-            plan,
-            "f",
-        )?;
+        let text = encoding == Encoding::Utf8;
+        let part = read_part(&mut cursor, bytes.len() as u64, selection, text, plan)
+            .map_err(|e| read_error("f", e))?;
         Ok((encode(part.bytes, encoding), part.shown))
     }
 

@@ -22,14 +22,15 @@
 //!   ripgrep searches a file named on its command line), but the filters below still apply to it,
 //!   the glob being matched against its file name.
 //!
-//! The walk stays inside through directory handles, never through path strings (`walk.rs`): the
-//! search path is opened by the sandbox from its root's handle, and from there every directory is
-//! opened relative to its parent's open handle, one name at a time and never following a link
+//! The walk stays inside through directory handles, never through path strings (`walk.rs`, on
+//! the shared [`crate::sandbox::walk`]): the search path is opened by the sandbox from its root's
+//! handle, and from there every directory is opened relative to its parent's open handle, one
+//! name at a time and never following a link
 //! (`openat` with `O_NOFOLLOW | O_DIRECTORY`), and listed through its own handle; every file is
 //! opened relative to its directory's handle (`O_NOFOLLOW | O_NONBLOCK`) and checked to be a
 //! regular file once open. A directory swapped for a link to somewhere else while the search runs
 //! therefore fails to open (and is skipped) instead of being followed: nothing outside is ever
-//! listed or read. The ignore files are read through the same handles (`rules.rs`), and decided
+//! listed or read. The ignore files are read through the same handles (`sandbox/walk/rules.rs`), and decided
 //! per entry with the `ignore` crate's matchers and its walker's precedence; those of the
 //! directories above the search path are opened the same way, from the root's handle inside the
 //! root and from `/` above it. A link to an ignore file is followed only inside the root, and a
@@ -48,7 +49,6 @@
 mod bound;
 mod list;
 mod order;
-mod rules;
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests;
@@ -77,13 +77,15 @@ use thiserror::Error;
 
 use crate::protocol::ErrorCode;
 use crate::sandbox::mask::{MaskingReader, Secrets};
+use crate::sandbox::walk::{self as tree, WalkTarget};
 use order::{Collector, Gate};
-use walk::{DirWalk, WalkTarget};
+use walk::DirWalk;
 
+pub use crate::sandbox::walk::Start;
+pub use crate::sandbox::walk::open_dir_start;
 pub use bound::parse_rfc3339_bound;
-pub use list::{Listing, list_files, open_dir_start};
+pub use list::{Listing, list_files};
 pub use tool::{FsSearch, SearchArgs, run};
-pub use walk::Start;
 
 /// How often a running search looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(10);
@@ -298,28 +300,7 @@ impl<'a> Query<'a> {
             path: root.to_path_buf(),
             source,
         };
-        let Start {
-            target,
-            ancestors,
-            canonical,
-            root: allowed_root,
-            skip,
-        } = start;
-        let (base, source) = match target {
-            WalkTarget::Dir(dir) => {
-                let entries = walk::list(&dir).map_err(io_error)?;
-                let walk = DirWalk {
-                    dir,
-                    entries,
-                    ancestors,
-                    canonical,
-                    root: allowed_root,
-                    skip,
-                };
-                (root, RootSource::Walk(walk))
-            }
-            WalkTarget::File(file) => (root.parent().unwrap_or(root), RootSource::File(file)),
-        };
+        let (base, source) = source_of(start, root).map_err(io_error)?;
         let names = NameFilter {
             glob: build_glob(base, request.glob.as_deref())?,
             extensions: request
@@ -394,6 +375,33 @@ impl<'a> Query<'a> {
         }
         Ok(collector.out)
     }
+}
+
+/// What the walk thread goes through for `start` (shown as `root`), and the directory the glob
+/// is matched below: the searched directory, or a single file's directory.
+fn source_of(start: Start, root: &Path) -> io::Result<(&Path, RootSource)> {
+    let Start {
+        target,
+        ancestors,
+        canonical,
+        root: allowed_root,
+        skip,
+    } = start;
+    Ok(match target {
+        WalkTarget::Dir(dir) => {
+            let entries = tree::list(&dir)?;
+            let walk = DirWalk {
+                dir,
+                entries,
+                ancestors,
+                canonical,
+                root: allowed_root,
+                skip,
+            };
+            (root, RootSource::Walk(walk))
+        }
+        WalkTarget::File(file) => (root.parent().unwrap_or(root), RootSource::File(file)),
+    })
 }
 
 /// What the walk thread goes through: one opened file, or a directory and its first listing.
@@ -522,7 +530,7 @@ fn search_files(
             outcomes.push(match item {
                 Item::Unreadable => FileOutcome::Unreadable,
                 Item::File { dir, name, path } => {
-                    let opened = walk::open_file(&dir, &name);
+                    let opened = tree::open_file(&dir, &name);
                     // This file no longer holds its directory open (the last one closes it).
                     drop(dir);
                     search_file(&mut searcher, matcher, opened, path, request, limit, gate)

@@ -1,4 +1,4 @@
-//! Reading the planned files, in order, within the output cap, and writing seed 001's body: a
+//! PlanReading the planned files, in order, within the output cap, and writing seed 001's body: a
 //! section per file, then Errors, what was not read, and the summary. A file is read through the
 //! sandbox and only as far as it will be shown (never loaded whole when it is cut).
 
@@ -111,24 +111,30 @@ pub fn read_planned(
     cancel: Option<&AtomicBool>,
     secrets: &Secrets,
 ) -> Result<ReadManyReport, ToolError> {
-    let mut report = ReadManyReport::default();
-    let mut files_part = String::new();
     // What the tail would need for the steps from i on, were they all listed.
     let mut pending = vec![0_usize; plan.len() + 1];
     for (i, step) in plan.iter().enumerate().rev() {
         pending[i] = pending[i + 1] + listed_len(step);
     }
-    let mut errors_len = 0;
-    let mut stopped = false;
+    let mut reading = PlanReading {
+        sandbox,
+        cap,
+        per_file: max_per_file.unwrap_or(u64::MAX),
+        secrets,
+        report: ReadManyReport::default(),
+        files_part: String::new(),
+        errors_len: 0,
+        stopped: false,
+    };
     for (i, step) in plan.iter().enumerate() {
         let (path, rooted, from_glob) = match step {
             PlannedRead::Error(error) => {
-                errors_len += listed_len(step);
-                report.errors.push(error.clone());
+                reading.errors_len += listed_len(step);
+                reading.report.errors.push(error.clone());
                 continue;
             }
             PlannedRead::MoreMatches { pattern } => {
-                report.more_matches.push(pattern.clone());
+                reading.report.more_matches.push(pattern.clone());
                 continue;
             }
             PlannedRead::File {
@@ -137,8 +143,8 @@ pub fn read_planned(
                 from_glob,
             } => (path, rooted, *from_glob),
         };
-        if stopped {
-            report.not_read.push(path.clone());
+        if reading.stopped {
+            reading.report.not_read.push(path.clone());
             continue;
         }
         if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
@@ -148,90 +154,120 @@ pub fn read_planned(
                 None,
             ));
         }
-        let reserve = (FIXED_TAIL + errors_len + pending[i + 1]).min((cap / 4).max(FIXED_TAIL));
+        reading.read_file(path, rooted, from_glob, pending[i + 1]);
+    }
+    let PlanReading {
+        mut report,
+        mut files_part,
+        ..
+    } = reading;
+    let tail = render_tail(&report, cap.saturating_sub(files_part.len()));
+    files_part.push_str(&tail);
+    report.body = files_part;
+    Ok(report)
+}
+
+/// The reading of a plan under way: the files' sections so far, and what the tail will list.
+struct PlanReading<'a> {
+    sandbox: &'a Sandbox,
+    cap: usize,
+    per_file: u64,
+    secrets: &'a Secrets,
+    report: ReadManyReport,
+    /// The sections of the files shown so far.
+    files_part: String,
+    /// The bytes the errors listed so far take in the tail.
+    errors_len: usize,
+    /// Whether the output cap was reached: the files after it are listed, not read.
+    stopped: bool,
+}
+
+impl PlanReading<'_> {
+    /// Reads one planned file, as far as the room left allows with `pending` bytes of tail still
+    /// to come for the steps after it, and shows it or lists why not.
+    fn read_file(&mut self, path: &str, rooted: &RootedPath, from_glob: bool, pending: usize) {
+        let reserve = (FIXED_TAIL + self.errors_len + pending).min((self.cap / 4).max(FIXED_TAIL));
         // What this file may show: all of it if it fits, else what fits beside the cut's note.
-        let room_whole =
-            cap.saturating_sub(files_part.len() + reserve + path.len() + HEADER_ROOM) as u64;
-        let failed = |error: &ToolError| EntryError::from_tool_error(path, path, error);
-        let (file, size) = match open(sandbox, path, rooted) {
+        let room_whole = self
+            .cap
+            .saturating_sub(self.files_part.len() + reserve + path.len() + HEADER_ROOM)
+            as u64;
+        let (file, size) = match open(self.sandbox, path, rooted) {
             Ok(opened) => opened,
-            Err(error) => {
-                let error = failed(&error);
-                errors_len += error_line(&error).len();
-                report.errors.push(error);
-                continue;
-            }
+            Err(error) => return self.fail(EntryError::from_tool_error(path, path, &error)),
         };
-        let per_file = max_per_file.unwrap_or(u64::MAX);
-        let room = if size <= room_whole && size <= per_file {
+        let room = if size <= room_whole && size <= self.per_file {
             room_whole
         } else {
             room_whole.saturating_sub(CUT_NOTE_ROOM as u64)
         };
         if room < size.min(MIN_SHOWN) {
-            stopped = true;
-            report.not_read.push(path.clone());
-            continue;
+            self.stopped = true;
+            self.report.not_read.push(path.to_owned());
+            return;
         }
-        let limit = per_file.min(room);
-        match read_text(file, size, limit, secrets) {
-            Ok(Text {
-                text,
-                size,
-                whole,
-                sha256,
-            }) => {
-                let cut = match (whole, limit == per_file) {
-                    (true, _) => None,
-                    (false, true) => Some(Cut::PerFile),
-                    (false, false) => Some(Cut::OutputCap),
-                };
-                stopped |= cut == Some(Cut::OutputCap);
-                let shown = FileShown {
-                    path: path.clone(),
-                    size,
-                    lines: count_lines(&text),
-                    shown_bytes: text.len() as u64,
-                    cut,
-                    sha256,
-                };
-                write_section(&mut files_part, &shown, &text, per_file);
-                report.files.push(shown);
-            }
+        let limit = self.per_file.min(room);
+        match read_text(file, size, limit, self.secrets) {
+            Ok(text) => self.show(path, text, limit),
             Err(UnreadableFile::Binary { offset }) => {
-                let error = if from_glob {
-                    EntryError {
-                        path: path.clone(),
-                        code: ErrorCode::BinaryContent,
-                        reason: "binary file, skipped".to_owned(),
-                    }
-                } else {
-                    EntryError {
-                        path: path.clone(),
-                        code: ErrorCode::BinaryContent,
-                        reason: format!(
-                            "is not UTF-8 text (a NUL or invalid byte at offset {offset}); read it with fs.read \"encoding\": \"base64\""
-                        ),
-                    }
-                };
-                errors_len += error_line(&error).len();
-                report.errors.push(error);
+                self.fail(binary_error(path, from_glob, offset))
             }
-            Err(UnreadableFile::Io(error)) => {
-                let error = EntryError {
-                    path: path.clone(),
-                    code: ErrorCode::IoError,
-                    reason: error.to_string(),
-                };
-                errors_len += error_line(&error).len();
-                report.errors.push(error);
-            }
+            Err(UnreadableFile::Io(error)) => self.fail(EntryError {
+                path: path.to_owned(),
+                code: ErrorCode::IoError,
+                reason: error.to_string(),
+            }),
         }
     }
-    let tail = render_tail(&report, cap.saturating_sub(files_part.len()));
-    files_part.push_str(&tail);
-    report.body = files_part;
-    Ok(report)
+
+    /// Adds the section of a file read up to `limit` bytes.
+    fn show(&mut self, path: &str, text: Text, limit: u64) {
+        let Text {
+            text,
+            size,
+            whole,
+            sha256,
+        } = text;
+        let cut = match (whole, limit == self.per_file) {
+            (true, _) => None,
+            (false, true) => Some(Cut::PerFile),
+            (false, false) => Some(Cut::OutputCap),
+        };
+        self.stopped |= cut == Some(Cut::OutputCap);
+        let shown = FileShown {
+            path: path.to_owned(),
+            size,
+            lines: count_lines(&text),
+            shown_bytes: text.len() as u64,
+            cut,
+            sha256,
+        };
+        write_section(&mut self.files_part, &shown, &text, self.per_file);
+        self.report.files.push(shown);
+    }
+
+    /// Lists a file that could not be read under Errors.
+    fn fail(&mut self, error: EntryError) {
+        self.errors_len += error_line(&error).len();
+        self.report.errors.push(error);
+    }
+}
+
+/// The error of a file that is not text: a glob's find is skipped quietly, a file named
+/// literally says how to read it.
+fn binary_error(path: &str, from_glob: bool, offset: usize) -> EntryError {
+    let reason = if from_glob {
+        "binary file, skipped".to_owned()
+    } else {
+        format!(
+            "is not UTF-8 text (a NUL or invalid byte at offset {offset}); read it with fs.read \"encoding\": \"base64\""
+        )
+    };
+    EntryError {
+        path: path.to_owned(),
+        code: ErrorCode::BinaryContent,
+        reason,
+    }
 }
 
 /// Opens a planned file through the sandbox, from its root's handle (never outside it; regular

@@ -10,9 +10,9 @@ use std::sync::mpsc;
 use std::thread;
 
 use super::order::Gate;
-use super::walk::{self, DirWalk, Start, WalkTarget};
+use super::walk::DirWalk;
 use super::{Item, NameFilter, SearchJob};
-use crate::sandbox::{RootedPath, Sandbox, SandboxError};
+use crate::sandbox::walk::{Start, WalkTarget, list};
 
 /// What a listing found.
 #[derive(Debug, Default)]
@@ -23,22 +23,6 @@ pub struct Listing {
     pub unreadable: usize,
     /// Whether the listing stopped at its limit with more files left to keep.
     pub stopped: bool,
-}
-
-/// Opens the directory `input` through the sandbox, ready to be listed: a [`Start`] and its
-/// resolved path (the prefix of every path the listing gives).
-pub fn open_dir_start(sandbox: &Sandbox, input: &str) -> Result<(Start, RootedPath), SandboxError> {
-    let (dir, path) = sandbox.open_dir(input)?;
-    let root = sandbox.root_dir(&path);
-    let root_path = path
-        .absolute
-        .ancestors()
-        .nth(path.relative.components().count())
-        .unwrap_or(&path.absolute)
-        .to_path_buf();
-    let start = Start::directory(dir, path.absolute.clone(), root, &root_path, &path.relative)
-        .skipping(sandbox.protection().own_paths());
-    Ok((start, path))
 }
 
 /// Lists the files below `start` (shown below `shown`) that `keep` accepts, in path order, up to
@@ -67,7 +51,7 @@ pub fn list_files(
             return Ok(listing);
         }
     };
-    let entries = walk::list(&dir)?;
+    let entries = list(&dir)?;
     let walk = DirWalk {
         dir,
         entries,

@@ -1,132 +1,35 @@
-//! The walk of `fs.search` through directory handles: every directory is opened relative to the
-//! already-open handle of its parent, one name at a time, never following a link (`openat` with
-//! `O_NOFOLLOW | O_DIRECTORY` on Unix), and listed through its own handle; files are opened the
-//! same way (`O_NOFOLLOW | O_NONBLOCK`) by the workers and checked once open. A directory swapped
+//! The walk of `fs.search` through directory handles ([`crate::sandbox::walk`]): every directory
+//! is opened relative to the already-open handle of its parent, one name at a time, never
+//! following a link (`openat` with `O_NOFOLLOW | O_DIRECTORY` on Unix), and listed through its
+//! own handle; files are opened the same way (`O_NOFOLLOW | O_NONBLOCK`) by the workers and
+//! checked once open. This file hands the files out in batches, in path order. A directory swapped
 //! for a link after it was listed therefore fails to open instead of leading elsewhere, and a
 //! directory renamed away after it was opened is still the one searched. No path string is ever
 //! resolved again once the search has started.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use super::order::Gate;
-use super::rules::{Level, Markers, Rules};
 use super::{BATCH, Item, NameFilter, SearchError, SearchJob};
-pub(super) use crate::sandbox::handles::{open_file, open_subdir};
+use crate::sandbox::walk::start::{descend, names};
+use crate::sandbox::walk::{
+    EntryKind, Level, Markers, Rules, Start, WalkEntry, WalkTarget, first_level, list, open_file,
+    open_subdir,
+};
 
 /// At most this many directories that are done being walked may still hold an open handle for
 /// files not yet reported (the walk waits for the report to catch up), which bounds the open
 /// descriptors whatever the shape of the tree.
 const MAX_OPEN_DIRS: usize = 256;
 
-/// What a directory entry is, as its directory listing says (a link is never looked through).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum EntryKind {
-    File,
-    Dir,
-    Link,
-    Other,
-}
-
-impl EntryKind {
-    pub(super) fn of(file_type: &cap_std::fs::FileType) -> EntryKind {
-        if file_type.is_symlink() {
-            EntryKind::Link
-        } else if file_type.is_dir() {
-            EntryKind::Dir
-        } else if file_type.is_file() {
-            EntryKind::File
-        } else {
-            EntryKind::Other
-        }
-    }
-}
-
-/// One entry of a directory listing; `kind` is `None` when the entry could not be read.
-pub(super) struct WalkEntry {
-    pub(super) name: OsString,
-    pub(super) kind: Option<EntryKind>,
-}
-
-/// The search path, opened through directory handles before the search starts.
-pub struct Start {
-    pub(super) target: WalkTarget,
-    /// The directories above a directory target, outermost first, with their link-free paths:
-    /// only their ignore files are read.
-    pub(super) ancestors: Vec<(PathBuf, Dir)>,
-    /// The directory target's link-free absolute path.
-    pub(super) canonical: PathBuf,
-    /// The root inside which a link to an ignore file may be followed, and its absolute path.
-    pub(super) root: Option<(Dir, PathBuf)>,
-    /// Link-free absolute paths the walk never enters or hands out: flycode's own files.
-    pub(super) skip: Vec<PathBuf>,
-}
-
-/// What the search path is.
-pub(super) enum WalkTarget {
-    Dir(Dir),
-    File(File),
-}
-
 impl Start {
-    /// A directory already opened inside the allowed root `root` (whose absolute path is
-    /// `root_path`), at `relative` below it; `canonical` is its link-free absolute path. The
-    /// directories above it are opened one name at a time without following links: inside the
-    /// root from the root's handle, above the root from `/`.
-    pub fn directory(
-        dir: Dir,
-        canonical: PathBuf,
-        root: &Dir,
-        root_path: &Path,
-        relative: &Path,
-    ) -> Start {
-        let mut ancestors = Vec::new();
-        let above = names(root_path);
-        if let Some((_, above)) = above.split_last()
-            && let Ok(slash) = Dir::open_ambient_dir("/", ambient_authority())
-        {
-            ancestors.extend(descend(slash, Path::new("/"), above));
-        }
-        let inside = names(relative);
-        if let Some((_, inside)) = inside.split_last()
-            && let Ok(root) = root.try_clone()
-        {
-            ancestors.extend(descend(root, root_path, inside));
-        }
-        Start {
-            target: WalkTarget::Dir(dir),
-            ancestors,
-            canonical,
-            root: root.try_clone().ok().map(|r| (r, root_path.to_path_buf())),
-            skip: Vec::new(),
-        }
-    }
-
-    /// The same start, never entering or handing out `paths` (link-free, absolute): flycode's
-    /// own directories and files ([`crate::sandbox::Protection::own_paths`]).
-    pub fn skipping(mut self, paths: Vec<PathBuf>) -> Start {
-        self.skip = paths;
-        self
-    }
-
-    /// A single file, already opened for reading.
-    pub fn file(file: File) -> Start {
-        Start {
-            target: WalkTarget::File(file),
-            ancestors: Vec::new(),
-            canonical: PathBuf::new(),
-            root: None,
-            skip: Vec::new(),
-        }
-    }
-
     /// Opens `path` with the process's own authority, for callers without a sandbox (benchmarks,
     /// the engine's tests): its link-free form is opened from `/` one name at a time.
     pub fn ambient(path: &Path) -> Result<Start, SearchError> {
@@ -187,63 +90,6 @@ impl Start {
             }),
         }
     }
-}
-
-/// The normal components of a path, as names.
-fn names(path: &Path) -> Vec<&OsStr> {
-    path.components()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `start` (at `start_path`) and the directories below it along `names`, each opened from the one
-/// before without following links; stops at the first that cannot be opened.
-fn descend(start: Dir, start_path: &Path, names: &[&OsStr]) -> Vec<(PathBuf, Dir)> {
-    let mut chain = Vec::with_capacity(names.len() + 1);
-    let mut path = start_path.to_path_buf();
-    let mut current = start;
-    for name in names {
-        let next = open_subdir(&current, name);
-        chain.push((path.clone(), current));
-        path.push(name);
-        match next {
-            Ok(next) => current = next,
-            Err(_) => return chain,
-        }
-    }
-    chain.push((path, current));
-    chain
-}
-
-/// A directory's entries through its handle, sorted by name (entries that could not be read
-/// first, as `walkdir` sorts them).
-pub(super) fn list(dir: &Dir) -> io::Result<Vec<WalkEntry>> {
-    let mut entries = Vec::new();
-    for entry in dir.entries()? {
-        entries.push(match entry {
-            Ok(entry) => {
-                let name = entry.file_name();
-                let kind = match entry.file_type() {
-                    Ok(t) if t.is_file() || t.is_dir() || t.is_symlink() => Some(EntryKind::of(&t)),
-                    // The listing did not say (or said something rare): ask without following.
-                    _ => dir
-                        .symlink_metadata(&name)
-                        .ok()
-                        .map(|m| EntryKind::of(&m.file_type())),
-                };
-                WalkEntry { name, kind }
-            }
-            Err(_) => WalkEntry {
-                name: OsString::new(),
-                kind: None,
-            },
-        });
-    }
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(entries)
 }
 
 /// One directory being walked.
@@ -333,113 +179,147 @@ impl DirWalk {
             .map(|relative| shown.join(relative))
             .collect();
         let rules = Rules::new(shown.to_path_buf(), canonical, root);
-        let mut level = None;
-        for (path, ancestor) in ancestors {
-            level = rules.level(&ancestor, &path, &Markers::probe(&ancestor), true, level);
-        }
-        let level = rules.level(&dir, shown, &Markers::from_entries(&entries), false, level);
-        let mut stack = vec![Frame {
-            dir: Arc::new(dir),
-            path: shown.to_path_buf(),
-            level,
-            entries: entries.into_iter(),
-            last_item: None,
-        }];
-        let mut batcher = Batcher {
-            jobs,
+        let level = first_level(&rules, ancestors, &dir, shown, &entries);
+        let mut walking = Walking {
+            rules,
+            names,
+            skip,
             gate,
-            first: 0,
-            items: Vec::with_capacity(BATCH),
+            batcher: Batcher {
+                jobs,
+                gate,
+                first: 0,
+                items: Vec::with_capacity(BATCH),
+            },
+            open_dirs: VecDeque::new(),
+            stack: vec![Frame {
+                dir: Arc::new(dir),
+                path: shown.to_path_buf(),
+                level,
+                entries: entries.into_iter(),
+                last_item: None,
+            }],
         };
-        // Directories done being walked that still hold a handle, by the index of their last file.
-        let mut open_dirs: VecDeque<usize> = VecDeque::new();
-        while let Some(frame) = stack.last_mut() {
-            if gate.is_stopped() {
+        walking.walk();
+    }
+}
+
+/// A walk under way: the directories being walked, innermost last, and the files handed out.
+struct Walking<'a> {
+    rules: Rules,
+    names: &'a NameFilter,
+    /// flycode's own paths below the walk, as the walk shows them.
+    skip: Vec<PathBuf>,
+    gate: &'a Gate,
+    batcher: Batcher<'a>,
+    /// Directories done being walked that still hold a handle, by the index of their last file.
+    open_dirs: VecDeque<usize>,
+    stack: Vec<Frame>,
+}
+
+impl Walking<'_> {
+    fn walk(&mut self) {
+        loop {
+            if self.gate.is_stopped() {
                 return;
             }
+            let Some(frame) = self.stack.last_mut() else {
+                break;
+            };
             let Some(entry) = frame.entries.next() else {
-                if let Some(last) = frame.last_item {
-                    open_dirs.push_back(last);
-                }
-                stack.pop();
+                self.leave();
                 continue;
             };
-            let kind = match entry.kind {
-                Some(EntryKind::File) => EntryKind::File,
-                Some(EntryKind::Dir) => EntryKind::Dir,
-                // Links are never followed; FIFOs, sockets and devices are never opened.
-                Some(EntryKind::Link | EntryKind::Other) => continue,
-                None => {
-                    if !batcher.push(Item::Unreadable) {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            let path = frame.path.join(&entry.name);
-            let is_dir = kind == EntryKind::Dir;
-            if skip.contains(&path) {
-                continue;
-            }
-            if is_skipped(
-                &rules,
-                names,
-                frame.level.as_deref(),
-                &path,
-                &entry.name,
-                is_dir,
-            ) {
-                continue;
-            }
-            if !is_dir {
-                if !names.has_extension(&path) {
-                    continue;
-                }
-                frame.last_item = Some(batcher.next_index());
-                let dir = Arc::clone(&frame.dir);
-                let item = Item::File {
-                    dir,
-                    name: entry.name,
-                    path,
-                };
-                if !batcher.push(item) {
-                    return;
-                }
-                continue;
-            }
-            let parent = Arc::clone(&frame.dir);
-            let parent_level = frame.level.clone();
-            if open_dirs.len() >= MAX_OPEN_DIRS {
-                // Wait until the older half of them is reported (their handles closed by then).
-                let half = MAX_OPEN_DIRS / 2;
-                let last = open_dirs.drain(..half).max().unwrap_or(0);
-                if !batcher.flush() || !gate.wait_for_reported(last) {
-                    return;
-                }
-            }
-            let opened =
-                open_subdir(&parent, &entry.name).and_then(|dir| list(&dir).map(|e| (dir, e)));
-            match opened {
-                Ok((dir, entries)) => {
-                    let markers = Markers::from_entries(&entries);
-                    let level = rules.level(&dir, &path, &markers, false, parent_level);
-                    stack.push(Frame {
-                        dir: Arc::new(dir),
-                        path,
-                        level,
-                        entries: entries.into_iter(),
-                        last_item: None,
-                    });
-                }
-                // Gone, not readable, or swapped for a link since it was listed.
-                Err(_) => {
-                    if !batcher.push(Item::Unreadable) {
-                        return;
-                    }
-                }
+            if !self.visit(entry) {
+                return;
             }
         }
-        batcher.flush();
+        self.batcher.flush();
+    }
+
+    /// Done with the innermost directory: its handle stays open until its last file is reported.
+    fn leave(&mut self) {
+        if let Some(frame) = self.stack.pop()
+            && let Some(last) = frame.last_item
+        {
+            self.open_dirs.push_back(last);
+        }
+    }
+
+    /// One entry of the innermost directory; false once the search has stopped.
+    fn visit(&mut self, entry: WalkEntry) -> bool {
+        let kind = match entry.kind {
+            Some(EntryKind::File) => EntryKind::File,
+            Some(EntryKind::Dir) => EntryKind::Dir,
+            // Links are never followed; FIFOs, sockets and devices are never opened.
+            Some(EntryKind::Link | EntryKind::Other) => return true,
+            None => return self.batcher.push(Item::Unreadable),
+        };
+        let Some(frame) = self.stack.last() else {
+            return true;
+        };
+        let path = frame.path.join(&entry.name);
+        let is_dir = kind == EntryKind::Dir;
+        let level = frame.level.as_deref();
+        if self.skip.contains(&path)
+            || is_skipped(&self.rules, self.names, level, &path, &entry.name, is_dir)
+        {
+            return true;
+        }
+        if is_dir {
+            self.enter(&entry.name, path)
+        } else {
+            self.hand_out(entry.name, path)
+        }
+    }
+
+    /// Hands out a file of the innermost directory to be searched; false once the search stopped.
+    fn hand_out(&mut self, name: OsString, path: PathBuf) -> bool {
+        if !self.names.has_extension(&path) {
+            return true;
+        }
+        let index = self.batcher.next_index();
+        let Some(frame) = self.stack.last_mut() else {
+            return true;
+        };
+        frame.last_item = Some(index);
+        let dir = Arc::clone(&frame.dir);
+        self.batcher.push(Item::File { dir, name, path })
+    }
+
+    /// Opens and lists the subdirectory `name` of the innermost directory through its handle and
+    /// walks it next; false once the search has stopped.
+    fn enter(&mut self, name: &OsStr, path: PathBuf) -> bool {
+        let Some(frame) = self.stack.last() else {
+            return true;
+        };
+        let parent = Arc::clone(&frame.dir);
+        let parent_level = frame.level.clone();
+        if self.open_dirs.len() >= MAX_OPEN_DIRS {
+            // Wait until the older half of them is reported (their handles closed by then).
+            let half = MAX_OPEN_DIRS / 2;
+            let last = self.open_dirs.drain(..half).max().unwrap_or(0);
+            if !self.batcher.flush() || !self.gate.wait_for_reported(last) {
+                return false;
+            }
+        }
+        let opened = open_subdir(&parent, name).and_then(|dir| list(&dir).map(|e| (dir, e)));
+        match opened {
+            Ok((dir, entries)) => {
+                let markers = Markers::from_entries(&entries);
+                let level = self.rules.level(&dir, &path, &markers, false, parent_level);
+                self.stack.push(Frame {
+                    dir: Arc::new(dir),
+                    path,
+                    level,
+                    entries: entries.into_iter(),
+                    last_item: None,
+                });
+                true
+            }
+            // Gone, not readable, or swapped for a link since it was listed.
+            Err(_) => self.batcher.push(Item::Unreadable),
+        }
     }
 }
 

@@ -16,12 +16,13 @@ use cap_std::fs::Dir;
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use super::walk::{EntryKind, WalkEntry, open_file, open_subdir};
+use super::entry::{EntryKind, WalkEntry};
+use super::{open_file, open_subdir};
 use crate::sandbox::files::read_options;
 
 /// The names in one directory that the ignore rules care about, and what each one is.
 #[derive(Default)]
-pub(super) struct Markers {
+pub(crate) struct Markers {
     rgignore: Option<EntryKind>,
     ignore: Option<EntryKind>,
     gitignore: Option<EntryKind>,
@@ -31,7 +32,7 @@ pub(super) struct Markers {
 
 impl Markers {
     /// The markers among a directory's entries (no system call).
-    pub(super) fn from_entries(entries: &[WalkEntry]) -> Markers {
+    pub(crate) fn from_entries(entries: &[WalkEntry]) -> Markers {
         let mut markers = Markers::default();
         for entry in entries {
             if let Some(kind) = entry.kind {
@@ -43,7 +44,7 @@ impl Markers {
 
     /// The markers of a directory above the search path, looked up one by one without following
     /// a link.
-    pub(super) fn probe(dir: &Dir) -> Markers {
+    pub(crate) fn probe(dir: &Dir) -> Markers {
         let mut markers = Markers::default();
         for name in [".rgignore", ".ignore", ".gitignore", ".git", ".jj"] {
             if let Ok(meta) = dir.symlink_metadata(name) {
@@ -76,7 +77,7 @@ impl Markers {
 
 /// The ignore rules of one directory, linked to those of the nearest directory above that has
 /// any (directories without rules or a repository are left out of the chain: they change nothing).
-pub(super) struct Level {
+pub(crate) struct Level {
     custom: Gitignore,
     ignore: Gitignore,
     git: Gitignore,
@@ -92,7 +93,7 @@ pub(super) struct Level {
 
 /// What every directory's rules share: the search directory's two names, the global excludes,
 /// and the root inside which a link to an ignore file is followed.
-pub(super) struct Rules {
+pub(crate) struct Rules {
     /// The search directory as shown (the prefix of every path the walk produces).
     shown: PathBuf,
     /// The search directory's link-free absolute path.
@@ -104,7 +105,7 @@ pub(super) struct Rules {
 }
 
 impl Rules {
-    pub(super) fn new(shown: PathBuf, canonical: PathBuf, root: Option<(Dir, PathBuf)>) -> Rules {
+    pub(crate) fn new(shown: PathBuf, canonical: PathBuf, root: Option<(Dir, PathBuf)>) -> Rules {
         let global = std::env::current_dir()
             .map(|cwd| GitignoreBuilder::new(cwd).build_global().0)
             .unwrap_or_else(|_| Gitignore::empty());
@@ -118,7 +119,7 @@ impl Rules {
 
     /// The rules of directory `dir` (shown as `path`) on top of `parent`'s, read through `dir`.
     /// `above` marks a directory above the search path, where `path` is link-free and absolute.
-    pub(super) fn level(
+    pub(crate) fn level(
         &self,
         dir: &Dir,
         path: &Path,
@@ -175,7 +176,7 @@ impl Rules {
 
     /// Whether `path` is ignored or whitelisted by the ignore files of `level` and the directories
     /// above it, with `ignore`'s precedence; `Match::None` when no rule speaks of it.
-    pub(super) fn matched(&self, level: Option<&Level>, path: &Path, is_dir: bool) -> Match<()> {
+    pub(crate) fn matched(&self, level: Option<&Level>, path: &Path, is_dir: bool) -> Match<()> {
         let Some(level) = level else {
             return Match::None;
         };
