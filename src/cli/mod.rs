@@ -7,6 +7,7 @@ pub mod config;
 pub mod exec;
 pub mod log;
 pub mod mcp;
+pub mod progress;
 pub mod prompt;
 pub mod run;
 pub mod trust;

@@ -5,11 +5,11 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 
+use super::progress::{PausingApprover, Spinner, start_line};
 use super::{Outcome, RunArgs, approver, hand_off_secrets, open_sandbox};
 use crate::agent::events::ChildEvent;
 use crate::agent::launch::{Launch, RunOptions};
@@ -18,7 +18,6 @@ use crate::agent::summary::human_duration;
 use crate::agent::turn::{Ending, RunEvent, RunObserver, RunReport};
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
-use crate::tools::executor::{Approval, Approver};
 
 /// Runs `flycode run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -302,7 +301,7 @@ impl RunObserver for Terminal {
                 runs_program,
                 ..
             } => {
-                eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
+                eprintln!("{}", start_line(self.color, *tool, subject));
                 self.last_started = id.clone();
                 self.running
                     .insert(id.clone(), format!("{tool} ({subject})"));
@@ -417,111 +416,5 @@ impl Terminal {
         eprintln!("{line}");
         // The task's outcome no longer follows its own line: it names its call.
         self.last_started = None;
-    }
-}
-
-/// A spinner on standard error while a program runs; paused while the person is asked.
-#[derive(Clone)]
-struct Spinner {
-    enabled: bool,
-    state: Arc<SpinnerState>,
-}
-
-#[derive(Default)]
-struct SpinnerState {
-    running: AtomicBool,
-    paused: AtomicBool,
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Spinner {
-    fn new(enabled: bool) -> Spinner {
-        Spinner {
-            enabled,
-            state: Arc::new(SpinnerState::default()),
-        }
-    }
-
-    fn start(&self, label: &str) {
-        if !self.enabled {
-            return;
-        }
-        self.stop();
-        self.state.running.store(true, Ordering::SeqCst);
-        let state = Arc::clone(&self.state);
-        let label = label.to_owned();
-        let handle = std::thread::spawn(move || {
-            const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-            let started = Instant::now();
-            let mut frame = 0;
-            // Quick programs finish before the first frame: no flicker.
-            std::thread::sleep(Duration::from_millis(300));
-            while state.running.load(Ordering::SeqCst) {
-                if !state.paused.load(Ordering::SeqCst) {
-                    let elapsed = human_duration(
-                        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    );
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\u{1b}[2K  {} {label} · {elapsed}", FRAMES[frame]);
-                    let _ = err.flush();
-                    frame = (frame + 1) % FRAMES.len();
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        if let Ok(mut slot) = self.state.thread.lock() {
-            *slot = Some(handle);
-        }
-    }
-
-    fn stop(&self) {
-        self.state.running.store(false, Ordering::SeqCst);
-        let handle = self
-            .state
-            .thread
-            .lock()
-            .ok()
-            .and_then(|mut slot| slot.take());
-        if let Some(handle) = handle {
-            let _ = handle.join();
-            self.clear_line();
-        }
-    }
-
-    fn pause(&self, paused: bool) {
-        self.state.paused.store(paused, Ordering::SeqCst);
-        if paused {
-            self.clear_line();
-        }
-    }
-
-    fn clear_line(&self) {
-        if self.enabled {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\u{1b}[2K");
-            let _ = err.flush();
-        }
-    }
-}
-
-/// Stops the spinner while the person reads the approval question.
-struct PausingApprover<'a> {
-    inner: &'a dyn Approver,
-    spinner: Spinner,
-}
-
-impl Approver for PausingApprover<'_> {
-    fn approve(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve(shown, reason);
-        self.spinner.pause(false);
-        answer
-    }
-
-    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve_in_person(shown, reason);
-        self.spinner.pause(false);
-        answer
     }
 }
