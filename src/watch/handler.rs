@@ -343,6 +343,62 @@ mod tests {
     }
 
     #[test]
+    fn a_near_miss_is_answered_not_run_not_remembered_and_only_noticed_once_it_ran() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("log.txt"), "").unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let approver = FixedApprover(Approval::Yes);
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let on_start = |_: &Call| {
+            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        };
+        let mut handler = Handler {
+            executor: Executor::new(&sandbox, &policy, &approver),
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+            tools: ToolSet::Seed,
+            policy_key: String::new(),
+            max_reply_bytes: 16 << 20,
+            on_start: Some(&on_start),
+        };
+        let json = format!(
+            "{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}",
+            root.display()
+        );
+        let unfenced = format!("```json\n{json}\n```");
+        let Handled::Answered(answer) = handler.handle(&unfenced) else {
+            panic!("not answered")
+        };
+        assert_eq!(answer.code.as_deref(), Some("text_outside_block"));
+        assert_eq!(answer.id.as_deref(), Some("c1"));
+        assert!(answer.near_miss.is_some() && !answer.announced);
+        assert!(handler.replay.is_empty(), "the near miss was remembered");
+        assert_eq!(std::fs::read_to_string(root.join("log.txt")).unwrap(), "");
+        // The fenced call runs (announced first), then its unfenced copy is only noticed.
+        let Handled::Answered(ran) = handler.handle(&format!("```flycode-call\n{json}\n```"))
+        else {
+            panic!("not answered")
+        };
+        assert!(ran.ok && ran.announced && !ran.replayed, "{}", ran.block);
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let Handled::Noticed(notice) = handler.handle(&unfenced) else {
+            panic!("answered twice")
+        };
+        assert!(notice.advice.contains("answered before"), "{notice:?}");
+        assert_eq!(std::fs::read_to_string(root.join("log.txt")).unwrap(), "x");
+        // A broken block's id is read for the terminal; its answer keeps flycode-invalid-call.
+        let Handled::Answered(broken) =
+            handler.handle("```flycode-call\n{\"id\":\"c7\",\"tool\":\"fs.read\",}\n```")
+        else {
+            panic!("not answered")
+        };
+        assert_eq!(broken.id.as_deref(), Some("flycode-invalid-call"));
+        assert_eq!(broken.legible_id.as_deref(), Some("c7"));
+    }
+
+    #[test]
     fn a_text_over_the_limit_is_refused_unparsed_if_it_names_a_call_block() {
         let temp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(temp.path()).unwrap();
