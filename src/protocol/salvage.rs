@@ -184,23 +184,34 @@ impl NearMiss {
     }
 }
 
-/// The id of a call block whose JSON is broken, read as written: the first `"id"` key of the
-/// outer object followed by a string, when that string is a usable id (section 2). For the
-/// terminal only: the answer's `[id]` stays [`INVALID_CALL_ID`] (section 3), as flycode does
-/// not guess at JSON it cannot read.
+/// The id of a call block whose JSON is broken, read as written: the `"id"` key of the outer
+/// object followed by a string, when that string is a usable id (section 2) and the key is not
+/// given twice. For the terminal only: the answer's `[id]` stays [`INVALID_CALL_ID`] (section 3),
+/// as flycode does not guess at JSON it cannot read. `None` for content that is JSON: what can be
+/// read of it is [`Attempt::read`]'s to say.
 pub fn legible_id(content: &str) -> Option<String> {
+    if serde_json::from_str::<serde::de::IgnoredAny>(content).is_ok() {
+        return None;
+    }
     let text = content.trim_start_matches(is_reply_whitespace);
     if !text.starts_with('{') {
         return None;
     }
     let bytes = text.as_bytes();
     let (mut depth, mut expect_key, mut at) = (0usize, false, 0);
+    let mut found = None;
     while at < bytes.len() {
         match bytes[at] {
             b'"' => {
-                let end = string_end(bytes, at)?;
+                let Some(end) = string_end(bytes, at) else {
+                    break;
+                };
                 if depth == 1 && expect_key && &text[at..end] == "\"id\"" {
-                    return id_after_key(&text[end..]);
+                    if found.is_some() {
+                        // Given twice: there is no "the" id.
+                        return None;
+                    }
+                    found = Some(id_after_key(&text[end..]));
                 }
                 expect_key = false;
                 at = end;
@@ -216,7 +227,7 @@ pub fn legible_id(content: &str) -> Option<String> {
         }
         at += 1;
     }
-    None
+    found.flatten()
 }
 
 /// [`legible_id`] of a reply's call block, when the reply has exactly one.
@@ -320,6 +331,9 @@ mod tests {
         assert_eq!(legible_id("{\"args\":{\"id\":\"inner\"}"), None);
         assert_eq!(legible_id("{\"id\": \"null\", oops"), None);
         assert_eq!(legible_id("{\"id\": 7, oops"), None);
+        // Given twice, or in JSON that reads (Attempt::read answers for that): no id here.
+        assert_eq!(legible_id("{\"id\":\"a\",\"id\":\"b\",}"), None);
+        assert_eq!(legible_id("{\"id\":\"a\",\"tool\":\"x\"}"), None);
         assert_eq!(legible_id("/fs.read /a"), None);
     }
 }
