@@ -86,19 +86,46 @@ impl SystemClipboard {
     }
 
     /// Puts `text` on the clipboard and keeps serving it until another program replaces it
-    /// (an X11 clipboard's content lives only as long as the program that owns it).
-    pub fn hold_until_replaced(mut self, text: &str) -> Result<(), ClipboardUnavailable> {
-        let set = self.0.set();
-        #[cfg(all(unix, not(target_os = "macos")))]
-        let set = {
-            use arboard::SetExtLinux;
-            set.wait()
+    /// (an X11 clipboard's content lives only as long as the program that owns it), or until
+    /// the clipboard can no longer be read (its display went away): the clipboard is looked at
+    /// every second, and two looks in a row that do not find `text` end the hold. Without that,
+    /// a holder whose X server ended (a logout, a test's Xvfb) would wait forever.
+    pub fn hold_until_replaced(self, text: &str) -> Result<(), ClipboardUnavailable> {
+        let unreachable = |e: arboard::Error| ClipboardUnavailable::Unreachable {
+            display: display().unwrap_or_default(),
+            reason: e.to_string(),
         };
-        set.text(text.to_owned())
-            .map_err(|e| ClipboardUnavailable::Unreachable {
-                display: display().unwrap_or_default(),
-                reason: e.to_string(),
-            })
+        let mut watcher = arboard::Clipboard::new().map_err(unreachable)?;
+        let (done_out, done) = mpsc::channel();
+        let held = text.to_owned();
+        let mut clipboard = self.0;
+        // The waiting set runs on its own thread: this one watches, and returning from here
+        // ends the process, that thread with it.
+        std::thread::spawn(move || {
+            let set = clipboard.set();
+            #[cfg(all(unix, not(target_os = "macos")))]
+            let set = {
+                use arboard::SetExtLinux;
+                set.wait()
+            };
+            let _ = done_out.send(set.text(held));
+        });
+        let mut misses = 0;
+        loop {
+            match done.recv_timeout(Duration::from_secs(1)) {
+                Ok(set) => return set.map_err(unreachable),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if watcher.get_text().ok().as_deref() == Some(text) {
+                misses = 0;
+            } else {
+                misses += 1;
+                if misses >= 2 {
+                    return Ok(());
+                }
+            }
+        }
     }
 }
 
