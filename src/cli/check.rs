@@ -69,9 +69,25 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
         Verdict::Invalid { error, attempt } => {
             let result = violation_result_with_root(error, attempt, example_root.as_deref());
             write!(stdout, "{}", result.render())?;
+            note_legible_id(&reply, attempt);
         }
     }
     Ok(outcome)
+}
+
+/// Names on standard error the id written in a call block whose JSON is broken: the answer's
+/// `[id]` cannot carry it (PROTOCOL.md §3 (The answer to an invalid reply)), the person can
+/// still find the call by it.
+pub(super) fn note_legible_id(reply: &str, attempt: &crate::protocol::Attempt) {
+    if attempt.id.is_some() {
+        return;
+    }
+    if let Some(id) = crate::protocol::salvage::legible_id_of_reply(reply) {
+        eprintln!(
+            "note: the broken call block is call {} (its id as written; the answer carries [id] flycode-invalid-call, as its JSON cannot be read)",
+            crate::protocol::display::escape_for_display(&id)
+        );
+    }
 }
 
 /// A reply over the reply limit: the invalid verdict with `too_large`, without parsing it.

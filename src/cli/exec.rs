@@ -188,6 +188,7 @@ fn read_call(
     Ok(match classification.verdict {
         Verdict::Call(call) => CallOrAnswer::Call(call),
         Verdict::Invalid { error, attempt } => {
+            super::check::note_legible_id(&reply, &attempt);
             let answer = violation_result_with_root(&error, &attempt, example_root);
             CallOrAnswer::Answer(answer, Outcome::Failure)
         }

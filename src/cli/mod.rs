@@ -8,6 +8,7 @@ pub mod exec;
 pub mod gc;
 pub mod log;
 pub mod mcp;
+pub mod progress;
 pub mod prompt;
 pub mod run;
 pub mod trust;

@@ -1,17 +1,13 @@
 //! `flycode prompt`: the system prompt for a browser chat, printed or put on the clipboard.
 
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
 use super::{Language, Outcome, PromptArgs, load_roots};
 use crate::protocol::prompt::{PromptLanguage, chat_prompt_for};
 use crate::sandbox::state::{state_dir, write_atomically};
-use crate::watch::clipboard::{Clipboard, ClipboardUnavailable, SystemClipboard, display};
-
-/// The hidden command that keeps the prompt on an X11 clipboard after `prompt --copy` exits.
-pub const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
+use crate::watch::clipboard::{SystemClipboard, keep_on_clipboard};
 
 /// Runs `flycode prompt`.
 pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
@@ -29,7 +25,7 @@ pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Success);
     }
     let size = crate::tools::fs::ls::human_size(prompt.len() as u64);
-    match copy_to_clipboard(&prompt) {
+    match keep_on_clipboard(&prompt) {
         Ok(()) => eprintln!(
             "flycode: the prompt ({size}) is on the clipboard: paste it into your chat as the first message"
         ),
@@ -47,50 +43,6 @@ pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
         }
     }
     Ok(Outcome::Success)
-}
-
-/// Puts `text` on the clipboard so that it stays there after flycode exits. An X11 clipboard
-/// lives only as long as the program that owns it, so a detached `flycode hold-clipboard` keeps
-/// serving it (as xclip does) until another program copies something.
-fn copy_to_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
-    let display = display()?;
-    if !cfg!(all(unix, not(target_os = "macos"))) {
-        return SystemClipboard::open()?.write(text).map_err(|error| {
-            ClipboardUnavailable::Unreachable {
-                display,
-                reason: error.reason,
-            }
-        });
-    }
-    // Fail early, with the real cause, where the display cannot be reached.
-    let mut clipboard = SystemClipboard::open()?;
-    let unreachable = |reason: String| ClipboardUnavailable::Unreachable {
-        display: display.clone(),
-        reason,
-    };
-    let mut holder = crate::sandbox::host::spawn_detached_self(HOLD_CLIPBOARD_COMMAND)
-        .map_err(|e| unreachable(e.to_string()))?;
-    if let Some(mut input) = holder.stdin.take() {
-        input
-            .write_all(text.as_bytes())
-            .map_err(|e| unreachable(e.to_string()))?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if clipboard.read().as_deref() == Some(text) {
-            return Ok(());
-        }
-        if let Ok(Some(status)) = holder.try_wait() {
-            return Err(unreachable(format!(
-                "the process keeping the prompt on the clipboard ended ({status})"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = holder.kill();
-    Err(unreachable(
-        "the prompt did not appear on the clipboard within 10 s".to_owned(),
-    ))
 }
 
 /// Runs `flycode hold-clipboard`: reads the text on standard input, owns the clipboard until

@@ -5,11 +5,11 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 
+use super::progress::{PausingApprover, Spinner, start_line};
 use super::{Outcome, RunArgs, approver, hand_off_secrets, open_sandbox};
 use crate::agent::events::ChildEvent;
 use crate::agent::launch::{Launch, RunOptions};
@@ -52,15 +52,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let color =
         !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
-    let inner_approver = approver(&args.run, super::approve::Asking::Session);
+    let terminal_approver = approver(&args.run, super::approve::Asking::Session);
+    let inner_approver = RunWords(terminal_approver.as_ref());
     let pausing = PausingApprover {
-        inner: inner_approver.as_ref(),
+        inner: &inner_approver,
         spinner: spinner.clone(),
     };
     let mut observer: Box<dyn RunObserver> = if args.json {
         Box::new(JsonLines)
     } else {
-        Box::new(Terminal::new(color, settings.mode, spinner.clone()))
+        Box::new(RunTerminal::new(color, settings.mode, spinner.clone()))
     };
     if !args.json {
         eprintln!(
@@ -135,7 +136,7 @@ impl RunObserver for JsonLines {
 /// The terminal display of seed 001. Standard output carries the model's prose; a reply that
 /// turns out invalid has its prose on standard error instead (PROTOCOL.md §13 (The API loop:
 /// display)).
-struct Terminal {
+struct RunTerminal {
     /// The calls started and not yet finished, by id, as their `●` line named them.
     running: std::collections::HashMap<Option<String>, String>,
     /// The call whose `●` line was printed last, while nothing has been printed after it.
@@ -161,9 +162,9 @@ struct InvalidCall {
     consecutive: u32,
 }
 
-impl Terminal {
-    fn new(color: bool, mode: CallingMode, spinner: Spinner) -> Terminal {
-        Terminal {
+impl RunTerminal {
+    fn new(color: bool, mode: CallingMode, spinner: Spinner) -> RunTerminal {
+        RunTerminal {
             running: std::collections::HashMap::new(),
             last_started: None,
             color,
@@ -187,7 +188,7 @@ impl Terminal {
     }
 
     /// Native mode: prose streams to standard output as it arrives (text beside calls is never
-    /// invalid there). Text mode holds it (see [`Terminal::hold_reply`]).
+    /// invalid there). Text mode holds it (see [`RunTerminal::hold_reply`]).
     fn show_text(&mut self, text: &str) {
         if text.is_empty() {
             return;
@@ -354,7 +355,7 @@ impl Terminal {
         subject: &str,
         runs_program: bool,
     ) {
-        eprintln!("{} {tool} ({subject})", self.paint("36", "●"));
+        eprintln!("{}", start_line(self.color, tool, subject));
         self.last_started = id.clone();
         self.running
             .insert(id.clone(), format!("{tool} ({subject})"));
@@ -396,7 +397,7 @@ impl Terminal {
     }
 
     /// An invalid reply: one line a turn. Text mode says it at once; native mode gathers the
-    /// turn's invalid calls (see [`Terminal::flush_invalid_calls`]).
+    /// turn's invalid calls (see [`RunTerminal::flush_invalid_calls`]).
     fn violation(&mut self, code: &str, message: &str, consecutive: u32) {
         match self.mode {
             CallingMode::Native => self.invalid_calls.push(InvalidCall {
@@ -428,7 +429,7 @@ impl Terminal {
     }
 }
 
-impl RunObserver for Terminal {
+impl RunObserver for RunTerminal {
     fn on_event(&mut self, event: &RunEvent) {
         // Whatever follows a reply's judging settles where its prose goes and ends its line of
         // invalid calls.
@@ -485,7 +486,7 @@ impl RunObserver for Terminal {
     }
 }
 
-impl Terminal {
+impl RunTerminal {
     /// A sub-agent's calls, indented under its task's line; its text stays off the terminal
     /// (the parent gets its result), and its end shows as the task's outcome line.
     fn child_event(&mut self, child: &ChildEvent) {
@@ -532,117 +533,20 @@ impl Terminal {
     }
 }
 
-/// A spinner on standard error while a program runs; paused while the person is asked.
-#[derive(Clone)]
-struct Spinner {
-    enabled: bool,
-    state: Arc<SpinnerState>,
-}
+/// `run`'s words for a call no one could answer, around the terminal's approver.
+struct RunWords<'a>(&'a dyn Approver);
 
-#[derive(Default)]
-struct SpinnerState {
-    running: AtomicBool,
-    paused: AtomicBool,
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Spinner {
-    fn new(enabled: bool) -> Spinner {
-        Spinner {
-            enabled,
-            state: Arc::new(SpinnerState::default()),
-        }
-    }
-
-    fn start(&self, label: &str) {
-        if !self.enabled {
-            return;
-        }
-        self.stop();
-        self.state.running.store(true, Ordering::SeqCst);
-        let state = Arc::clone(&self.state);
-        let label = label.to_owned();
-        let handle = std::thread::spawn(move || {
-            const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-            let started = Instant::now();
-            let mut frame = 0;
-            // Quick programs finish before the first frame: no flicker.
-            std::thread::sleep(Duration::from_millis(300));
-            while state.running.load(Ordering::SeqCst) {
-                if !state.paused.load(Ordering::SeqCst) {
-                    let elapsed = human_duration(
-                        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    );
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\u{1b}[2K  {} {label} · {elapsed}", FRAMES[frame]);
-                    let _ = err.flush();
-                    frame = (frame + 1) % FRAMES.len();
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        if let Ok(mut slot) = self.state.thread.lock() {
-            *slot = Some(handle);
-        }
-    }
-
-    fn stop(&self) {
-        self.state.running.store(false, Ordering::SeqCst);
-        let handle = self
-            .state
-            .thread
-            .lock()
-            .ok()
-            .and_then(|mut slot| slot.take());
-        if let Some(handle) = handle {
-            let _ = handle.join();
-            self.clear_line();
-        }
-    }
-
-    fn pause(&self, paused: bool) {
-        self.state.paused.store(paused, Ordering::SeqCst);
-        if paused {
-            self.clear_line();
-        }
-    }
-
-    fn clear_line(&self) {
-        if self.enabled {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\u{1b}[2K");
-            let _ = err.flush();
-        }
-    }
-}
-
-/// Stops the spinner while the person reads the approval question; says `run`'s words for a
-/// call no one could answer.
-struct PausingApprover<'a> {
-    inner: &'a dyn Approver,
-    spinner: Spinner,
-}
-
-impl Approver for PausingApprover<'_> {
+impl Approver for RunWords<'_> {
     fn approve(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve(shown, reason);
-        self.spinner.pause(false);
-        answer
+        self.0.approve(shown, reason)
     }
 
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve_in_person(shown, reason);
-        self.spinner.pause(false);
-        answer
+        self.0.approve_in_person(shown, reason)
     }
 
     fn ask(&self, question: &Question<'_>) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.ask(question);
-        self.spinner.pause(false);
-        answer
+        self.0.ask(question)
     }
 
     fn unanswered_advice(&self, in_person: bool) -> &'static str {

@@ -8,6 +8,7 @@
 //! - [`schema`]: the embedded tool schemas, the single source of the tools' arguments;
 //! - [`result`]: render and read `flycode-result` blocks;
 //! - [`slash`]: slash commands and the `[command]` line;
+//! - [`salvage`]: what can be read of a call without its fence, or of a broken block's id;
 //! - [`prompt`]: the chat-UI system prompt generated from the schemas.
 
 pub mod args;
@@ -21,6 +22,7 @@ pub mod parse;
 pub mod paths;
 pub mod prompt;
 pub mod result;
+pub mod salvage;
 pub mod schema;
 pub mod slash;
 pub mod stream;

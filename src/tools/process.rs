@@ -52,6 +52,24 @@ pub fn run(
     limits: &Limits,
     shell: bool,
 ) -> Result<ToolOutput, ToolError> {
+    let cwd = working_directory(sandbox, args)?;
+    let timeout = Duration::from_millis(
+        args.timeout_ms
+            .unwrap_or(limits.default_timeout_ms)
+            .clamp(1, 600_000),
+    );
+    let spec = process_spec(sandbox, args, limits, shell, cwd, timeout);
+    let mut outcome = run_process(&spec).map_err(process_error)?;
+    let secrets = limits.secrets();
+    outcome.stdout.mask(&secrets);
+    outcome.stderr.mask(&secrets);
+    let output = render(&outcome, limits.output_cap);
+    judge_outcome(&outcome, output, &args.command, timeout)
+}
+
+/// The directory the program runs in: the model's `cwd`, resolved and checked, else the first
+/// root.
+fn working_directory(sandbox: &Sandbox, args: &ProcessArgs) -> Result<PathBuf, ToolError> {
     let cwd =
         match &args.cwd {
             Some(cwd) => {
@@ -65,11 +83,19 @@ pub fn run(
     // The model's cwd was resolved and checked: it cannot widen what the process reaches beyond
     // what the roots already allow (CVE-2025-59532).
     let _ = sandbox.resolve(&cwd.display().to_string(), LastComponent::Follow)?;
-    let timeout = Duration::from_millis(
-        args.timeout_ms
-            .unwrap_or(limits.default_timeout_ms)
-            .clamp(1, 600_000),
-    );
+    Ok(cwd)
+}
+
+/// What to start: the program or the shell line, its environment (the call's variables set,
+/// flycode's secrets removed) and its containment.
+fn process_spec(
+    sandbox: &Sandbox,
+    args: &ProcessArgs,
+    limits: &Limits,
+    shell: bool,
+    cwd: PathBuf,
+    timeout: Duration,
+) -> ProcessSpec {
     let env_set = args
         .env
         .iter()
@@ -83,7 +109,7 @@ pub fn run(
         limits.program_network,
         sandbox.roots(),
     );
-    let spec = if shell {
+    if shell {
         ProcessSpec {
             env_set,
             env_remove,
@@ -103,74 +129,69 @@ pub fn run(
             cancel: limits.cancel.clone(),
             containment,
         }
-    };
-    let outcome = run_process(&spec).map_err(|error| {
-        let hint = match &error {
-            ProcessError::CommandNotFound { .. } => Some(
-                "check the program's name, or run it through shell.exec if it is a shell built-in",
-            ),
-            ProcessError::Uncontainable { .. } => Some(
-                "programs cannot run on this machine as flycode is set up; do the work with the file tools, or tell the user what you would run",
-            ),
-            _ => None,
-        };
-        let advice = match &error {
-            ProcessError::Uncontainable { advice, .. } => Some(*advice),
-            _ => None,
-        };
-        let tool_error = ToolError::new(error.code(), error.to_string(), hint);
-        match advice {
-            Some(advice) => tool_error.with_advice(advice),
-            None => tool_error,
+    }
+}
+
+/// A program that could not be started, as the model's error (with a hint where there is one,
+/// and the person's advice for a machine that cannot contain programs).
+fn process_error(error: ProcessError) -> ToolError {
+    let hint = match &error {
+        ProcessError::CommandNotFound { .. } => {
+            Some("check the program's name, or run it through shell.exec if it is a shell built-in")
         }
-    })?;
-    let mut outcome = outcome;
-    let secrets = limits.secrets();
-    outcome.stdout.mask(&secrets);
-    outcome.stderr.mask(&secrets);
-    let output = render(&outcome, limits.output_cap);
-    if outcome.cancelled {
-        let mut error = ToolError::new(
+        ProcessError::Uncontainable { .. } => Some(
+            "programs cannot run on this machine as flycode is set up; do the work with the file tools, or tell the user what you would run",
+        ),
+        _ => None,
+    };
+    let advice = match &error {
+        ProcessError::Uncontainable { advice, .. } => Some(*advice),
+        _ => None,
+    };
+    let tool_error = ToolError::new(error.code(), error.to_string(), hint);
+    match advice {
+        Some(advice) => tool_error.with_advice(advice),
+        None => tool_error,
+    }
+}
+
+/// The call's result from how the program ended: its output when it exited 0, else the error
+/// (cancelled, timed out, another status) carrying that output.
+fn judge_outcome(
+    outcome: &ProcessOutcome,
+    output: ToolOutput,
+    command: &str,
+    timeout: Duration,
+) -> Result<ToolOutput, ToolError> {
+    let (code, message, hint) = if outcome.cancelled {
+        (
             ErrorCode::Cancelled,
             format!(
-                "{} was stopped by the user (Ctrl-C); it and everything it started were killed",
-                args.command
+                "{command} was stopped by the user (Ctrl-C); it and everything it started were killed"
             ),
             Some("the user stopped the run: do not run it again unless asked"),
-        );
-        error.output = Some(Box::new(output));
-        return Err(error);
-    }
-    if outcome.timed_out {
-        let mut error = ToolError::new(
+        )
+    } else if outcome.timed_out {
+        (
             ErrorCode::Timeout,
             format!(
-                "{} ran past its {} ms deadline; it and everything it started were killed",
-                args.command,
+                "{command} ran past its {} ms deadline; it and everything it started were killed",
                 timeout.as_millis()
             ),
             Some("raise timeoutMs (at most 600000), or run something shorter"),
-        );
-        error.output = Some(Box::new(output));
-        return Err(error);
-    }
-    match outcome.exit_code {
-        Some(0) => Ok(output),
-        status => {
-            let how = match (status, outcome.signal) {
-                (Some(code), _) => format!("exited with status {code}"),
-                (None, Some(signal)) => format!("was killed by signal {signal}"),
-                (None, None) => "ended abnormally".to_owned(),
-            };
-            let mut error = ToolError::new(
-                ErrorCode::NonzeroExit,
-                format!("{} {how}", args.command),
-                None,
-            );
-            error.output = Some(Box::new(output));
-            Err(error)
-        }
-    }
+        )
+    } else {
+        let how = match (outcome.exit_code, outcome.signal) {
+            (Some(0), _) => return Ok(output),
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, None) => "ended abnormally".to_owned(),
+        };
+        (ErrorCode::NonzeroExit, format!("{command} {how}"), None)
+    };
+    let mut error = ToolError::new(code, message, hint);
+    error.output = Some(Box::new(output));
+    Err(error)
 }
 
 /// The label line of each stream's section.

@@ -194,7 +194,7 @@ fn follow_subagents(
 ) -> Result<(), OpenError> {
     // Every transcript seen, by file: its position once checked, `None` while it is being
     // checked or when it is missing.
-    let mut known: HashMap<PathBuf, Option<usize>> = HashMap::new();
+    let mut known: Known = HashMap::new();
     for (at, entry) in checked.iter().enumerate() {
         if entry.path.as_os_str() != "-" {
             known.entry(identity(&entry.path)).or_insert(Some(at));
@@ -202,96 +202,149 @@ fn follow_subagents(
     }
     let mut frontier: Vec<usize> = (0..checked.len()).collect();
     while !frontier.is_empty() {
-        // (parent position, task, child path, position of a named transcript to check again)
-        let mut wanted: Vec<(usize, TaskReference, PathBuf, Option<usize>)> = Vec::new();
-        for &at in &frontier {
-            // Standard input has no folder to find sub-agents' transcripts in.
-            if checked[at].path.as_os_str() == "-" {
-                continue;
-            }
-            let tasks = checked[at].report.tasks.clone();
-            for task in tasks {
-                let path = child_transcript_path(&checked[at].path, &task.task_id);
-                let file = identity(&path);
-                match known.get(&file).copied() {
-                    None => {
-                        known.insert(file, None);
-                        wanted.push((at, task, path, None));
-                    }
-                    Some(None) => {}
-                    Some(Some(seen)) => {
-                        if seen == at || checked[seen].report.subagent_of.is_some() {
-                            continue;
-                        }
-                        let link = SubagentOf {
-                            parent: checked[at].report.file.clone(),
-                            task_id: task.task_id.clone(),
-                            named: true,
-                        };
-                        checked[seen].report.subagent_of = Some(link);
-                        if checked[seen].report.tools != ToolSet::All {
-                            let path = checked[seen].path.clone();
-                            wanted.push((at, task, path, Some(seen)));
-                        }
-                    }
-                }
-            }
-        }
+        let wanted = wanted_children(checked, &frontier, &mut known);
         let jobs: Vec<TranscriptJob> = wanted
             .iter()
-            .map(|(_, _, path, _)| TranscriptJob {
-                path: path.clone(),
+            .map(|child| TranscriptJob {
+                path: child.path.clone(),
                 subagent: true,
             })
             .collect();
         let outcomes = check_jobs(&jobs, options, threads);
-        let mut next = Vec::new();
-        for ((parent, task, path, again), outcome) in wanted.into_iter().zip(outcomes) {
-            let mut report = match outcome {
-                None => continue,
-                Some(Ok(report)) => report,
-                Some(Err(error)) if error.source.kind() == std::io::ErrorKind::NotFound => {
-                    // A task that failed or was cancelled before its first request recorded
-                    // nothing: no transcript is expected.
-                    if task.turns != Some(0) {
-                        let finding = missing_transcript(&checked[parent].report, &task, &path);
-                        checked[parent]
-                            .report
-                            .findings
-                            .push(with_strict(finding, options));
-                    }
-                    continue;
-                }
-                Some(Err(error)) => return Err(error),
-            };
-            let link = SubagentOf {
-                parent: checked[parent].report.file.clone(),
-                task_id: task.task_id.clone(),
-                named: again.is_some(),
-            };
-            report.subagent_of = Some(link);
-            match again {
-                Some(seen) => {
-                    checked[seen].report = report;
-                    next.push(seen);
-                }
+        frontier = record_children(checked, &mut known, wanted, outcomes, options)?;
+    }
+    Ok(())
+}
+
+/// Transcripts by file: their position in `checked`, `None` while being checked or missing.
+type Known = HashMap<PathBuf, Option<usize>>;
+
+/// A sub-agent's transcript to check, found through its parent's task.
+struct Wanted {
+    /// The parent's position in `checked`.
+    parent: usize,
+    /// The task that references it.
+    task: TaskReference,
+    /// Its file.
+    path: PathBuf,
+    /// The position of a named transcript checked again as the sub-agent's.
+    again: Option<usize>,
+}
+
+/// The sub-agents' transcripts that the transcripts at `frontier` reference and that are not
+/// checked yet (marked in `known`), and named ones to check again now that they are known to be
+/// a sub-agent's (linked to their parent here).
+fn wanted_children(
+    checked: &mut [CheckedTranscript],
+    frontier: &[usize],
+    known: &mut Known,
+) -> Vec<Wanted> {
+    let mut wanted = Vec::new();
+    for &at in frontier {
+        // Standard input has no folder to find sub-agents' transcripts in.
+        if checked[at].path.as_os_str() == "-" {
+            continue;
+        }
+        let tasks = checked[at].report.tasks.clone();
+        for task in tasks {
+            let path = child_transcript_path(&checked[at].path, &task.task_id);
+            let file = identity(&path);
+            match known.get(&file).copied() {
                 None => {
-                    let at = checked.len();
-                    known.insert(identity(&path), Some(at));
-                    checked.push(CheckedTranscript {
-                        report,
+                    known.insert(file, None);
+                    wanted.push(Wanted {
+                        parent: at,
+                        task,
                         path,
-                        children: Vec::new(),
-                        is_named: false,
+                        again: None,
                     });
-                    checked[parent].children.push(at);
-                    next.push(at);
+                }
+                Some(None) => {}
+                Some(Some(seen)) => {
+                    if seen == at || checked[seen].report.subagent_of.is_some() {
+                        continue;
+                    }
+                    let link = SubagentOf {
+                        parent: checked[at].report.file.clone(),
+                        task_id: task.task_id.clone(),
+                        named: true,
+                    };
+                    checked[seen].report.subagent_of = Some(link);
+                    if checked[seen].report.tools != ToolSet::All {
+                        let path = checked[seen].path.clone();
+                        wanted.push(Wanted {
+                            parent: at,
+                            task,
+                            path,
+                            again: Some(seen),
+                        });
+                    }
                 }
             }
         }
-        frontier = next;
     }
-    Ok(())
+    wanted
+}
+
+/// Puts the checked sub-agents' reports in `checked` (a missing transcript becomes a finding
+/// of its parent) and returns their positions, whose own sub-agents are followed next.
+fn record_children(
+    checked: &mut Vec<CheckedTranscript>,
+    known: &mut Known,
+    wanted: Vec<Wanted>,
+    outcomes: Vec<Option<Result<FileReport, OpenError>>>,
+    options: ValidateOptions,
+) -> Result<Vec<usize>, OpenError> {
+    let mut next = Vec::new();
+    for (child, outcome) in wanted.into_iter().zip(outcomes) {
+        let Wanted {
+            parent,
+            task,
+            path,
+            again,
+        } = child;
+        let mut report = match outcome {
+            None => continue,
+            Some(Ok(report)) => report,
+            Some(Err(error)) if error.source.kind() == std::io::ErrorKind::NotFound => {
+                // A task that failed or was cancelled before its first request recorded
+                // nothing: no transcript is expected.
+                if task.turns != Some(0) {
+                    let finding = missing_transcript(&checked[parent].report, &task, &path);
+                    checked[parent]
+                        .report
+                        .findings
+                        .push(with_strict(finding, options));
+                }
+                continue;
+            }
+            Some(Err(error)) => return Err(error),
+        };
+        report.subagent_of = Some(SubagentOf {
+            parent: checked[parent].report.file.clone(),
+            task_id: task.task_id.clone(),
+            named: again.is_some(),
+        });
+        match again {
+            Some(seen) => {
+                checked[seen].report = report;
+                next.push(seen);
+            }
+            None => {
+                let at = checked.len();
+                known.insert(identity(&path), Some(at));
+                checked.push(CheckedTranscript {
+                    report,
+                    path,
+                    children: Vec::new(),
+                    is_named: false,
+                });
+                checked[parent].children.push(at);
+                next.push(at);
+            }
+        }
+    }
+    Ok(next)
 }
 
 /// The file `path` names, for telling whether two names are one file.

@@ -11,13 +11,14 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::handler::{Answer, Handled, Handler};
+use super::handler::{Handled, Handler};
 
 /// Why no clipboard could be opened: the cause in words a person can act on.
 #[derive(Debug, Error)]
@@ -94,19 +95,46 @@ impl SystemClipboard {
     }
 
     /// Puts `text` on the clipboard and keeps serving it until another program replaces it
-    /// (an X11 clipboard's content lives only as long as the program that owns it).
-    pub fn hold_until_replaced(mut self, text: &str) -> Result<(), ClipboardUnavailable> {
-        let set = self.0.set();
-        #[cfg(all(unix, not(target_os = "macos")))]
-        let set = {
-            use arboard::SetExtLinux;
-            set.wait()
+    /// (an X11 clipboard's content lives only as long as the program that owns it), or until
+    /// the clipboard can no longer be read (its display went away): the clipboard is looked at
+    /// every second, and two looks in a row that do not find `text` end the hold. Without that,
+    /// a holder whose X server ended (a logout, a test's Xvfb) would wait forever.
+    pub fn hold_until_replaced(self, text: &str) -> Result<(), ClipboardUnavailable> {
+        let unreachable = |e: arboard::Error| ClipboardUnavailable::Unreachable {
+            display: display().unwrap_or_default(),
+            reason: e.to_string(),
         };
-        set.text(text.to_owned())
-            .map_err(|e| ClipboardUnavailable::Unreachable {
-                display: display().unwrap_or_default(),
-                reason: e.to_string(),
-            })
+        let mut watcher = arboard::Clipboard::new().map_err(unreachable)?;
+        let (done_out, done) = mpsc::channel();
+        let held = text.to_owned();
+        let mut clipboard = self.0;
+        // The waiting set runs on its own thread: this one watches, and returning from here
+        // ends the process, that thread with it.
+        std::thread::spawn(move || {
+            let set = clipboard.set();
+            #[cfg(all(unix, not(target_os = "macos")))]
+            let set = {
+                use arboard::SetExtLinux;
+                set.wait()
+            };
+            let _ = done_out.send(set.text(held));
+        });
+        let mut misses = 0;
+        loop {
+            match done.recv_timeout(Duration::from_secs(1)) {
+                Ok(set) => return set.map_err(unreachable),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if watcher.get_text().ok().as_deref() == Some(text) {
+                misses = 0;
+            } else {
+                misses += 1;
+                if misses >= 2 {
+                    return Ok(());
+                }
+            }
+        }
     }
 }
 
@@ -124,6 +152,55 @@ impl Clipboard for SystemClipboard {
     }
 }
 
+/// The hidden command that keeps a text on an X11 clipboard after flycode exits.
+pub const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
+
+/// Puts `text` on the clipboard so that it stays there after flycode exits (`prompt --copy`, and
+/// `watch`'s last result when it stops). An X11 clipboard lives only as long as the program
+/// that owns it, so a detached `flycode hold-clipboard` keeps serving it (as xclip does) until
+/// another program copies something. Where this process owns the clipboard, it must let go
+/// first (drop its [`SystemClipboard`]): its own copy of `text` would pass for the holder's.
+pub fn keep_on_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
+    let display = display()?;
+    if !cfg!(all(unix, not(target_os = "macos"))) {
+        return SystemClipboard::open()?.write(text).map_err(|error| {
+            ClipboardUnavailable::Unreachable {
+                display,
+                reason: error.reason,
+            }
+        });
+    }
+    // Fail early, with the real cause, where the display cannot be reached.
+    let mut clipboard = SystemClipboard::open()?;
+    let unreachable = |reason: String| ClipboardUnavailable::Unreachable {
+        display: display.clone(),
+        reason,
+    };
+    let mut holder = crate::sandbox::host::spawn_detached_self(HOLD_CLIPBOARD_COMMAND)
+        .map_err(|e| unreachable(e.to_string()))?;
+    if let Some(mut input) = holder.stdin.take() {
+        input
+            .write_all(text.as_bytes())
+            .map_err(|e| unreachable(e.to_string()))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if clipboard.read().as_deref() == Some(text) {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = holder.try_wait() {
+            return Err(unreachable(format!(
+                "the process keeping the text on the clipboard ended ({status})"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = holder.kill();
+    Err(unreachable(
+        "the text did not appear on the clipboard within 10 s".to_owned(),
+    ))
+}
+
 fn fingerprint(text: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     text.hash(&mut hasher);
@@ -132,7 +209,7 @@ fn fingerprint(text: &str) -> u64 {
 
 /// Watches `clipboard` every `interval` until `shutdown` is set; `ready` hears once that the
 /// text on the clipboard at start was seen (what is copied after it is answered), `report` of
-/// every answer (and of a result that could not be put on the clipboard).
+/// every answer (and of a result that could not be put on the clipboard) and every notice.
 ///
 /// Calls are handled on a worker thread, in the order they were copied, so a call waiting for
 /// the person's approval does not stop new copies from being noticed; a later copy of the same
@@ -143,31 +220,32 @@ pub fn run_clipboard(
     handler: &mut Handler<'_>,
     shutdown: &AtomicBool,
     ready: &mut dyn FnMut(),
-    report: &mut dyn FnMut(&Answer),
+    report: &mut dyn FnMut(&Handled),
 ) {
     let (texts, incoming) = mpsc::channel::<String>();
-    let (answers_out, answers) = mpsc::channel::<Answer>();
+    let (answers_out, answers) = mpsc::channel::<Handled>();
     std::thread::scope(|scope| {
         scope.spawn(move || {
             for text in incoming {
-                if let Handled::Answered(answer) = handler.handle(&text)
-                    && answers_out.send(answer).is_err()
-                {
+                let handled = handler.handle(&text);
+                if handled != Handled::Ignored && answers_out.send(handled).is_err() {
                     break;
                 }
             }
         });
         let mut deliver =
-            |clipboard: &mut dyn Clipboard, mut answer: Answer, last_seen: &mut Option<u64>| {
-                match clipboard.write(&answer.block) {
-                    // flycode's own write must not come back as a new copy.
-                    Ok(()) => *last_seen = Some(fingerprint(&answer.block)),
-                    Err(error) => {
-                        answer.store_error =
-                            Some(format!("cannot put the result on the clipboard: {error}"));
+            |clipboard: &mut dyn Clipboard, mut handled: Handled, last_seen: &mut Option<u64>| {
+                if let Handled::Answered(answer) = &mut handled {
+                    match clipboard.write(&answer.block) {
+                        // flycode's own write must not come back as a new copy.
+                        Ok(()) => *last_seen = Some(fingerprint(&answer.block)),
+                        Err(error) => {
+                            answer.store_error =
+                                Some(format!("cannot put the result on the clipboard: {error}"));
+                        }
                     }
                 }
-                report(&answer);
+                report(&handled);
             };
         // What is on the clipboard at start was copied before flycode was asked to act: leave it.
         let mut last_seen = clipboard.read().map(|text| fingerprint(&text));
@@ -175,10 +253,10 @@ pub fn run_clipboard(
         while !shutdown.load(Ordering::SeqCst) {
             // Wait for the interval, but deliver an answer the moment it is ready.
             match answers.recv_timeout(interval) {
-                Ok(answer) => {
-                    deliver(clipboard, answer, &mut last_seen);
-                    while let Ok(answer) = answers.try_recv() {
-                        deliver(clipboard, answer, &mut last_seen);
+                Ok(handled) => {
+                    deliver(clipboard, handled, &mut last_seen);
+                    while let Ok(handled) = answers.try_recv() {
+                        deliver(clipboard, handled, &mut last_seen);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -198,8 +276,8 @@ pub fn run_clipboard(
         }
         // Let the worker finish what it holds (a running call completes), then hand it back.
         drop(texts);
-        for answer in answers {
-            deliver(clipboard, answer, &mut last_seen);
+        for handled in answers {
+            deliver(clipboard, handled, &mut last_seen);
         }
     });
 }
@@ -265,6 +343,7 @@ mod tests {
             tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
+            on_start: None,
         };
         let reply = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
@@ -317,6 +396,7 @@ mod tests {
             tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
             max_reply_bytes: 1024,
+            on_start: None,
         };
         let big_call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```\n{}",
@@ -344,7 +424,11 @@ mod tests {
             &mut handler,
             &shutdown,
             &mut || {},
-            &mut |answer| codes.push(answer.code.clone()),
+            &mut |handled| {
+                if let Handled::Answered(answer) = handled {
+                    codes.push(answer.code.clone());
+                }
+            },
         );
         assert_eq!(codes, [Some("too_large".to_owned())]);
         assert_eq!(clipboard.written.len(), 1, "the prose copy was replaced");
@@ -395,6 +479,7 @@ mod tests {
             tools: crate::protocol::ToolSet::Seed,
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
+            on_start: None,
         };
         // fs.rm asks under the default policy.
         let reply = format!(

@@ -2,14 +2,20 @@
 //!
 //! Text without a `flycode-call` block is ignored, and so is any text holding a
 //! `flycode-result` block (the person copying a result to paste it back, or flycode's own
-//! write), and a copy of flycode's chat prompt (its example calls are not calls). A reply with a call block earns a result: the error result of an invalid reply, the
-//! stored result of a call already executed (`[replayed] true`), or the result of running it.
+//! write), and a copy of flycode's chat prompt (its example calls are not calls). A reply with a
+//! call block earns a result: the error result of an invalid reply, the stored result of a call
+//! already executed (`[replayed] true`), or the result of running it.
+//!
+//! A call without its fence (a near miss, PROTOCOL.md §12 (Watching)) is never run: running
+//! unfenced text would let any pasted text run tools. It earns a word on the terminal, and,
+//! where the call is whole, an invalid-call answer asking the model to send it fenced.
 
 use std::time::{Duration, Instant};
 
 use crate::config::reply_limit::{ReplyTooLarge, check_reply_size};
 use crate::protocol::parse::parse_reply;
 use crate::protocol::prompt::is_chat_prompt;
+use crate::protocol::salvage::{find_near_miss, legible_id};
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
     Call, ClassifyOptions, ErrorCode, ResultBlock, ToolSet, Verdict, classify_reply,
@@ -29,6 +35,18 @@ pub enum Handled {
     Ignored,
     /// A result to hand back.
     Answered(Answer),
+    /// Nothing to hand back, but something the person should hear of (a call without its
+    /// fence that cannot be answered, or was answered before).
+    Noticed(Notice),
+}
+
+/// A word for the person about a text that looked like a call but was none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// What was seen, e.g. "a call in a ```json block, not ```flycode-call".
+    pub seen: String,
+    /// What to do about it.
+    pub advice: String,
 }
 
 /// The result of one reply, with what the terminal line shows.
@@ -36,6 +54,8 @@ pub enum Handled {
 pub struct Answer {
     /// The call in slash form, or the attempted call of an invalid reply.
     pub command: String,
+    /// The result's `[id]`.
+    pub id: Option<String>,
     /// Whether the result says `[ok] true`.
     pub ok: bool,
     /// The error code of a failure.
@@ -54,6 +74,35 @@ pub struct Answer {
     pub reused_id: bool,
     /// What the person could do about a refusal (flags, configuration); not in the block.
     pub advice: Option<String>,
+    /// The call's start line was shown (through [`Handler::on_start`]) before it ran.
+    pub announced: bool,
+    /// The id written in a call block whose JSON is broken: the answer's `[id]` cannot carry
+    /// it (PROTOCOL.md §3 (The answer to an invalid reply)), the terminal names it.
+    pub legible_id: Option<String>,
+    /// Set when the answer is to a call without its fence: what was seen and what to do.
+    pub near_miss: Option<Notice>,
+}
+
+impl Answer {
+    /// An answer not yet filled in by its block.
+    fn empty() -> Answer {
+        Answer {
+            command: String::new(),
+            id: None,
+            ok: false,
+            code: None,
+            block: String::new(),
+            body_bytes: 0,
+            duration: Duration::ZERO,
+            replayed: false,
+            store_error: None,
+            reused_id: false,
+            advice: None,
+            announced: false,
+            legible_id: None,
+            near_miss: None,
+        }
+    }
 }
 
 /// Answers replies for one watch session.
@@ -70,6 +119,9 @@ pub struct Handler<'a> {
     pub policy_key: String,
     /// The reply limit (`max_reply_bytes`): a larger text is answered `too_large`, unparsed.
     pub max_reply_bytes: usize,
+    /// Hears of a valid call just before it runs (not of a replayed one): the terminal's start
+    /// line and spinner.
+    pub on_start: Option<&'a (dyn Fn(&Call) + Sync)>,
 }
 
 /// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
@@ -99,11 +151,11 @@ impl Handler<'_> {
             return self.refuse_too_large(&too_large, started);
         }
         let parsed = parse_reply(text);
-        if parsed.has_result_block()
-            || parsed.call_blocks().next().is_none()
-            || is_chat_prompt(text)
-        {
+        if parsed.has_result_block() || is_chat_prompt(text) {
             return Handled::Ignored;
+        }
+        if parsed.call_blocks().next().is_none() {
+            return self.answer_near_miss(&parsed.text[parsed.body_start..], started);
         }
         let classification = classify_reply(
             text,
@@ -112,56 +164,95 @@ impl Handler<'_> {
                 tools: self.tools,
             },
         );
-        let mut answer = Answer {
-            command: String::new(),
-            ok: false,
-            code: None,
-            block: String::new(),
-            body_bytes: 0,
-            duration: Duration::ZERO,
-            replayed: false,
-            store_error: None,
-            reused_id: false,
-            advice: None,
-        };
+        let mut answer = Answer::empty();
         let block = match classification.verdict {
             Verdict::None => return Handled::Ignored,
             Verdict::Invalid { error, attempt } => {
+                if attempt.id.is_none() && parsed.call_blocks().count() == 1 {
+                    answer.legible_id = parsed.call_blocks().find_map(|b| legible_id(&b.content));
+                }
                 let root = self.executor.sandbox.roots().first();
                 let root = root.map(|root| root.display().to_string());
                 violation_result_with_root(&error, &attempt, root.as_deref())
             }
-            Verdict::Call(call) => match self.replay.recall(&call, &self.policy_key) {
-                Recall::Replay(text) => match ResultBlock::parse_rendered(&text) {
-                    Ok(block) => {
-                        answer.replayed = true;
-                        block
-                    }
-                    Err(_) => return Handled::Ignored,
-                },
-                recall @ (Recall::New | Recall::ReusedId) => {
-                    answer.reused_id = recall == Recall::ReusedId;
-                    let execution = self.executor.execute(&call);
-                    let rendered = execution.block.render();
-                    answer.advice = execution.advice().map(str::to_owned);
-                    answer.store_error = self
-                        .remember(&call, &execution, &rendered)
-                        .err()
-                        .map(|error| error.to_string());
-                    execution.block
-                }
+            Verdict::Call(call) => match self.run_or_replay(&call, &mut answer) {
+                Some(block) => block,
+                None => return Handled::Ignored,
             },
         };
-        // Masked as it leaves, whoever made it (PROTOCOL.md §9 (Secrets and masking)).
-        let mut block = block;
+        Handled::Answered(self.finish(block, answer, started))
+    }
+
+    /// The stored result of a call run before, else the result of running it (remembered).
+    /// `None` for a stored result that no longer reads as a block.
+    fn run_or_replay(&mut self, call: &Call, answer: &mut Answer) -> Option<ResultBlock> {
+        match self.replay.recall(call, &self.policy_key) {
+            Recall::Replay(text) => {
+                let block = ResultBlock::parse_rendered(&text).ok()?;
+                answer.replayed = true;
+                Some(block)
+            }
+            recall @ (Recall::New | Recall::ReusedId) => {
+                answer.reused_id = recall == Recall::ReusedId;
+                if let Some(on_start) = self.on_start {
+                    on_start(call);
+                    answer.announced = true;
+                }
+                let execution = self.executor.execute(call);
+                let rendered = execution.block.render();
+                answer.advice = execution.advice().map(str::to_owned);
+                answer.store_error = self
+                    .remember(call, &execution, &rendered)
+                    .err()
+                    .map(|error| error.to_string());
+                Some(execution.block)
+            }
+        }
+    }
+
+    /// `answer` completed from `block`, masked as it leaves, whoever made it (PROTOCOL.md §9
+    /// (Secrets and masking)).
+    fn finish(&self, mut block: ResultBlock, mut answer: Answer, started: Instant) -> Answer {
         self.executor.limits.secrets().mask_block(&mut block);
         answer.command.clone_from(&block.command);
+        answer.id.clone_from(&block.id);
         answer.ok = block.ok;
         answer.code.clone_from(&block.code);
         answer.body_bytes = block.body.as_ref().map_or(0, String::len);
         answer.block = block.render();
         answer.duration = started.elapsed();
-        Handled::Answered(answer)
+        answer
+    }
+
+    /// A text with no call block that may still hold a call without its fence (PROTOCOL.md §12
+    /// (Watching)). Never run; answered `text_outside_block` when the call is whole and was not
+    /// answered before (its fenced copy ran: "not run" would be false), else only noticed. The
+    /// answer is not remembered, so the fenced call that follows runs.
+    fn answer_near_miss(&self, text: &str, started: Instant) -> Handled {
+        let Some(miss) = find_near_miss(text) else {
+            return Handled::Ignored;
+        };
+        let notice = Notice {
+            seen: miss.seen(),
+            advice: miss.advice().to_owned(),
+        };
+        let (Some(call), Some(block)) = (&miss.call, miss.result()) else {
+            return Handled::Noticed(notice);
+        };
+        if let Recall::Replay(_) = self.replay.recall(call, &self.policy_key) {
+            let id = call.id.as_deref().unwrap_or_default();
+            return Handled::Noticed(Notice {
+                advice: format!(
+                    "call {id} was answered before: nothing to do (its result was on the clipboard or in its result file)"
+                ),
+                ..notice
+            });
+        }
+        let answer = Answer {
+            near_miss: Some(notice),
+            ..Answer::empty()
+        };
+        Handled::Answered(self.finish(block, answer, started))
     }
 
     /// The answer to a reply over the reply limit (also for an inbox file not read because of
@@ -173,15 +264,12 @@ impl Handler<'_> {
             .map_or_else(String::new, |size| format!(" of {}", human_size(size)));
         Handled::Answered(Answer {
             command: format!("(a reply{size}, over max_reply_bytes: not read)"),
-            ok: false,
+            id: block.id.clone(),
             code: block.code.clone(),
             block: block.render(),
-            body_bytes: 0,
             duration: started.elapsed(),
-            replayed: false,
-            store_error: None,
-            reused_id: false,
             advice: Some(too_large.advice()),
+            ..Answer::empty()
         })
     }
 
@@ -227,6 +315,7 @@ mod tests {
             tools: ToolSet::Seed,
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
+            on_start: None,
         };
         let append = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}\n```",
@@ -257,6 +346,62 @@ mod tests {
     }
 
     #[test]
+    fn a_near_miss_is_answered_not_run_not_remembered_and_only_noticed_once_it_ran() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("log.txt"), "").unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        let policy = Policy::default();
+        let approver = FixedApprover(Approval::Yes);
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let on_start = |_: &Call| {
+            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        };
+        let mut handler = Handler {
+            executor: Executor::new(&sandbox, &policy, &approver),
+            replay: ReplayStore::in_memory(),
+            lenient: false,
+            tools: ToolSet::Seed,
+            policy_key: String::new(),
+            max_reply_bytes: 16 << 20,
+            on_start: Some(&on_start),
+        };
+        let json = format!(
+            "{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}",
+            root.display()
+        );
+        let unfenced = format!("```json\n{json}\n```");
+        let Handled::Answered(answer) = handler.handle(&unfenced) else {
+            panic!("not answered")
+        };
+        assert_eq!(answer.code.as_deref(), Some("text_outside_block"));
+        assert_eq!(answer.id.as_deref(), Some("c1"));
+        assert!(answer.near_miss.is_some() && !answer.announced);
+        assert!(handler.replay.is_empty(), "the near miss was remembered");
+        assert_eq!(std::fs::read_to_string(root.join("log.txt")).unwrap(), "");
+        // The fenced call runs (announced first), then its unfenced copy is only noticed.
+        let Handled::Answered(ran) = handler.handle(&format!("```flycode-call\n{json}\n```"))
+        else {
+            panic!("not answered")
+        };
+        assert!(ran.ok && ran.announced && !ran.replayed, "{}", ran.block);
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let Handled::Noticed(notice) = handler.handle(&unfenced) else {
+            panic!("answered twice")
+        };
+        assert!(notice.advice.contains("answered before"), "{notice:?}");
+        assert_eq!(std::fs::read_to_string(root.join("log.txt")).unwrap(), "x");
+        // A broken block's id is read for the terminal; its answer keeps flycode-invalid-call.
+        let Handled::Answered(broken) =
+            handler.handle("```flycode-call\n{\"id\":\"c7\",\"tool\":\"fs.read\",}\n```")
+        else {
+            panic!("not answered")
+        };
+        assert_eq!(broken.id.as_deref(), Some("flycode-invalid-call"));
+        assert_eq!(broken.legible_id.as_deref(), Some("c7"));
+    }
+
+    #[test]
     fn a_text_over_the_limit_is_refused_unparsed_if_it_names_a_call_block() {
         let temp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(temp.path()).unwrap();
@@ -270,6 +415,7 @@ mod tests {
             tools: ToolSet::Seed,
             policy_key: String::new(),
             max_reply_bytes: 1024,
+            on_start: None,
         };
         let call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/a.txt\",\"mode\":\"overwrite\",\"content\":\"{}\"}}}}\n```",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use super::handler::{Answer, Handled, Handler};
+use super::handler::{Handled, Handler};
 use crate::config::reply_limit::{ReplyTooLarge, read_reply};
 use crate::sandbox::sha256_hex;
 use crate::sandbox::state::write_atomically;
@@ -88,12 +88,12 @@ pub fn result_path(reply: &Path) -> PathBuf {
     reply.with_file_name(format!("{stem}{RESULT_SUFFIX}"))
 }
 
-/// Watches the inbox until `shutdown` is set; `report` hears of every answer.
+/// Watches the inbox until `shutdown` is set; `report` hears of every answer and notice.
 pub fn run_inbox(
     options: &InboxOptions,
     handler: &mut Handler<'_>,
     shutdown: &AtomicBool,
-    report: &mut dyn FnMut(&Path, &Answer),
+    report: &mut dyn FnMut(&Path, &Handled),
 ) -> Result<(), InboxError> {
     Inbox::open(options)?.run(handler, shutdown, report);
     Ok(())
@@ -151,12 +151,12 @@ impl Inbox {
         })
     }
 
-    /// Answers reply files until `shutdown` is set; `report` hears of every answer.
+    /// Answers reply files until `shutdown` is set; `report` hears of every answer and notice.
     pub fn run(
         mut self,
         handler: &mut Handler<'_>,
         shutdown: &AtomicBool,
-        report: &mut dyn FnMut(&Path, &Answer),
+        report: &mut dyn FnMut(&Path, &Handled),
     ) {
         let (options, tracked, wake) = (&self.options, &mut self.tracked, &self.wake);
         while !shutdown.load(Ordering::SeqCst) {
@@ -214,15 +214,16 @@ impl Inbox {
                     }
                     Reading::Text(bytes) => handler.handle(&String::from_utf8_lossy(&bytes)),
                 };
-                if let Handled::Answered(answer) = handled {
-                    if let Err(error) =
-                        write_atomically(&result_path(&path), answer.block.as_bytes())
-                    {
-                        let mut failed = answer.clone();
-                        failed.store_error = Some(format!("cannot write the result: {error}"));
-                        report(&path, &failed);
-                    } else {
-                        report(&path, &answer);
+                match handled {
+                    Handled::Ignored => {}
+                    Handled::Noticed(_) => report(&path, &handled),
+                    Handled::Answered(mut answer) => {
+                        if let Err(error) =
+                            write_atomically(&result_path(&path), answer.block.as_bytes())
+                        {
+                            answer.store_error = Some(format!("cannot write the result: {error}"));
+                        }
+                        report(&path, &Handled::Answered(answer));
                     }
                 }
                 if shutdown.load(Ordering::SeqCst) {

@@ -11,5 +11,5 @@ pub mod handler;
 pub mod inbox;
 pub mod replay;
 
-pub use handler::{Answer, Handled, Handler};
+pub use handler::{Answer, Handled, Handler, Notice};
 pub use replay::ReplayStore;

@@ -209,3 +209,32 @@ fn pathological_markdown_is_judged_like_any_text_around_a_call() {
         assert_eq!(lenient["call"]["id"], "call-001", "{unit}: {lenient}");
     }
 }
+
+#[test]
+fn the_id_of_a_broken_block_is_named_on_standard_error_by_check_and_exec() {
+    let broken = "```flycode-call\n{\"id\":\"c7\",\"tool\":\"fs.read\",\"args\":{\"path\":\"/tmp/a\",}}\n```\n";
+    let temp = tempfile::tempdir().unwrap();
+    for command in [
+        vec!["check"],
+        vec!["exec", "--root", temp.path().to_str().unwrap()],
+    ] {
+        flycode()
+            .args(&command)
+            .env("FLYCODE_STATE_DIR", temp.path().join("state"))
+            .write_stdin(broken)
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("[id] flycode-invalid-call"))
+            .stderr(predicate::str::contains(
+                "note: the broken call block is call c7 (its id as written",
+            ));
+    }
+    // A block whose id the answer carries needs no note.
+    flycode()
+        .arg("check")
+        .write_stdin("```flycode-call\n{\"id\":\"c8\",\"tool\":\"fs.raed\",\"args\":{}}\n```\n")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("[id] c8"))
+        .stderr(predicate::str::contains("note:").not());
+}

@@ -218,7 +218,9 @@ fn a_copied_call_is_answered_on_the_clipboard_and_never_runs_twice() {
     let error = wait_clipboard(&display, |text| text.starts_with("```flycode-result"));
     assert!(error.contains("[code] text_outside_block"), "{error}");
     let log = stop(watch);
-    assert_eq!(log.matches("● /fs.write").count(), 50, "{log}");
+    // The call that ran shows its start line; the 49 replays their command.
+    assert_eq!(log.matches("● fs.write (log.txt)").count(), 1, "{log}");
+    assert_eq!(log.matches("● /fs.write").count(), 49, "{log}");
     assert_eq!(log.matches("replayed").count(), 49, "{log}");
     assert_eq!(
         log.matches("● ").count(),
@@ -321,4 +323,70 @@ fn the_copied_prompt_stays_on_the_clipboard_and_is_not_answered() {
         1,
         "only the reply is answered: {log}"
     );
+}
+
+/// Stops the watcher with Ctrl-C's signal and returns what it printed.
+fn interrupt(child: Child) -> String {
+    send_signal(child.id(), "INT");
+    let output = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{log}");
+    log
+}
+
+#[test]
+fn the_last_result_stays_on_the_clipboard_after_watch_stops() {
+    let Some(display) = display(3) else { return };
+    let (temp, root) = workspace();
+    let watch = start_watch(&display, &root, &temp.path().join("state"));
+    let reply = format!(
+        "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/log.txt\"}}}}\n```\n",
+        root.display()
+    );
+    let result = exchange(&display, &reply);
+    assert!(result.contains("[ok] true"), "{result}");
+    let log = interrupt(watch);
+    assert!(
+        log.contains("the last result stays on the clipboard"),
+        "{log}"
+    );
+    // flycode watch has exited; its result is still there to paste.
+    assert_eq!(paste(&display), result);
+    // Whoever copies next takes the clipboard over, as from any program.
+    copy(&display, "the next copy").unwrap();
+    assert_eq!(
+        wait_clipboard(&display, |text| text == "the next copy"),
+        "the next copy"
+    );
+}
+
+#[test]
+fn a_copy_without_the_fence_is_answered_on_the_clipboard_and_a_later_copy_is_left_alone() {
+    let Some(display) = display(4) else { return };
+    let (temp, root) = workspace();
+    let watch = start_watch(&display, &root, &temp.path().join("state"));
+    // What selecting a rendered chat block gives: its label line, then the JSON.
+    let rendered = format!(
+        "flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"ran;\"}}}}\n",
+        root.display()
+    );
+    let answer = exchange(&display, &rendered);
+    assert!(
+        answer.starts_with("```flycode-result\n[id] c1\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("[code] text_outside_block"), "{answer}");
+    // Copied code that holds JSON is left alone: read three times, never replaced.
+    copy_until_read(
+        &display,
+        "```json\n{\"tool\": \"hammer\", \"args\": {}}\n```\n",
+        3,
+    );
+    let log = stop(watch);
+    assert_eq!(std::fs::read_to_string(root.join("log.txt")).unwrap(), "");
+    assert!(
+        log.contains("saw a call without its ```flycode-call fence (copied as rendered text?)"),
+        "{log}"
+    );
+    assert_eq!(log.matches("● ").count(), 1, "{log}");
 }

@@ -144,3 +144,154 @@ fn existing_files_are_answered_when_asked_and_invalid_replies_get_errors() {
     );
     stop(w);
 }
+
+/// Waits until `name`'s answer is written, after `name` is saved with `text`.
+fn answer(w: &Watching, name: &str, text: &str) -> String {
+    std::fs::write(w.inbox.join(name), text).unwrap();
+    let stem = name.trim_end_matches(".md");
+    wait_for_file(&w.inbox.join(format!("{stem}.result.md")))
+}
+
+/// Saves `text` as `name`, then a reply that is answered after it (files go in name order):
+/// once that answer is there, `name` was looked at.
+fn looked_at(w: &Watching, name: &str, text: &str) {
+    std::fs::write(w.inbox.join(name), text).unwrap();
+    let later = format!("{name}-later.md");
+    answer(w, &later, "```flycode-call\n{}\n```\n");
+}
+
+#[test]
+fn a_call_without_its_fence_is_answered_never_run_and_ordinary_json_is_left_alone() {
+    let w = start(&[], &[]);
+    let json = |id: &str| {
+        format!(
+            "{{\"id\":\"{id}\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"{id};\"}}}}",
+            w.root.display()
+        )
+    };
+    // A model's ```json block, a rendered copy (the chat's label line, then the JSON), and the
+    // bare object: each answered text_outside_block under its id, telling the model what to do.
+    let fenced = answer(
+        &w,
+        "a-json.md",
+        &format!("I'll log it.\n```json\n{}\n```\n", json("c1")),
+    );
+    let rendered = answer(
+        &w,
+        "b-rendered.md",
+        &format!("flycode-call\n{}\n", json("c2")),
+    );
+    let bare = answer(&w, "c-bare.md", &format!("{}\n", json("c3")));
+    for (text, id) in [(&fenced, "c1"), (&rendered, "c2"), (&bare, "c3")] {
+        assert!(
+            text.starts_with(&format!("```flycode-result\n[id] {id}\n")),
+            "{text}"
+        );
+        assert!(text.contains("[code] text_outside_block"), "{text}");
+        assert!(text.contains("it was not run"), "{text}");
+        assert!(text.contains("three backticks and flycode-call"), "{text}");
+    }
+    assert_eq!(std::fs::read_to_string(w.root.join("log.txt")).unwrap(), "");
+    // JSON that is no clear call (an unknown tool, another key) earns nothing, not even a line.
+    looked_at(
+        &w,
+        "d-code.md",
+        "```json\n{\"tool\":\"hammer\",\"args\":{}}\n```\n{\"name\":\"x\",\"tool\":\"fs.read\",\"args\":{}}\n",
+    );
+    assert!(!w.inbox.join("d-code.result.md").exists());
+    // The fenced call that follows runs: the answer to its near miss was not remembered.
+    let ran = answer(&w, "e-fenced.md", &append_call(&w.root, "c1"));
+    assert!(
+        ran.contains("[ok] true") && !ran.contains("[replayed]"),
+        "{ran}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        "c1;"
+    );
+    // Its unfenced copy now is not answered again ("not run" would be false), only noticed.
+    let unfenced_again = format!(
+        "```json\n{}\n```\n",
+        append_call(&w.root, "c1")
+            .trim_start_matches("```flycode-call\n")
+            .trim_end_matches("```\n")
+            .trim()
+    );
+    looked_at(&w, "f-again.md", &unfenced_again);
+    assert!(!w.inbox.join("f-again.result.md").exists());
+    // The label and part of a call (a partial selection): a word on the terminal only.
+    looked_at(
+        &w,
+        "g-partial.md",
+        "flycode-call\n{\"id\":\"c9\",\"tool\":\"fs.wr",
+    );
+    assert!(!w.inbox.join("g-partial.result.md").exists());
+    let log = stop(w);
+    assert!(
+        log.contains("saw a call in a ```json block, not ```flycode-call"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("saw a call without its ```flycode-call fence (copied as rendered text?)")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("use the chat's copy button"), "{log}");
+    assert!(log.contains("call c1 was answered before"), "{log}");
+    assert!(
+        log.contains("saw the label flycode-call and part of a call"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("d-code.md)"),
+        "ordinary JSON made noise: {log}"
+    );
+}
+
+#[test]
+fn a_call_shows_its_start_line_before_it_runs_and_no_spinner_off_a_terminal() {
+    let w = start(&[], &[]);
+    let run = format!(
+        "```flycode-call\n{{\"id\":\"p1\",\"tool\":\"process.run\",\"args\":{{\"command\":\"sh\",\"args\":[\"-c\",\"echo started >&2; sleep 0.3\"],\"cwd\":\"{}\"}}}}\n```\n",
+        w.root.display()
+    );
+    let result = answer(&w, "run.md", &run);
+    assert!(result.contains("[ok] true"), "{result}");
+    answer(&w, "write.md", &append_call(&w.root, "w1"));
+    let log = stop(w);
+    let lines: Vec<&str> = log.lines().collect();
+    let start = lines
+        .iter()
+        .position(|line| line.starts_with("● process.run (sh"))
+        .unwrap_or_else(|| panic!("no start line: {log}"));
+    assert!(lines[start + 1].starts_with("└ ok"), "{log}");
+    assert!(lines[start + 1].contains("run.md"), "{log}");
+    assert!(log.contains("● fs.write (log.txt)\n└ ok"), "{log}");
+    // Standard error is a pipe here: no spinner frames, no carriage returns.
+    assert!(!log.contains('\r') && !log.contains('⠋'), "{log:?}");
+}
+
+#[test]
+fn the_id_of_a_broken_block_is_named_on_the_terminal() {
+    let w = start(&[], &[]);
+    let result = answer(
+        &w,
+        "broken.md",
+        "```flycode-call\n{\"id\":\"c7\",\"tool\":\"fs.read\",\"args\":{\"path\":\"/a\",}}\n```\n",
+    );
+    assert!(result.contains("[id] flycode-invalid-call"), "{result}");
+    assert!(result.contains("[code] invalid_json"), "{result}");
+    let unknown = answer(
+        &w,
+        "unknown.md",
+        "```flycode-call\n{\"id\":\"c8\",\"tool\":\"fs.raed\",\"args\":{}}\n```\n",
+    );
+    assert!(unknown.contains("[id] c8"), "{unknown}");
+    let log = stop(w);
+    assert!(
+        log.contains("● (none) · call c7 (as written in its broken block)"),
+        "{log}"
+    );
+    assert!(log.contains("● /fs.raed · call c8"), "{log}");
+}

@@ -133,7 +133,7 @@ struct BlockReader<'t, 'w> {
     wanted: &'w dyn Fn(&str) -> bool,
 }
 
-impl BlockReader<'_, '_> {
+impl<'t> BlockReader<'t, '_> {
     /// How many containers `line` continues (all of them when the rest is blank lines in a
     /// list, as pulldown-cmark shortcuts); `update_flags` at the start of a block.
     fn scan_containers(&mut self, line: &mut LineStart<'_>, update_flags: bool) -> usize {
@@ -281,13 +281,32 @@ impl BlockReader<'_, '_> {
         while self.spine.len() > continued {
             self.pop();
         }
-        // New containers.
+        if let Some(next) = self.open_containers(&mut line, start_ix) {
+            return next;
+        }
+        let ix = start_ix + line.bytes_scanned();
+        if let Some(n) = is_blank_line(&bytes[ix..]) {
+            self.note_blank_line();
+            return ix + n;
+        }
+        let indent = line.scan_space_upto(4);
+        if indent == 4 {
+            self.finish_list();
+            return self.parse_indented_code_block(start_ix + line.bytes_scanned());
+        }
+        self.parse_leaf_block(start_ix, line, indent)
+    }
+
+    /// Opens the list items and block quotes `line` starts with; `Some(next)` when a list item
+    /// begins with a blank line (the block ends there).
+    fn open_containers(&mut self, line: &mut LineStart<'t>, start_ix: usize) -> Option<usize> {
+        let bytes = self.bytes;
         loop {
             let save = line.clone();
             let outer_indent = line.scan_space_upto(4);
             if outer_indent >= 4 {
-                line = save;
-                break;
+                *line = save;
+                return None;
             }
             if let Some((ch, indent)) = line.scan_list_marker_with_indent(outer_indent) {
                 let after_marker = start_ix + line.bytes_scanned();
@@ -297,38 +316,36 @@ impl BlockReader<'_, '_> {
                 }));
                 if let Some(n) = is_blank_line(&bytes[after_marker..]) {
                     self.begin_list_item = Some(after_marker + n);
-                    return after_marker + n;
+                    return Some(after_marker + n);
                 }
             } else if line.scan_blockquote_marker() {
                 self.finish_list();
                 self.spine.push(Packed::pack(Container::Quote));
             } else {
-                line = save;
-                break;
+                *line = save;
+                return None;
             }
         }
+    }
 
-        let ix = start_ix + line.bytes_scanned();
-        if let Some(n) = is_blank_line(&bytes[ix..]) {
-            match self.top() {
-                Some(Container::Quote) => {}
-                Some(Container::Item { .. }) if self.begin_list_item.is_some() => {
-                    self.last_line_blank = true;
-                    // A blank list item nests nothing: its indentation no longer counts.
-                    self.replace_top(Container::Item { indent: 0 });
-                }
-                _ => self.last_line_blank = true,
+    /// A blank line inside the open containers.
+    fn note_blank_line(&mut self) {
+        match self.top() {
+            Some(Container::Quote) => {}
+            Some(Container::Item { .. }) if self.begin_list_item.is_some() => {
+                self.last_line_blank = true;
+                // A blank list item nests nothing: its indentation no longer counts.
+                self.replace_top(Container::Item { indent: 0 });
             }
-            return ix + n;
+            _ => self.last_line_blank = true,
         }
+    }
 
-        let indent = line.scan_space_upto(4);
-        if indent == 4 {
-            self.finish_list();
-            return self.parse_indented_code_block(start_ix + line.bytes_scanned());
-        }
+    /// A block that holds no other: HTML, a thematic break, an ATX heading, a fenced code block,
+    /// link reference definitions or a paragraph; `line` is past the containers and `indent`.
+    fn parse_leaf_block(&mut self, start_ix: usize, line: LineStart<'t>, indent: usize) -> usize {
+        let bytes = self.bytes;
         let ix = start_ix + line.bytes_scanned();
-
         if bytes[ix] == b'<' {
             if let Some(end_tag) = html_end_tag(&bytes[ix + 1..]) {
                 self.finish_list();

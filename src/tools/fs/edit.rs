@@ -193,28 +193,7 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: EditFailure) -> ToolE
             index,
             count,
             lines,
-        } => {
-            let shown = lines
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            let which = if lines.len() < count {
-                format!("the first {} at lines {shown}", lines.len())
-            } else {
-                format!("at lines {shown}")
-            };
-            ToolError::new(
-                ErrorCode::AmbiguousMatch,
-                format!(
-                    "edits[{index}].oldText occurs {count} times in {} ({which}); it must occur exactly once; nothing was changed",
-                    where_(index)
-                ),
-                Some(
-                    "add neighbouring lines to oldText so that it occurs once, or set replaceAll: true to replace every occurrence",
-                ),
-            )
-        }
+        } => explain_ambiguous(index, count, &lines, &where_(index)),
         EditFailure::Secret { index } => ToolError::new(
             ErrorCode::DeniedByPolicy,
             format!(
@@ -229,54 +208,87 @@ fn explain_failure(path: &str, edits: &[EditArg], failure: EditFailure) -> ToolE
             let lines = edits
                 .get(index)
                 .map_or(0, |e| e.old_text.lines().count().max(1));
-            let mut message = format!(
-                "edits[{index}].oldText ({}) does not occur in {} (0 matches); nothing was changed",
-                plural(lines, "line"),
-                where_(index)
-            );
-            let Some(closest) = closest else {
-                message.push_str("; no line of the file resembles it");
-                return ToolError::new(
-                    ErrorCode::NoMatch,
-                    message,
-                    Some("read the file (fs.read) and copy oldText from it exactly"),
-                );
-            };
-            let range = closest.range();
-            let (lines_are, read_with, differ) = if closest.lines.len() == 1 {
-                ("line is", "line", "differs")
-            } else {
-                ("lines are", "lines", "differ")
-            };
-            message.push_str(&format!(
-                "; the most similar {lines_are} {range}, shown below{}",
-                if closest.whitespace_only {
-                    format!(", and {differ} from oldText only in whitespace or indentation")
-                } else {
-                    String::new()
-                }
-            ));
-            let mut error = ToolError::new(
-                ErrorCode::NoMatch,
-                message,
-                Some(&format!(
-                    "copy oldText exactly from the file, whitespace and indentation included (fs.read with {read_with} {range})"
-                )),
-            );
-            error.output = Some(Box::new(ToolOutput {
-                body: Some(closest.render()),
-                fields: Vec::new(),
-                data: json!({
-                    "edit": index,
-                    "closestLines": range,
-                    "closest": closest.lines,
-                    "whitespaceOnly": closest.whitespace_only,
-                }),
-                continue_hint: None,
-            }));
-            error
+            explain_no_match(index, lines, &where_(index), closest)
         }
     }
+}
+
+/// `ambiguous_match`: where the first occurrences are.
+fn explain_ambiguous(index: usize, count: usize, lines: &[usize], where_: &str) -> ToolError {
+    let shown = lines
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let which = if lines.len() < count {
+        format!("the first {} at lines {shown}", lines.len())
+    } else {
+        format!("at lines {shown}")
+    };
+    ToolError::new(
+        ErrorCode::AmbiguousMatch,
+        format!(
+            "edits[{index}].oldText occurs {count} times in {where_} ({which}); it must occur exactly once; nothing was changed"
+        ),
+        Some(
+            "add neighbouring lines to oldText so that it occurs once, or set replaceAll: true to replace every occurrence",
+        ),
+    )
+}
+
+/// `no_match` for an oldText of `lines` lines: the most similar lines of the file named in the
+/// message and shown in the body, or that none resembles it.
+fn explain_no_match(
+    index: usize,
+    lines: usize,
+    where_: &str,
+    closest: Option<closest::Closest>,
+) -> ToolError {
+    let mut message = format!(
+        "edits[{index}].oldText ({}) does not occur in {where_} (0 matches); nothing was changed",
+        plural(lines, "line"),
+    );
+    let Some(closest) = closest else {
+        message.push_str("; no line of the file resembles it");
+        return ToolError::new(
+            ErrorCode::NoMatch,
+            message,
+            Some("read the file (fs.read) and copy oldText from it exactly"),
+        );
+    };
+    let range = closest.range();
+    let (lines_are, read_with, differ) = if closest.lines.len() == 1 {
+        ("line is", "line", "differs")
+    } else {
+        ("lines are", "lines", "differ")
+    };
+    message.push_str(&format!(
+        "; the most similar {lines_are} {range}, shown below{}",
+        if closest.whitespace_only {
+            format!(", and {differ} from oldText only in whitespace or indentation")
+        } else {
+            String::new()
+        }
+    ));
+    let mut error = ToolError::new(
+        ErrorCode::NoMatch,
+        message,
+        Some(&format!(
+            "copy oldText exactly from the file, whitespace and indentation included (fs.read with {read_with} {range})"
+        )),
+    );
+    error.output = Some(Box::new(ToolOutput {
+        body: Some(closest.render()),
+        fields: Vec::new(),
+        data: json!({
+            "edit": index,
+            "closestLines": range,
+            "closest": closest.lines,
+            "whitespaceOnly": closest.whitespace_only,
+        }),
+        continue_hint: None,
+    }));
+    error
 }
 
 /// The omission guard on the edited file (see [`omission::judge_edit`]).
