@@ -76,14 +76,14 @@
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
 //! ```
 
-pub mod file;
-pub mod layers;
+pub(crate) mod file;
+pub(crate) mod layers;
 mod loosen;
-pub mod range;
+pub(crate) mod range;
 pub mod reply_limit;
-pub mod setting;
-pub mod show;
-pub mod trust;
+pub(crate) mod setting;
+pub(crate) mod show;
+pub(crate) mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

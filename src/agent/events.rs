@@ -303,7 +303,7 @@ impl RunReport {
 /// An observer that hears every event masked ([`RunEvent::masked`]) and passes it on: a run
 /// wraps the observer it is given in one, so no event reaches a terminal, `--json` or a parent
 /// unmasked.
-pub struct MaskingObserver<'o> {
+pub(crate) struct MaskingObserver<'o> {
     /// Who hears the masked events.
     pub inner: &'o mut dyn RunObserver,
     /// What to mask.
@@ -321,7 +321,7 @@ impl RunObserver for MaskingObserver<'_> {
 }
 
 /// Receives a run's events.
-pub trait RunObserver {
+pub(crate) trait RunObserver {
     /// One event, in order.
     fn on_event(&mut self, event: &RunEvent);
 }

@@ -32,7 +32,7 @@ use crate::tools::policy::Policy;
 
 /// Why a run cannot start (exit 2).
 #[derive(Debug, Error)]
-pub enum LaunchError {
+pub(crate) enum LaunchError {
     /// A setting is missing or wrong.
     #[error(transparent)]
     Settings(#[from] SettingsError),
@@ -64,15 +64,13 @@ pub enum LaunchError {
 }
 
 /// A run ready to start.
-pub struct Launch {
+pub(crate) struct Launch {
     /// The settings it runs with.
     pub settings: ResolvedSettings,
     /// The system prompt and the role definition.
     pub prompt: AssembledPrompt,
     /// Where the run is recorded: the state directory's `runs/`, and `--transcript`.
     pub transcripts: Vec<PathBuf>,
-    /// The tools the main agent is offered: `--tools` (default extended) and its own.
-    pub tool_set: ToolSet,
     provider: OpenAiProvider,
     sandbox: Sandbox,
     policy: Policy,
@@ -83,7 +81,7 @@ pub struct Launch {
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
 /// whether text around a call block is accepted.
-pub struct RunOptions<'a> {
+pub(crate) struct RunOptions<'a> {
     /// Answers the approval questions.
     pub approver: &'a dyn Approver,
     /// Set by Ctrl-C: stops the request, the running program and the calls not yet started.
@@ -95,7 +93,7 @@ pub struct RunOptions<'a> {
 impl Launch {
     /// Resolves the settings (`flags` over `env` over `config`'s `[agent]`), builds the prompt and
     /// the client, and protects the files that tell the agent what to do or record what it did.
-    pub fn prepare(
+    pub(crate) fn prepare(
         flags: &SettingFlags,
         config: &Config,
         sandbox: Sandbox,
@@ -170,7 +168,6 @@ impl Launch {
             ..config.limits()
         };
         Ok(Launch {
-            tool_set,
             max_reply_bytes: config.max_reply_bytes,
             prompt_context,
             settings,
@@ -185,7 +182,7 @@ impl Launch {
 
     /// Works on `task` until the model answers, a budget runs out, the API fails, or Ctrl-C;
     /// every event goes to `observer`.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         task: &str,
         options: &RunOptions<'_>,

@@ -18,16 +18,16 @@
 mod calls;
 pub mod client;
 pub mod context;
-pub mod events;
-pub mod launch;
+pub(crate) mod events;
+pub(crate) mod launch;
 pub mod message;
 pub mod parallel;
 pub mod prompt;
 pub mod settings;
-pub mod summary;
+pub(crate) mod summary;
 pub mod task;
-pub mod tools;
-pub mod transcript;
-pub mod turn;
+pub(crate) mod tools;
+pub(crate) mod transcript;
+pub(crate) mod turn;
 
 pub use message::{Message, MessageKind, NativeToolCall, Role};

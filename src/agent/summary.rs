@@ -5,51 +5,21 @@
 use std::path::PathBuf;
 
 use crate::protocol::display::escape_for_terminal;
-use crate::protocol::{Call, ErrorCode, ToolName};
-use crate::tools::ToolOutput;
-use crate::tools::registry::{Invocation, tool};
+use crate::tools::registry::Invocation;
 use crate::tools::secrets::Secrets;
 
-pub use crate::tools::process::human_duration;
-pub use crate::tools::tool::failure_line;
+pub(crate) use crate::tools::process::human_duration;
 
-/// The call's main argument, short: a path relative to the first root that holds it, the
-/// command line of a process, the number of files of a batch.
-pub fn call_subject(call: &Call, roots: &[PathBuf]) -> String {
-    Invocation::new(call)
-        .map(|invocation| invocation_subject(&invocation, roots, &Secrets::default()))
-        .unwrap_or_default()
-}
-
-/// [`call_subject`] of a call its tool has already read, its secrets masked before it is cut
+/// The call's main argument, short (a path relative to the first root that holds it, the
+/// command line of a process, the number of files of a batch), of a call its tool has already read, its secrets masked before it is cut
 /// (cut first, the start of a key that crosses the cut would show).
-pub fn invocation_subject(
+pub(crate) fn invocation_subject(
     invocation: &Invocation<'_>,
     roots: &[PathBuf],
     secrets: &Secrets,
 ) -> String {
     let subject = invocation.subject(roots);
     escape_for_terminal(&clip(&secrets.mask(&subject), 80)).into_owned()
-}
-
-/// What a successful call did, e.g. `Read 1.2 KiB (42 lines)` or `Exit 0 · 1.3 s`.
-pub fn success_summary(name: ToolName, output: &ToolOutput) -> String {
-    tool(name)
-        .map(|tool| tool.summary(output))
-        .unwrap_or_default()
-}
-
-/// What a failed call reported: `Failed: not_found · /w/a.txt does not exist`, or a program's
-/// exit status.
-pub fn failure_summary(
-    name: ToolName,
-    code: ErrorCode,
-    message: &str,
-    output: Option<&ToolOutput>,
-) -> String {
-    tool(name)
-        .and_then(|tool| tool.failure_summary(code, output))
-        .unwrap_or_else(|| failure_line(code.as_str(), message))
 }
 
 fn clip(text: &str, max: usize) -> String {
@@ -66,6 +36,36 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::protocol::{Call, ErrorCode, ToolName};
+    use crate::tools::ToolOutput;
+    use crate::tools::registry::tool;
+    use crate::tools::tool::failure_line;
+
+    /// The call's main argument, short: a path relative to the first root that holds it, the
+    /// command line of a process, the number of files of a batch.
+    fn call_subject(call: &Call, roots: &[PathBuf]) -> String {
+        Invocation::new(call)
+            .map(|invocation| invocation_subject(&invocation, roots, &Secrets::default()))
+            .unwrap_or_default()
+    }
+    /// What a successful call did, e.g. `Read 1.2 KiB (42 lines)` or `Exit 0 · 1.3 s`.
+    fn success_summary(name: ToolName, output: &ToolOutput) -> String {
+        tool(name)
+            .map(|tool| tool.summary(output))
+            .unwrap_or_default()
+    }
+    /// What a failed call reported: `Failed: not_found · /w/a.txt does not exist`, or a program's
+    /// exit status.
+    fn failure_summary(
+        name: ToolName,
+        code: ErrorCode,
+        message: &str,
+        output: Option<&ToolOutput>,
+    ) -> String {
+        tool(name)
+            .and_then(|tool| tool.failure_summary(code, output))
+            .unwrap_or_else(|| failure_line(code.as_str(), message))
+    }
 
     fn call(tool: ToolName, args: Value) -> Call {
         let Value::Object(args) = args else {

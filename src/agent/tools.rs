@@ -10,7 +10,7 @@ use crate::protocol::{ToolName, ToolSet};
 /// The `tools` entries of a Chat Completions request: every tool of `tools` (the agent set, a
 /// sub-agent's) as a function whose parameters are its schema, without flycode's own
 /// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse.
-pub fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
+pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
     tools
         .iter()
         .map(|&tool| {
@@ -30,12 +30,12 @@ pub fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
 /// A tool's schema as other programs take it (the API's `parameters`, an MCP tool's
 /// `inputSchema`): without flycode's `x-flycode-*` annotations and the document keys
 /// `$schema`/`title`.
-pub fn api_parameters(tool: ToolName) -> Value {
+pub(crate) fn api_parameters(tool: ToolName) -> Value {
     api_schema(&tool_schema(tool).document, true)
 }
 
 /// The tool of `set` a native function name stands for.
-pub fn tool_for_function(name: &str, set: ToolSet) -> Option<ToolName> {
+pub(crate) fn tool_for_function(name: &str, set: ToolSet) -> Option<ToolName> {
     ToolName::from_native_name(name, set)
 }
 

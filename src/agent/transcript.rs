@@ -12,7 +12,7 @@ use crate::sandbox::state::write_atomically;
 
 /// Why a transcript could not be written (the run goes on with a warning: PROTOCOL.md §13 (The API loop)).
 #[derive(Debug, thiserror::Error)]
-pub enum TranscriptError {
+pub(crate) enum TranscriptError {
     /// A message could not be written as JSON (a fault of flycode).
     #[error("transcript: cannot encode a message as JSON: {0}")]
     Unencodable(serde_json::Error),
@@ -28,24 +28,28 @@ pub enum TranscriptError {
 
 /// Where a run's transcript goes: the state directory's copy and the user's `--transcript`.
 #[derive(Debug, Default)]
-pub struct TranscriptWriter {
+pub(crate) struct TranscriptWriter {
     paths: Vec<PathBuf>,
 }
 
 impl TranscriptWriter {
     /// Writes to every path of `paths` (none: records nothing).
-    pub fn new(paths: Vec<PathBuf>) -> TranscriptWriter {
+    pub(crate) fn new(paths: Vec<PathBuf>) -> TranscriptWriter {
         TranscriptWriter { paths }
     }
 
     /// The files written.
-    pub fn paths(&self) -> &[PathBuf] {
+    pub(crate) fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
 
     /// Replaces the record with `request` (as sent) followed by `after` (the replies and results
     /// since it was sent). Every path is attempted; the first failure is returned.
-    pub fn save(&self, request: &[Message], after: &[Message]) -> Result<(), TranscriptError> {
+    pub(crate) fn save(
+        &self,
+        request: &[Message],
+        after: &[Message],
+    ) -> Result<(), TranscriptError> {
         if self.paths.is_empty() {
             return Ok(());
         }
@@ -70,7 +74,7 @@ impl TranscriptWriter {
 
 /// The default transcript path of a run started now: `runs/YYYYMMDDTHHMMSS-PID.jsonl` in the
 /// state directory.
-pub fn default_transcript_path(state_dir: &Path, started: std::time::SystemTime) -> PathBuf {
+pub(crate) fn default_transcript_path(state_dir: &Path, started: std::time::SystemTime) -> PathBuf {
     let stamp: String = crate::protocol::time::format_rfc3339(started)
         .chars()
         .filter(char::is_ascii_alphanumeric)

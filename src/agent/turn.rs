@@ -18,7 +18,7 @@ use super::calls::{PlannedCall, TurnCalls};
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::events::MaskingObserver;
-pub use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
+pub(crate) use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
 use super::message::{Message, NativeToolCall};
 use super::prompt::{AssembledPrompt, CallingMode};
 use super::settings::ResolvedSettings;
@@ -33,7 +33,7 @@ use crate::tools::executor::{Executor, Restriction};
 
 /// Who the loop works for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunKind {
+pub(crate) enum RunKind {
     /// The main agent: works until it answers in prose.
     Main,
     /// A sub-agent (PROTOCOL.md §13 (The API loop: sub-agents)): works until it calls `agent.complete`. On its turn limit,
@@ -61,7 +61,7 @@ enum LastTurn {
 }
 
 /// One run of the loop, with everything it works with.
-pub struct AgentRun<'a> {
+pub(crate) struct AgentRun<'a> {
     /// The API.
     pub provider: &'a mut dyn Provider,
     /// Runs the calls (policy, approval, sandbox, audit, stale-read guard).
@@ -133,7 +133,7 @@ impl AgentRun<'_> {
 
     /// Works on `task` until the model answers in prose, a budget runs out, the API fails, or
     /// Ctrl-C.
-    pub fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
+    pub(crate) fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
         let started = Instant::now();
         let mut progress = TurnProgress {
             history: vec![Message::user(task)],

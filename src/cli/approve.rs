@@ -16,7 +16,7 @@ use crate::tools::executor::{Approval, Approver, Question, Remembered};
 
 /// How many calls the command asks about: `exec` one, `watch` and `run` a session of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Asking {
+pub(crate) enum Asking {
     /// `exec`: one call, so no answer for the rest of the session is offered; Ctrl-C outside a
     /// question keeps its default action (flycode has no handler of its own there).
     OneCall,
@@ -27,7 +27,7 @@ pub enum Asking {
 
 /// The approver for a command: `--yes` answers for the person (but for the calls only a person
 /// may allow), otherwise the terminal asks. Ctrl-C cancels a question from here on.
-pub fn approver(yes: bool, asking: Asking) -> Box<dyn Approver> {
+pub(crate) fn approver(yes: bool, asking: Asking) -> Box<dyn Approver> {
     interrupt::install(asking == Asking::OneCall);
     let terminal = TerminalApprover::new(asking);
     if yes {
@@ -39,7 +39,7 @@ pub fn approver(yes: bool, asking: Asking) -> Box<dyn Approver> {
 
 /// What the question offers beyond yes and no: the answers for the rest of the session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionOffer {
+pub(crate) struct SessionOffer {
     /// The tool the call is judged as (what `t` allows).
     pub judged_as: ToolName,
     /// The tool the call names, when it differs (a `process.run` of a shell).
@@ -52,7 +52,7 @@ pub struct SessionOffer {
 /// session. The line breaks of `shown` and `preview` stay line breaks; within each line every
 /// control, bidirectional and invisible character is escaped, tabs and carriage returns included
 /// ([`escape_lines_for_display`]). `reason` is one line: all of it is escaped.
-pub fn approval_question(
+pub(crate) fn approval_question(
     shown: &str,
     reason: &str,
     preview: Option<&str>,
@@ -95,7 +95,7 @@ fn push_indented(question: &mut String, text: &str) {
 
 /// `--yes`: answers yes, except for the calls only a person may allow (a change to the
 /// instruction files, a dangerous environment), which still go to the terminal.
-pub struct YesApprover {
+pub(crate) struct YesApprover {
     terminal: TerminalApprover,
 }
 
@@ -128,7 +128,7 @@ struct Allowed {
 }
 
 /// Asks on the controlling terminal (never standard input, which may carry the reply).
-pub struct TerminalApprover {
+pub(crate) struct TerminalApprover {
     /// The answers for the rest of the session, where they are offered.
     allowed: Option<Mutex<Allowed>>,
 }
@@ -142,7 +142,7 @@ enum Reply {
 
 impl TerminalApprover {
     /// An approver that asks on the terminal.
-    pub fn new(asking: Asking) -> TerminalApprover {
+    pub(crate) fn new(asking: Asking) -> TerminalApprover {
         TerminalApprover {
             allowed: (asking == Asking::Session).then(Mutex::default),
         }

@@ -10,7 +10,7 @@ use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{ClassifyOptions, ErrorCode, Verdict, classify_reply};
 
 /// Runs `flycode check`.
-pub fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode check: reading the reply from standard input (end it with Ctrl-D)");
     }

@@ -14,7 +14,7 @@ use crate::protocol::display::escape_for_terminal;
 use crate::sandbox::protect::user_config_dir;
 
 /// Runs `flycode config`.
-pub fn run(args: &ConfigArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &ConfigArgs) -> anyhow::Result<Outcome> {
     let cwd = std::env::current_dir()?;
     if let Some(file) = &args.check {
         return check(args.json, file.as_deref(), &cwd);

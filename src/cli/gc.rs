@@ -13,7 +13,7 @@ use crate::sandbox::state_gc::{GarbageKind, collect_garbage};
 use crate::tools::fs::ls::human_size;
 
 /// Runs `flycode gc`.
-pub fn run(args: &GcArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &GcArgs) -> anyhow::Result<Outcome> {
     let config = load_config(&crate::config::Flags::default())?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let days = config.keep_days;

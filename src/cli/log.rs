@@ -8,7 +8,7 @@ use super::{LogArgs, Outcome};
 use crate::sandbox::{AuditLog, RecentEntries};
 
 /// Runs `flycode log`.
-pub fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &LogArgs) -> anyhow::Result<Outcome> {
     let log = AuditLog::default_location()
         .ok_or_else(|| anyhow::anyhow!("no state directory: set FLYCODE_STATE_DIR or HOME"))?;
     if args.count == 0 {

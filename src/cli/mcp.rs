@@ -16,7 +16,7 @@ fn settings_file(config: &crate::config::Config) -> std::path::PathBuf {
 }
 
 /// Runs `flycode mcp` until the client closes the connection.
-pub fn run(args: McpArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     let approve = args.approve;
     let flags = RunFlags {
         roots: args.roots,

@@ -1,19 +1,19 @@
 //! The `flycode` command line: argument definitions and one module per command. This is the only
 //! code that prints; it reads its input and hands the work to the library.
 
-pub mod approve;
-pub mod check;
-pub mod config;
+pub(crate) mod approve;
+pub(crate) mod check;
+pub(crate) mod config;
 pub mod exec;
-pub mod gc;
-pub mod log;
-pub mod mcp;
-pub mod progress;
-pub mod prompt;
-pub mod run;
-pub mod trust;
-pub mod validate;
-pub mod watch;
+pub(crate) mod gc;
+pub(crate) mod log;
+pub(crate) mod mcp;
+pub(crate) mod progress;
+pub(crate) mod prompt;
+pub(crate) mod run;
+pub(crate) mod trust;
+pub(crate) mod validate;
+pub(crate) mod watch;
 
 use std::path::PathBuf;
 

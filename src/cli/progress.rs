@@ -14,7 +14,7 @@ use crate::tools::registry::Invocation;
 use crate::tools::secrets::Secrets;
 
 /// `text` in the ANSI colour `code` when `color`, else as it is.
-pub fn paint(color: bool, code: &str, text: &str) -> String {
+pub(crate) fn paint(color: bool, code: &str, text: &str) -> String {
     if color {
         format!("\u{1b}[{code}m{text}\u{1b}[0m")
     } else {
@@ -23,12 +23,12 @@ pub fn paint(color: bool, code: &str, text: &str) -> String {
 }
 
 /// A call's start line: `● fs.read (README.md)`.
-pub fn start_line(color: bool, tool: ToolName, subject: &str) -> String {
+pub(crate) fn start_line(color: bool, tool: ToolName, subject: &str) -> String {
     format!("{} {tool} ({subject})", paint(color, "36", "●"))
 }
 
 /// What a call's start line shows, read from the call by its tool.
-pub struct CallStart {
+pub(crate) struct CallStart {
     /// The tool.
     pub tool: ToolName,
     /// Its main argument, short, masked and safe for the terminal.
@@ -39,7 +39,7 @@ pub struct CallStart {
 
 impl CallStart {
     /// The start of `call`, its subject relative to `roots`.
-    pub fn of(call: &Call, roots: &[std::path::PathBuf], secrets: &Secrets) -> CallStart {
+    pub(crate) fn of(call: &Call, roots: &[std::path::PathBuf], secrets: &Secrets) -> CallStart {
         let invocation = Invocation::new(call).ok();
         CallStart {
             tool: call.tool,
@@ -56,7 +56,7 @@ impl CallStart {
 
 /// A spinner on standard error while a program runs; paused while the person is asked.
 #[derive(Clone)]
-pub struct Spinner {
+pub(crate) struct Spinner {
     enabled: bool,
     state: Arc<SpinnerState>,
 }
@@ -70,7 +70,7 @@ struct SpinnerState {
 
 impl Spinner {
     /// A spinner that shows only when `enabled` (standard error is a terminal).
-    pub fn new(enabled: bool) -> Spinner {
+    pub(crate) fn new(enabled: bool) -> Spinner {
         Spinner {
             enabled,
             state: Arc::new(SpinnerState::default()),
@@ -78,7 +78,7 @@ impl Spinner {
     }
 
     /// Shows the spinner with `label` (after a moment: quick programs show none).
-    pub fn start(&self, label: &str) {
+    pub(crate) fn start(&self, label: &str) {
         if !self.enabled {
             return;
         }
@@ -111,7 +111,7 @@ impl Spinner {
     }
 
     /// Stops the spinner and clears its line.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.state.running.store(false, Ordering::SeqCst);
         let handle = self
             .state
@@ -142,7 +142,7 @@ impl Spinner {
 }
 
 /// Stops the spinner while the person reads the approval question.
-pub struct PausingApprover<'a> {
+pub(crate) struct PausingApprover<'a> {
     /// The approver that asks.
     pub inner: &'a dyn Approver,
     /// The spinner to pause.

@@ -10,7 +10,7 @@ use crate::sandbox::state::{state_dir, write_atomically};
 use crate::watch::clipboard::{SystemClipboard, keep_on_clipboard};
 
 /// Runs `flycode prompt`.
-pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
     let (config, roots) = load_roots(&args.roots, None, args.tools)?;
     let lang = args
         .lang
@@ -47,7 +47,7 @@ pub fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
 
 /// Runs `flycode hold-clipboard`: reads the text on standard input, owns the clipboard until
 /// another program replaces it, then exits.
-pub fn hold_clipboard() -> anyhow::Result<Outcome> {
+pub(crate) fn hold_clipboard() -> anyhow::Result<Outcome> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)

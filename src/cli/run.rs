@@ -22,7 +22,7 @@ use crate::protocol::stream::CallBlockFilter;
 use crate::tools::executor::{Approval, Approver, Question};
 
 /// Runs `flycode run`.
-pub fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,

@@ -15,7 +15,7 @@ use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::sandbox::sha256_hex;
 
 /// Runs `flycode trust`.
-pub fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     let store = TrustStore::user()?;
     if args.list {
         return list(&store);

@@ -8,7 +8,7 @@ use crate::validate::inputs::expand_inputs;
 use crate::validate::{ValidateOptions, validate_files};
 
 /// Runs `flycode validate`.
-pub fn run(args: &ValidateArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Outcome> {
     let files = expand_inputs(&args.inputs)?;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let options = ValidateOptions {

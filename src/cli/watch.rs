@@ -30,7 +30,7 @@ enum ReplySource {
 }
 
 /// Runs `flycode watch`.
-pub fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,
@@ -232,7 +232,7 @@ fn keep_last_result(mut clipboard: SystemClipboard, last: &str) {
 }
 
 /// The folder watched when there is no display, inside the state directory.
-pub const DEFAULT_INBOX: &str = "inbox";
+pub(crate) const DEFAULT_INBOX: &str = "inbox";
 
 /// The watcher's terminal: a call's start line (with a spinner while a program runs, on a
 /// terminal only) and one entry per answer or notice.

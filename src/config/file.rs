@@ -171,7 +171,7 @@ fn table_keys(parent: &[String]) -> Option<&'static [&'static str]> {
 }
 
 /// Reads `text`, the contents of `path`, key by key.
-pub fn parse(path: &Path, text: &str) -> ParsedFile {
+pub(crate) fn parse(path: &Path, text: &str) -> ParsedFile {
     let mut file = ParsedFile {
         path: path.to_owned(),
         ..ParsedFile::default()
@@ -368,7 +368,7 @@ impl ParsedFile {
 }
 
 /// The candidate closest to `written`, when one is close enough to be what was meant.
-pub fn did_you_mean<'a>(written: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn did_you_mean<'a>(written: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let written = written.to_lowercase().replace('-', "_");
     candidates
         .iter()

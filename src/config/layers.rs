@@ -93,7 +93,7 @@ fn adds_up(key: &Key) -> bool {
 
 /// The nearest `flycode.toml` from `start` upward, stopping after the folder that holds `.git`
 /// (the top of the repository) or at the file-system root.
-pub fn find_project_file(start: &Path) -> Option<PathBuf> {
+pub(crate) fn find_project_file(start: &Path) -> Option<PathBuf> {
     for dir in start.ancestors() {
         let candidate = dir.join(CONFIG_FILE_NAME);
         if candidate.is_file() {
@@ -109,7 +109,7 @@ pub fn find_project_file(start: &Path) -> Option<PathBuf> {
 /// The folder a project file was found in, links resolved: the project folder that trust is
 /// recorded for and that an untrusted file's roots must lie in. (The folder of the file as found,
 /// not of a link's target: a link cannot move the project elsewhere.)
-pub fn project_dir(file: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn project_dir(file: &Path) -> std::io::Result<PathBuf> {
     let parent = match file.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -119,7 +119,7 @@ pub fn project_dir(file: &Path) -> std::io::Result<PathBuf> {
 
 /// Reads the user's file (in `user_dir`) and the project file that applies in `cwd`, judges the
 /// project file against `store`, and merges them.
-pub fn load(
+pub(crate) fn load(
     cwd: Option<&Path>,
     user_dir: Option<&Path>,
     store: Option<&TrustStore>,
@@ -163,12 +163,12 @@ pub fn load(
 static FILES_READ: AtomicUsize = AtomicUsize::new(0);
 
 /// How many configuration files this process has read so far.
-pub fn files_read() -> usize {
+pub(crate) fn files_read() -> usize {
     FILES_READ.load(Ordering::Relaxed)
 }
 
 /// Reads one file; its text and the sha256 of its bytes (hashed from the very bytes parsed).
-pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
+pub(crate) fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
     FILES_READ.fetch_add(1, Ordering::Relaxed);
     let bytes = crate::sandbox::host::read(path).map_err(|source| ConfigError::Unreadable {
         path: path.to_owned(),
@@ -187,7 +187,7 @@ pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
 }
 
 /// Merges `files` in order, each over the ones before.
-pub fn merge(files: Vec<LayerFile>) -> Layers {
+pub(crate) fn merge(files: Vec<LayerFile>) -> Layers {
     let mut layers = Layers::default();
     for file in &files {
         let base = file

@@ -42,7 +42,7 @@ impl fmt::Display for SettingRange {
 
 /// `output_cap`: what a result body may hold. Below 1 KiB an error message with its hint no longer
 /// fits; above 16 MiB a result is no longer something to paste into a chat.
-pub const OUTPUT_CAP: SettingRange = SettingRange {
+pub(crate) const OUTPUT_CAP: SettingRange = SettingRange {
     key: "output_cap",
     flag: None,
     min: 1024,
@@ -52,7 +52,7 @@ pub const OUTPUT_CAP: SettingRange = SettingRange {
 
 /// `max_reply_bytes`: the largest reply flycode reads (PROTOCOL.md §1 (Reading a reply: reply size limit)). Below 1 KiB not even a
 /// short call with its path fits; above 1 GiB parsing one reply would take gigabytes.
-pub const MAX_REPLY_BYTES: SettingRange = SettingRange {
+pub(crate) const MAX_REPLY_BYTES: SettingRange = SettingRange {
     key: "max_reply_bytes",
     flag: None,
     min: 1024,
@@ -64,7 +64,7 @@ pub const MAX_REPLY_BYTES: SettingRange = SettingRange {
 /// `timeoutMs`; the lower is not the schema's 1, since a default of a few milliseconds leaves no
 /// time to start a program and would fail every call with `timed_out`: 100 ms is the least that
 /// lets a trivial one run. (A call may still ask for less with `timeoutMs`.)
-pub const TIMEOUT_MS: SettingRange = SettingRange {
+pub(crate) const TIMEOUT_MS: SettingRange = SettingRange {
     key: "timeout_ms",
     flag: None,
     min: 100,
@@ -73,7 +73,7 @@ pub const TIMEOUT_MS: SettingRange = SettingRange {
 };
 
 /// `[agent] max_turns`: a run of no request does nothing; ten thousand is past any real task.
-pub const MAX_TURNS: SettingRange = SettingRange {
+pub(crate) const MAX_TURNS: SettingRange = SettingRange {
     key: "max_turns",
     flag: Some("--max-turns"),
     min: 1,
@@ -82,7 +82,7 @@ pub const MAX_TURNS: SettingRange = SettingRange {
 };
 
 /// `[agent] max_violations`: zero would stop a run before its first reply.
-pub const MAX_VIOLATIONS: SettingRange = SettingRange {
+pub(crate) const MAX_VIOLATIONS: SettingRange = SettingRange {
     key: "max_violations",
     flag: Some("--max-violations"),
     min: 1,
@@ -92,7 +92,7 @@ pub const MAX_VIOLATIONS: SettingRange = SettingRange {
 
 /// `[agent] max_parallel`: read-only calls of one turn run at most this many at once (PROTOCOL.md
 /// §13 (The API loop: parallel calls)); 1 runs them one after another. More than 64 threads would only contend for the disk.
-pub const MAX_PARALLEL: SettingRange = SettingRange {
+pub(crate) const MAX_PARALLEL: SettingRange = SettingRange {
     key: "max_parallel",
     flag: None,
     min: 1,
@@ -103,7 +103,7 @@ pub const MAX_PARALLEL: SettingRange = SettingRange {
 /// `[state] keep_days`: how long `flycode gc` keeps transcripts, sessions and replay stores
 /// (PROTOCOL.md §10 (Running calls: the state directory)); zero would remove a run's record while
 /// it is written.
-pub const KEEP_DAYS: SettingRange = SettingRange {
+pub(crate) const KEEP_DAYS: SettingRange = SettingRange {
     key: "keep_days",
     flag: None,
     min: 1,
@@ -112,7 +112,7 @@ pub const KEEP_DAYS: SettingRange = SettingRange {
 };
 
 /// `[agent] connect_timeout_ms`: zero would fail every connection.
-pub const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
+pub(crate) const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "connect_timeout_ms",
     flag: Some("--connect-timeout-ms"),
     min: 1,
@@ -121,7 +121,7 @@ pub const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
 };
 
 /// `[agent] read_timeout_ms`: zero would fail every response; an hour of silence is a hang.
-pub const READ_TIMEOUT_MS: SettingRange = SettingRange {
+pub(crate) const READ_TIMEOUT_MS: SettingRange = SettingRange {
     key: "read_timeout_ms",
     flag: Some("--read-timeout-ms"),
     min: 1,
@@ -130,7 +130,7 @@ pub const READ_TIMEOUT_MS: SettingRange = SettingRange {
 };
 
 /// `[agent] max_retries`: zero means no retry.
-pub const MAX_RETRIES: SettingRange = SettingRange {
+pub(crate) const MAX_RETRIES: SettingRange = SettingRange {
     key: "max_retries",
     flag: Some("--max-retries"),
     min: 0,
@@ -140,7 +140,7 @@ pub const MAX_RETRIES: SettingRange = SettingRange {
 
 /// `[agent] retry_base_ms`: zero retries at once; the back-off is capped at 30 s
 /// (`agent::client::retry::BACKOFF_CAP`), so a larger base would change nothing.
-pub const RETRY_BASE_MS: SettingRange = SettingRange {
+pub(crate) const RETRY_BASE_MS: SettingRange = SettingRange {
     key: "retry_base_ms",
     flag: Some("--retry-base-ms"),
     min: 0,
@@ -149,7 +149,7 @@ pub const RETRY_BASE_MS: SettingRange = SettingRange {
 };
 
 /// `[agent] max_tasks_per_run`: 0 refuses every task (`quota_exceeded`).
-pub const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
+pub(crate) const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
     key: "max_tasks_per_run",
     flag: None,
     min: 0,
@@ -158,7 +158,7 @@ pub const MAX_TASKS_PER_RUN: SettingRange = SettingRange {
 };
 
 /// `[agent] max_tasks_per_agent`: 0 refuses every task (`quota_exceeded`).
-pub const MAX_TASKS_PER_AGENT: SettingRange = SettingRange {
+pub(crate) const MAX_TASKS_PER_AGENT: SettingRange = SettingRange {
     key: "max_tasks_per_agent",
     flag: None,
     min: 0,
@@ -167,7 +167,7 @@ pub const MAX_TASKS_PER_AGENT: SettingRange = SettingRange {
 };
 
 /// `[agent] subagent_max_turns`: a sub-agent needs one request at least.
-pub const SUBAGENT_MAX_TURNS: SettingRange = SettingRange {
+pub(crate) const SUBAGENT_MAX_TURNS: SettingRange = SettingRange {
     key: "subagent_max_turns",
     flag: None,
     min: 1,
@@ -176,31 +176,13 @@ pub const SUBAGENT_MAX_TURNS: SettingRange = SettingRange {
 };
 
 /// `[agent] subagent_timeout_ms`: a second at least, a day at most.
-pub const SUBAGENT_TIMEOUT_MS: SettingRange = SettingRange {
+pub(crate) const SUBAGENT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "subagent_timeout_ms",
     flag: None,
     min: 1000,
     max: 86_400_000,
     unit: "milliseconds of a sub-agent before its last turn",
 };
-
-/// Every range, in the order the configuration's documentation lists them.
-pub const ALL: [SettingRange; 14] = [
-    OUTPUT_CAP,
-    MAX_REPLY_BYTES,
-    TIMEOUT_MS,
-    MAX_TURNS,
-    MAX_VIOLATIONS,
-    MAX_PARALLEL,
-    CONNECT_TIMEOUT_MS,
-    READ_TIMEOUT_MS,
-    MAX_RETRIES,
-    RETRY_BASE_MS,
-    MAX_TASKS_PER_RUN,
-    MAX_TASKS_PER_AGENT,
-    SUBAGENT_MAX_TURNS,
-    SUBAGENT_TIMEOUT_MS,
-];
 
 /// Reads an integer in `range` for a `#[serde(deserialize_with)]` field; the error, raised
 /// inside the value, carries its span, so the file's line is the key's.
@@ -218,6 +200,26 @@ where
         .map(Some)
         .ok_or_else(|| D::Error::custom(range.out_of_range(&written)))
 }
+
+/// Every range but `[state] keep_days`, in the order the configuration's documentation lists
+/// them (the tests write each into the file's top level or `[agent]`).
+#[cfg(test)]
+pub(crate) const ALL: [SettingRange; 14] = [
+    OUTPUT_CAP,
+    MAX_REPLY_BYTES,
+    TIMEOUT_MS,
+    MAX_TURNS,
+    MAX_VIOLATIONS,
+    MAX_PARALLEL,
+    CONNECT_TIMEOUT_MS,
+    READ_TIMEOUT_MS,
+    MAX_RETRIES,
+    RETRY_BASE_MS,
+    MAX_TASKS_PER_RUN,
+    MAX_TASKS_PER_AGENT,
+    SUBAGENT_MAX_TURNS,
+    SUBAGENT_TIMEOUT_MS,
+];
 
 macro_rules! deserialize_in_range {
     ($($name:ident: $type:ty = $range:ident;)*) => {$(

@@ -13,7 +13,7 @@ use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     /// The key as written in a file: `approval`, `[agent] model`.
     pub key: String,
     /// Its effective value (for a key variable, its name only: never a secret).
@@ -92,7 +92,7 @@ fn source_text(sources: &[SettingSource]) -> String {
 }
 
 /// Every effective setting of `config`, then what was ignored; `env` looks a variable up.
-pub fn rows(config: &Config, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<Row> {
+pub(crate) fn rows(config: &Config, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<Row> {
     let mut table = Table {
         config,
         env,
@@ -292,7 +292,7 @@ fn overridden(env: &dyn Fn(&str) -> Option<String>, key: &Key) -> Option<(toml::
 
 /// The notice naming each setting of the untrusted project file that was not applied, with its
 /// line, and the command that trusts the folder; `None` when nothing was ignored.
-pub fn notice(layers: &Layers) -> Option<String> {
+pub(crate) fn notice(layers: &Layers) -> Option<String> {
     let first = layers.ignored.first()?;
     let (_, dir, _) = layers.project()?;
     let mut text = format!(
@@ -324,7 +324,7 @@ pub fn notice(layers: &Layers) -> Option<String> {
 
 /// The notice in brief, for a model's eyes (the MCP server's instructions): which settings were
 /// ignored and where, never their values, which the untrusted file chose.
-pub fn brief_notice(layers: &Layers) -> Option<String> {
+pub(crate) fn brief_notice(layers: &Layers) -> Option<String> {
     let first = layers.ignored.first()?;
     let (_, dir, _) = layers.project()?;
     let settings = layers
@@ -342,7 +342,7 @@ pub fn brief_notice(layers: &Layers) -> Option<String> {
 }
 
 /// `flycode trust DIR`, the folder quoted for a POSIX shell when it needs it.
-pub fn trust_command(dir: &Path) -> String {
+pub(crate) fn trust_command(dir: &Path) -> String {
     let text = dir.display().to_string();
     let plain = text
         .chars()

@@ -14,11 +14,11 @@ use crate::sandbox::protect::user_config_dir;
 use crate::sandbox::state::StateError;
 
 /// The store's file name in the user's configuration directory.
-pub const TRUST_FILE_NAME: &str = "trusted.json";
+pub(crate) const TRUST_FILE_NAME: &str = "trusted.json";
 
 /// Why the trust store cannot be read or changed.
 #[derive(Debug, Error)]
-pub enum TrustError {
+pub(crate) enum TrustError {
     /// Neither `XDG_CONFIG_HOME` nor `HOME` says where the configuration directory is.
     #[error("no configuration directory to keep trusted folders in: set HOME or XDG_CONFIG_HOME")]
     NoConfigDir,
@@ -35,19 +35,11 @@ pub enum TrustError {
         "no flycode.toml applies in {0}: flycode looks for one in the folder and its parents, up to the top of the git repository; there is nothing to trust"
     )]
     NoProjectFile(PathBuf),
-    /// The project file cannot be read.
-    #[error("{path}: {source}")]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 /// One trusted folder.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trusted {
+pub(crate) struct Trusted {
     /// The folder holding the trusted `flycode.toml` (absolute, links resolved).
     pub dir: PathBuf,
     /// The sha256 (lower-case hex) of the file's bytes when it was trusted.
@@ -65,32 +57,32 @@ struct Store {
 
 /// The store of the configuration directory `config_dir`.
 #[derive(Clone, Debug)]
-pub struct TrustStore {
+pub(crate) struct TrustStore {
     file: PathBuf,
 }
 
 impl TrustStore {
     /// The store in the user's configuration directory.
-    pub fn user() -> Result<TrustStore, TrustError> {
+    pub(crate) fn user() -> Result<TrustStore, TrustError> {
         user_config_dir()
             .map(|dir| TrustStore::in_dir(&dir))
             .ok_or(TrustError::NoConfigDir)
     }
 
     /// The store in `config_dir`.
-    pub fn in_dir(config_dir: &Path) -> TrustStore {
+    pub(crate) fn in_dir(config_dir: &Path) -> TrustStore {
         TrustStore {
             file: config_dir.join(TRUST_FILE_NAME),
         }
     }
 
     /// The store's file.
-    pub fn file(&self) -> &Path {
+    pub(crate) fn file(&self) -> &Path {
         &self.file
     }
 
     /// Every trusted folder, in the order they were trusted.
-    pub fn list(&self) -> Result<Vec<Trusted>, TrustError> {
+    pub(crate) fn list(&self) -> Result<Vec<Trusted>, TrustError> {
         crate::sandbox::state::load_json::<Store>(&self.file)
             .map(|store| store.trusted)
             .map_err(TrustError::Damaged)
@@ -98,7 +90,7 @@ impl TrustStore {
 
     /// Whether the file of `dir` whose bytes hash to `sha256` is trusted. A store that cannot be
     /// read trusts nothing.
-    pub fn is_trusted(&self, dir: &Path, sha256: &str) -> bool {
+    pub(crate) fn is_trusted(&self, dir: &Path, sha256: &str) -> bool {
         self.list().is_ok_and(|list| {
             list.iter()
                 .any(|entry| entry.dir == dir && entry.sha256 == sha256)
@@ -106,13 +98,13 @@ impl TrustStore {
     }
 
     /// Trusts `dir`'s file with these bytes, replacing an earlier record of the folder.
-    pub fn trust(&self, dir: &Path, bytes: &[u8]) -> Result<Trusted, TrustError> {
+    pub(crate) fn trust(&self, dir: &Path, bytes: &[u8]) -> Result<Trusted, TrustError> {
         self.trust_sha256(dir, &sha256_hex(bytes))
     }
 
     /// Trusts `dir`'s file whose bytes hash to `sha256` (lower-case hex), as the configuration
     /// loader recorded it when it read them.
-    pub fn trust_sha256(&self, dir: &Path, sha256: &str) -> Result<Trusted, TrustError> {
+    pub(crate) fn trust_sha256(&self, dir: &Path, sha256: &str) -> Result<Trusted, TrustError> {
         let mut list = self.list()?;
         list.retain(|entry| entry.dir != dir);
         let record = Trusted {
@@ -128,7 +120,7 @@ impl TrustStore {
     }
 
     /// Forgets `dir`; whether it was trusted.
-    pub fn revoke(&self, dir: &Path) -> Result<bool, TrustError> {
+    pub(crate) fn revoke(&self, dir: &Path) -> Result<bool, TrustError> {
         let mut list = self.list()?;
         let before = list.len();
         list.retain(|entry| entry.dir != dir);

@@ -26,7 +26,7 @@ use crate::tools::registry::Invocation;
 
 /// A question policy wants answered before a call runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Question {
+pub(crate) struct Question {
     /// The whole call as the person must see it (see [`show_whole_call`]).
     pub shown: String,
     /// Why it needs a yes.
@@ -38,7 +38,7 @@ pub struct Question {
 
 /// The question policy would put for this call, exactly as the executor will put it; `None`
 /// when the call runs or is refused without asking.
-pub fn question(
+pub(crate) fn question(
     invocation: &Invocation<'_>,
     sandbox: &Sandbox,
     policy: &Policy,
@@ -63,16 +63,17 @@ pub fn question(
 
 /// Answers the one question the person was asked, with their answer; any other question
 /// (the call resolved differently by the time it ran) gets "nobody could answer".
-pub struct AnsweredApprover {
+pub(crate) struct AnsweredApprover {
     /// The call as it was shown to the person, if they were asked.
     pub asked: Option<String>,
     /// What they answered.
     pub answer: Approval,
 }
 
+#[cfg(test)]
 impl AnsweredApprover {
     /// An approver for a call nobody was asked about.
-    pub fn unasked() -> AnsweredApprover {
+    pub(crate) fn unasked() -> AnsweredApprover {
         AnsweredApprover {
             asked: None,
             answer: Approval::Unavailable,
@@ -96,7 +97,7 @@ impl Approver for AnsweredApprover {
 
 /// The person's answer in an elicitation result: accept runs the call; decline and cancel
 /// refuse it.
-pub fn answer_of(result: &ElicitResult) -> Approval {
+pub(crate) fn answer_of(result: &ElicitResult) -> Approval {
     match result.action {
         ElicitationAction::Accept => Approval::Yes,
         _ => Approval::No,
@@ -104,7 +105,7 @@ pub fn answer_of(result: &ElicitResult) -> Approval {
 }
 
 /// The form: the question as its message and no fields (accept or decline is the answer).
-pub fn elicitation(message: String) -> ElicitRequestParams {
+pub(crate) fn elicitation(message: String) -> ElicitRequestParams {
     ElicitRequestParams::FormElicitationParams {
         meta: None,
         message,
@@ -114,7 +115,7 @@ pub fn elicitation(message: String) -> ElicitRequestParams {
 
 /// The message of the form: why, the call in full (its paths among its arguments), and for a
 /// write the size of the change where it is cheap to tell.
-pub fn elicitation_message(
+pub(crate) fn elicitation_message(
     question: &Question,
     invocation: &Invocation<'_>,
     sandbox: &Sandbox,
@@ -198,7 +199,7 @@ fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String>
 
 /// Where the setting that allows a call goes: the flycode.toml to edit, and the `--approve`
 /// flag the server was started with, if any (it overrides the file).
-pub struct AllowAdvice<'a> {
+pub(crate) struct AllowAdvice<'a> {
     /// The flycode.toml to edit, by its full path.
     pub config_file: &'a Path,
     /// `--approve ask` or `--approve read-only`, as the server was started.
@@ -207,7 +208,7 @@ pub struct AllowAdvice<'a> {
 
 /// What a refusal says when a client that can ask got no answer for this exact call (its form
 /// failed, or the call would now run differently than it was shown).
-pub fn unanswered_form(tool: ToolName, question: &Question) -> (String, String) {
+pub(crate) fn unanswered_form(tool: ToolName, question: &Question) -> (String, String) {
     (
         format!(
             "{tool} needs the user's approval ({}), and the client's approval form brought no answer for this exact call (the form failed, or the call would now run differently than it was shown); nothing was run",
@@ -219,7 +220,7 @@ pub fn unanswered_form(tool: ToolName, question: &Question) -> (String, String) 
 
 /// What a refusal says when the client cannot ask the person (no elicitation): the message
 /// the model and the person read, and the hint for the model.
-pub fn unanswerable(
+pub(crate) fn unanswerable(
     tool: ToolName,
     judged_as: ToolName,
     question: &Question,

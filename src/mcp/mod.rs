@@ -12,11 +12,11 @@
 //! Nothing here writes to standard output: it carries the protocol alone. Warnings go to
 //! standard error.
 
-pub mod approval;
-pub mod result;
-pub mod roots;
-pub mod server;
-pub mod tools;
-pub mod transport;
+pub(crate) mod approval;
+pub(crate) mod result;
+pub(crate) mod roots;
+pub(crate) mod server;
+pub(crate) mod tools;
+pub(crate) mod transport;
 
 pub use server::{McpServer, McpSettings, serve_stdio};

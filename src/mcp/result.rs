@@ -11,7 +11,7 @@ use crate::tools::secrets::Secrets;
 /// The text a model reads: the block's body alone where the block has nothing else to say;
 /// otherwise the failure's `[code]`, `[error]`, `[hint]` and the other headers (`[exitCode]`,
 /// `[truncated]`...) as the result block writes them, then `[data]` and the body.
-pub fn result_text(block: &ResultBlock) -> String {
+pub(crate) fn result_text(block: &ResultBlock) -> String {
     let mut head: Vec<String> = Vec::new();
     if !block.ok {
         for (key, value) in [
@@ -49,7 +49,7 @@ pub fn result_text(block: &ResultBlock) -> String {
 ///
 /// Every answer the server sends is made here, and masked here (PROTOCOL.md §9 (Secrets and masking)): the
 /// block (id, command, error, hint, headers, body) and the structured data, whoever made them.
-pub fn call_tool_result(
+pub(crate) fn call_tool_result(
     mut block: ResultBlock,
     tool: Option<ToolName>,
     mut data: Option<Value>,

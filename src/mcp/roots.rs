@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// The path a `file://` URI names (`file:///home/a%20b` → `/home/a b`); `None` for any other
 /// scheme, a remote host, or a path that is not absolute.
-pub fn file_uri_path(uri: &str) -> Option<PathBuf> {
+pub(crate) fn file_uri_path(uri: &str) -> Option<PathBuf> {
     let rest = uri.strip_prefix("file://")?;
     // `file:///p` (empty host) or `file://localhost/p`.
     let path = if rest.starts_with('/') {
@@ -47,7 +47,7 @@ fn percent_decode(text: &str) -> Option<String> {
 /// The roots a call may use: every client root inside a flycode root, and every flycode root
 /// inside a client root, in the client's order, without duplicates. Both lists are resolved
 /// (absolute, links followed); containment is by path components.
-pub fn narrow(flycode: &[PathBuf], client: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn narrow(flycode: &[PathBuf], client: &[PathBuf]) -> Vec<PathBuf> {
     let mut narrowed: Vec<PathBuf> = Vec::new();
     let mut keep = |path: &Path| {
         if !narrowed.iter().any(|kept| kept == path) {

@@ -12,12 +12,12 @@ use crate::protocol::{ToolName, ToolSet};
 use crate::tools::registry::is_read_only;
 
 /// Every tool of `set`, in the whitelist's order.
-pub fn tool_list(set: ToolSet) -> Vec<Tool> {
+pub(crate) fn tool_list(set: ToolSet) -> Vec<Tool> {
     set.tools().iter().map(|&tool| mcp_tool(tool)).collect()
 }
 
 /// One tool's MCP definition.
-pub fn mcp_tool(tool: ToolName) -> Tool {
+pub(crate) fn mcp_tool(tool: ToolName) -> Tool {
     let schema = tool_schema(tool);
     let input_schema = match api_parameters(tool) {
         Value::Object(object) => object,
@@ -36,7 +36,7 @@ pub fn mcp_tool(tool: ToolName) -> Tool {
 /// What the tool may do (PROTOCOL.md §14 (The MCP server)): the read-only tools say so; the tools that replace,
 /// remove, move or chmod files or run programs are destructive; the file tools never reach
 /// beyond the machine's allowed roots (`openWorldHint: false`), programs may (the network).
-pub fn annotations(tool: ToolName) -> ToolAnnotations {
+pub(crate) fn annotations(tool: ToolName) -> ToolAnnotations {
     let read_only = is_read_only(tool);
     let runs_program = matches!(tool, ToolName::ProcessRun | ToolName::ShellExec);
     let destructive = runs_program

@@ -37,17 +37,17 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The longest line read (rmcp's limit too); a longer one is dropped.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// How much of the start of an over-long line is kept to find its `id`: enough for the
 /// `jsonrpc`, `id` and `method` members a client writes before `params`, small enough that a
 /// dropped line costs nothing.
-pub const HEAD_SCAN: usize = 4096;
+pub(crate) const HEAD_SCAN: usize = 4096;
 
 const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 /// Newline-delimited JSON-RPC over a reader and a writer (standard input and output).
-pub struct LineTransport<R, W> {
+pub(crate) struct LineTransport<R, W> {
     reader: BufReader<R>,
     /// The line being read: kept across cancelled reads, cleared once a whole line was handled.
     line: Vec<u8>,
@@ -67,11 +67,11 @@ pub struct LineTransport<R, W> {
 
 /// Answers to invalid requests being written at once: past this, reading waits, so a client that
 /// sends bad lines and never reads its answers cannot make them pile up.
-pub const ANSWERS_IN_FLIGHT: usize = 16;
+pub(crate) const ANSWERS_IN_FLIGHT: usize = 16;
 
 /// Notes about lines that are not messages written to standard error at most: a client that
 /// floods bad lines must not stall the server on a standard error nobody reads.
-pub const NOTES: u32 = 100;
+pub(crate) const NOTES: u32 = 100;
 
 impl<R, W> LineTransport<R, W>
 where
@@ -79,7 +79,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     /// A transport reading `reader` and writing `writer`.
-    pub fn new(reader: R, writer: W) -> LineTransport<R, W> {
+    pub(crate) fn new(reader: R, writer: W) -> LineTransport<R, W> {
         LineTransport {
             reader: BufReader::with_capacity(64 * 1024, reader),
             line: Vec::new(),
@@ -289,7 +289,7 @@ enum LineEnd {
 /// parsed), and an `id` that is a string or an integer is returned when the line is a request: a
 /// `method` or `params` member was seen, and no `result` or `error` (an answer's `id` is one of
 /// the server's own, never answered).
-pub fn over_long_request_id(head: &[u8]) -> Option<RequestId> {
+pub(crate) fn over_long_request_id(head: &[u8]) -> Option<RequestId> {
     let head = head.strip_prefix(BYTE_ORDER_MARK).unwrap_or(head);
     let mut scan = HeadScan { bytes: head, at: 0 };
     scan.expect(b'{')?;
@@ -385,7 +385,7 @@ impl HeadScan<'_> {
 
 /// What one line holds.
 #[derive(Debug)]
-pub enum LineRead {
+pub(crate) enum LineRead {
     /// A message for the server.
     Message(Box<RxJsonRpcMessage<RoleServer>>),
     /// An empty line.
@@ -404,7 +404,7 @@ pub enum LineRead {
 }
 
 /// Reads one line (with or without its newline).
-pub fn read_message(line: &[u8]) -> LineRead {
+pub(crate) fn read_message(line: &[u8]) -> LineRead {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = line.strip_prefix(BYTE_ORDER_MARK).unwrap_or(line);

@@ -13,7 +13,7 @@ use super::tool_name::ToolName;
 use super::whole_numbers::check_whole_numbers;
 
 /// Checks `args` against `tool`'s schema and annotations; returns them as an object.
-pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, CallError> {
+pub(crate) fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, CallError> {
     let schema = tool_schema(tool);
     let invalid = |message: String| CallError::InvalidArgs { tool, message };
     let Value::Object(args) = args else {

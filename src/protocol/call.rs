@@ -45,13 +45,14 @@ impl Attempt {
     }
 }
 
+/// Validates a call block's content against the tools of `set`.
 /// Validates a call block's content (already free of paste artefacts outside strings).
-pub fn parse_call(content: &str) -> Result<Call, CallError> {
+#[cfg(test)]
+pub(crate) fn parse_call(content: &str) -> Result<Call, CallError> {
     parse_call_in(content, ToolSet::Seed)
 }
 
-/// Validates a call block's content against the tools of `set`.
-pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
+pub(crate) fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
     if content.trim().is_empty() {
         return Err(CallError::InvalidJson {
             message: EMPTY_BLOCK.into(),
@@ -110,7 +111,7 @@ pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
 /// Validates a native (API function-calling) tool call: its id, its function name (protocol or
 /// native form, see [`ToolName::from_native_name`]) and its JSON arguments, with the same codes
 /// as a call block.
-pub fn parse_native_call(
+pub(crate) fn parse_native_call(
     id: Option<&str>,
     name: &str,
     arguments: &str,
@@ -223,7 +224,7 @@ fn is_blank(c: char) -> bool {
 
 /// Whether `id` means "no id": empty or blank (invisible characters included), `(none)` or
 /// `null` in any case, around any blank. Shared by call checking and transcript checking.
-pub fn is_no_id(id: &str) -> bool {
+pub(crate) fn is_no_id(id: &str) -> bool {
     let id = id.trim_matches(is_blank);
     id.is_empty() || id.eq_ignore_ascii_case("(none)") || id.eq_ignore_ascii_case("null")
 }

@@ -12,7 +12,7 @@ use super::parse::is_paste_artefact;
 
 /// Why a block's content is not an acceptable JSON document.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum JsonProblem {
+pub(crate) enum JsonProblem {
     /// Not JSON at all; line and column are 1-based within the block content.
     Syntax {
         /// serde_json's description of the problem.
@@ -34,7 +34,7 @@ pub enum JsonProblem {
 /// Replaces paste artefacts outside JSON strings with spaces. Returns whether anything changed.
 /// Content without artefacts (nearly every call) is borrowed, not copied: a call block may hold
 /// up to the reply limit (PROTOCOL.md §1 (Reading a reply: reply size limit)), and a copy would cost as much again.
-pub fn normalize_artefacts_outside_strings(content: &str) -> (Cow<'_, str>, bool) {
+pub(crate) fn normalize_artefacts_outside_strings(content: &str) -> (Cow<'_, str>, bool) {
     if !content.contains(is_paste_artefact) {
         return (Cow::Borrowed(content), false);
     }
@@ -66,7 +66,7 @@ pub fn normalize_artefacts_outside_strings(content: &str) -> (Cow<'_, str>, bool
 /// Parses `content` as one JSON value, rejecting duplicate keys at any depth.
 ///
 /// Syntax errors win over duplicates: the whole document is read before a duplicate is reported.
-pub fn parse_strict(content: &str) -> Result<Value, JsonProblem> {
+pub(crate) fn parse_strict(content: &str) -> Result<Value, JsonProblem> {
     let first_duplicate = RefCell::new(None);
     let mut deserializer = serde_json::Deserializer::from_str(content);
     let parsed = StrictSeed {

@@ -11,23 +11,23 @@
 //! - [`salvage`]: what can be read of a call without its fence, or of a broken block's id;
 //! - [`prompt`]: the chat-UI system prompt generated from the schemas.
 
-pub mod args;
+pub(crate) mod args;
 pub mod blocks;
-pub mod call;
-pub mod call_types;
+pub(crate) mod call;
+pub(crate) mod call_types;
 pub mod display;
-pub mod error_code;
-pub mod json;
+pub(crate) mod error_code;
+pub(crate) mod json;
 pub mod parse;
-pub mod paths;
+pub(crate) mod paths;
 pub mod prompt;
 pub mod result;
-pub mod salvage;
+pub(crate) mod salvage;
 pub mod schema;
-pub mod slash;
-pub mod stream;
-pub mod time;
-pub mod tool_name;
+pub(crate) mod slash;
+pub(crate) mod stream;
+pub(crate) mod time;
+pub(crate) mod tool_name;
 pub mod verdict;
 pub(crate) mod whole_numbers;
 

@@ -5,7 +5,7 @@
 
 /// The form of a path string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PathForm {
+pub(crate) enum PathForm {
     /// `/…`
     Posix,
     /// `C:\…` or `C:/…`
@@ -18,18 +18,13 @@ pub enum PathForm {
 
 impl PathForm {
     /// Whether the path is absolute on some platform.
-    pub fn is_absolute(self) -> bool {
+    pub(crate) fn is_absolute(self) -> bool {
         self != PathForm::Relative
-    }
-
-    /// Whether the path is a Windows form.
-    pub fn is_windows(self) -> bool {
-        matches!(self, PathForm::WindowsDrive | PathForm::WindowsUnc)
     }
 }
 
 /// Classifies `path` by its leading characters.
-pub fn path_form(path: &str) -> PathForm {
+pub(crate) fn path_form(path: &str) -> PathForm {
     let bytes = path.as_bytes();
     if bytes.first() == Some(&b'/') {
         PathForm::Posix

@@ -19,7 +19,7 @@ use super::{Call, ErrorCode, ToolName};
 
 /// How a call arrived without its fence.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Wrapping {
+pub(crate) enum Wrapping {
     /// In a fenced block with another info string (` ```json `, or none).
     Fence {
         /// The first word of the info string, empty for a bare ` ``` `.
@@ -34,7 +34,7 @@ pub enum Wrapping {
 
 /// A call seen where no call block was.
 #[derive(Clone, Debug, PartialEq)]
-pub struct NearMiss {
+pub(crate) struct NearMiss {
     /// How it arrived.
     pub wrapping: Wrapping,
     /// The call, when its shape is clear; `None` after a `flycode-call` label whose JSON is not
@@ -78,7 +78,7 @@ fn leading_json(text: &str) -> Option<&str> {
 /// only its fence, or `None` for ordinary text. Tried in order: a fenced block of another info
 /// string whose whole content is a clear call; a line `flycode-call` followed by JSON; the
 /// whole text being a clear call.
-pub fn find_near_miss(text: &str) -> Option<NearMiss> {
+pub(crate) fn find_near_miss(text: &str) -> Option<NearMiss> {
     let fenced = fenced_blocks(text, |info| block_kind(info).is_none());
     if let Some((fence, call)) = fenced
         .iter()
@@ -128,7 +128,7 @@ fn after_rendered_label(text: &str) -> Option<&str> {
 
 impl NearMiss {
     /// What was seen, for the terminal: `a call in a ```json block`.
-    pub fn seen(&self) -> String {
+    pub(crate) fn seen(&self) -> String {
         match &self.wrapping {
             Wrapping::Fence { info } if info.is_empty() => {
                 "a call in a ``` block without the flycode-call info string".to_owned()
@@ -144,7 +144,7 @@ impl NearMiss {
     }
 
     /// What the person should do, for the terminal.
-    pub fn advice(&self) -> &'static str {
+    pub(crate) fn advice(&self) -> &'static str {
         match (&self.wrapping, &self.call) {
             (Wrapping::Fence { .. }, _) => {
                 "paste the answer into the chat: it tells the model to use a ```flycode-call block"
@@ -159,7 +159,7 @@ impl NearMiss {
     /// The answer for the model: `text_outside_block` (the call is text, not a call block),
     /// under the call's id when it is usable, saying it did not run and how to send it. `None`
     /// when no whole call was seen.
-    pub fn result(&self) -> Option<ResultBlock> {
+    pub(crate) fn result(&self) -> Option<ResultBlock> {
         let call = self.call.as_ref()?;
         // No backticks in the answer: they would lengthen its own fence.
         let how = match &self.wrapping {
@@ -189,7 +189,7 @@ impl NearMiss {
 /// given twice. For the terminal only: the answer's `[id]` stays [`INVALID_CALL_ID`] (section 3),
 /// as flycode does not guess at JSON it cannot read. `None` for content that is JSON: what can be
 /// read of it is [`Attempt::read`]'s to say.
-pub fn legible_id(content: &str) -> Option<String> {
+pub(crate) fn legible_id(content: &str) -> Option<String> {
     if serde_json::from_str::<serde::de::IgnoredAny>(content).is_ok() {
         return None;
     }
@@ -231,7 +231,7 @@ pub fn legible_id(content: &str) -> Option<String> {
 }
 
 /// [`legible_id`] of a reply's call block, when the reply has exactly one.
-pub fn legible_id_of_reply(reply: &str) -> Option<String> {
+pub(crate) fn legible_id_of_reply(reply: &str) -> Option<String> {
     let parsed = super::parse::parse_reply(reply);
     let mut blocks = parsed.call_blocks();
     match (blocks.next(), blocks.next()) {

@@ -299,7 +299,7 @@ pub fn render_command(tool: ToolName, args: &Map<String, Value>) -> String {
 /// The slash-like form of a call to a tool that does not exist, for the `[command]` of its error:
 /// `--name value` pairs in the order written, each shortened like [`render_command`]'s, and no
 /// more of them than fit in [`HEADER_VALUE_CHARS`].
-pub fn render_unknown_command(tool: &str, args: Option<&Map<String, Value>>) -> String {
+pub(crate) fn render_unknown_command(tool: &str, args: Option<&Map<String, Value>>) -> String {
     let mut words = vec![format!("/{}", quote_short(tool))];
     let mut length = words[0].len();
     let total = args.map_or(0, Map::len);

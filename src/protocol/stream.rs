@@ -8,14 +8,14 @@ use super::parse::{BlockKind, block_kind};
 /// Leaves `flycode-call` blocks out of streamed text mode replies. Text that cannot be part of
 /// a fence line is shown at once; a line that starts like a fence is held until it ends.
 #[derive(Default)]
-pub struct CallBlockFilter {
+pub(crate) struct CallBlockFilter {
     pending: String,
     fence: Option<String>,
 }
 
 impl CallBlockFilter {
     /// Takes the next piece of streamed text; returns what may be shown now.
-    pub fn push(&mut self, text: &str) -> String {
+    pub(crate) fn push(&mut self, text: &str) -> String {
         let mut shown = String::new();
         for c in text.chars() {
             self.pending.push(c);
@@ -30,7 +30,7 @@ impl CallBlockFilter {
     }
 
     /// The stream ended: what is left to show (nothing of an unclosed call block).
-    pub fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         let rest = std::mem::take(&mut self.pending);
         let shown = if self.fence.is_some() {
             String::new()

@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 /// `2026-11-22T20:38:26Z`: RFC 3339 in UTC, whole seconds.
-pub fn format_rfc3339(time: SystemTime) -> String {
+pub(crate) fn format_rfc3339(time: SystemTime) -> String {
     let seconds = match time.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(since) => i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
         Err(before) => -i64::try_from(before.duration().as_secs()).unwrap_or(i64::MAX),

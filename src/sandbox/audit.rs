@@ -29,7 +29,7 @@ const SEAL_FIELD: &str = ",\"seal\":\"";
 
 /// What a line of the audit log says about its origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineSeal {
+pub(crate) enum LineSeal {
     /// flycode wrote it as it is.
     Verified,
     /// It has no seal (written by an older flycode, or by someone else).
@@ -39,7 +39,7 @@ pub enum LineSeal {
 }
 
 /// Whether `line` (without its newline) is one flycode wrote as it is, by its seal.
-pub fn line_seal(line: &str) -> LineSeal {
+pub(crate) fn line_seal(line: &str) -> LineSeal {
     let Some((body, mac)) = split_seal(line) else {
         return LineSeal::Missing;
     };
@@ -238,13 +238,13 @@ fn entry_json(entry: &AuditEntry) -> Value {
 }
 
 /// How secrets are masked in text (`Secrets::mask`), for [`logged_args`].
-pub type Mask<'m> = &'m dyn for<'t> Fn(&'t str) -> Cow<'t, str>;
+pub(crate) type Mask<'m> = &'m dyn for<'t> Fn(&'t str) -> Cow<'t, str>;
 
 /// The arguments as the log holds them: content as `{bytes, sha256}` of the content with its
 /// secrets masked (a hash of the raw content would let someone confirm a guessed secret),
 /// environment values as their length, the rest as given (the caller masks those). The log never
 /// holds file contents or secrets, and content without a secret is never copied to be logged.
-pub fn logged_args(args: &Map<String, Value>, mask: Mask<'_>) -> Map<String, Value> {
+pub(crate) fn logged_args(args: &Map<String, Value>, mask: Mask<'_>) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, value) in args {
         let shown = match (key.as_str(), value) {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 
 /// How long a file must have been unchanged for its hash to be remembered.
-pub const SETTLED: Duration = Duration::from_secs(3);
+pub(crate) const SETTLED: Duration = Duration::from_secs(3);
 
 /// Files remembered at most; past it the memory starts afresh.
 const REMEMBERED: usize = 4096;
@@ -40,7 +40,7 @@ struct State {
 static REMEMBERED_HASHES: Mutex<Option<HashMap<Identity, (State, String)>>> = Mutex::new(None);
 
 /// The lowercase hex sha256 of what `file` holds now (read from its start).
-pub fn current_sha256(file: &mut File) -> std::io::Result<String> {
+pub(crate) fn current_sha256(file: &mut File) -> std::io::Result<String> {
     let known = identity_and_state(file);
     if let Some((identity, state)) = known
         && let Some(hash) = remembered(identity, state)
@@ -60,7 +60,7 @@ pub fn current_sha256(file: &mut File) -> std::io::Result<String> {
 
 /// The lowercase hex sha256 of everything `reader` yields, read in pieces (constant memory),
 /// never from the remembered hashes: for a check that must see the bytes as they are now.
-pub fn stream_sha256(mut reader: impl Read) -> std::io::Result<String> {
+pub(crate) fn stream_sha256(mut reader: impl Read) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 256 * 1024];
     loop {

@@ -186,7 +186,7 @@ impl Sandbox {
 
 /// Options to open a file for reading that never block (a FIFO opens at once) and never make a
 /// terminal the controlling one; what was opened is checked afterwards.
-pub fn read_options() -> OpenOptions {
+pub(crate) fn read_options() -> OpenOptions {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -200,7 +200,7 @@ pub fn read_options() -> OpenOptions {
 }
 
 /// Refuses anything but a regular file, naming what it is.
-pub fn check_regular(input: &str, file_type: &FileType) -> Result<(), SandboxError> {
+pub(crate) fn check_regular(input: &str, file_type: &FileType) -> Result<(), SandboxError> {
     if file_type.is_file() {
         return Ok(());
     }

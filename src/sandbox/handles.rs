@@ -11,7 +11,7 @@ use cap_std::fs::Dir;
 
 /// Opens the directory `name` (one component) of `dir`, refusing a link.
 #[cfg(unix)]
-pub fn open_subdir(dir: &Dir, name: &OsStr) -> io::Result<Dir> {
+pub(crate) fn open_subdir(dir: &Dir, name: &OsStr) -> io::Result<Dir> {
     use rustix::fs::{Mode, OFlags, openat};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = openat(dir, name, flags, Mode::empty())?;
@@ -27,7 +27,7 @@ pub fn open_subdir(dir: &Dir, name: &OsStr) -> io::Result<Dir> {
 /// Opens the file `name` (one component) of `dir` for reading, refusing a link and never
 /// blocking (a FIFO opens at once); the caller checks what the metadata says it is.
 #[cfg(unix)]
-pub fn open_file(dir: &Dir, name: &OsStr) -> io::Result<(File, Metadata)> {
+pub(crate) fn open_file(dir: &Dir, name: &OsStr) -> io::Result<(File, Metadata)> {
     use rustix::fs::{Mode, OFlags, openat};
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;

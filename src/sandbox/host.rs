@@ -13,44 +13,44 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// The whole file as text (a configuration, a task, a role or prompt file).
-pub fn read_to_string(path: &Path) -> io::Result<String> {
+pub(crate) fn read_to_string(path: &Path) -> io::Result<String> {
     std::fs::read_to_string(path)
 }
 
 /// The whole file as bytes (a reply named on the command line or dropped into the inbox).
-pub fn read(path: &Path) -> io::Result<Vec<u8>> {
+pub(crate) fn read(path: &Path) -> io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
 /// The file, open for reading (a transcript, streamed).
-pub fn open(path: &Path) -> io::Result<File> {
+pub(crate) fn open(path: &Path) -> io::Result<File> {
     File::open(path)
 }
 
 /// `path` with every link and `..` resolved (a path the caller gives with its own authority,
 /// outside any sandbox: the search engine's benchmarks and tests).
-pub fn canonicalize(path: &Path) -> io::Result<std::path::PathBuf> {
+pub(crate) fn canonicalize(path: &Path) -> io::Result<std::path::PathBuf> {
     std::fs::canonicalize(path)
 }
 
 /// The entries of a folder (the inbox).
-pub fn read_dir(path: &Path) -> io::Result<ReadDir> {
+pub(crate) fn read_dir(path: &Path) -> io::Result<ReadDir> {
     std::fs::read_dir(path)
 }
 
 /// Creates a folder and its parents (the default inbox, the state directory).
-pub fn create_dir_all(path: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all(path: &Path) -> io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
 /// What `path` itself is, its last component not followed (is `--transcript` a regular file?).
-pub fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
+pub(crate) fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
     std::fs::symlink_metadata(path)
 }
 
 /// The controlling terminal, for reading and writing (the approval question: never standard
 /// input, which may carry the reply).
-pub fn open_terminal() -> io::Result<File> {
+pub(crate) fn open_terminal() -> io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -60,7 +60,7 @@ pub fn open_terminal() -> io::Result<File> {
 /// Starts flycode itself again as `flycode ARG`, detached from the terminal's process group (Ctrl-C
 /// there is not for it), with a pipe to its standard input and its output discarded: a helper that
 /// outlives this command (`prompt --copy` leaves one holding the clipboard, as xclip does).
-pub fn spawn_detached_self(arg: &str) -> io::Result<Child> {
+pub(crate) fn spawn_detached_self(arg: &str) -> io::Result<Child> {
     let program = std::env::current_exe()?;
     let mut command = Command::new(program);
     command

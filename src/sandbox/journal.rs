@@ -51,12 +51,12 @@ use super::seal::{Purpose, SealKey};
 const JOURNAL_DIR: &str = "journal";
 
 /// Where records that are not flycode's (or cannot be read) are set aside, inside the journal.
-pub const REJECTED_DIR: &str = "rejected";
+pub(crate) const REJECTED_DIR: &str = "rejected";
 
 /// Which operation a record belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Operation {
+pub(crate) enum Operation {
     /// One file replaced through one temporary file (fs.write, fs.edit).
     Write,
     /// Several files, all or none (fs.writeBatch).
@@ -66,7 +66,7 @@ pub enum Operation {
 /// How far the operation got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Temporary files are being written; nothing is renamed yet.
     Staging,
     /// Every temporary file is complete; the renames have begun.
@@ -75,7 +75,7 @@ pub enum Phase {
 
 /// One target of an operation, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JournalTarget {
+pub(crate) struct JournalTarget {
     /// The canonical root holding the file.
     pub root: String,
     /// The file's directory, relative to the root (empty for the root itself).
@@ -98,7 +98,7 @@ pub struct JournalTarget {
 
 impl JournalTarget {
     /// A target from paths; `None` when one of them is not UTF-8 (a record is JSON text).
-    pub fn new(
+    pub(crate) fn new(
         root: &Path,
         dir: &Path,
         name: &Path,
@@ -127,7 +127,7 @@ impl JournalTarget {
     }
 
     /// The same target, recorded as creating its file (`true`) or replacing one.
-    pub fn creating(mut self, new_file: bool) -> JournalTarget {
+    pub(crate) fn creating(mut self, new_file: bool) -> JournalTarget {
         self.new_file = new_file;
         self
     }
@@ -151,7 +151,7 @@ struct Record {
 
 /// The record of one operation in flight: created by [`Journal::begin`], removed when dropped
 /// (after the operation has cleaned up after itself, successful or not).
-pub struct Journal {
+pub(crate) struct Journal {
     file: Option<PathBuf>,
     record: Record,
     /// Held while the operation runs: a recovering flycode leaves a locked record alone.
@@ -162,7 +162,7 @@ impl Journal {
     /// Records an operation of a run with the allowed `roots` before its first temporary file
     /// is created. Without a state directory there is nowhere to record it, and the operation
     /// goes on unrecorded.
-    pub fn begin(
+    pub(crate) fn begin(
         operation: Operation,
         roots: &[PathBuf],
         targets: Vec<JournalTarget>,
@@ -196,7 +196,7 @@ impl Journal {
     }
 
     /// Records that every temporary file is complete and the renames begin.
-    pub fn replacing(&mut self) -> Result<(), SandboxError> {
+    pub(crate) fn replacing(&mut self) -> Result<(), SandboxError> {
         self.record.phase = Phase::Replacing;
         if let Some(file) = &self.file {
             self._lock = Some(store(file, &self.record)?);
@@ -299,7 +299,7 @@ fn owner_is_alive(pid: u32, start: u64) -> bool {
 
 /// What recovery decided for an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryDecision {
+pub(crate) enum RecoveryDecision {
     /// Every rename was done: keep the new files, remove the backups.
     Finish,
     /// Put the old state back.
@@ -308,7 +308,7 @@ pub enum RecoveryDecision {
 
 /// The decision for an operation in `phase` whose temporary files are (`true`) or are not still
 /// there. A temporary file that is gone after staging was renamed into place.
-pub fn decide(phase: Phase, temp_present: &[bool]) -> RecoveryDecision {
+pub(crate) fn decide(phase: Phase, temp_present: &[bool]) -> RecoveryDecision {
     match phase {
         Phase::Replacing if temp_present.iter().all(|present| !present) => RecoveryDecision::Finish,
         _ => RecoveryDecision::Undo,
@@ -317,7 +317,7 @@ pub fn decide(phase: Phase, temp_present: &[bool]) -> RecoveryDecision {
 
 /// What to do with one target once the decision is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryStep {
+pub(crate) enum RecoveryStep {
     /// Nothing was changed at this target.
     Nothing,
     /// Remove the temporary file (and the backup, a second name of the old file, if present).
@@ -333,7 +333,7 @@ pub enum RecoveryStep {
 }
 
 /// What one target needs, from what is found there.
-pub fn step(
+pub(crate) fn step(
     decision: RecoveryDecision,
     phase: Phase,
     temp_present: bool,
@@ -366,7 +366,7 @@ pub fn step(
 /// Only a record flycode itself sealed is acted on, and only on files inside the roots it
 /// records; anything else found in the journal (damaged, planted, written by another key or an
 /// older flycode) is moved to `journal/rejected/`, reported, and never acted on or deleted.
-pub fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
+pub(crate) fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
     let Some(state) = super::state::state_dir() else {
         return Vec::new();
     };

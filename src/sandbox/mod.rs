@@ -7,34 +7,34 @@
 // (clippy.toml forbids it everywhere else).
 #![allow(clippy::disallowed_methods)]
 
-pub mod audit;
-pub mod batch;
+pub(crate) mod audit;
+pub(crate) mod batch;
 pub mod contain;
-pub mod content_hash;
-pub mod error;
-pub mod files;
-pub mod handles;
-pub mod host;
-pub mod journal;
+pub(crate) mod content_hash;
+pub(crate) mod error;
+pub(crate) mod files;
+pub(crate) mod handles;
+pub(crate) mod host;
+pub(crate) mod journal;
 pub(crate) mod lock;
 pub mod mask;
-pub mod ops;
+pub(crate) mod ops;
 pub(crate) mod place;
 #[cfg(target_os = "linux")]
 mod privileges;
-pub mod process;
-pub mod protect;
+pub(crate) mod process;
+pub(crate) mod protect;
 pub(crate) mod read;
-pub mod resolve;
-pub mod roots;
+pub(crate) mod resolve;
+pub(crate) mod roots;
 pub mod seal;
-pub mod secret_env;
-pub mod session;
-pub mod state;
-pub mod state_gc;
-pub mod walk;
-pub mod write;
-pub mod write_mode;
+pub(crate) mod secret_env;
+pub(crate) mod session;
+pub(crate) mod state;
+pub(crate) mod state_gc;
+pub(crate) mod walk;
+pub(crate) mod write;
+pub(crate) mod write_mode;
 
 pub use audit::{AuditEntry, AuditLog, RecentEntries};
 pub use batch::{BatchFile, BatchRefusal};

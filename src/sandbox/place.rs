@@ -33,7 +33,7 @@ pub(crate) fn temp_name(name: &Path) -> PathBuf {
 /// (`EINVAL`), and on other Unix systems: a hard link to the name (which fails if the name
 /// exists), then the temporary name is removed. Elsewhere (not built yet): a check, then a
 /// rename, where a race remains.
-pub fn rename_if_free(dir: &Dir, temp: &Path, name: &Path) -> std::io::Result<()> {
+pub(crate) fn rename_if_free(dir: &Dir, temp: &Path, name: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsFd;

@@ -20,7 +20,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use super::error::SandboxError;
 
 /// The file name of flycode's configuration.
-pub const CONFIG_FILE_NAME: &str = "flycode.toml";
+pub(crate) const CONFIG_FILE_NAME: &str = "flycode.toml";
 
 /// The set of protected paths.
 #[derive(Clone, Debug)]
@@ -55,7 +55,7 @@ impl Default for Protection {
 
 /// The folder of the state directory that `watch` uses as its inbox when there is no display:
 /// the replies and results there are the user's, readable by tools (never changed by them).
-pub const STATE_INBOX: &str = "inbox";
+pub(crate) const STATE_INBOX: &str = "inbox";
 
 /// `path` with links resolved as far as it exists: the deepest existing ancestor canonical, the
 /// missing rest as given (a state directory flycode has not made yet is compared the same way
@@ -88,7 +88,7 @@ enum OwnDir {
 }
 
 /// `$XDG_CONFIG_HOME/flycode` or `~/.config/flycode` (the platform's equivalent elsewhere).
-pub fn user_config_dir() -> Option<PathBuf> {
+pub(crate) fn user_config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())

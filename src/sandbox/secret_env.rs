@@ -22,7 +22,7 @@
 use std::sync::OnceLock;
 
 /// The variable naming the hand-off file in the new image.
-pub const HANDOFF_VARIABLE: &str = "FLYCODE_SECRET_HANDOFF";
+pub(crate) const HANDOFF_VARIABLE: &str = "FLYCODE_SECRET_HANDOFF";
 
 /// The prefix of a hand-off file's name; the pid and a random part follow.
 const FILE_PREFIX: &str = "secret-handoff-";
@@ -35,7 +35,7 @@ static HELD: OnceLock<Vec<(String, String)>> = OnceLock::new();
 
 /// The value of the secret variable `name`: the one handed off to this process first, then the
 /// environment's.
-pub fn value(name: &str) -> Option<String> {
+pub(crate) fn value(name: &str) -> Option<String> {
     if let Some((_, value)) = HELD
         .get()
         .and_then(|held| held.iter().find(|(held_name, _)| held_name == name))
@@ -49,7 +49,7 @@ pub fn value(name: &str) -> Option<String> {
 /// receives a hand-off made to this process, or makes one and does not return. `Some` is a warning
 /// for standard error: the hand-off failed and the secrets stay in the environment. Call it first
 /// thing in a command that runs programs, before reading standard input or starting threads.
-pub fn hand_off(names: &[String]) -> Option<String> {
+pub(crate) fn hand_off(names: &[String]) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
         linux::hand_off(names)

@@ -13,6 +13,13 @@ use thiserror::Error;
 
 use super::seal::{KeyError, Purpose, SealKey, name_of};
 
+/// Saves `value` as JSON in `file`, atomically.
+#[cfg(test)]
+pub(crate) fn save_json(file: &Path, value: &impl Serialize) -> Result<(), StateError> {
+    let text = encode(file, value)?;
+    write_state(file, &text)
+}
+
 /// Why a state file (a session, a replay store, the trust store) could not be read or saved.
 #[derive(Debug, Error)]
 pub enum StateError {
@@ -59,7 +66,7 @@ pub enum StateError {
 }
 
 /// The state directory (not created here).
-pub fn state_dir() -> Option<PathBuf> {
+pub(crate) fn state_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("FLYCODE_STATE_DIR").map(PathBuf::from) {
         return Some(dir);
     }
@@ -96,7 +103,7 @@ impl SealKey {
 /// is created exclusively (never through a link someone planted), its data is flushed before the
 /// rename and the directory after it. Only a regular file (or nothing) is replaced: a link, a
 /// directory or a device at `path` is an error, never silently turned into a file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -132,12 +139,6 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Saves `value` as JSON in `file`, atomically.
-pub fn save_json(file: &Path, value: &impl Serialize) -> Result<(), StateError> {
-    let text = encode(file, value)?;
-    write_state(file, &text)
-}
-
 fn encode(file: &Path, value: &impl Serialize) -> Result<String, StateError> {
     serde_json::to_string(value).map_err(|error| StateError::Unencodable {
         path: file.to_owned(),
@@ -154,7 +155,7 @@ fn write_state(file: &Path, text: &str) -> Result<(), StateError> {
 
 /// Saves `value` as JSON in `file`, atomically, sealed for `purpose` with the state directory's
 /// key ([`super::seal`]): only flycode can write a file that [`load_sealed`] accepts.
-pub fn save_sealed(
+pub(crate) fn save_sealed(
     file: &Path,
     purpose: Purpose,
     value: &impl Serialize,
@@ -172,7 +173,7 @@ pub fn save_sealed(
 /// value. A file whose seal does not verify (damaged, planted by a program or a tool, written by
 /// an older flycode or under another key) is not trusted: the default value comes back with a
 /// notice saying so (for standard error), and the file is left for the next save to replace.
-pub fn load_sealed<T: DeserializeOwned + Default>(
+pub(crate) fn load_sealed<T: DeserializeOwned + Default>(
     file: &Path,
     purpose: Purpose,
 ) -> Result<(T, Option<String>), StateError> {
@@ -213,7 +214,7 @@ pub fn load_sealed<T: DeserializeOwned + Default>(
 }
 
 /// Loads JSON from `file`; a missing file is the default value.
-pub fn load_json<T: DeserializeOwned + Default>(file: &Path) -> Result<T, StateError> {
+pub(crate) fn load_json<T: DeserializeOwned + Default>(file: &Path) -> Result<T, StateError> {
     match std::fs::read_to_string(file) {
         Ok(text) => serde_json::from_str(&text).map_err(|error| StateError::NotJson {
             path: file.to_owned(),

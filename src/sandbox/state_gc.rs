@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 /// The kinds of files `flycode gc` may remove, each in its own place of the state directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GarbageKind {
+pub(crate) enum GarbageKind {
     /// `runs/*.jsonl`: a run's transcript (sub-agents' included).
     Transcript,
     /// `watch/*.json`: a watch session's replay store.
@@ -26,7 +26,7 @@ pub enum GarbageKind {
 
 impl GarbageKind {
     /// Every kind, in the order a report lists them.
-    pub const ALL: [GarbageKind; 5] = [
+    pub(crate) const ALL: [GarbageKind; 5] = [
         GarbageKind::Transcript,
         GarbageKind::ReplayStore,
         GarbageKind::Session,
@@ -35,7 +35,7 @@ impl GarbageKind {
     ];
 
     /// What the person reads: `transcript`, `replay store`...
-    pub fn noun(self) -> &'static str {
+    pub(crate) fn noun(self) -> &'static str {
         match self {
             GarbageKind::Transcript => "transcript",
             GarbageKind::ReplayStore => "replay store",
@@ -59,7 +59,7 @@ impl GarbageKind {
 
 /// One file that was (or, in a dry run, would be) removed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Garbage {
+pub(crate) struct Garbage {
     /// The file.
     pub path: PathBuf,
     /// Its kind.
@@ -70,7 +70,7 @@ pub struct Garbage {
 
 /// What a collection did.
 #[derive(Debug, Default)]
-pub struct Collected {
+pub(crate) struct Collected {
     /// The files removed (or to remove, in a dry run).
     pub removed: Vec<Garbage>,
     /// The files that could not be removed, and why.
@@ -79,7 +79,7 @@ pub struct Collected {
 
 /// Removes (unless `dry_run`) the files of `state` that `flycode gc` may remove and that were
 /// last changed before `cutoff`.
-pub fn collect_garbage(state: &Path, cutoff: SystemTime, dry_run: bool) -> Collected {
+pub(crate) fn collect_garbage(state: &Path, cutoff: SystemTime, dry_run: bool) -> Collected {
     let mut collected = Collected::default();
     for kind in GarbageKind::ALL {
         for garbage in old_files(state, kind, cutoff) {

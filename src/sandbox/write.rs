@@ -288,7 +288,7 @@ fn current_hash(
 /// A folder is looked through at most once a minute per process (folders told apart by device,
 /// inode and creation time): listing it on every write would make each write to a large folder
 /// pay for the listing.
-pub fn clean_stale_temporaries(dir: &Dir, roots: &[std::path::PathBuf]) {
+pub(crate) fn clean_stale_temporaries(dir: &Dir, roots: &[std::path::PathBuf]) {
     if !due_for_cleaning(dir, Instant::now()) {
         return;
     }

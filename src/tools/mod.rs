@@ -10,11 +10,11 @@ pub mod approval;
 pub mod executor;
 pub mod fs;
 pub mod policy;
-pub mod preview;
-pub mod process;
-pub mod registry;
+pub(crate) mod preview;
+pub(crate) mod process;
+pub(crate) mod registry;
 pub mod secrets;
-pub mod tool;
+pub(crate) mod tool;
 
 use serde_json::{Map, Value};
 use thiserror::Error;

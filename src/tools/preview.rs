@@ -23,10 +23,10 @@ use crate::sandbox::Sandbox;
 
 /// The most diff lines a question shows; the rest is counted in a last line,
 /// `… N more lines`.
-pub const PREVIEW_LINES: usize = 40;
+pub(crate) const PREVIEW_LINES: usize = 40;
 
 /// The largest file whose diff a question shows (1 MiB); a larger one gets a line saying so.
-pub const PREVIEW_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const PREVIEW_MAX_BYTES: u64 = 1024 * 1024;
 
 /// How long the diff of one file may take before a coarser (still correct) diff is shown.
 const DIFF_TIME: Duration = Duration::from_millis(500);
@@ -37,7 +37,7 @@ const CONTEXT_LINES: usize = 3;
 /// The diff the question about `call` shows, in lines (at most [`PREVIEW_LINES`] of diff, then
 /// `… N more lines`), or `None` for a call that writes no file's content or whose files the
 /// sandbox refuses. Hidden characters are left as they are: the question escapes every line.
-pub fn write_preview(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<String> {
+pub(crate) fn write_preview(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<String> {
     let lines = match call.tool {
         ToolName::FsWrite => {
             let args: WriteArgs = typed(call)?;

@@ -20,7 +20,7 @@ use crate::tools::tool::{ApprovalClass, Effects, Program, Tool, ToolContext, fie
 use crate::tools::{Limits, ToolError, ToolOutput};
 
 /// Environment variables that hold flycode's own secrets: never passed to a child.
-pub const SECRET_VARIABLES: [&str; 4] = [
+pub(crate) const SECRET_VARIABLES: [&str; 4] = [
     "FLYCODE_API_KEY",
     "OPENAI_API_KEY",
     "LIGHT_LLM_API_KEY",
@@ -30,7 +30,7 @@ pub const SECRET_VARIABLES: [&str; 4] = [
 /// The arguments of `process.run` and `shell.exec`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProcessArgs {
+pub(crate) struct ProcessArgs {
     /// The program (process.run) or command line (shell.exec).
     pub command: String,
     /// The program's arguments (process.run only).
@@ -46,7 +46,7 @@ pub struct ProcessArgs {
 }
 
 /// Runs `process.run` (`shell` false) or `shell.exec` (`shell` true).
-pub fn run(
+pub(crate) fn run(
     sandbox: &Sandbox,
     args: &ProcessArgs,
     limits: &Limits,
@@ -417,10 +417,10 @@ pub fn is_shell_like(program: &str) -> bool {
 }
 
 /// `process.run` in the registry.
-pub struct ProcessRun;
+pub(crate) struct ProcessRun;
 
 /// `shell.exec` in the registry.
-pub struct ShellExec;
+pub(crate) struct ShellExec;
 
 impl Tool for ProcessRun {
     type Args = ProcessArgs;
@@ -526,7 +526,7 @@ fn program_failure_summary(code: ErrorCode, output: Option<&ToolOutput>) -> Opti
 }
 
 /// `850 ms`, `1.3 s`, `2 min 5 s`.
-pub fn human_duration(ms: u64) -> String {
+pub(crate) fn human_duration(ms: u64) -> String {
     match ms {
         0..1000 => format!("{ms} ms"),
         1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),

@@ -20,7 +20,7 @@ use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
 
 /// Every tool, in the whitelist's order.
-pub static REGISTRY: [&dyn RegisteredTool; 18] = [
+pub(crate) static REGISTRY: [&dyn RegisteredTool; 18] = [
     &super::fs::ls::FsLs,
     &super::fs::mkdir::FsMkdir,
     &super::fs::read::FsRead,
@@ -42,12 +42,12 @@ pub static REGISTRY: [&dyn RegisteredTool; 18] = [
 ];
 
 /// The registered tool named `name` (every whitelisted tool is; a test holds it).
-pub fn tool(name: ToolName) -> Option<&'static dyn RegisteredTool> {
+pub(crate) fn tool(name: ToolName) -> Option<&'static dyn RegisteredTool> {
     REGISTRY.iter().copied().find(|tool| tool.name() == name)
 }
 
 /// Whether `name` only reads (and so may run beside other reads, PROTOCOL.md §13 (The API loop: parallel calls)).
-pub fn is_read_only(name: ToolName) -> bool {
+pub(crate) fn is_read_only(name: ToolName) -> bool {
     tool(name).is_some_and(|tool| tool.approval() == ApprovalClass::Read)
 }
 

@@ -290,7 +290,7 @@ impl<T: Tool> BoundCall for Bound<T> {
 
 /// `path` relative to the first of `roots` that holds it (`.` for the root itself); as it is
 /// otherwise.
-pub fn shorten_path(path: &str, roots: &[PathBuf]) -> String {
+pub(crate) fn shorten_path(path: &str, roots: &[PathBuf]) -> String {
     let as_path = Path::new(path);
     for root in roots {
         if let Ok(rest) = as_path.strip_prefix(root) {
@@ -306,7 +306,7 @@ pub fn shorten_path(path: &str, roots: &[PathBuf]) -> String {
 }
 
 /// `1 file`, `3 files`, `2 entries`, `7 matches`.
-pub fn plural(count: usize, noun: &str) -> String {
+pub(crate) fn plural(count: usize, noun: &str) -> String {
     match (count, noun) {
         (1, _) => format!("1 {noun}"),
         (_, "entry") => format!("{count} entries"),
@@ -316,13 +316,13 @@ pub fn plural(count: usize, noun: &str) -> String {
 }
 
 /// The first line of `text`, trimmed.
-pub fn first_line(text: &str) -> String {
+pub(crate) fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().trim().to_owned()
 }
 
 /// `Failed: not_found · /w/a.txt does not exist`: the code and the message's first line, clipped
 /// and escaped for a terminal.
-pub fn failure_line(code: &str, message: &str) -> String {
+pub(crate) fn failure_line(code: &str, message: &str) -> String {
     let first = first_line(message);
     let clipped = if first.chars().count() > 100 {
         format!("{}…", first.chars().take(99).collect::<String>())
@@ -336,7 +336,7 @@ pub fn failure_line(code: &str, message: &str) -> String {
 }
 
 /// The value of the header `key` of `output`.
-pub fn field<'o>(output: &'o ToolOutput, key: &str) -> Option<&'o str> {
+pub(crate) fn field<'o>(output: &'o ToolOutput, key: &str) -> Option<&'o str> {
     output
         .fields
         .iter()

@@ -50,7 +50,7 @@ pub enum FindingCode {
 }
 
 /// The transcript rules of §7 with their default severity and help text, for SARIF and docs.
-pub const TRANSCRIPT_RULES: &[(FindingCode, Severity, &str)] = &[
+pub(crate) const TRANSCRIPT_RULES: &[(FindingCode, Severity, &str)] = &[
     (
         FindingCode::DuplicateId,
         Severity::Error,

@@ -11,7 +11,7 @@ use thiserror::Error;
 
 /// Why the inputs cannot be checked: a usage error (exit 2).
 #[derive(Debug, Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     /// A named file or directory does not exist.
     #[error("{0}: no such file or directory")]
     Missing(String),
@@ -34,7 +34,7 @@ pub enum InputError {
 const TRANSCRIPT_EXTENSIONS: [&str; 3] = ["json", "jsonl", "ndjson"];
 
 /// Expands `inputs` into the transcript files to check, in order, without duplicates.
-pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>, InputError> {
+pub(crate) fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>, InputError> {
     if inputs.is_empty() {
         return Err(InputError::NoInputs);
     }

@@ -8,12 +8,12 @@
 //!   of the sub-agents they reference;
 //! - [`format`](mod@format): human, JSON, GitHub and SARIF output.
 
-pub mod finding;
+pub(crate) mod finding;
 pub mod format;
-pub mod inputs;
+pub(crate) mod inputs;
 pub mod report;
-pub mod rules;
-pub mod transcript;
+pub(crate) mod rules;
+pub(crate) mod transcript;
 
 pub use finding::{Finding, FindingCode, Severity};
 pub use report::{Report, validate_files};

@@ -80,7 +80,7 @@ pub struct TaskReference {
 
 /// What checking one transcript found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// Findings, in the order they were made.
     pub findings: Vec<Finding>,
     /// Messages read.
@@ -93,7 +93,7 @@ pub struct Checked {
 }
 
 /// Checks one transcript, one message at a time.
-pub struct TranscriptChecker {
+pub(crate) struct TranscriptChecker {
     file: String,
     options: ValidateOptions,
     findings: Vec<Finding>,
@@ -115,7 +115,7 @@ pub struct TranscriptChecker {
 
 impl TranscriptChecker {
     /// A checker for the transcript named `file`.
-    pub fn new(file: String, options: ValidateOptions) -> TranscriptChecker {
+    pub(crate) fn new(file: String, options: ValidateOptions) -> TranscriptChecker {
         TranscriptChecker {
             file,
             options,
@@ -134,7 +134,7 @@ impl TranscriptChecker {
     /// A checker for the transcript of a sub-agent, named `file`: its calls are read against
     /// every tool ([`ToolSet::All`]), as the sub-agent's own calls were, since its executor
     /// answers a tool it may not call with `denied_by_policy` rather than `unknown_tool`.
-    pub fn new_subagent(file: String, options: ValidateOptions) -> TranscriptChecker {
+    pub(crate) fn new_subagent(file: String, options: ValidateOptions) -> TranscriptChecker {
         TranscriptChecker::new(
             file,
             ValidateOptions {
@@ -145,12 +145,12 @@ impl TranscriptChecker {
     }
 
     /// The transcript's name, as findings give it.
-    pub fn file(&self) -> &str {
+    pub(crate) fn file(&self) -> &str {
         &self.file
     }
 
     /// Applies the rules to the next message.
-    pub fn push(&mut self, message: &TranscriptMessage) {
+    pub(crate) fn push(&mut self, message: &TranscriptMessage) {
         self.messages += 1;
         match message.role {
             TranscriptRole::System | TranscriptRole::Developer => {
@@ -173,7 +173,7 @@ impl TranscriptChecker {
     }
 
     /// Records a point where the file stopped being readable.
-    pub fn push_unreadable(
+    pub(crate) fn push_unreadable(
         &mut self,
         line: usize,
         column: usize,
@@ -193,7 +193,7 @@ impl TranscriptChecker {
     }
 
     /// The findings, how many messages were read, and the sub-agent tasks referenced.
-    pub fn finish(mut self) -> Checked {
+    pub(crate) fn finish(mut self) -> Checked {
         // A call that is the very last thing in the transcript is fine; one whose window began
         // (some parallel results arrived) but never completed is not.
         if self.window_has_results {

@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 /// The role of a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TranscriptRole {
+pub(crate) enum TranscriptRole {
     /// `system`
     System,
     /// `developer`
@@ -49,7 +49,7 @@ impl TranscriptRole {
 
 /// A native (API function-calling) tool call recorded on an assistant message.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct TranscriptToolCall {
+pub(crate) struct TranscriptToolCall {
     /// The call id, answered by a `tool` message's `tool_call_id`.
     #[serde(default)]
     pub id: Option<String>,
@@ -59,7 +59,7 @@ pub struct TranscriptToolCall {
 
 /// The function part of a native tool call.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-pub struct NativeFunction {
+pub(crate) struct NativeFunction {
     /// The tool name (`fs.read`, or `fs_read` where the API forbids dots).
     pub name: String,
     /// The arguments as a JSON text.
@@ -69,7 +69,7 @@ pub struct NativeFunction {
 
 /// One message of a transcript.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TranscriptMessage {
+pub(crate) struct TranscriptMessage {
     /// 0-based position in the transcript.
     pub index: usize,
     /// 1-based line the message starts on.
@@ -86,7 +86,7 @@ pub struct TranscriptMessage {
 
 /// Why a file is not a transcript.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnreadableTranscript {
+pub(crate) struct UnreadableTranscript {
     /// 1-based line.
     pub line: usize,
     /// 1-based column (0 when unknown).
@@ -220,7 +220,7 @@ fn json_error(
 }
 
 /// A source of messages, in order; stops after the first unreadable point.
-pub struct MessageReader<R> {
+pub(crate) struct MessageReader<R> {
     source: TranscriptSource<R>,
     next_index: usize,
     failed: bool,
@@ -239,7 +239,7 @@ enum TranscriptSource<R> {
 
 impl<R: BufRead> MessageReader<R> {
     /// Detects the form of `reader`'s content and prepares to read it.
-    pub fn open(mut reader: R) -> Result<MessageReader<R>, UnreadableTranscript> {
+    pub(crate) fn open(mut reader: R) -> Result<MessageReader<R>, UnreadableTranscript> {
         let mut first_line = Vec::new();
         let mut skipped_lines = 0;
         loop {

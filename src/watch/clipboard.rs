@@ -22,7 +22,7 @@ use super::handler::{Handled, Handler};
 
 /// Why no clipboard could be opened: the cause in words a person can act on.
 #[derive(Debug, Error)]
-pub enum ClipboardUnavailable {
+pub(crate) enum ClipboardUnavailable {
     /// There is no display to hold a clipboard (SSH, containers, CI).
     #[error("no display ({reason})")]
     NoDisplay {
@@ -43,7 +43,7 @@ pub enum ClipboardUnavailable {
 /// went away).
 #[derive(Debug, Error)]
 #[error("{reason}")]
-pub struct ClipboardWriteError {
+pub(crate) struct ClipboardWriteError {
     /// What the platform said.
     pub reason: String,
 }
@@ -55,7 +55,7 @@ const CLIPBOARD_NEEDS_X11: bool = cfg!(all(unix, not(target_os = "macos")));
 /// The display the clipboard would be on, or why there is none. Looked at before the clipboard
 /// is opened, so a machine without a display gets that cause named (the X11 library would say
 /// "connection timed out").
-pub fn display() -> Result<String, ClipboardUnavailable> {
+pub(crate) fn display() -> Result<String, ClipboardUnavailable> {
     if !CLIPBOARD_NEEDS_X11 {
         return Ok("the system clipboard".to_owned());
     }
@@ -72,7 +72,7 @@ pub fn display() -> Result<String, ClipboardUnavailable> {
 }
 
 /// Where replies are read from and results written to.
-pub trait Clipboard {
+pub(crate) trait Clipboard {
     /// The clipboard's text, if it holds text.
     fn read(&mut self) -> Option<String>;
     /// Replaces the clipboard's content.
@@ -80,11 +80,11 @@ pub trait Clipboard {
 }
 
 /// The system clipboard (X11 on Linux, the native one on macOS and Windows).
-pub struct SystemClipboard(arboard::Clipboard);
+pub(crate) struct SystemClipboard(arboard::Clipboard);
 
 impl SystemClipboard {
     /// Opens the system clipboard.
-    pub fn open() -> Result<SystemClipboard, ClipboardUnavailable> {
+    pub(crate) fn open() -> Result<SystemClipboard, ClipboardUnavailable> {
         let display = display()?;
         arboard::Clipboard::new().map(SystemClipboard).map_err(|e| {
             ClipboardUnavailable::Unreachable {
@@ -99,7 +99,7 @@ impl SystemClipboard {
     /// the clipboard can no longer be read (its display went away): the clipboard is looked at
     /// every second, and two looks in a row that do not find `text` end the hold. Without that,
     /// a holder whose X server ended (a logout, a test's Xvfb) would wait forever.
-    pub fn hold_until_replaced(self, text: &str) -> Result<(), ClipboardUnavailable> {
+    pub(crate) fn hold_until_replaced(self, text: &str) -> Result<(), ClipboardUnavailable> {
         let unreachable = |e: arboard::Error| ClipboardUnavailable::Unreachable {
             display: display().unwrap_or_default(),
             reason: e.to_string(),
@@ -153,14 +153,14 @@ impl Clipboard for SystemClipboard {
 }
 
 /// The hidden command that keeps a text on an X11 clipboard after flycode exits.
-pub const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
+pub(crate) const HOLD_CLIPBOARD_COMMAND: &str = "hold-clipboard";
 
 /// Puts `text` on the clipboard so that it stays there after flycode exits (`prompt --copy`, and
 /// `watch`'s last result when it stops). An X11 clipboard lives only as long as the program
 /// that owns it, so a detached `flycode hold-clipboard` keeps serving it (as xclip does) until
 /// another program copies something. Where this process owns the clipboard, it must let go
 /// first (drop its [`SystemClipboard`]): its own copy of `text` would pass for the holder's.
-pub fn keep_on_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
+pub(crate) fn keep_on_clipboard(text: &str) -> Result<(), ClipboardUnavailable> {
     let display = display()?;
     if !cfg!(all(unix, not(target_os = "macos"))) {
         return SystemClipboard::open()?.write(text).map_err(|error| {
@@ -214,7 +214,7 @@ fn fingerprint(text: &str) -> u64 {
 /// Calls are handled on a worker thread, in the order they were copied, so a call waiting for
 /// the person's approval does not stop new copies from being noticed; a later copy of the same
 /// call is answered from the replay store once the first is decided, without asking again.
-pub fn run_clipboard(
+pub(crate) fn run_clipboard(
     clipboard: &mut dyn Clipboard,
     interval: Duration,
     handler: &mut Handler<'_>,

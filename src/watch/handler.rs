@@ -126,7 +126,7 @@ pub struct Handler<'a> {
 
 /// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
 /// per-tool rules and protected paths. Two sessions with the same key refuse the same calls.
-pub fn policy_key(
+pub(crate) fn policy_key(
     roots: &[std::path::PathBuf],
     policy: &crate::tools::policy::Policy,
     yes: bool,

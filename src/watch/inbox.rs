@@ -26,11 +26,11 @@ use crate::sandbox::sha256_hex;
 use crate::sandbox::state::write_atomically;
 
 /// The suffix of result files.
-pub const RESULT_SUFFIX: &str = ".result.md";
+pub(crate) const RESULT_SUFFIX: &str = ".result.md";
 
 /// How the inbox is watched.
 #[derive(Clone, Debug)]
-pub struct InboxOptions {
+pub(crate) struct InboxOptions {
     /// The folder.
     pub dir: PathBuf,
     /// How long a file must stay unchanged before it is read.
@@ -43,7 +43,7 @@ pub struct InboxOptions {
 
 /// Why the inbox cannot be watched (exit 2).
 #[derive(Debug, Error)]
-pub enum InboxError {
+pub(crate) enum InboxError {
     /// The folder is missing or unreadable.
     #[error("inbox {path}: {source}; create the folder or pass another --inbox")]
     Unreadable {
@@ -70,7 +70,7 @@ struct Tracked {
 }
 
 /// Whether `path` is a reply file to answer.
-pub fn is_reply_file(path: &Path) -> bool {
+pub(crate) fn is_reply_file(path: &Path) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
@@ -80,7 +80,7 @@ pub fn is_reply_file(path: &Path) -> bool {
 }
 
 /// `reply.md` → `reply.result.md`, `reply.txt` → `reply.result.md`.
-pub fn result_path(reply: &Path) -> PathBuf {
+pub(crate) fn result_path(reply: &Path) -> PathBuf {
     let stem = reply
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -88,20 +88,9 @@ pub fn result_path(reply: &Path) -> PathBuf {
     reply.with_file_name(format!("{stem}{RESULT_SUFFIX}"))
 }
 
-/// Watches the inbox until `shutdown` is set; `report` hears of every answer and notice.
-pub fn run_inbox(
-    options: &InboxOptions,
-    handler: &mut Handler<'_>,
-    shutdown: &AtomicBool,
-    report: &mut dyn FnMut(&Path, &Handled),
-) -> Result<(), InboxError> {
-    Inbox::open(options)?.run(handler, shutdown, report);
-    Ok(())
-}
-
 /// An inbox being watched: the files present at start are known (and skipped unless
 /// `existing`), so a file that appears after [`Inbox::open`] returns is answered.
-pub struct Inbox {
+pub(crate) struct Inbox {
     options: InboxOptions,
     tracked: HashMap<PathBuf, Tracked>,
     wake: mpsc::Receiver<()>,
@@ -111,7 +100,7 @@ pub struct Inbox {
 
 impl Inbox {
     /// Looks at the folder for the first time and starts listening for changes.
-    pub fn open(options: &InboxOptions) -> Result<Inbox, InboxError> {
+    pub(crate) fn open(options: &InboxOptions) -> Result<Inbox, InboxError> {
         let unreadable = |source| InboxError::Unreadable {
             path: options.dir.clone(),
             source,
@@ -152,7 +141,7 @@ impl Inbox {
     }
 
     /// Answers reply files until `shutdown` is set; `report` hears of every answer and notice.
-    pub fn run(
+    pub(crate) fn run(
         mut self,
         handler: &mut Handler<'_>,
         shutdown: &AtomicBool,

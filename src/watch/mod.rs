@@ -6,10 +6,10 @@
 //! - [`clipboard`]: the clipboard mode;
 //! - [`inbox`]: the folder mode.
 
-pub mod clipboard;
-pub mod handler;
-pub mod inbox;
-pub mod replay;
+pub(crate) mod clipboard;
+pub(crate) mod handler;
+pub(crate) mod inbox;
+pub(crate) mod replay;
 
 pub use handler::{Answer, Handled, Handler, Notice};
 pub use replay::ReplayStore;

@@ -25,10 +25,10 @@ use crate::sandbox::state::{StateError, load_sealed, save_sealed};
 
 /// How many calls a session remembers; the oldest are forgotten first. A forgotten call copied
 /// again runs again, so the bound is generous: far more calls than one person copies in a day.
-pub const REMEMBERED_CALLS: usize = 2000;
+pub(crate) const REMEMBERED_CALLS: usize = 2000;
 
 /// How many bytes of results a session keeps at most (the file is rewritten after every call).
-pub const REMEMBERED_BYTES: usize = 16 << 20;
+pub(crate) const REMEMBERED_BYTES: usize = 16 << 20;
 
 /// One executed call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 /// One request the server received.
 #[derive(Clone, Debug)]
-pub struct RecordedRequest {
+pub(super) struct RecordedRequest {
     /// `POST`, ...
     pub method: String,
     /// `/v1/chat/completions`, ...
@@ -35,7 +35,7 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The first header called `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
             .iter()
@@ -46,7 +46,7 @@ impl RecordedRequest {
 
 /// How the server answers one request.
 #[derive(Clone, Debug)]
-pub enum Reply {
+pub(super) enum Reply {
     /// A JSON body with a Content-Length.
     Json {
         status: u16,
@@ -77,7 +77,7 @@ impl Reply {
     /// `finish_reason: stop`, a usage chunk with empty `choices`, `[DONE]`) with CRLF line ends
     /// and a keep-alive comment, cut into `split_every`-byte chunks (so cuts fall inside UTF-8
     /// characters and `\r\n` pairs).
-    pub fn sse_text(text: &str, split_every: usize) -> Reply {
+    pub(super) fn sse_text(text: &str, split_every: usize) -> Reply {
         let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
         let chars: Vec<char> = text.chars().collect();
         for piece in chars.chunks(3) {
@@ -96,7 +96,7 @@ impl Reply {
 
     /// A streamed reply calling tools `(id, name, arguments)`: each call's id and name first,
     /// then its arguments in pieces of 4 bytes; LF line ends; cut into 7-byte chunks.
-    pub fn sse_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    pub(super) fn sse_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
         let mut events = vec![chunk(json!({"role": "assistant", "content": null}), None)];
         for (index, (id, name, arguments)) in calls.iter().enumerate() {
             events.push(chunk(
@@ -119,7 +119,7 @@ impl Reply {
 
     /// A stream of these `data:` payloads (LF line ends), `[DONE]` last if `done`, cut into
     /// `split_every`-byte chunks.
-    pub fn sse_events(events: &[Value], done: bool, split_every: usize) -> Reply {
+    pub(super) fn sse_events(events: &[Value], done: bool, split_every: usize) -> Reply {
         let mut body = String::new();
         for event in events {
             body.push_str(&format!("data: {event}\n\n"));
@@ -132,7 +132,7 @@ impl Reply {
 
     /// A stream of exactly these body bytes, cut into `split_every`-byte chunks written 0.2 ms
     /// apart (so that most arrive as separate reads).
-    pub fn sse_bytes(body: &[u8], split_every: usize) -> Reply {
+    pub(super) fn sse_bytes(body: &[u8], split_every: usize) -> Reply {
         Reply::Sse {
             chunks: body
                 .chunks(split_every.max(1))
@@ -143,7 +143,7 @@ impl Reply {
     }
 
     /// SSE response headers and these events, then silence until the client hangs up.
-    pub fn sse_then_stall(events: &[Value]) -> Reply {
+    pub(super) fn sse_then_stall(events: &[Value]) -> Reply {
         let mut after = SSE_HEAD.as_bytes().to_vec();
         for event in events {
             after.extend_from_slice(format!("data: {event}\n\n").as_bytes());
@@ -152,12 +152,12 @@ impl Reply {
     }
 
     /// A whole `chat.completion` with text.
-    pub fn completion_text(text: &str) -> Reply {
+    pub(super) fn completion_text(text: &str) -> Reply {
         Reply::completion(json!({"role": "assistant", "content": text}), "stop")
     }
 
     /// A whole `chat.completion` calling tools `(id, name, arguments)`, with `content: null`.
-    pub fn completion_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    pub(super) fn completion_tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
         let calls: Vec<Value> = calls
             .iter()
             .map(|(id, name, arguments)| {
@@ -182,7 +182,7 @@ impl Reply {
     }
 
     /// A JSON answer.
-    pub fn json(status: u16, body: Value) -> Reply {
+    pub(super) fn json(status: u16, body: Value) -> Reply {
         Reply::Json {
             status,
             headers: Vec::new(),
@@ -191,7 +191,7 @@ impl Reply {
     }
 
     /// An OpenAI-style error answer: `{"error": {"message": ..., "type": ...}}`.
-    pub fn error(status: u16, message: &str) -> Reply {
+    pub(super) fn error(status: u16, message: &str) -> Reply {
         Reply::json(
             status,
             json!({"error": {"message": message, "type": "invalid_request_error", "code": null}}),
@@ -199,7 +199,7 @@ impl Reply {
     }
 
     /// A bare status with a short text body.
-    pub fn status(status: u16) -> Reply {
+    pub(super) fn status(status: u16) -> Reply {
         Reply::Status {
             status,
             headers: Vec::new(),
@@ -208,7 +208,7 @@ impl Reply {
     }
 
     /// The same reply with one more header (for `Json` and `Status`).
-    pub fn with_header(mut self, name: &str, value: &str) -> Reply {
+    pub(super) fn with_header(mut self, name: &str, value: &str) -> Reply {
         match &mut self {
             Reply::Json { headers, .. } | Reply::Status { headers, .. } => {
                 headers.push((name.to_owned(), value.to_owned()));
@@ -232,13 +232,13 @@ fn usage_chunk(prompt: u64, completion: u64) -> Value {
 
 /// The paused clock of a client's tokio runtime, as the server's threads see it.
 #[derive(Clone, Debug)]
-pub struct VirtualClock {
+pub(super) struct VirtualClock {
     handle: tokio::runtime::Handle,
 }
 
 impl VirtualClock {
     /// A current-thread runtime (I/O and time on) whose clock starts paused, and its clock.
-    pub fn paused_runtime() -> (tokio::runtime::Runtime, VirtualClock) {
+    pub(super) fn paused_runtime() -> (tokio::runtime::Runtime, VirtualClock) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
@@ -251,7 +251,7 @@ impl VirtualClock {
     }
 
     /// The runtime's time now (from any thread).
-    pub fn now(&self) -> tokio::time::Instant {
+    pub(super) fn now(&self) -> tokio::time::Instant {
         let _context = self.handle.enter();
         tokio::time::Instant::now()
     }
@@ -259,7 +259,7 @@ impl VirtualClock {
     /// Stops the clock from jumping ahead until the hold is dropped or the runtime shuts down.
     /// (A blocking task of a current-thread runtime keeps its paused clock from auto-advancing
     /// while it runs; this one runs until either happens.)
-    pub fn hold(&self) -> ClockHold {
+    pub(super) fn hold(&self) -> ClockHold {
         let (signal, signalled) = mpsc::channel::<()>();
         let on_shutdown = Signal(signal.clone());
         let watch = self.handle.spawn(async move {
@@ -294,7 +294,7 @@ impl VirtualClock {
 /// While alive, the client's paused clock stands still; virtual time passes only once every
 /// hold is dropped and the runtime is idle.
 #[derive(Debug)]
-pub struct ClockHold {
+pub(super) struct ClockHold {
     _release: Signal,
     /// A task that ends the hold if the runtime shuts down first (dropping its tasks).
     watch: tokio::task::JoinHandle<()>,
@@ -319,7 +319,7 @@ impl Drop for Signal {
 type Responder = dyn Fn(&RecordedRequest, usize) -> Reply + Send + Sync;
 
 /// The running server; it stops accepting when dropped.
-pub struct ScriptedServer {
+pub(super) struct ScriptedServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
     stop: Arc<AtomicBool>,
@@ -328,7 +328,7 @@ pub struct ScriptedServer {
 
 impl ScriptedServer {
     /// Starts a server; request number `index` (from 0) is answered by `respond(request, index)`.
-    pub fn start(
+    pub(super) fn start(
         respond: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
     ) -> ScriptedServer {
         ScriptedServer::launch(None, Arc::new(respond))
@@ -337,7 +337,7 @@ impl ScriptedServer {
     /// Like [`ScriptedServer::start`], for a client whose runtime runs on `clock`: the pauses
     /// between [`Reply::Sse`] chunks pass on `clock`, and the clock is held while the server
     /// works (from now, for the first connection, so the client cannot time out before it).
-    pub fn on_clock(
+    pub(super) fn on_clock(
         clock: &VirtualClock,
         respond: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
     ) -> ScriptedServer {
@@ -378,22 +378,22 @@ impl ScriptedServer {
     }
 
     /// Always answers with `reply`.
-    pub fn always(reply: Reply) -> ScriptedServer {
+    pub(super) fn always(reply: Reply) -> ScriptedServer {
         ScriptedServer::start(move |_, _| reply.clone())
     }
 
     /// Answers with `replies` in order, the last one repeated.
-    pub fn sequence(replies: Vec<Reply>) -> ScriptedServer {
+    pub(super) fn sequence(replies: Vec<Reply>) -> ScriptedServer {
         ScriptedServer::start(move |_, index| replies[index.min(replies.len() - 1)].clone())
     }
 
     /// `http://127.0.0.1:PORT/v1`.
-    pub fn base_url(&self) -> String {
+    pub(super) fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
 
     /// The requests received so far, in order.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(super) fn requests(&self) -> Vec<RecordedRequest> {
         self.requests.lock().unwrap().clone()
     }
 }

@@ -6,17 +6,17 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// The repository's root directory.
-pub fn repo_root() -> PathBuf {
+pub(super) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The real `flycode` binary, ready to run.
-pub fn flycode() -> Command {
+pub(super) fn flycode() -> Command {
     Command::new(env!("CARGO_BIN_EXE_flycode"))
 }
 
 /// Files with `extension` directly inside `dir`, sorted by name.
-pub fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
+pub(super) fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -27,7 +27,7 @@ pub fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
 }
 
 /// Waits (up to 30 s) for the file at `path` to exist and returns its content.
-pub fn wait_for_file(path: &Path) -> String {
+pub(super) fn wait_for_file(path: &Path) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -40,7 +40,7 @@ pub fn wait_for_file(path: &Path) -> String {
 
 /// Reads `child`'s standard error (piped) up to the first `marker` and returns what it read; the
 /// rest stays in the pipe for whoever collects the output later. Panics if the child ends first.
-pub fn read_stderr_until(child: &mut std::process::Child, marker: &str) -> String {
+pub(super) fn read_stderr_until(child: &mut std::process::Child, marker: &str) -> String {
     use std::io::Read;
     let mut stderr = child.stderr.take().expect("standard error is piped");
     let mut seen = Vec::new();
@@ -59,7 +59,7 @@ pub fn read_stderr_until(child: &mut std::process::Child, marker: &str) -> Strin
 }
 
 /// Sends `signal` (`TERM`, `INT`) to the process `pid`, as a person's `kill` or Ctrl-C would.
-pub fn send_signal(pid: u32, signal: &str) {
+pub(super) fn send_signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())
@@ -70,14 +70,14 @@ pub fn send_signal(pid: u32, signal: &str) {
 
 /// A temporary place to run `flycode exec` in: a canonicalized folder holding the allowed root
 /// `root/` and, beside it, the state folder `state` (made by flycode when it needs it).
-pub struct Workspace {
+pub(super) struct Workspace {
     _temp: tempfile::TempDir,
     pub root: PathBuf,
     pub state: PathBuf,
 }
 
 impl Workspace {
-    pub fn new() -> Workspace {
+    pub(super) fn new() -> Workspace {
         let temp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(temp.path()).unwrap();
         let root = base.join("root");
@@ -90,13 +90,13 @@ impl Workspace {
     }
 
     /// The absolute path of `name` inside the root, as text.
-    pub fn path(&self, name: &str) -> String {
+    pub(super) fn path(&self, name: &str) -> String {
         self.root.join(name).display().to_string()
     }
 
     /// `flycode exec --json --root ROOT FLAGS`, run in the root with this workspace's state
     /// folder and no `XDG_CONFIG_HOME`.
-    pub fn exec_command(&self, flags: &[&str]) -> Command {
+    pub(super) fn exec_command(&self, flags: &[&str]) -> Command {
         let mut command = flycode();
         command
             .args(["exec", "--json", "--root"])
@@ -110,7 +110,7 @@ impl Workspace {
 
     /// Runs one call, sent as a `flycode-call` block on standard input, with
     /// [`exec_command`](Self::exec_command); what flycode printed.
-    pub fn exec_output(&self, call: &Value, flags: &[&str]) -> std::process::Output {
+    pub(super) fn exec_output(&self, call: &Value, flags: &[&str]) -> std::process::Output {
         let reply = format!("```flycode-call\n{call}\n```\n");
         self.exec_command(flags)
             .write_stdin(reply)
@@ -119,7 +119,7 @@ impl Workspace {
     }
 
     /// The same; the exit code and the `--json` report (`null` if standard output is not JSON).
-    pub fn exec_json(&self, call: &Value, flags: &[&str]) -> (i32, Value) {
+    pub(super) fn exec_json(&self, call: &Value, flags: &[&str]) -> (i32, Value) {
         let output = self.exec_output(call, flags);
         let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
         (output.status.code().unwrap(), report)
@@ -128,7 +128,7 @@ impl Workspace {
 
 /// Writes a journal record into `state/journal/NAME` as flycode itself would: sealed with the
 /// state directory's key (made if there is none yet).
-pub fn write_journal_record(state: &std::path::Path, name: &str, record: &Value) {
+pub(super) fn write_journal_record(state: &std::path::Path, name: &str, record: &Value) {
     use flycode::sandbox::seal::{Purpose, SealKey};
     let key = SealKey::in_dir(state).unwrap();
     std::fs::create_dir_all(state.join("journal")).unwrap();

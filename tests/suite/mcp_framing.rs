@@ -115,7 +115,7 @@ fn a_request_line_over_the_limit_is_answered_under_its_id_and_the_server_goes_on
 
 /// What `flycode mcp` answers to an `fs_read` call whose `head` is written as `head`: the
 /// `[code]` and `[hint]` lines of the failure text, or `None` when it ran.
-pub fn mcp_verdict_on_head(w: &Workspace, heads: &[&str]) -> Vec<Option<(String, String)>> {
+pub(super) fn mcp_verdict_on_head(w: &Workspace, heads: &[&str]) -> Vec<Option<(String, String)>> {
     let mut server = Server::start(w);
     let path = serde_json::to_string(&w.path("notes.txt")).unwrap();
     heads

@@ -11,20 +11,21 @@ use serde_json::{Value, json};
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
 
 /// The heading of the sub-agent capabilities module: only a child's system prompt has it.
-pub const CHILD_MARK: &str = "How you work as a sub-agent";
+pub(super) const CHILD_MARK: &str = "How you work as a sub-agent";
 
 /// The parent's answer once its task is back (`parent_with_one_task`).
-pub const ANSWER: &str = "Sessions expire after SESSION_TTL_SECS (3600 s), src/session.rs:1.";
+pub(super) const ANSWER: &str =
+    "Sessions expire after SESSION_TTL_SECS (3600 s), src/session.rs:1.";
 
 /// What the parent of `scripted` answers once its script is played.
-pub const PARENT_ANSWER: &str = "Done: the sub-agent's findings are above.";
+pub(super) const PARENT_ANSWER: &str = "Done: the sub-agent's findings are above.";
 
 /// What a child of `scripted` completes with once its script is played.
-pub const CHILD_RESULT: &str = "SESSION_TTL_SECS = 3600 at src/session.rs:1";
+pub(super) const CHILD_RESULT: &str = "SESSION_TTL_SECS = 3600 at src/session.rs:1";
 
 /// A temporary folder (`base`) holding the allowed root `app/`, the state folder `state/` and
 /// the run's transcripts; removed when dropped.
-pub struct Project {
+pub(super) struct Project {
     _temp: tempfile::TempDir,
     /// The temporary folder: `HOME`, the state folder's parent, where the transcripts go.
     pub base: PathBuf,
@@ -34,7 +35,7 @@ pub struct Project {
 
 impl Project {
     /// An allowed root `app/` with a source file and an `AGENTS.md`, the state folder beside it.
-    pub fn new() -> Project {
+    pub(super) fn new() -> Project {
         let project = Project::bare();
         std::fs::write(
             project.root.join("AGENTS.md"),
@@ -46,7 +47,7 @@ impl Project {
 
     /// The same without the `AGENTS.md`, so no conversation gets a folder-notes message (for
     /// tests that count the messages of a transcript).
-    pub fn bare() -> Project {
+    pub(super) fn bare() -> Project {
         let temp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(temp.path()).unwrap();
         let root = base.join("app");
@@ -64,39 +65,39 @@ impl Project {
     }
 
     /// A `new` project with this `flycode.toml` in the root.
-    pub fn with_config(config: &str) -> Project {
+    pub(super) fn with_config(config: &str) -> Project {
         let project = Project::new();
         project.configure(config);
         project
     }
 
     /// Writes `text` as the project's `flycode.toml` (read from the working directory, the root).
-    pub fn configure(&self, text: &str) {
+    pub(super) fn configure(&self, text: &str) {
         std::fs::write(self.root.join("flycode.toml"), text).unwrap();
     }
 
     /// The absolute path of `name` under the root, as text.
-    pub fn path(&self, name: &str) -> String {
+    pub(super) fn path(&self, name: &str) -> String {
         self.root.join(name).display().to_string()
     }
 
     /// The root, as text.
-    pub fn root_text(&self) -> String {
+    pub(super) fn root_text(&self) -> String {
         self.root.display().to_string()
     }
 
     /// The parent's transcript (`--transcript`).
-    pub fn transcript(&self) -> PathBuf {
+    pub(super) fn transcript(&self) -> PathBuf {
         self.base.join("run.jsonl")
     }
 
     /// The transcript of the run's sub-agent `task_id` (e.g. `task-1`), next to the parent's.
-    pub fn child(&self, task_id: &str) -> PathBuf {
+    pub(super) fn child(&self, task_id: &str) -> PathBuf {
         self.base.join(format!("run.{task_id}.jsonl"))
     }
 
     /// Where the state folder keeps the records of runs.
-    pub fn state_runs(&self) -> PathBuf {
+    pub(super) fn state_runs(&self) -> PathBuf {
         self.base.join("state/runs")
     }
 
@@ -104,7 +105,7 @@ impl Project {
     /// `main-model`, `--yes`, the root and the transcript, then `extra` arguments; no
     /// `FLYCODE_*`, `OPENAI_*` or `LIGHT_LLM_*` variables of the test's own environment, no
     /// standard input.
-    pub fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
+    pub(super) fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
         for (name, _) in std::env::vars() {
             if name.starts_with("FLYCODE_")
@@ -132,7 +133,7 @@ impl Project {
     }
 
     /// Runs `command(server, extra)` to the end and asserts that it exited 0.
-    pub fn run(&self, server: &ScriptedServer, extra: &[&str]) -> Finished {
+    pub(super) fn run(&self, server: &ScriptedServer, extra: &[&str]) -> Finished {
         let finished = finish(self.command(server, extra));
         assert_eq!(finished.code, 0, "{}", finished.stderr);
         finished
@@ -140,7 +141,7 @@ impl Project {
 }
 
 /// How a run ended: its exit code (-1 if killed by a signal) and its output.
-pub struct Finished {
+pub(super) struct Finished {
     /// The exit code, -1 without one.
     pub code: i32,
     /// Standard output, lossily decoded.
@@ -150,7 +151,7 @@ pub struct Finished {
 }
 
 /// Runs `command` to the end.
-pub fn finish(mut command: Command) -> Finished {
+pub(super) fn finish(mut command: Command) -> Finished {
     let output = command.output().unwrap();
     Finished {
         code: output.status.code().unwrap_or(-1),
@@ -161,14 +162,14 @@ pub fn finish(mut command: Command) -> Finished {
 
 /// Runs the project against `server` and asserts the run itself went well: exit 0 and `ANSWER`
 /// on standard output.
-pub fn run_ok(project: &Project, server: &ScriptedServer) -> Finished {
+pub(super) fn run_ok(project: &Project, server: &ScriptedServer) -> Finished {
     let finished = project.run(server, &[]);
     assert!(finished.stdout.contains(ANSWER), "{}", finished.stdout);
     finished
 }
 
 /// The messages of a request.
-pub fn messages(request: &RecordedRequest) -> Vec<Value> {
+pub(super) fn messages(request: &RecordedRequest) -> Vec<Value> {
     request.body["messages"]
         .as_array()
         .cloned()
@@ -176,29 +177,29 @@ pub fn messages(request: &RecordedRequest) -> Vec<Value> {
 }
 
 /// The text content of a message, empty if it has none.
-pub fn text(message: &Value) -> &str {
+pub(super) fn text(message: &Value) -> &str {
     message["content"].as_str().unwrap_or_default()
 }
 
 /// Whether `request` is a child's: its system prompt has `CHILD_MARK`.
-pub fn is_child(request: &RecordedRequest) -> bool {
+pub(super) fn is_child(request: &RecordedRequest) -> bool {
     messages(request)
         .first()
         .is_some_and(|m| text(m).contains(CHILD_MARK))
 }
 
 /// The requests of child conversations, in order.
-pub fn children(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
+pub(super) fn children(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
     requests.iter().filter(|r| is_child(r)).collect()
 }
 
 /// The requests of the parent, in order.
-pub fn parents(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
+pub(super) fn parents(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
     requests.iter().filter(|r| !is_child(r)).collect()
 }
 
 /// How many replies of this conversation came before this request.
-pub fn turn(request: &RecordedRequest) -> usize {
+pub(super) fn turn(request: &RecordedRequest) -> usize {
     messages(request)
         .iter()
         .filter(|m| m["role"] == "assistant")
@@ -206,7 +207,7 @@ pub fn turn(request: &RecordedRequest) -> usize {
 }
 
 /// The content of the tool message answering `id` in the parent's requests.
-pub fn tool_result(requests: &[RecordedRequest], id: &str) -> String {
+pub(super) fn tool_result(requests: &[RecordedRequest], id: &str) -> String {
     parents(requests)
         .into_iter()
         .flat_map(messages)
@@ -216,13 +217,13 @@ pub fn tool_result(requests: &[RecordedRequest], id: &str) -> String {
 }
 
 /// A native reply making one call.
-pub fn call(id: &str, tool: &str, args: &Value) -> Reply {
+pub(super) fn call(id: &str, tool: &str, args: &Value) -> Reply {
     let arguments = args.to_string();
     Reply::sse_tool_calls(&[(id, tool, arguments.as_str())])
 }
 
 /// One native reply calling all of `calls` `(id, tool, arguments)` at once.
-pub fn parallel(calls: &[(&str, &str, Value)]) -> Reply {
+pub(super) fn parallel(calls: &[(&str, &str, Value)]) -> Reply {
     let arguments: Vec<String> = calls.iter().map(|(_, _, args)| args.to_string()).collect();
     let calls: Vec<(&str, &str, &str)> = calls
         .iter()
@@ -233,18 +234,18 @@ pub fn parallel(calls: &[(&str, &str, Value)]) -> Reply {
 }
 
 /// A text-mode reply: one `flycode-call` block.
-pub fn block(id: &str, tool: &str, args: &Value) -> Reply {
+pub(super) fn block(id: &str, tool: &str, args: &Value) -> Reply {
     let call = json!({"id": id, "tool": tool, "args": args});
     Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 5)
 }
 
 /// A child's `agent_complete` call, id `done`.
-pub fn complete(result: &str) -> Reply {
+pub(super) fn complete(result: &str) -> Reply {
     call("done", "agent_complete", &json!({ "result": result }))
 }
 
 /// The arguments of an explore task, plus `extra` fields (e.g. `"model"`).
-pub fn explore_args(extra: &Value) -> Value {
+pub(super) fn explore_args(extra: &Value) -> Value {
     let mut args = json!({
         "description": "Find session expiry",
         "prompt": "Find where sessions expire under the root.",
@@ -257,12 +258,12 @@ pub fn explore_args(extra: &Value) -> Value {
 }
 
 /// A parent turn starting one explore task as call `id`.
-pub fn explore_task(id: &str) -> Reply {
+pub(super) fn explore_task(id: &str) -> Reply {
     call(id, "agent_task", &explore_args(&json!({})))
 }
 
 /// A parent that starts one explore task (`task_1`) and then answers `ANSWER`.
-pub fn parent_with_one_task(request: &RecordedRequest) -> Reply {
+pub(super) fn parent_with_one_task(request: &RecordedRequest) -> Reply {
     match turn(request) {
         0 => explore_task("task_1"),
         _ => Reply::sse_text(ANSWER, 7),
@@ -273,7 +274,7 @@ pub fn parent_with_one_task(request: &RecordedRequest) -> Reply {
 /// `child` for every child conversation and then completes with `CHILD_RESULT`. A test may run
 /// it on two servers, so a request that reaches the wrong server is answered, and the test's
 /// assertions about who got what decide.
-pub fn scripted(
+pub(super) fn scripted(
     parent: Vec<Reply>,
     child: Vec<Reply>,
 ) -> impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static {

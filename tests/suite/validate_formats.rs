@@ -187,7 +187,7 @@ fn a_fifty_megabyte_line_is_unreadable_not_a_crash() {
 
 /// A realistic JSON Lines transcript of about `megabytes` MB: calls, results with file contents,
 /// prose.
-pub fn write_large_transcript(path: &std::path::Path, megabytes: usize) -> usize {
+pub(super) fn write_large_transcript(path: &std::path::Path, megabytes: usize) -> usize {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let body = "    let value = compute(input, &options)?; // a line of source code\n".repeat(60);
     let mut written = 0;

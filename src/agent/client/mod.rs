@@ -12,9 +12,9 @@
 //! paused.
 
 mod error;
-pub mod openai;
+pub(crate) mod openai;
 pub mod reply;
-pub mod retry;
+pub(crate) mod retry;
 pub mod sse;
 
 use std::fmt;

@@ -5,13 +5,13 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The longest back-off between two attempts, whatever the attempt number.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(30);
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
 /// The longest `Retry-After` honoured: a server asking for more is waited on this long only.
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(120);
+pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(120);
 
 /// Whether an HTTP status is worth another try: 408, 429 and every 5xx.
-pub fn is_retryable_status(status: u16) -> bool {
+pub(crate) fn is_retryable_status(status: u16) -> bool {
     status == 408 || status == 429 || (500..600).contains(&status)
 }
 
@@ -20,7 +20,7 @@ pub fn is_retryable_status(status: u16) -> bool {
 /// With a `Retry-After` the server's wish wins (capped at [`RETRY_AFTER_CAP`]); without one the
 /// wait is `unit × min(BACKOFF_CAP, base × 2^retry)` ("full jitter"), `unit` being a random
 /// number in `[0, 1)`.
-pub fn backoff_delay(
+pub(crate) fn backoff_delay(
     base: Duration,
     retry: u32,
     retry_after: Option<Duration>,
@@ -39,7 +39,7 @@ pub fn backoff_delay(
 /// Reads a `Retry-After` header value: a number of seconds (`"1"`, `"1.5"`) or an HTTP date
 /// (`"Wed, 21 Oct 2015 07:28:00 GMT"`), taken relative to `now`; a date in the past means no
 /// wait. `None` for anything else.
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<f64>() {
         return (seconds.is_finite() && seconds >= 0.0)
@@ -54,13 +54,13 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 
 /// A small xorshift64* generator for jitter: not for anything that needs real randomness.
 #[derive(Debug, Clone)]
-pub struct Jitter {
+pub(crate) struct Jitter {
     state: u64,
 }
 
 impl Jitter {
     /// A generator seeded from `seed` (a zero seed is replaced, as xorshift would stay at zero).
-    pub fn from_seed(seed: u64) -> Jitter {
+    pub(crate) fn from_seed(seed: u64) -> Jitter {
         Jitter {
             state: if seed == 0 {
                 0x9E37_79B9_7F4A_7C15
@@ -71,7 +71,7 @@ impl Jitter {
     }
 
     /// A generator seeded from the clock.
-    pub fn from_clock() -> Jitter {
+    pub(crate) fn from_clock() -> Jitter {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -80,7 +80,7 @@ impl Jitter {
     }
 
     /// The next number in `[0, 1)`.
-    pub fn next_unit(&mut self) -> f64 {
+    pub(crate) fn next_unit(&mut self) -> f64 {
         let mut x = self.state;
         x ^= x >> 12;
         x ^= x << 25;

@@ -8,10 +8,10 @@ use std::io::Read;
 use crate::sandbox::Sandbox;
 
 /// The names read at each root, in order.
-pub const FOLDER_NOTE_NAMES: [&str; 2] = ["AGENTS.md", "FLYCODE.md"];
+pub(crate) const FOLDER_NOTE_NAMES: [&str; 2] = ["AGENTS.md", "FLYCODE.md"];
 
 /// The most bytes of one folder note that are sent.
-pub const FOLDER_NOTE_CAP: usize = 32 * 1024;
+pub(crate) const FOLDER_NOTE_CAP: usize = 32 * 1024;
 
 /// One folder note file.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use crate::tools::agent::{NoteArgs, Notebook, TodoArgItem, TodoArgs};
 use crate::protocol::ErrorCode;
 
 /// How many notes are kept; adding one more drops the oldest.
-pub const MAX_NOTES: usize = 100;
+pub(crate) const MAX_NOTES: usize = 100;
 
 /// Where an item of the TODO list stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,9 +29,9 @@
 //! 5. The history never holds special messages or a system message: the caller keeps them out,
 //!    and they are rebuilt for every request.
 
-pub mod folder_notes;
-pub mod memory;
-pub mod special;
+pub(crate) mod folder_notes;
+pub(crate) mod memory;
+pub(crate) mod special;
 
 pub use folder_notes::{FolderNote, folder_notes};
 pub use memory::{AgentMemory, MemoryError, SharedMemory, TodoItem, TodoStatus};

@@ -12,15 +12,15 @@ use super::folder_notes::FolderNote;
 use super::memory::{AgentMemory, TodoStatus};
 
 /// The heading of the role definition message.
-pub const ROLE_HEADING: &str = "[flycode] Role definition";
+pub(crate) const ROLE_HEADING: &str = "[flycode] Role definition";
 /// The heading of the TODO list message.
-pub const TODO_HEADING: &str =
+pub(crate) const TODO_HEADING: &str =
     "[flycode] TODO list (your list as you last sent it; inserted by flycode, not the user)";
 /// The heading of the useful information message.
-pub const NOTES_HEADING: &str =
+pub(crate) const NOTES_HEADING: &str =
     "[flycode] Useful information (the notes you saved; inserted by flycode, not the user)";
 /// The heading of the folder notes message.
-pub const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYCODE.md in the allowed roots: the project's conventions; inserted by flycode, not the user)";
+pub(crate) const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYCODE.md in the allowed roots: the project's conventions; inserted by flycode, not the user)";
 
 /// The special messages of one request; a kind with nothing to say is `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -241,7 +241,7 @@ static CALL_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// `text` without tags that could pass for a call, a result or the wrapper. Removed until none
 /// is left: one pass would let `</child_</child_summary>summary>` close up into the very tag it
 /// removed. Each pass shortens the text, so this ends.
-pub fn strip_call_tags(text: &str) -> String {
+pub(crate) fn strip_call_tags(text: &str) -> String {
     let Some(tags) = &*CALL_TAG else {
         return text.to_owned();
     };

@@ -12,7 +12,7 @@
 //! [`Tasks`] is the run's [`TaskRunner`]: it counts the quotas, picks the model (light or main,
 //! with the fallback), sets the child up, runs it, and turns its report into the [`Envelope`].
 
-pub mod envelope;
+pub(crate) mod envelope;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

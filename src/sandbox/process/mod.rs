@@ -63,8 +63,6 @@ mod survivor_tests;
 #[cfg(test)]
 mod tests;
 
-pub use capture::Excerpt;
-
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,12 +74,12 @@ use crate::protocol::ErrorCode;
 
 /// What confines a program this module starts under these settings on this platform, in words
 /// for the person asked to approve it (see [`crate::sandbox::contain`]).
-pub fn program_containment(sandbox: ProgramSandbox, network: bool) -> String {
+pub(crate) fn program_containment(sandbox: ProgramSandbox, network: bool) -> String {
     super::contain::describe(sandbox, network)
 }
 
 /// How long a run waits for end of file on stdout and stderr once the main child has exited.
-pub const PIPE_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const PIPE_GRACE: Duration = Duration::from_secs(1);
 
 /// What to run and under which limits. `cwd` must already have passed the sandbox.
 #[derive(Clone, Debug)]
@@ -253,7 +251,7 @@ impl ProcessError {
 /// What a command that runs programs does first: flycode's environment is kept from them
 /// ([`protect_own_environment`]) and flycode becomes a child subreaper (Linux), so nothing a
 /// program starts can escape being killed at the end of its call.
-pub fn prepare_to_run_programs() {
+pub(crate) fn prepare_to_run_programs() {
     protect_own_environment();
     #[cfg(unix)]
     tree::become_subreaper();
@@ -263,7 +261,7 @@ pub fn prepare_to_run_programs() {
 /// the lock every call's spawn holds: a call's program is started while flycode stands in the
 /// call's cgroup for an instant, and nothing else may be born there (it would be killed with
 /// the call).
-pub fn spawn_apart<T>(spawn: impl FnOnce() -> T) -> T {
+pub(crate) fn spawn_apart<T>(spawn: impl FnOnce() -> T) -> T {
     #[cfg(unix)]
     let _spawns = tree::live_children();
     spawn()
@@ -272,7 +270,7 @@ pub fn spawn_apart<T>(spawn: impl FnOnce() -> T) -> T {
 /// Makes this process non-dumpable (Linux), so the programs it starts, which run as the same
 /// user, cannot read its environment (API keys) through `/proc/<pid>/environ` or attach to it.
 /// A user with CAP_SYS_PTRACE (root) still can; elsewhere this does nothing.
-pub fn protect_own_environment() {
+pub(crate) fn protect_own_environment() {
     #[cfg(target_os = "linux")]
     {
         let _ =

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cap_std::fs::Dir;
 
-pub use super::handles::{open_file, open_subdir};
+pub(crate) use super::handles::{open_file, open_subdir};
 pub(crate) use entry::{EntryKind, WalkEntry, list};
 pub(crate) use rules::{Level, Markers, Rules};
 pub(crate) use start::WalkTarget;

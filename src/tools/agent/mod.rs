@@ -4,9 +4,9 @@
 //! executor is given by the loop. Anywhere else (chat front ends) there is no notebook, and they
 //! are `unknown_tool`.
 
-pub mod notebook_args;
-pub mod task;
-pub mod task_args;
+pub(crate) mod notebook_args;
+pub(crate) mod task;
+pub(crate) mod task_args;
 
 use std::path::PathBuf;
 

@@ -57,7 +57,7 @@ impl Tool for AgentTask {
 }
 
 /// `ok · 7 calls · 3.2 s · light`: a task's outcome from its envelope.
-pub fn envelope_line(envelope: &Value) -> String {
+pub(crate) fn envelope_line(envelope: &Value) -> String {
     let status = envelope["status"].as_str().unwrap_or("?");
     let calls = envelope["stats"]["tool_calls"].as_u64().unwrap_or(0);
     let millis = envelope["stats"]["duration_ms"].as_u64().unwrap_or(0);

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 /// The arguments of `fs.chmod`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ChmodArgs {
+pub(crate) struct ChmodArgs {
     /// The file or directory.
     pub path: String,
     /// The mode.
@@ -22,7 +22,7 @@ pub struct ChmodArgs {
 }
 
 /// Runs `fs.chmod`.
-pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError> {
     let current = sandbox.mode_of(&args.path)?;
     let is_dir = sandbox.metadata(&args.path).is_ok_and(|m| m.is_dir());
     let mode = apply_mode(&args.mode, current, is_dir).map_err(|error| {
@@ -46,7 +46,7 @@ pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError>
 
 /// Why a mode is not one `fs.chmod` can apply.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ModeError {
+pub(crate) enum ModeError {
     /// Octal digits that make no mode.
     #[error("{0:?} is not an octal mode")]
     NotOctal(String),
@@ -73,7 +73,7 @@ pub enum ModeError {
 
 impl ModeError {
     /// The protocol's code for it: the model wrote a wrong argument.
-    pub fn code(&self) -> ErrorCode {
+    pub(crate) fn code(&self) -> ErrorCode {
         match self {
             ModeError::NotOctal(_)
             | ModeError::NoOperator(_)
@@ -86,7 +86,7 @@ impl ModeError {
 /// The new mode: `text` octal, or symbolic clauses applied to `current` (`X` sets execute only
 /// for directories or files that already have an execute bit). `s` and `t` are accepted here and
 /// refused by the sandbox, so the error names the real reason.
-pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, ModeError> {
+pub(crate) fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, ModeError> {
     if !text.is_empty() && text.len() <= 4 && text.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
         return u32::from_str_radix(text, 8).map_err(|_| ModeError::NotOctal(text.to_owned()));
     }
@@ -145,7 +145,7 @@ pub fn apply_mode(text: &str, current: u32, is_dir: bool) -> Result<u32, ModeErr
 }
 
 /// `fs.chmod` in the registry.
-pub struct FsChmod;
+pub(crate) struct FsChmod;
 
 impl Tool for FsChmod {
     type Args = ChmodArgs;

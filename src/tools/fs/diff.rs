@@ -17,7 +17,7 @@ use crate::tools::{ToolError, ToolOutput};
 /// The arguments of `fs.diff`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The left (old) file.
     pub left_path: String,
     /// The right (new) file.
@@ -35,7 +35,11 @@ fn default_context() -> usize {
 
 /// Runs `fs.diff`. Both sides are compared with their secrets masked (PROTOCOL.md §9,
 /// "Secrets and masking"), so no hunk shows a part of one, whatever its context lines cut.
-pub fn run(sandbox: &Sandbox, args: &DiffArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(
+    sandbox: &Sandbox,
+    args: &DiffArgs,
+    secrets: &Secrets,
+) -> Result<ToolOutput, ToolError> {
     let left = read_text(sandbox, &args.left_path, secrets)?;
     let (right, right_name) = match (&args.right_path, &args.right_content) {
         (Some(path), None) => (read_text(sandbox, path, secrets)?, path.clone()),
@@ -102,7 +106,7 @@ fn read_text(sandbox: &Sandbox, path: &str, secrets: &Secrets) -> Result<String,
 }
 
 /// `fs.diff` in the registry.
-pub struct FsDiff;
+pub(crate) struct FsDiff;
 
 impl Tool for FsDiff {
     type Args = DiffArgs;

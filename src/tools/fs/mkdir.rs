@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// The arguments of `fs.mkdir`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MkdirArgs {
+pub(crate) struct MkdirArgs {
     /// The directory to create.
     pub path: String,
     /// Create missing parents and accept an existing directory.
@@ -21,7 +21,7 @@ pub struct MkdirArgs {
 }
 
 /// Runs `fs.mkdir`.
-pub fn run(sandbox: &Sandbox, args: &MkdirArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &MkdirArgs) -> Result<ToolOutput, ToolError> {
     sandbox.make_dir(&args.path, args.parents)?;
     Ok(ToolOutput {
         body: Some(format!("created {}", args.path)),
@@ -32,7 +32,7 @@ pub fn run(sandbox: &Sandbox, args: &MkdirArgs) -> Result<ToolOutput, ToolError>
 }
 
 /// `fs.mkdir` in the registry.
-pub struct FsMkdir;
+pub(crate) struct FsMkdir;
 
 impl Tool for FsMkdir {
     type Args = MkdirArgs;

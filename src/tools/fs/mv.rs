@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// The arguments of `fs.mv`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MvArgs {
+pub(crate) struct MvArgs {
     /// What to move.
     pub from_path: String,
     /// Its final name.
@@ -23,7 +23,7 @@ pub struct MvArgs {
 }
 
 /// Runs `fs.mv`.
-pub fn run(sandbox: &Sandbox, args: &MvArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &MvArgs) -> Result<ToolOutput, ToolError> {
     sandbox.rename(&args.from_path, &args.to_path, args.overwrite)?;
     Ok(ToolOutput {
         body: Some(format!("moved {} to {}", args.from_path, args.to_path)),
@@ -34,7 +34,7 @@ pub fn run(sandbox: &Sandbox, args: &MvArgs) -> Result<ToolOutput, ToolError> {
 }
 
 /// `fs.mv` in the registry.
-pub struct FsMv;
+pub(crate) struct FsMv;
 
 impl Tool for FsMv {
     type Args = MvArgs;

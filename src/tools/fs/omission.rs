@@ -25,13 +25,13 @@
 //! counts, and neither does a line with anything else on it (`x = y...`, `foo(); // unchanged`).
 
 /// Files shorter than this are never judged: rewriting a small file whole is normal.
-pub const MIN_LINES: usize = 20;
+pub(crate) const MIN_LINES: usize = 20;
 
 /// Lines longer than this are never placeholders (and are not worth normalising).
 const MAX_PLACEHOLDER_CHARS: usize = 160;
 
 /// What a placeholder may say it stands for, separated by spaces.
-pub const THINGS: &str = "\
+pub(crate) const THINGS: &str = "\
     code file files content contents implementation implementations function functions method \
     methods class classes module body line lines logic import imports test tests section \
     sections component components config configuration settings styles fields cases props \
@@ -57,7 +57,7 @@ fn is_one_of(list: &str, word: &str) -> bool {
 
 /// A placeholder line in new content that would drop what the old content held.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Omission {
+pub(crate) struct Omission {
     /// The 1-based line number of the placeholder in the text that holds it.
     pub line: usize,
     /// The placeholder line, trimmed.
@@ -66,7 +66,7 @@ pub struct Omission {
 
 /// Judges an overwrite: `Some` when `new` would replace `old` (an existing file) by an
 /// abbreviation (see the module documentation for the rule).
-pub fn judge_overwrite(old: &[u8], new: &str) -> Option<Omission> {
+pub(crate) fn judge_overwrite(old: &[u8], new: &str) -> Option<Omission> {
     if !is_shrunk(old, new.len()) {
         return None;
     }
@@ -78,7 +78,7 @@ pub fn judge_overwrite(old: &[u8], new: &str) -> Option<Omission> {
 /// Judges an edit: `Some` when the edited file (`new_len` bytes) is less than half of `old` and
 /// a `newText` holds a placeholder line that its `oldText` did not. The pairs are (oldText,
 /// newText); the line number is within that newText.
-pub fn judge_edit<'a>(
+pub(crate) fn judge_edit<'a>(
     old: &[u8],
     new_len: usize,
     pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -102,7 +102,7 @@ fn is_shrunk(old: &[u8], new_len: usize) -> bool {
 }
 
 /// Lines of `bytes`, a last line without a line break included.
-pub fn count_lines(bytes: &[u8]) -> usize {
+pub(crate) fn count_lines(bytes: &[u8]) -> usize {
     let breaks = bytes.iter().filter(|b| **b == b'\n').count();
     breaks + usize::from(bytes.last().is_some_and(|b| *b != b'\n'))
 }
@@ -113,7 +113,7 @@ fn holds_line(text: &str, line: &str) -> bool {
 }
 
 /// The first placeholder line of `text`.
-pub fn first_placeholder(text: &str) -> Option<Omission> {
+pub(crate) fn first_placeholder(text: &str) -> Option<Omission> {
     text.lines()
         .enumerate()
         .find(|(_, line)| is_placeholder_line(line))
@@ -150,7 +150,7 @@ enum Strength {
 }
 
 /// Whether `line` is essentially only a placeholder phrase (see the module documentation).
-pub fn is_placeholder_line(line: &str) -> bool {
+pub(crate) fn is_placeholder_line(line: &str) -> bool {
     let line = line.trim();
     if line.is_empty() || line.chars().count() > MAX_PLACEHOLDER_CHARS {
         return false;

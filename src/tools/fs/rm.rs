@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// The arguments of `fs.rm`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RmArgs {
+pub(crate) struct RmArgs {
     /// What to remove.
     pub path: String,
     /// Needed for a directory.
@@ -24,7 +24,7 @@ pub struct RmArgs {
 }
 
 /// Runs `fs.rm`.
-pub fn run(sandbox: &Sandbox, args: &RmArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &RmArgs) -> Result<ToolOutput, ToolError> {
     let removed = sandbox.remove(&args.path, args.recursive, args.force)?;
     let (what, text) = match removed {
         Removed::File => ("file", format!("removed {}", args.path)),
@@ -46,7 +46,7 @@ pub fn run(sandbox: &Sandbox, args: &RmArgs) -> Result<ToolOutput, ToolError> {
 }
 
 /// `fs.rm` in the registry.
-pub struct FsRm;
+pub(crate) struct FsRm;
 
 impl Tool for FsRm {
     type Args = RmArgs;

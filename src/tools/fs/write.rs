@@ -16,7 +16,7 @@ use std::path::PathBuf;
 /// The arguments of `fs.write` (see `protocol/schemas/fs.write.json`).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WriteArgs {
+pub(crate) struct WriteArgs {
     /// The file.
     pub path: String,
     /// `overwrite` or `append`.
@@ -30,7 +30,7 @@ pub struct WriteArgs {
 /// The `mode` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     /// Replace the content.
     Overwrite,
     /// Add to the end.
@@ -38,7 +38,7 @@ pub enum ModeArg {
 }
 
 /// Runs `fs.write`.
-pub fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
     let mode = match args.mode {
         ModeArg::Overwrite => WriteMode::Overwrite,
         ModeArg::Append => WriteMode::Append,
@@ -160,7 +160,7 @@ pub(crate) fn hint_for_offered(mut error: ToolError, offered: ToolSet) -> ToolEr
 }
 
 /// `fs.write` in the registry.
-pub struct FsWrite;
+pub(crate) struct FsWrite;
 
 impl Tool for FsWrite {
     type Args = WriteArgs;

@@ -16,7 +16,7 @@ use crate::tools::{ToolError, ToolOutput};
 /// The arguments of `fs.writeBatch`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WriteBatchArgs {
+pub(crate) struct WriteBatchArgs {
     /// The files.
     pub files: Vec<FileArg>,
 }
@@ -24,7 +24,7 @@ pub struct WriteBatchArgs {
 /// One file of the batch.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileArg {
+pub(crate) struct FileArg {
     /// The file.
     pub path: String,
     /// `overwrite` (default) or `append`.
@@ -37,7 +37,7 @@ pub struct FileArg {
 
 /// Runs `fs.writeBatch`. The omission guard judges every overwrite entry as it judges
 /// `fs.write`'s overwrite (a batch is no way around it); one abbreviated file refuses the batch.
-pub fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolError> {
+pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolError> {
     for (index, file) in args.files.iter().enumerate() {
         if file.mode != Some(ModeArg::Append) {
             refuse_omission(
@@ -147,7 +147,7 @@ fn entry_error(files: &[BatchFile], index: Option<usize>, error: SandboxError) -
 }
 
 /// `fs.writeBatch` in the registry.
-pub struct FsWriteBatch;
+pub(crate) struct FsWriteBatch;
 
 impl Tool for FsWriteBatch {
     type Args = WriteBatchArgs;

@@ -11,7 +11,7 @@ const SHOWN_OCCURRENCES: usize = 5;
 
 /// A file's line endings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineEndings {
+pub(super) enum LineEndings {
     /// `\n` only.
     Lf,
     /// `\r\n` only.
@@ -24,7 +24,7 @@ pub enum LineEndings {
 
 impl LineEndings {
     /// Detects the line endings of `text`.
-    pub fn of(text: &str) -> LineEndings {
+    pub(super) fn of(text: &str) -> LineEndings {
         let breaks = memchr::memchr_iter(b'\n', text.as_bytes()).count();
         let crlf = memmem::find_iter(text.as_bytes(), b"\r\n").count();
         match (breaks, crlf) {
@@ -36,7 +36,7 @@ impl LineEndings {
     }
 
     /// The name in the result's data.
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             LineEndings::Lf => "lf",
             LineEndings::Crlf => "crlf",
@@ -76,7 +76,7 @@ fn to_crlf(text: &str) -> String {
 
 /// One replacement, as the call gives it.
 #[derive(Clone, Copy, Debug)]
-pub struct Edit<'a> {
+pub(super) struct Edit<'a> {
     /// The text to find.
     pub old: &'a str,
     /// Its replacement.
@@ -87,7 +87,7 @@ pub struct Edit<'a> {
 
 /// The edited text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EditedText {
+pub(super) struct EditedText {
     /// The text after every edit.
     pub text: String,
     /// Occurrences replaced, all edits together.
@@ -96,7 +96,7 @@ pub struct EditedText {
 
 /// Why the edits could not be applied; `index` is the failing edit's.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EditFailure {
+pub(super) enum EditFailure {
     /// Its oldText does not occur.
     NoMatch {
         /// The edit.
@@ -125,7 +125,7 @@ pub enum EditFailure {
 /// everything. No edit may replace a byte of a secret's occurrence nor put text inside one
 /// (PROTOCOL.md §9 (Secrets and masking)), so every secret stays whole, and masked, in every
 /// text made on the way.
-pub fn apply(
+pub(super) fn apply(
     text: &str,
     endings: LineEndings,
     edits: &[Edit<'_>],

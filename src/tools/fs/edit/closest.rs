@@ -13,7 +13,7 @@ const MAX_SHOWN_CHARS: usize = 200;
 
 /// The lines of a file most similar to an `oldText`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Closest {
+pub(super) struct Closest {
     /// The 1-based number of the first line shown.
     pub first_line: usize,
     /// The lines, as they are in the file (line ends removed, long lines cut).
@@ -24,7 +24,7 @@ pub struct Closest {
 
 impl Closest {
     /// The lines with their numbers, `12 | text`, one per line.
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let last = self.first_line + self.lines.len().saturating_sub(1);
         let width = last.to_string().len();
         self.lines
@@ -35,7 +35,7 @@ impl Closest {
     }
 
     /// `12-14`, or `12` for one line.
-    pub fn range(&self) -> String {
+    pub(super) fn range(&self) -> String {
         match self.lines.len() {
             0 | 1 => self.first_line.to_string(),
             n => format!("{}-{}", self.first_line, self.first_line + n - 1),
@@ -45,7 +45,7 @@ impl Closest {
 
 /// The window of `text`'s lines most like `old`'s; `None` when the file is empty, `old` is
 /// blank, or no line resembles it at all.
-pub fn closest_lines(text: &str, old: &str) -> Option<Closest> {
+pub(super) fn closest_lines(text: &str, old: &str) -> Option<Closest> {
     let file = split_lines(text);
     let wanted: Vec<&str> = {
         let all = split_lines(old);

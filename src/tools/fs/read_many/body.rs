@@ -29,7 +29,7 @@ const MIN_SHOWN: u64 = 256;
 
 /// Why a file is shown in part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cut {
+pub(super) enum Cut {
     /// `maxBytesPerFile`.
     PerFile,
     /// The output cap: the files after it are not read.
@@ -38,7 +38,7 @@ pub enum Cut {
 
 /// A file shown, whole or in part.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileShown {
+pub(super) struct FileShown {
     /// Its resolved absolute path.
     pub path: String,
     /// Its size in bytes.
@@ -55,7 +55,7 @@ pub struct FileShown {
 
 /// What a call read and the body that shows it.
 #[derive(Debug, Default)]
-pub struct ReadManyReport {
+pub(super) struct ReadManyReport {
     /// Seed 001's body.
     pub body: String,
     /// The files shown, in order.
@@ -70,19 +70,19 @@ pub struct ReadManyReport {
 
 impl ReadManyReport {
     /// The bytes shown, over all files.
-    pub fn total_bytes(&self) -> u64 {
+    pub(super) fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.shown_bytes).sum()
     }
 
     /// Whether anything was left out for the output cap or the file limit.
-    pub fn is_truncated(&self) -> bool {
+    pub(super) fn is_truncated(&self) -> bool {
         !self.not_read.is_empty()
             || !self.more_matches.is_empty()
             || self.files.iter().any(|f| f.cut == Some(Cut::OutputCap))
     }
 
     /// Whether nothing could be read and nothing was left for later: every entry failed.
-    pub fn all_failed(&self) -> bool {
+    pub(super) fn all_failed(&self) -> bool {
         self.files.is_empty() && self.not_read.is_empty() && self.more_matches.is_empty()
     }
 }
@@ -103,7 +103,7 @@ pub fn seed_size(bytes: u64) -> String {
 }
 
 /// Reads the files of `plan` in order until `cap` bytes of body are used, and renders the body.
-pub fn read_planned(
+pub(super) fn read_planned(
     sandbox: &Sandbox,
     plan: &[PlannedRead],
     cap: usize,

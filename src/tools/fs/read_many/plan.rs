@@ -15,11 +15,11 @@ use crate::tools::ToolError;
 use crate::tools::fs::search::{list_files, open_dir_start};
 
 /// The most files one call plans (over all its globs); a glob with more matches says so.
-pub const MAX_FILES: usize = 1000;
+pub(super) const MAX_FILES: usize = 1000;
 
 /// One step of the plan, in the order the paths were given.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PlannedRead {
+pub(super) enum PlannedRead {
     /// A file to read.
     File {
         /// Its resolved absolute path, as shown.
@@ -40,7 +40,7 @@ pub enum PlannedRead {
 
 /// Why one path was not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryError {
+pub(super) struct EntryError {
     /// The path: resolved when it could be, else as given.
     pub path: String,
     /// The contract's code.
@@ -51,7 +51,7 @@ pub struct EntryError {
 
 impl EntryError {
     /// An entry error from a tool error about `path` (the path as the message names it).
-    pub fn from_tool_error(path: &str, named: &str, error: &ToolError) -> EntryError {
+    pub(super) fn from_tool_error(path: &str, named: &str, error: &ToolError) -> EntryError {
         let reason = strip_subject(&error.message, named);
         EntryError {
             path: path.to_owned(),
@@ -72,13 +72,13 @@ fn strip_subject(message: &str, path: &str) -> String {
 }
 
 /// Whether a path is a glob pattern: it holds `*`, `?`, `[` or `{`.
-pub fn is_glob(path: &str) -> bool {
+pub(super) fn is_glob(path: &str) -> bool {
     path.contains(['*', '?', '[', '{'])
 }
 
 /// The `exclude` patterns, matched against absolute paths; a pattern that does not start with
 /// `/` or `**` matches at any depth (`*.min.js` is read as `**/*.min.js`).
-pub fn exclude_set(patterns: &[String]) -> Result<GlobSet, ToolError> {
+pub(super) fn exclude_set(patterns: &[String]) -> Result<GlobSet, ToolError> {
     let mut builder = GlobSetBuilder::new();
     for pattern in patterns {
         let anchored = if pattern.starts_with('/') || pattern.starts_with("**") {
@@ -112,7 +112,7 @@ pub fn exclude_set(patterns: &[String]) -> Result<GlobSet, ToolError> {
 }
 
 /// Plans the files of `paths`, in order, each file once.
-pub fn plan(
+pub(super) fn plan(
     sandbox: &Sandbox,
     paths: &[String],
     exclude: &GlobSet,
@@ -295,7 +295,7 @@ fn below(base: &RootedPath, file: &Path) -> RootedPath {
 
 /// Splits a pattern into its longest literal directory prefix and the rest (`/a/src/**/*.rs` →
 /// `/a/src`, `**/*.rs`).
-pub fn split_glob(pattern: &str) -> (String, String) {
+pub(super) fn split_glob(pattern: &str) -> (String, String) {
     let parts: Vec<&str> = pattern.split('/').collect();
     let first_glob = parts
         .iter()

@@ -40,7 +40,7 @@ pub fn run(sandbox: &Sandbox, args: &SearchArgs) -> Result<ToolOutput, ToolError
 
 /// Runs `fs.search`, stopping at once when `cancel` is set (Ctrl-C in `flycode run`), with
 /// `secrets` masked in every file searched.
-pub fn search_in(
+pub(super) fn search_in(
     sandbox: &Sandbox,
     args: &SearchArgs,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
