@@ -88,7 +88,7 @@ use thiserror::Error;
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
 use crate::sandbox::contain::ProgramSandbox;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
-use crate::tools::policy::{Approval, Policy, ToolRule};
+use crate::tools::policy::{ApprovalMode, Policy, ToolRule};
 use file::{Key, Mistake};
 use layers::{FileKind, LayerFile, Layers};
 use trust::TrustStore;
@@ -124,7 +124,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     roots: Option<Vec<PathBuf>>,
-    approval: Option<Approval>,
+    approval: Option<ApprovalMode>,
     protected: Option<Vec<String>>,
     #[serde(default, deserialize_with = "range::output_cap")]
     output_cap: Option<usize>,
@@ -259,7 +259,7 @@ pub struct Flags {
     /// `--root` values.
     pub roots: Vec<PathBuf>,
     /// `--approve`.
-    pub approval: Option<Approval>,
+    pub approval: Option<ApprovalMode>,
     /// `--tools`.
     pub tool_set: Option<ToolSet>,
 }
@@ -536,7 +536,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/srv/app")]);
-        assert_eq!(config.policy.approval, Approval::ReadOnly);
+        assert_eq!(config.policy.approval, ApprovalMode::ReadOnly);
         assert_eq!(
             config.policy.overrides.get(&ToolName::ShellExec),
             Some(&ToolRule::Deny)
@@ -645,7 +645,7 @@ mod tests {
     fn flags_win_over_the_file() {
         let flags = Flags {
             roots: vec![PathBuf::from("/flag")],
-            approval: Some(Approval::Auto),
+            approval: Some(ApprovalMode::Auto),
             tool_set: Some(ToolSet::Seed),
         };
         let config = load(
@@ -655,7 +655,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/flag")]);
         assert_eq!(config.tool_set, ToolSet::Seed);
-        assert_eq!(config.policy.approval, Approval::Auto);
+        assert_eq!(config.policy.approval, ApprovalMode::Auto);
     }
 
     /// A file setting `key = value` at a known line, after a comment and a string that name the

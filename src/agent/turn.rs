@@ -157,7 +157,7 @@ impl AgentRun<'_> {
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
-        let secrets = self.executor.limits.secrets();
+        let secrets = self.executor.limits().secrets();
         progress
             .history
             .iter_mut()
@@ -307,7 +307,7 @@ impl AgentRun<'_> {
         }
         if let LastTurn::Given(reason) = &progress.last_turn {
             progress.last_turn = LastTurn::Taken(reason.clone());
-            self.executor.restriction = Some(LAST_TURN);
+            self.executor.restrict(LAST_TURN);
         }
         None
     }
@@ -368,7 +368,7 @@ impl AgentRun<'_> {
 
     /// The request as sent: system message, history, special messages at their place.
     fn build_request(&self, progress: &Progress) -> Vec<Message> {
-        let notes = folder_notes(self.executor.sandbox);
+        let notes = folder_notes(self.executor.sandbox());
         let specials = SpecialMessages::render(
             &self.prompt.role_definition,
             &self.memory.snapshot(),
@@ -376,7 +376,7 @@ impl AgentRun<'_> {
         );
         let mut request =
             assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
-        let secrets = self.executor.limits.secrets();
+        let secrets = self.executor.limits().secrets();
         request
             .iter_mut()
             .for_each(|message| message.mask(&secrets));
@@ -397,7 +397,7 @@ impl AgentRun<'_> {
     /// Adds a message to the conversation and to the transcript at once, so a run killed while
     /// a call runs still has the call on record.
     fn push(&self, progress: &mut Progress, mut message: Message, observer: &mut dyn RunObserver) {
-        message.mask(&self.executor.limits.secrets());
+        message.mask(&self.executor.limits().secrets());
         progress.history.push(message);
         self.checkpoint(progress, observer);
     }
@@ -559,7 +559,7 @@ impl AgentRun<'_> {
             message: error.to_string(),
             consecutive: progress.consecutive_violations + 1,
         });
-        let root = self.executor.sandbox.roots().first();
+        let root = self.executor.sandbox().roots().first();
         let root = root.map(|root| root.display().to_string());
         violation_result_with_root(error, attempt, root.as_deref())
     }

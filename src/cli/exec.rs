@@ -52,17 +52,11 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         None => None,
     };
     let approver = approver(&args.run);
-    let executor = Executor {
-        sandbox: &sandbox,
-        policy: &config.policy,
-        session: session.as_ref(),
-        audit: AuditLog::default_location(),
-        limits: config.limits(),
-        approver: approver.as_ref(),
-        notebook: None,
-        tasks: None,
-        restriction: None,
-    };
+    let executor = Executor::builder(&sandbox, &config.policy, approver.as_ref())
+        .session(session.as_ref())
+        .audit(AuditLog::default_location())
+        .limits(config.limits())
+        .build();
     let mut execution = executor.execute(&call);
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode: warning: {warning}");

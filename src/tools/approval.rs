@@ -12,7 +12,7 @@ pub trait Approver: Send + Sync {
     /// hidden characters escaped.
     fn approve(&self, shown: &str, reason: &str) -> Approval;
 
-    /// The same for a call only a person may allow (see [`Decision::Ask`](super::policy::Decision::Ask)'s `in_person`): an
+    /// The same for a call only a person may allow (see [`Question`](super::executor::Question)'s `in_person`): an
     /// approver that answers for the person (`--yes`) must pass it on to the person, or refuse.
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         self.approve(shown, reason)

@@ -124,10 +124,12 @@ impl Handler<'_> {
             reused_id: false,
             advice: None,
         };
+        // The wait for the person's answer is not the call's time (PROTOCOL.md §12 (Watching)).
+        let mut waited = Duration::ZERO;
         let block = match classification.verdict {
             Verdict::None => return Handled::Ignored,
             Verdict::Invalid { error, attempt } => {
-                let root = self.executor.sandbox.roots().first();
+                let root = self.executor.sandbox().roots().first();
                 let root = root.map(|root| root.display().to_string());
                 violation_result_with_root(&error, &attempt, root.as_deref())
             }
@@ -142,6 +144,7 @@ impl Handler<'_> {
                 recall @ (Recall::New | Recall::ReusedId) => {
                     answer.reused_id = recall == Recall::ReusedId;
                     let execution = self.executor.execute(&call);
+                    waited = execution.waited;
                     let rendered = execution.block.render();
                     answer.advice = execution.advice().map(str::to_owned);
                     answer.store_error = self.remember(&call, &execution, &rendered).err();
@@ -151,13 +154,13 @@ impl Handler<'_> {
         };
         // Masked as it leaves, whoever made it (PROTOCOL.md §9 (Secrets and masking)).
         let mut block = block;
-        self.executor.limits.secrets().mask_block(&mut block);
+        self.executor.limits().secrets().mask_block(&mut block);
         answer.command.clone_from(&block.command);
         answer.ok = block.ok;
         answer.code.clone_from(&block.code);
         answer.body_bytes = block.body.as_ref().map_or(0, String::len);
         answer.block = block.render();
-        answer.duration = started.elapsed();
+        answer.duration = started.elapsed().saturating_sub(waited);
         Handled::Answered(answer)
     }
 
