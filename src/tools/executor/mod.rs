@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use self::ruling::{Granted, denied};
-pub use self::ruling::{Permit, Question, Ruling};
+pub use self::ruling::{Permit, Question, Restriction, Ruling};
 pub use super::approval::{Approval, Approver, FixedApprover, show_whole_call};
 use super::policy::{Judgement, Policy};
 use super::registry::Invocation;
@@ -104,19 +104,6 @@ pub struct Executor<'a> {
     tasks: Option<&'a dyn TaskRunner>,
     /// The only tools this executor runs (a sub-agent's), whatever the call says.
     restriction: Option<Restriction>,
-}
-
-/// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
-/// executor runs only the read-only tools (PROTOCOL.md §13 (The API loop: sub-agents)), so a
-/// sub-agent is read-only by construction, not only by the tools it is offered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Restriction {
-    /// The tools that run.
-    pub tools: &'static [ToolName],
-    /// Why the others do not, e.g. "sub-agents are read-only".
-    pub reason: &'static str,
-    /// What the model should do instead.
-    pub hint: &'static str,
 }
 
 /// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the

@@ -6,7 +6,6 @@
 //! decision, and the answered ruling is what runs: no door decides again, and no door compares
 //! what was shown with what will run.
 
-use super::Restriction;
 use crate::protocol::{ErrorCode, ToolName};
 use crate::tools::ToolError;
 use crate::tools::approval::Approval;
@@ -148,6 +147,19 @@ pub(super) fn denied(tool: ToolName, reason: &str, advice: String) -> ToolError 
         Some("ask the user to change the policy, or do without this call"),
     )
     .with_advice(advice)
+}
+
+/// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
+/// executor runs only the read-only tools (PROTOCOL.md §13 (The API loop: sub-agents)), so a
+/// sub-agent is read-only by construction, not only by the tools it is offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restriction {
+    /// The tools that run.
+    pub tools: &'static [ToolName],
+    /// Why the others do not, e.g. "sub-agents are read-only".
+    pub reason: &'static str,
+    /// What the model should do instead.
+    pub hint: &'static str,
 }
 
 impl Restriction {
