@@ -151,7 +151,7 @@ fn parallel_reads(c: &mut Criterion) {
     use flycode::agent::parallel::run_bounded;
     use flycode::protocol::{Call, ToolName};
     use flycode::tools::executor::{Approval, Executor, FixedApprover};
-    use flycode::tools::policy::{Approval as Mode, Policy};
+    use flycode::tools::policy::{ApprovalMode as Mode, Policy};
     use std::sync::atomic::AtomicBool;
 
     let temp = tempfile::tempdir().expect("temp dir");

@@ -94,7 +94,7 @@ use thiserror::Error;
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
 use crate::sandbox::contain::ProgramSandbox;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
-use crate::tools::policy::{Approval, Policy, ToolRule};
+use crate::tools::policy::{ApprovalMode, Policy, ToolRule};
 use file::{Key, Mistake};
 use layers::{FileKind, LayerFile, Layers};
 use trust::TrustStore;
@@ -130,7 +130,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     roots: Option<Vec<PathBuf>>,
-    approval: Option<Approval>,
+    approval: Option<ApprovalMode>,
     protected: Option<Vec<String>>,
     #[serde(default, deserialize_with = "range::output_cap")]
     output_cap: Option<usize>,
@@ -277,7 +277,7 @@ pub struct Flags {
     /// `--root` values.
     pub roots: Vec<PathBuf>,
     /// `--approve`.
-    pub approval: Option<Approval>,
+    pub approval: Option<ApprovalMode>,
     /// `--tools`.
     pub tool_set: Option<ToolSet>,
 }
@@ -595,12 +595,12 @@ mod tests {
         std::fs::write(project.join("flycode.toml"), "approval = \"auto\"\n").unwrap();
         let layers = layers::load(Some(&project), None, None).unwrap();
         let config = Config::from_layers(&Flags::default(), layers).unwrap();
-        assert_eq!(config.policy.approval, Approval::Ask);
+        assert_eq!(config.policy.approval, ApprovalMode::Ask);
         assert_eq!(config.layers.ignored.len(), 1);
         // Changed on disk after it was read: what the person was shown is what gets trusted.
         std::fs::write(project.join("flycode.toml"), "approval = \"read-only\"\n").unwrap();
         let trusted = config.trusting_project().unwrap();
-        assert_eq!(trusted.policy.approval, Approval::Auto);
+        assert_eq!(trusted.policy.approval, ApprovalMode::Auto);
         assert!(trusted.layers.ignored.is_empty());
         assert_eq!(trusted.layers.project().map(|(_, _, t)| t), Some(true));
     }
@@ -613,7 +613,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/srv/app")]);
-        assert_eq!(config.policy.approval, Approval::ReadOnly);
+        assert_eq!(config.policy.approval, ApprovalMode::ReadOnly);
         assert_eq!(
             config.policy.overrides.get(&ToolName::ShellExec),
             Some(&ToolRule::Deny)
@@ -722,7 +722,7 @@ mod tests {
     fn flags_win_over_the_file() {
         let flags = Flags {
             roots: vec![PathBuf::from("/flag")],
-            approval: Some(Approval::Auto),
+            approval: Some(ApprovalMode::Auto),
             tool_set: Some(ToolSet::Seed),
         };
         let config = load(
@@ -732,7 +732,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.roots, vec![PathBuf::from("/flag")]);
         assert_eq!(config.tool_set, ToolSet::Seed);
-        assert_eq!(config.policy.approval, Approval::Auto);
+        assert_eq!(config.policy.approval, ApprovalMode::Auto);
     }
 
     /// A file setting `key = value` at a known line, after a comment and a string that name the

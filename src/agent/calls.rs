@@ -1,17 +1,18 @@
-//! Running the valid calls of one turn (for the loop of `flycode run`): each maximal run of
-//! consecutive read-only calls at once ([`super::parallel`]), every other call alone, each call's
-//! start and end reported to the observer, the results kept in call order.
+//! Running the valid calls of one turn (for the loop of `flycode run`): in the order the call
+//! service's scheduler plans ([`schedule::runs`]: each maximal run of consecutive read-only calls
+//! at once, on the threads of [`super::parallel`], every other call alone), each call's start
+//! and end reported to the observer, the results kept in call order.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
 
 use super::events::{RunEvent, RunObserver, RunReport};
 use super::parallel;
 use super::summary::invocation_subject;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, render_command};
+use crate::tools::executor::schedule::{self, CallClass};
 use crate::tools::executor::{Execution, Executor};
-use crate::tools::registry::{self, Invocation};
+use crate::tools::registry::Invocation;
 
 /// What runs the valid calls of a turn: the run's executor, how many read-only calls may run at
 /// once, and Ctrl-C.
@@ -36,13 +37,18 @@ impl TurnCalls<'_, '_> {
         planned: Vec<PlannedCall>,
         observer: &mut dyn RunObserver,
     ) -> Vec<ResultBlock> {
-        let read_only: Vec<bool> = planned
+        let classes: Vec<CallClass> = planned
             .iter()
-            .map(|p| matches!(p, PlannedCall::Run(call) if is_read_only(call)))
+            .map(|p| match p {
+                PlannedCall::Run(call) => CallClass::of(call.tool),
+                // An answered call keeps the runs on either side of it apart, as it did when
+                // it was sent.
+                PlannedCall::Answered(_) => CallClass::Exclusive,
+            })
             .collect();
         let mut planned: Vec<Option<PlannedCall>> = planned.into_iter().map(Some).collect();
         let mut blocks = Vec::with_capacity(planned.len());
-        for run in parallel::runs(&read_only) {
+        for run in schedule::runs(&classes) {
             let mut calls = Vec::new();
             for slot in &mut planned[run] {
                 match slot.take() {
@@ -75,33 +81,24 @@ impl TurnCalls<'_, '_> {
         observer: &mut dyn RunObserver,
     ) -> Vec<ResultBlock> {
         let executor = &self.executor;
-        let roots = executor.sandbox.roots();
-        let secrets = executor.limits.secrets();
+        let roots = executor.sandbox().roots();
+        let secrets = executor.limits().secrets();
         let read: Vec<ReadCall<'_>> = calls.iter().map(ReadCall::new).collect();
         let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
         parallel::run_bounded(
             &read,
             self.max_parallel,
             self.cancel,
-            |call| {
-                let started = Instant::now();
-                let execution = call.execute(executor);
-                (execution, started.elapsed())
-            },
+            |call| call.execute(executor),
             |event| match event {
                 parallel::Progress::Tick => self.pass_on_relayed(observer),
                 parallel::Progress::Started(index) => {
                     report.calls += 1;
                     observer.on_event(&read[index].started_event(roots, &secrets));
                 }
-                parallel::Progress::Finished(index, (execution, took)) => {
-                    blocks[index] = Some(report_finished(
-                        report,
-                        &calls[index],
-                        execution,
-                        *took,
-                        observer,
-                    ));
+                parallel::Progress::Finished(index, execution) => {
+                    blocks[index] =
+                        Some(report_finished(report, &calls[index], execution, observer));
                 }
             },
         );
@@ -148,13 +145,12 @@ impl TurnCalls<'_, '_> {
         }
         let read = ReadCall::new(call);
         observer.on_event(&read.started_event(
-            self.executor.sandbox.roots(),
-            &self.executor.limits.secrets(),
+            self.executor.sandbox().roots(),
+            &self.executor.limits().secrets(),
         ));
-        let started = Instant::now();
         report.calls += 1;
         let execution = read.execute(self.executor);
-        report_finished(report, call, &execution, started.elapsed(), observer)
+        report_finished(report, call, &execution, observer)
     }
 }
 
@@ -162,11 +158,6 @@ impl TurnCalls<'_, '_> {
 pub(super) enum PlannedCall {
     Run(Call),
     Answered(ResultBlock),
-}
-
-/// Whether `call` only reads, and so may run beside other reads.
-fn is_read_only(call: &Call) -> bool {
-    registry::is_read_only(call.tool)
 }
 
 /// A call its tool has read once, for its display line and for its run.
@@ -215,12 +206,12 @@ impl<'c> ReadCall<'c> {
     }
 }
 
-/// Reports a call's end and returns its block.
+/// Reports a call's end and returns its block. Its duration is the call's own: the wait for
+/// the person's answer is not in it.
 fn report_finished(
     report: &mut RunReport,
     call: &Call,
     execution: &Execution,
-    took: Duration,
     observer: &mut dyn RunObserver,
 ) -> ResultBlock {
     if let Some(message) = &execution.audit_error {
@@ -240,7 +231,7 @@ fn report_finished(
         code: block.code.clone(),
         summary: execution.summary.clone(),
         advice,
-        duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        duration_ms: u64::try_from(execution.duration.as_millis()).unwrap_or(u64::MAX),
     });
     block
 }

@@ -213,17 +213,13 @@ impl Launch {
         };
         let mut run = AgentRun {
             provider: &mut self.provider,
-            executor: Executor {
-                sandbox: &self.sandbox,
-                policy: &self.policy,
-                session: Some(&session),
-                audit: AuditLog::default_location(),
-                limits,
-                approver: options.approver,
-                notebook: Some(&memory),
-                tasks: Some(&tasks),
-                restriction: None,
-            },
+            executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
+                .session(Some(&session))
+                .audit(AuditLog::default_location())
+                .limits(limits)
+                .notebook(&memory)
+                .tasks(&tasks)
+                .build(),
             settings: &self.settings,
             lenient: options.lenient,
             prompt: self.prompt.clone(),

@@ -1,9 +1,8 @@
-//! Parallel read-only calls (PROTOCOL.md §13 (The API loop: parallel calls), seed 001): in one assistant turn, every maximal run of
-//! consecutive read-only calls runs at once, on at most `limit` threads; every other call runs
-//! alone, in order. The loop (`turn`) decides which calls only read (it asks the tool)
-//! and hands each run here; results are reported as they happen and kept in call order.
+//! Parallel read-only calls (PROTOCOL.md §13 (The API loop: parallel calls), seed 001): the
+//! threads a run of calls goes on, at most `limit` at once. Which calls may run together is the
+//! call service's scheduler's to say ([`crate::tools::executor::schedule`]); the loop hands each
+//! run it plans here, and results are reported as they happen and kept in call order.
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
@@ -21,24 +20,6 @@ pub enum Progress<R> {
 
 /// How often [`Progress::Tick`] comes at least while items run.
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// The order to run a turn's calls in: each maximal run of consecutive read-only calls
-/// (`read_only[i]`) as one range, every other call as a range of its own.
-pub fn runs(read_only: &[bool]) -> Vec<Range<usize>> {
-    let mut runs = Vec::new();
-    let mut start = 0;
-    while start < read_only.len() {
-        let mut end = start + 1;
-        if read_only[start] {
-            while end < read_only.len() && read_only[end] {
-                end += 1;
-            }
-        }
-        runs.push(start..end);
-        start = end;
-    }
-    runs
-}
 
 /// Runs `work` on every item, at most `limit` at once, and reports each start and end to
 /// `report` on the calling thread as they happen. Once `cancel` is set no further item starts;
@@ -103,17 +84,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn reads_run_together_and_every_other_call_alone() {
-        let (r, w) = (true, false);
-        assert_eq!(
-            runs(&[r, r, w, r, w, w, r, r, r]),
-            vec![0..2, 2..3, 3..4, 4..5, 5..6, 6..9]
-        );
-        assert_eq!(runs(&[]), Vec::<Range<usize>>::new());
-        assert_eq!(runs(&[w]), vec![0..1]);
-    }
 
     /// Each item waits (at most 10 s) until every other item has started: only items that run
     /// at the same time can all get past the wait.

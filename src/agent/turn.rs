@@ -116,7 +116,7 @@ impl AgentRun<'_> {
     /// offered are read, so its executor refuses them as such.
     fn reading_set(&self) -> ToolSet {
         match self.kind {
-            RunKind::Main => self.executor.limits.tool_set,
+            RunKind::Main => self.executor.limits().tool_set,
             RunKind::Subagent { .. } => ToolSet::All,
         }
     }
@@ -125,7 +125,7 @@ impl AgentRun<'_> {
     fn offered_tools(&self, progress: &TurnProgress) -> &'static [ToolName] {
         match (self.kind, &progress.last_turn) {
             // The run's `--tools`, with the agent's own tools (see `Launch::prepare`).
-            (RunKind::Main, _) => self.executor.limits.tool_set.tools(),
+            (RunKind::Main, _) => self.executor.limits().tool_set.tools(),
             (RunKind::Subagent { .. }, LastTurn::Taken(_)) => &[ToolName::AgentComplete],
             (RunKind::Subagent { .. }, _) => ToolSet::Subagent.tools(),
         }
@@ -158,7 +158,7 @@ impl AgentRun<'_> {
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
-        let secrets = self.executor.limits.secrets();
+        let secrets = self.executor.limits().secrets();
         progress
             .history
             .iter_mut()
@@ -308,7 +308,7 @@ impl AgentRun<'_> {
         }
         if let LastTurn::Given(reason) = &progress.last_turn {
             progress.last_turn = LastTurn::Taken(reason.clone());
-            self.executor.restriction = Some(LAST_TURN);
+            self.executor.restrict(LAST_TURN);
         }
         None
     }
@@ -369,7 +369,7 @@ impl AgentRun<'_> {
 
     /// The request as sent: system message, history, special messages at their place.
     fn build_request(&self, progress: &TurnProgress) -> Vec<Message> {
-        let notes = folder_notes(self.executor.sandbox);
+        let notes = folder_notes(self.executor.sandbox());
         let specials = SpecialMessages::render(
             &self.prompt.role_definition,
             &self.memory.snapshot(),
@@ -377,7 +377,7 @@ impl AgentRun<'_> {
         );
         let mut request =
             assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
-        let secrets = self.executor.limits.secrets();
+        let secrets = self.executor.limits().secrets();
         request
             .iter_mut()
             .for_each(|message| message.mask(&secrets));
@@ -405,7 +405,7 @@ impl AgentRun<'_> {
         mut message: Message,
         observer: &mut dyn RunObserver,
     ) {
-        message.mask(&self.executor.limits.secrets());
+        message.mask(&self.executor.limits().secrets());
         progress.history.push(message);
         self.checkpoint(progress, observer);
     }
@@ -573,7 +573,7 @@ impl AgentRun<'_> {
             message: error.to_string(),
             consecutive: progress.consecutive_violations + 1,
         });
-        let root = self.executor.sandbox.roots().first();
+        let root = self.executor.sandbox().roots().first();
         let root = root.map(|root| root.display().to_string());
         violation_result_with_root(error, attempt, root.as_deref())
     }

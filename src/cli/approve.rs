@@ -108,7 +108,7 @@ impl Approver for YesApprover {
         self.terminal.approve_in_person(shown, reason)
     }
 
-    fn ask(&self, question: &Question<'_>) -> Approval {
+    fn ask(&self, question: &Question) -> Approval {
         if question.in_person {
             self.terminal.ask(question)
         } else {
@@ -196,19 +196,14 @@ impl Approver for TerminalApprover {
         self.ask_once(&approval_question(shown, reason, None, None))
     }
 
-    fn ask(&self, question: &Question<'_>) -> Approval {
-        let masked = |text: &'_ str| question.secrets.mask(text).into_owned();
-        let (shown, reason) = (masked(question.shown), masked(question.reason));
-        let preview = question.preview.map(masked);
+    fn ask(&self, question: &Question) -> Approval {
+        // Masked already (PROTOCOL.md §9 (Secrets and masking)).
+        let (shown, reason) = (&question.shown, &question.reason);
+        let preview = question.preview.as_deref();
         let Some(allowed) = self.allowed.as_ref().filter(|_| !question.in_person) else {
-            return self.ask_once(&approval_question(
-                &shown,
-                &reason,
-                preview.as_deref(),
-                None,
-            ));
+            return self.ask_once(&approval_question(shown, reason, preview, None));
         };
-        let key = (question.judged_as, question.shown.to_owned());
+        let key = (question.judged_as, question.identity.clone());
         {
             let allowed = lock(allowed);
             if allowed.tools.contains(&question.judged_as) {
@@ -220,9 +215,9 @@ impl Approver for TerminalApprover {
         }
         let offer = SessionOffer {
             judged_as: question.judged_as,
-            named: question.call.tool,
+            named: question.tool,
         };
-        let prompt = approval_question(&shown, &reason, preview.as_deref(), Some(offer));
+        let prompt = approval_question(shown, reason, preview, Some(offer));
         match self.put(&prompt) {
             Reply::Line(answer) if is_yes(&answer) => Approval::Yes,
             Reply::Line(answer) if answer == "c" => {

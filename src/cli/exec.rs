@@ -53,17 +53,11 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         None => None,
     };
     let approver = ExecApprover(approver(&args.run, super::approve::Asking::OneCall));
-    let executor = Executor {
-        sandbox: &sandbox,
-        policy: &config.policy,
-        session: session.as_ref(),
-        audit: AuditLog::default_location(),
-        limits: config.limits(),
-        approver: &approver,
-        notebook: None,
-        tasks: None,
-        restriction: None,
-    };
+    let executor = Executor::builder(&sandbox, &config.policy, &approver)
+        .session(session.as_ref())
+        .audit(AuditLog::default_location())
+        .limits(config.limits())
+        .build();
     let mut execution = executor.execute(&call);
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode: warning: {warning}");
@@ -117,7 +111,7 @@ impl Approver for ExecApprover {
         self.0.approve_in_person(shown, reason)
     }
 
-    fn ask(&self, question: &Question<'_>) -> Approval {
+    fn ask(&self, question: &Question) -> Approval {
         self.0.ask(question)
     }
 

@@ -354,12 +354,12 @@ pub enum ApproveMode {
     ReadOnly,
 }
 
-impl From<ApproveMode> for crate::tools::policy::Approval {
+impl From<ApproveMode> for crate::tools::policy::ApprovalMode {
     fn from(mode: ApproveMode) -> Self {
         match mode {
-            ApproveMode::Auto => crate::tools::policy::Approval::Auto,
-            ApproveMode::Ask => crate::tools::policy::Approval::Ask,
-            ApproveMode::ReadOnly => crate::tools::policy::Approval::ReadOnly,
+            ApproveMode::Auto => crate::tools::policy::ApprovalMode::Auto,
+            ApproveMode::Ask => crate::tools::policy::ApprovalMode::Ask,
+            ApproveMode::ReadOnly => crate::tools::policy::ApprovalMode::ReadOnly,
         }
     }
 }

@@ -164,7 +164,7 @@ impl Approver for PausingApprover<'_> {
         answer
     }
 
-    fn ask(&self, question: &Question<'_>) -> Approval {
+    fn ask(&self, question: &Question) -> Approval {
         self.spinner.pause(true);
         let answer = self.inner.ask(question);
         self.spinner.pause(false);

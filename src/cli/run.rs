@@ -545,7 +545,7 @@ impl Approver for RunWords<'_> {
         self.0.approve_in_person(shown, reason)
     }
 
-    fn ask(&self, question: &Question<'_>) -> Approval {
+    fn ask(&self, question: &Question) -> Approval {
         self.0.ask(question)
     }
 

@@ -59,17 +59,11 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let secrets = config.limits().secrets();
     let on_start = |call: &Call| terminal.started(call, sandbox.roots(), &secrets);
     let mut handler = Handler {
-        executor: Executor {
-            sandbox: &sandbox,
-            policy: &config.policy,
-            session: Some(&session),
-            audit: AuditLog::default_location(),
-            limits: config.limits(),
-            approver: approver.as_ref(),
-            notebook: None,
-            tasks: None,
-            restriction: None,
-        },
+        executor: Executor::builder(&sandbox, &config.policy, approver.as_ref())
+            .session(Some(&session))
+            .audit(AuditLog::default_location())
+            .limits(config.limits())
+            .build(),
         replay,
         lenient: args.run.lenient,
         tools: config.tool_set,

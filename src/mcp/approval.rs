@@ -1,99 +1,24 @@
-//! Approvals over MCP (PROTOCOL.md §14 (The MCP server)): flycode's policy decides first; a call it would ask about
-//! is asked through the client's elicitation (a small form: the call, its paths, for a write the
-//! size of the change), and refused with a message saying how to allow it in flycode.toml where
-//! the client cannot ask.
+//! Approvals over MCP (PROTOCOL.md §14 (The MCP server)): the call service decides; a call it
+//! would ask about is asked through the client's elicitation (a small form: the call, its paths,
+//! for a write the size of the change), and refused with a message saying how to allow it in
+//! flycode.toml where the client cannot ask.
 //!
-//! The question is asked before the executor runs, in the handler's async code, and the
-//! executor gets an [`AnsweredApprover`] holding the answer. The person may take minutes to
-//! answer: no thread and no lock is held meanwhile, so nothing can deadlock on a pending
-//! question, and the same answer serves both protocol eras (a server-to-client
+//! The question is asked in the handler's async code, between the service's decision and its
+//! run, and its answer is given to that decision ([`Ruling::answered`](crate::tools::executor::Ruling::answered)):
+//! nothing decides again, so nothing has to match what was shown with what runs. The person may
+//! take minutes to answer: no thread and no lock is held meanwhile, so nothing can deadlock on a
+//! pending question, and the same answer serves both protocol eras (a server-to-client
 //! `elicitation/create` request before 2026-07-28, an `input_required` result from then on).
-//! The executor still decides on its own: the approver answers only the question that was put
-//! to the person (the same call, shown the same way) and says "nobody could answer" to any
-//! other.
 
 use std::io::Read;
 use std::path::Path;
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 
-use crate::protocol::{ToolName, render_command};
-use crate::sandbox::{LastComponent, Sandbox};
-use crate::tools::Limits;
-use crate::tools::executor::{Approval, Approver, show_whole_call};
-use crate::tools::policy::{Decision, Policy};
+use crate::protocol::ToolName;
+use crate::sandbox::Sandbox;
+use crate::tools::executor::{Approval, Question};
 use crate::tools::registry::Invocation;
-
-/// A question policy wants answered before a call runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Question {
-    /// The whole call as the person must see it (see [`show_whole_call`]).
-    pub shown: String,
-    /// Why it needs a yes.
-    pub reason: String,
-    /// Only a person may answer (instruction files, dangerous environments): no configuration
-    /// can allow it.
-    pub in_person: bool,
-}
-
-/// The question policy would put for this call, exactly as the executor will put it; `None`
-/// when the call runs or is refused without asking.
-pub(crate) fn question(
-    invocation: &Invocation<'_>,
-    sandbox: &Sandbox,
-    policy: &Policy,
-    limits: &Limits,
-) -> Option<Question> {
-    let call = invocation.call;
-    let resolved: Vec<std::path::PathBuf> = invocation
-        .effects()
-        .changed()
-        .filter_map(|input| sandbox.resolve(input, LastComponent::Follow).ok())
-        .map(|path| path.absolute)
-        .collect();
-    match policy.decide_invocation(invocation, &resolved) {
-        Decision::Ask { reason, in_person } => Some(Question {
-            shown: show_whole_call(invocation, &render_command(call.tool, &call.args), limits),
-            reason,
-            in_person,
-        }),
-        Decision::Run | Decision::Deny { .. } => None,
-    }
-}
-
-/// Answers the one question the person was asked, with their answer; any other question
-/// (the call resolved differently by the time it ran) gets "nobody could answer".
-pub(crate) struct AnsweredApprover {
-    /// The call as it was shown to the person, if they were asked.
-    pub asked: Option<String>,
-    /// What they answered.
-    pub answer: Approval,
-}
-
-#[cfg(test)]
-impl AnsweredApprover {
-    /// An approver for a call nobody was asked about.
-    pub(crate) fn unasked() -> AnsweredApprover {
-        AnsweredApprover {
-            asked: None,
-            answer: Approval::Unavailable,
-        }
-    }
-}
-
-impl Approver for AnsweredApprover {
-    fn approve(&self, shown: &str, _reason: &str) -> Approval {
-        match &self.asked {
-            Some(asked) if asked == shown => self.answer.clone(),
-            _ => Approval::Unavailable,
-        }
-    }
-
-    /// The person answered in the client's own form, so the answer is theirs.
-    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.approve(shown, reason)
-    }
-}
 
 /// The person's answer in an elicitation result: accept runs the call; decline and cancel
 /// refuse it.
@@ -207,12 +132,12 @@ pub(crate) struct AllowAdvice<'a> {
 }
 
 /// What a refusal says when a client that can ask got no answer for this exact call (its form
-/// failed, or the call would now run differently than it was shown).
-pub(crate) fn unanswered_form(tool: ToolName, question: &Question) -> (String, String) {
+/// failed).
+pub(crate) fn unanswered_form(question: &Question) -> (String, String) {
     (
         format!(
-            "{tool} needs the user's approval ({}), and the client's approval form brought no answer for this exact call (the form failed, or the call would now run differently than it was shown); nothing was run",
-            question.reason
+            "{} needs the user's approval ({}), and the client's approval form brought no answer for this exact call (the form failed); nothing was run",
+            question.tool, question.reason
         ),
         "send the call again to be asked again, or do without it".to_owned(),
     )
@@ -221,11 +146,11 @@ pub(crate) fn unanswered_form(tool: ToolName, question: &Question) -> (String, S
 /// What a refusal says when the client cannot ask the person (no elicitation): the message
 /// the model and the person read, and the hint for the model.
 pub(crate) fn unanswerable(
-    tool: ToolName,
     judged_as: ToolName,
     question: &Question,
     advice: &AllowAdvice<'_>,
 ) -> (String, String) {
+    let tool = question.tool;
     let config_file = advice.config_file;
     let flag = advice
         .approve_flag
@@ -258,27 +183,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_approver_answers_only_the_question_asked() {
-        let approver = AnsweredApprover {
-            asked: Some("/process.run ls".into()),
-            answer: Approval::Yes,
-        };
-        assert_eq!(approver.approve("/process.run ls", "r"), Approval::Yes);
-        assert_eq!(
-            approver.approve_in_person("/process.run ls", "r"),
-            Approval::Yes
-        );
-        assert_eq!(
-            approver.approve("/process.run rm", "r"),
-            Approval::Unavailable
-        );
-        assert_eq!(
-            AnsweredApprover::unasked().approve("/process.run ls", "r"),
-            Approval::Unavailable
-        );
-    }
-
-    #[test]
     fn decline_and_cancel_refuse() {
         assert_eq!(
             answer_of(&ElicitResult::new(ElicitationAction::Accept)),
@@ -297,37 +201,31 @@ mod tests {
     #[test]
     fn the_refusal_says_how_to_allow_it() {
         let question = Question {
+            tool: ToolName::ProcessRun,
             shown: "/process.run ls".into(),
             reason: "process.run asks first".into(),
             in_person: false,
+            judged_as: ToolName::ProcessRun,
+            preview: None,
+            identity: String::new(),
         };
         let file = Path::new("/home/me/.config/flycode/flycode.toml");
         let advice = AllowAdvice {
             config_file: file,
             approve_flag: None,
         };
-        let (message, _) = unanswerable(
-            ToolName::ProcessRun,
-            ToolName::ProcessRun,
-            &question,
-            &advice,
-        );
+        let (message, _) = unanswerable(ToolName::ProcessRun, &question, &advice);
         assert!(!message.contains("--approve"), "{message}");
         let flagged = AllowAdvice {
             config_file: file,
             approve_flag: Some("--approve ask"),
         };
-        let (with_flag, _) = unanswerable(
-            ToolName::ProcessRun,
-            ToolName::ProcessRun,
-            &question,
-            &flagged,
-        );
+        let (with_flag, _) = unanswerable(ToolName::ProcessRun, &question, &flagged);
         assert!(
             with_flag.contains("started with --approve ask, which overrides the file"),
             "{with_flag}"
         );
-        let (unanswered, _) = unanswered_form(ToolName::ProcessRun, &question);
+        let (unanswered, _) = unanswered_form(&question);
         assert!(
             unanswered.contains("no answer for this exact call")
                 && !unanswered.contains("cannot ask"),
@@ -343,8 +241,8 @@ mod tests {
         );
         let (message, _) = unanswerable(
             ToolName::FsWrite,
-            ToolName::FsWrite,
             &Question {
+                tool: ToolName::FsWrite,
                 in_person: true,
                 ..question
             },

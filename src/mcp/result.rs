@@ -39,16 +39,9 @@ pub(crate) fn result_text(block: &ResultBlock) -> String {
     }
 }
 
-/// The `CallToolResult` for a rendered result block and the tool's structured data.
-///
-/// `structuredContent` is [`ResultBlock::report`]: what `flycode exec --json` prints without its
-/// `text` member, since the whole block rendered again would repeat the body a third time (it is
-/// in the text content and, for most tools, in `result`), tripling what a 1 MB read sends.
-///
-/// Takes the block: a body that is the whole text moves into it rather than being copied.
-///
-/// Every answer the server sends is made here, and masked here (PROTOCOL.md §9 (Secrets and masking)): the
-/// block (id, command, error, hint, headers, body) and the structured data, whoever made them.
+/// The `CallToolResult` for a result block the server made itself (an unknown tool, arguments
+/// the schema refuses), masked here (PROTOCOL.md §9 (Secrets and masking)): the block (id,
+/// command, error, hint, headers, body) and the structured data.
 pub(crate) fn call_tool_result(
     mut block: ResultBlock,
     tool: Option<ToolName>,
@@ -59,6 +52,22 @@ pub(crate) fn call_tool_result(
     if let Some(data) = &mut data {
         secrets.mask_value(data);
     }
+    execution_result(block, tool, data)
+}
+
+/// The `CallToolResult` for a block and structured data the call service made (and masked, at
+/// its one exit: not again here).
+///
+/// `structuredContent` is [`ResultBlock::report`]: what `flycode exec --json` prints without its
+/// `text` member, since the whole block rendered again would repeat the body a third time (it is
+/// in the text content and, for most tools, in `result`), tripling what a 1 MB read sends.
+///
+/// Takes the block: a body that is the whole text moves into it rather than being copied.
+pub(crate) fn execution_result(
+    mut block: ResultBlock,
+    tool: Option<ToolName>,
+    data: Option<Value>,
+) -> CallToolResult {
     let text = if block.ok
         && block.fields.is_empty()
         && block.body.as_ref().is_some_and(|b| !b.is_empty())

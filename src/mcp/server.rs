@@ -1,13 +1,14 @@
-//! The MCP handler: `tools/list` and `tools/call` over flycode's registry and executor.
+//! The MCP handler: `tools/list` and `tools/call` over flycode's registry and call service.
 //!
 //! A call goes: name and arguments checked against the schema (a bad one is an `isError`
-//! result, never run); the client's roots narrow the sandbox ([`super::roots`]); policy's
-//! question, if any, is asked through elicitation ([`super::approval`]); then the shared
-//! executor runs it on a blocking thread, which records it in the audit log like every other
-//! call. Requests are handled concurrently: read-only calls run side by side, calls that write
-//! or run programs take turns. A cancelled request (`notifications/cancelled`) sets the call's
-//! cancel flag, which kills a running program and everything it started. While a program runs,
-//! a request that carries a progress token gets a progress notification every second.
+//! result, never run); the client's roots narrow the sandbox ([`super::roots`]); the call service
+//! decides it ([`Executor::decide`]); its question, if any, is asked through elicitation
+//! ([`super::approval`]) and the answer given to that decision; then the call waits for its turn
+//! at the service's [`Gate`] (read-only calls run side by side, every other call alone) and the
+//! service runs it on a blocking thread, which records it in the audit log like every other
+//! call. A cancelled request (`notifications/cancelled`) sets the call's cancel flag, which kills
+//! a running program and everything it started. While a program runs, a request that carries a
+//! progress token gets a progress notification every second.
 
 // The SDK marks roots deprecated (SEP-2577), yet clients still send them, and PROTOCOL.md §14 (The MCP server) has
 // them narrow flycode's roots.
@@ -30,19 +31,21 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
 use super::approval::{
-    AllowAdvice, AnsweredApprover, Question, answer_of, elicitation, elicitation_message, question,
-    unanswerable, unanswered_form,
+    AllowAdvice, answer_of, elicitation, elicitation_message, unanswerable, unanswered_form,
 };
-use super::result::call_tool_result;
+use super::result::{call_tool_result, execution_result};
 use super::roots::{file_uri_path, narrow};
 use crate::protocol::args::validate_args;
-use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet, render_command};
+use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet};
 use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
-use crate::tools::Limits;
-use crate::tools::executor::{Approval, Decided, Executor, log_call};
+use crate::tools::executor::schedule::{CallClass, Gate};
+use crate::tools::executor::{
+    Approval, Execution, Executor, FixedApprover, Permit, Question, Ruling,
+};
 use crate::tools::policy::Policy;
-use crate::tools::registry::{Invocation, is_read_only};
+use crate::tools::registry::Invocation;
 use crate::tools::tool::BoundCall;
+use crate::tools::{Limits, ToolError};
 use sha2::{Digest, Sha256};
 
 /// The key of the approval question in an `input_required` result.
@@ -88,12 +91,12 @@ struct Shared {
     full: Arc<Sandbox>,
     tools: Vec<Tool>,
     /// The stale-read guard's memory: one server is one session.
-    session: Arc<Mutex<Session>>,
+    session: Mutex<Session>,
     client_roots: Mutex<ClientRoots>,
     /// Bumped when the client says its roots changed, so a list fetched before is not kept.
     roots_generation: AtomicU64,
-    /// Held by a call that writes or runs a program: those take turns.
-    changing: tokio::sync::Mutex<()>,
+    /// What may run together: reads side by side, every other call alone.
+    gate: Gate,
     /// Makes `requestState` unguessable: an answer is bound to the call it was asked for.
     state_key: String,
 }
@@ -120,10 +123,10 @@ impl McpServer {
                 settings,
                 full,
                 tools,
-                session: Arc::new(Mutex::new(Session::in_memory())),
+                session: Mutex::new(Session::in_memory()),
                 client_roots: Mutex::new(ClientRoots::Unknown),
                 roots_generation: AtomicU64::new(0),
-                changing: tokio::sync::Mutex::new(()),
+                gate: Gate::default(),
                 state_key,
             }),
         }
@@ -180,7 +183,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.shared.call(request, context).await
+        Arc::clone(&self.shared).call(request, context).await
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
@@ -192,65 +195,36 @@ impl ServerHandler for McpServer {
 /// How long a client (before 2026-07-28) is given to list its roots.
 const ROOTS_WAIT: Duration = Duration::from_secs(10);
 
-/// What the handler learned about a call before running it.
-struct Prepared {
-    question: Option<Question>,
+/// A decided call, waiting for its answer.
+struct Ruled {
+    /// What the call service ruled.
+    ruling: Ruling,
+    /// The form's message, where a form will be shown.
     message: String,
     judged_as: ToolName,
+    class: CallClass,
     runs_program: bool,
-    /// The call bound to its tool, for the run to use rather than parse the arguments again.
+    /// The call bound to its tool, for the run to use rather than parse the arguments again;
+    /// `None` where the tool cannot read the arguments (the service answers that).
     bound: Option<Box<dyn BoundCall>>,
 }
 
 impl Shared {
+    /// A `tools/call`: read, narrowed to the client's roots, decided, answered where asked, run
+    /// in its turn.
     async fn call(
-        &self,
+        self: Arc<Self>,
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let id = format!("mcp-{}", request_id_text(&context.id));
-        let set = self.settings.tool_set;
-        let Some(tool) = ToolName::from_mcp_name(&request.name, set) else {
-            let names: Vec<String> = set.tools().iter().map(|t| t.mcp_name()).collect();
-            let block = ResultBlock::failure(
-                Some(id),
-                request.name.to_string(),
-                ErrorCode::UnknownTool,
-                format!("{} is not one of flycode's tools", request.name),
-                Some(format!("call one of: {}", names.join(", "))),
-            );
-            return Ok(call_tool_result(block, None, None, &self.settings.limits.secrets()).into());
-        };
-        // Taken, not copied: a 1 MB write's content is in them.
-        let args = Value::Object(request.arguments.take().unwrap_or_default());
-        let args = match validate_args(tool, args) {
-            Ok(args) => args,
-            Err(error) => {
-                let block = ResultBlock::failure(
-                    Some(id),
-                    format!("/{tool}"),
-                    error.code(),
-                    error.to_string(),
-                    Some(error.hint()),
-                );
-                return Ok(call_tool_result(
-                    block,
-                    Some(tool),
-                    None,
-                    &self.settings.limits.secrets(),
-                )
-                .into());
-            }
-        };
-        let call = Call {
-            id: Some(id),
-            tool,
-            args,
+        let call = match self.read_call(&mut request, &context) {
+            Ok(call) => call,
+            Err(refused) => return Ok((*refused).into()),
         };
         let capabilities = context.client_capabilities();
+        let can_ask = can_elicit(capabilities.as_ref());
         let modern = is_modern(&context);
         let mut pending = InputRequests::new();
-
         let sandbox = match self
             .call_sandbox(
                 &request,
@@ -265,128 +239,180 @@ impl Shared {
             SandboxFor::Pending => self.full.clone(),
             SandboxFor::Refused(client) => return Ok(self.refuse_disjoint(&call, &client).into()),
         };
-
-        let mut prepared = self.prepare(&call, &sandbox, can_elicit(capabilities.as_ref()));
+        let mut ruled = self.decide(&call, &sandbox, can_ask);
         // The token binding an answer to its call: needed only where something is asked (it
         // hashes the whole call, a 1 MB write's content included).
-        let state = if prepared.question.is_some() || !pending.is_empty() {
-            self.request_state(&request.name, &call.args, prepared.question.as_ref())
+        let state = if ruled.ruling.question().is_some() || !pending.is_empty() {
+            self.request_state(&request.name, &call.args, ruled.ruling.question())
         } else {
             String::new()
         };
-        let answer = match &prepared.question {
-            None => Approval::Unavailable,
-            Some(_) if !can_elicit(capabilities.as_ref()) => Approval::Unavailable,
-            Some(_) if modern => {
-                let response = request
-                    .input_responses
-                    .as_ref()
-                    .and_then(|responses| responses.get(APPROVAL_KEY))
-                    .filter(|_| request.request_state.as_deref() == Some(state.as_str()));
-                match response {
-                    Some(response) => {
-                        match serde_json::from_value::<ElicitResult>(response.clone()) {
-                            Ok(result) => answer_of(&result),
-                            Err(_) => Approval::No,
-                        }
-                    }
-                    None => {
-                        pending.insert(
-                            APPROVAL_KEY.to_owned(),
-                            InputRequest::Elicitation(ElicitRequest::new(elicitation(
-                                prepared.message.clone(),
-                            ))),
-                        );
-                        Approval::Unavailable
-                    }
-                }
-            }
-            Some(_) => {
-                let asked = context
-                    .peer
-                    .create_elicitation(elicitation(prepared.message.clone()));
-                tokio::select! {
-                    result = asked => match result {
-                        Ok(result) => answer_of(&result),
-                        Err(error) => {
-                            eprintln!("flycode mcp: the client could not ask the user: {error}");
-                            Approval::Unavailable
-                        }
-                    },
-                    () = context.ct.cancelled() => {
-                        return Ok(self.cancelled_before_running(&call).into());
-                    }
-                }
-            }
+        let asking = ClientAsking {
+            request: &request,
+            context: &context,
+            modern,
+            can_ask,
+            state: &state,
+        };
+        let message = std::mem::take(&mut ruled.message);
+        let Some(answer) = asking
+            .answer(ruled.ruling.question(), message, &mut pending)
+            .await
+        else {
+            return Ok(self.cancelled_before_running(&call).into());
         };
         if !pending.is_empty() {
             return Ok(InputRequiredResult::new(Some(pending), Some(state)).into());
         }
-
-        let guard = if is_read_only(tool) {
-            None
-        } else {
+        let permit = self.permit(ruled.ruling, answer, can_ask, ruled.judged_as);
+        // Only a call that runs waits for its turn; a refusal is answered at once.
+        let pass = if permit.runs() {
             tokio::select! {
-                guard = self.changing.lock() => Some(guard),
+                pass = self.gate.enter(ruled.class) => Some(pass),
                 () = context.ct.cancelled() => {
                     return Ok(self.cancelled_before_running(&call).into());
                 }
             }
+        } else {
+            None
         };
-        let approver = AnsweredApprover {
-            asked: prepared.question.as_ref().map(|q| q.shown.clone()),
-            answer,
-        };
-        let bound = prepared.bound.take();
         let execution = self
             .run(
                 call,
-                bound,
+                ruled.bound,
                 sandbox,
-                approver,
-                prepared.runs_program,
+                permit,
+                ruled.runs_program,
                 &context,
             )
             .await?;
-        drop(guard);
-        let (call, mut execution) = execution;
-        if let Some(warning) = &execution.audit_error {
-            eprintln!("flycode mcp: warning: {warning}");
-        }
-        // Moved, not copied: a 1 MB read's content is in the data, and every copy counts.
-        let data = execution.output.take().map(|output| output.data);
-        let block = match (&execution.decided, &prepared.question) {
-            (Decided::Unanswered, Some(question)) => {
-                let (message, hint) = if can_elicit(capabilities.as_ref()) {
-                    unanswered_form(call.tool, question)
-                } else {
-                    unanswerable(
-                        call.tool,
-                        prepared.judged_as,
-                        question,
-                        &AllowAdvice {
-                            config_file: &self.settings.config_file,
-                            approve_flag: self.settings.approve_flag.as_deref(),
-                        },
-                    )
-                };
-                ResultBlock::failure(
-                    call.id.clone(),
-                    execution.command.clone(),
-                    ErrorCode::DeniedByPolicy,
-                    message,
-                    Some(hint),
-                )
-            }
-            _ => execution.block,
+        drop(pass);
+        Ok(answer_of_execution(execution).into())
+    }
+
+    /// The call the request names, its arguments checked against the schema; an unknown tool
+    /// or arguments the schema refuses are answered here, never run.
+    fn read_call(
+        &self,
+        request: &mut CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Call, Box<rmcp::model::CallToolResult>> {
+        let id = format!("mcp-{}", request_id_text(&context.id));
+        let set = self.settings.tool_set;
+        let secrets = self.settings.limits.secrets();
+        let Some(tool) = ToolName::from_mcp_name(&request.name, set) else {
+            let names: Vec<String> = set.tools().iter().map(|t| t.mcp_name()).collect();
+            let block = ResultBlock::failure(
+                Some(id),
+                request.name.to_string(),
+                ErrorCode::UnknownTool,
+                format!("{} is not one of flycode's tools", request.name),
+                Some(format!("call one of: {}", names.join(", "))),
+            );
+            return Err(Box::new(call_tool_result(block, None, None, &secrets)));
         };
-        Ok(call_tool_result(
-            block,
-            Some(call.tool),
-            data,
-            &self.settings.limits.secrets(),
-        )
-        .into())
+        // Taken, not copied: a 1 MB write's content is in them.
+        let args = Value::Object(request.arguments.take().unwrap_or_default());
+        match validate_args(tool, args) {
+            Ok(args) => Ok(Call {
+                id: Some(id),
+                tool,
+                args,
+            }),
+            Err(error) => {
+                let block = ResultBlock::failure(
+                    Some(id),
+                    format!("/{tool}"),
+                    error.code(),
+                    error.to_string(),
+                    Some(error.hint()),
+                );
+                Err(Box::new(call_tool_result(
+                    block,
+                    Some(tool),
+                    None,
+                    &secrets,
+                )))
+            }
+        }
+    }
+
+    /// An executor of the call service for a call in `sandbox`. It never asks anyone itself:
+    /// the server asks through the client and gives the answer to the service's decision.
+    fn executor<'s>(&'s self, sandbox: &'s Sandbox, limits: Limits) -> Executor<'s> {
+        static NOBODY: FixedApprover = FixedApprover(Approval::Unavailable);
+        Executor::builder(sandbox, &self.settings.policy, &NOBODY)
+            .session(Some(&self.session))
+            .audit(self.settings.audit.clone())
+            .limits(limits)
+            .build()
+    }
+
+    /// The service's ruling on the call, the form's message (only where a form will be shown:
+    /// it may read the file for a diff stat), and what the call is.
+    fn decide(&self, call: &Call, sandbox: &Sandbox, can_ask: bool) -> Ruled {
+        let Ok(invocation) = Invocation::new(call) else {
+            return Ruled {
+                ruling: Ruling::Run,
+                message: String::new(),
+                judged_as: call.tool,
+                class: CallClass::of(call.tool),
+                runs_program: false,
+                bound: None,
+            };
+        };
+        let ruling = self
+            .executor(sandbox, self.settings.limits.clone())
+            .decide(&invocation);
+        let message = ruling
+            .question()
+            .filter(|_| can_ask)
+            .map(|question| elicitation_message(question, &invocation, sandbox))
+            .unwrap_or_default();
+        // The form goes through the client, as every answer does: masked like them
+        // (PROTOCOL.md §9 (Secrets and masking)).
+        let message = self.settings.limits.secrets().mask(&message).into_owned();
+        Ruled {
+            ruling,
+            message,
+            judged_as: invocation.bound.judged_as(),
+            class: CallClass::of(call.tool),
+            runs_program: invocation.effects().program.is_some(),
+            bound: Some(invocation.bound),
+        }
+    }
+
+    /// What the ruling comes to with `answer`; a question nobody answered is refused in MCP's
+    /// words: the client cannot ask (and how to allow the call instead), or its form brought no
+    /// answer.
+    fn permit(
+        &self,
+        ruling: Ruling,
+        answer: Approval,
+        can_ask: bool,
+        judged_as: ToolName,
+    ) -> Permit {
+        let question = match &ruling {
+            Ruling::Ask(question) if answer == Approval::Unavailable => question,
+            _ => return ruling.answered(answer),
+        };
+        let (message, hint) = if can_ask {
+            unanswered_form(question)
+        } else {
+            unanswerable(
+                judged_as,
+                question,
+                &AllowAdvice {
+                    config_file: &self.settings.config_file,
+                    approve_flag: self.settings.approve_flag.as_deref(),
+                },
+            )
+        };
+        Permit::unanswered(ToolError::new(
+            ErrorCode::DeniedByPolicy,
+            message,
+            Some(&hint),
+        ))
     }
 
     /// The sandbox a call runs in: flycode's, or narrowed to the client's roots (asked for once,
@@ -516,43 +542,6 @@ impl Shared {
         }
     }
 
-    /// Policy's question for the call, the form's message (only where a form will be shown: it
-    /// may read the file for a diff stat), and what the call is.
-    fn prepare(&self, call: &Call, sandbox: &Sandbox, can_ask: bool) -> Prepared {
-        let Ok(invocation) = Invocation::new(call) else {
-            return Prepared {
-                question: None,
-                message: String::new(),
-                judged_as: call.tool,
-                runs_program: false,
-                bound: None,
-            };
-        };
-        let question = question(
-            &invocation,
-            sandbox,
-            &self.settings.policy,
-            &self.settings.limits,
-        );
-        let message = question
-            .as_ref()
-            .filter(|_| can_ask)
-            .map(|q| elicitation_message(q, &invocation, sandbox))
-            .unwrap_or_default();
-        // The form goes through the client, as every answer does: masked like them
-        // (PROTOCOL.md §9, Secrets and masking).
-        let message = self.settings.limits.secrets().mask(&message).into_owned();
-        let judged_as = invocation.bound.judged_as();
-        let runs_program = invocation.effects().program.is_some();
-        Prepared {
-            question,
-            message,
-            judged_as,
-            runs_program,
-            bound: Some(invocation.bound),
-        }
-    }
-
     /// An opaque token binding an answer to the exact call it was asked for.
     fn request_state(
         &self,
@@ -573,42 +562,29 @@ impl Shared {
         hex::encode(hasher.0.finalize())
     }
 
-    /// Runs the call on a blocking thread; a cancelled request sets its cancel flag, and a
-    /// program that runs long reports progress.
+    /// Runs the decided call on a blocking thread; a cancelled request sets its cancel flag, and
+    /// a program that runs long reports progress.
     async fn run(
-        &self,
+        self: &Arc<Self>,
         call: Call,
         bound: Option<Box<dyn BoundCall>>,
         sandbox: Arc<Sandbox>,
-        approver: AnsweredApprover,
+        permit: Permit,
         runs_program: bool,
         context: &RequestContext<RoleServer>,
-    ) -> Result<(Call, crate::tools::executor::Execution), McpError> {
+    ) -> Result<Execution, McpError> {
         let cancel = Arc::new(AtomicBool::new(false));
         let limits = Limits {
             cancel: Some(Arc::clone(&cancel)),
             ..self.settings.limits.clone()
         };
-        let policy = self.settings.policy.clone();
-        let audit = self.settings.audit.clone();
-        let session = Arc::clone(&self.session);
+        let shared = Arc::clone(self);
         let mut handle = tokio::task::spawn_blocking(move || {
-            let executor = Executor {
-                sandbox: &sandbox,
-                policy: &policy,
-                session: Some(&session),
-                audit,
-                limits,
-                approver: &approver,
-                notebook: None,
-                tasks: None,
-                restriction: None,
-            };
-            let execution = match bound {
-                Some(bound) => executor.execute_invocation(&Invocation { call: &call, bound }),
+            let executor = shared.executor(&sandbox, limits);
+            match bound {
+                Some(bound) => executor.run(&Invocation { call: &call, bound }, permit),
                 None => executor.execute(&call),
-            };
-            (call, execution)
+            }
         });
         let progress_token = context.meta.get_progress_token().filter(|_| runs_program);
         let started = Instant::now();
@@ -636,7 +612,7 @@ impl Shared {
     }
 
     /// A call refused because none of the client's roots lies inside flycode's: recorded in
-    /// the audit log like a refusal of the executor's.
+    /// the audit log like every refusal, by the call service.
     fn refuse_disjoint(&self, call: &Call, client: &[PathBuf]) -> rmcp::model::CallToolResult {
         let listed = client
             .iter()
@@ -652,13 +628,17 @@ impl Shared {
             .join(", ");
         self.refuse(
             call,
-            ErrorCode::OutsideRoots,
-            format!(
-                "{} was not run: none of the client's roots ({}) lies inside flycode's allowed roots ({ours})",
-                call.tool,
-                if listed.is_empty() { "none usable" } else { &listed }
+            ToolError::new(
+                ErrorCode::OutsideRoots,
+                format!(
+                    "{} was not run: none of the client's roots ({}) lies inside flycode's allowed roots ({ours})",
+                    call.tool,
+                    if listed.is_empty() { "none usable" } else { &listed }
+                ),
+                Some(
+                    "ask the user to open a folder inside flycode's roots in the client, or to add it with --root",
+                ),
             ),
-            "ask the user to open a folder inside flycode's roots in the client, or to add it with --root",
         )
     }
 
@@ -666,43 +646,91 @@ impl Shared {
     fn cancelled_before_running(&self, call: &Call) -> rmcp::model::CallToolResult {
         self.refuse(
             call,
-            ErrorCode::Cancelled,
-            format!("{} was cancelled before it started", call.tool),
-            "send the call again if it is still wanted",
+            ToolError::new(
+                ErrorCode::Cancelled,
+                format!("{} was cancelled before it started", call.tool),
+                Some("send the call again if it is still wanted"),
+            ),
         )
     }
 
-    /// A failure decided before the executor ran, logged as the executor logs its own.
-    fn refuse(
-        &self,
-        call: &Call,
-        code: ErrorCode,
-        message: String,
-        hint: &str,
-    ) -> rmcp::model::CallToolResult {
-        let secrets = self.settings.limits.secrets();
-        if let Some(audit) = &self.settings.audit
-            && let Err(error) = log_call(
-                audit,
-                &secrets,
-                call,
-                "denied",
-                Some(code),
-                Duration::ZERO,
-                None,
-            )
-        {
-            eprintln!("flycode mcp: warning: {error}");
-        }
-        let block = ResultBlock::failure(
-            call.id.clone(),
-            render_command(call.tool, &call.args),
-            code,
-            message,
-            Some(hint.to_owned()),
-        );
-        call_tool_result(block, Some(call.tool), None, &secrets)
+    /// A refusal the server decided before the call could run, answered and logged by the
+    /// call service like its own.
+    fn refuse(&self, call: &Call, error: ToolError) -> rmcp::model::CallToolResult {
+        let execution = self
+            .executor(&self.full, self.settings.limits.clone())
+            .refuse(call, error);
+        answer_of_execution(execution)
     }
+}
+
+/// What a request can carry of the person's answer.
+struct ClientAsking<'r> {
+    request: &'r CallToolRequestParams,
+    context: &'r RequestContext<RoleServer>,
+    /// The request speaks 2026-07-28 or later: the answer comes with the request sent again.
+    modern: bool,
+    /// The client can show the person a form.
+    can_ask: bool,
+    /// The token an answer must come back with.
+    state: &'r str,
+}
+
+impl ClientAsking<'_> {
+    /// The person's answer to `question`: none needed or none possible (`Unavailable`), given
+    /// with this request, asked for through `pending` (an `input_required` result), or asked now
+    /// through the client's form. `None` when the request was cancelled while the form was open.
+    async fn answer(
+        &self,
+        question: Option<&Question>,
+        message: String,
+        pending: &mut InputRequests,
+    ) -> Option<Approval> {
+        if question.is_none() || !self.can_ask {
+            return Some(Approval::Unavailable);
+        }
+        if self.modern {
+            let response = self
+                .request
+                .input_responses
+                .as_ref()
+                .and_then(|responses| responses.get(APPROVAL_KEY))
+                .filter(|_| self.request.request_state.as_deref() == Some(self.state));
+            return Some(match response {
+                Some(response) => serde_json::from_value::<ElicitResult>(response.clone())
+                    .map_or(Approval::No, |result| answer_of(&result)),
+                None => {
+                    pending.insert(
+                        APPROVAL_KEY.to_owned(),
+                        InputRequest::Elicitation(ElicitRequest::new(elicitation(message))),
+                    );
+                    Approval::Unavailable
+                }
+            });
+        }
+        let asked = self.context.peer.create_elicitation(elicitation(message));
+        tokio::select! {
+            result = asked => Some(match result {
+                Ok(result) => answer_of(&result),
+                Err(error) => {
+                    eprintln!("flycode mcp: the client could not ask the user: {error}");
+                    Approval::Unavailable
+                }
+            }),
+            () = self.context.ct.cancelled() => None,
+        }
+    }
+}
+
+/// The answer to a call the service ran or refused: its block and data as the service made
+/// and masked them.
+fn answer_of_execution(mut execution: Execution) -> rmcp::model::CallToolResult {
+    if let Some(warning) = &execution.audit_error {
+        eprintln!("flycode mcp: warning: {warning}");
+    }
+    // Moved, not copied: a 1 MB read's content is in the data, and every copy counts.
+    let data = execution.output.take().map(|output| output.data);
+    execution_result(execution.block, Some(execution.tool), data)
 }
 
 /// Where a call may run.

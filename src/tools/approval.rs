@@ -5,8 +5,7 @@ use serde_json::Value;
 
 use super::Limits;
 use super::registry::Invocation;
-use super::secrets::Secrets;
-use crate::protocol::{Call, ToolName};
+use crate::protocol::ToolName;
 
 /// Asks the person whether a call may run.
 pub trait Approver: Send + Sync {
@@ -14,7 +13,7 @@ pub trait Approver: Send + Sync {
     /// hidden characters escaped.
     fn approve(&self, shown: &str, reason: &str) -> Approval;
 
-    /// The same for a call only a person may allow (see [`Decision::Ask`](super::policy::Decision::Ask)'s `in_person`): an
+    /// The same for a call only a person may allow (see [`Question`]'s `in_person`): an
     /// approver that answers for the person (`--yes`) must pass it on to the person, or refuse.
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
         self.approve(shown, reason)
@@ -23,11 +22,11 @@ pub trait Approver: Send + Sync {
     /// The same question with the call it is about and what it would change, for an approver
     /// that shows more or remembers answers for the session (the terminal's). By default
     /// [`Approver::approve`], or [`Approver::approve_in_person`] for an in-person question.
-    fn ask(&self, question: &Question<'_>) -> Approval {
+    fn ask(&self, question: &Question) -> Approval {
         if question.in_person {
-            self.approve_in_person(question.shown, question.reason)
+            self.approve_in_person(&question.shown, &question.reason)
         } else {
-            self.approve(question.shown, question.reason)
+            self.approve(&question.shown, &question.reason)
         }
     }
 
@@ -44,27 +43,30 @@ pub trait Approver: Send + Sync {
     }
 }
 
-/// One question to the person, with what an approver needs beyond the call as shown.
-#[derive(Clone, Copy, Debug)]
-pub struct Question<'a> {
-    /// The call asked about.
-    pub call: &'a Call,
+/// A question the person must answer before a call runs. Everything in it is already masked
+/// (PROTOCOL.md §9 (Secrets and masking)): whoever shows it (the terminal, an MCP client's form)
+/// shows no secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// The tool asked about.
+    pub tool: ToolName,
     /// The tool policy judged it as (a `process.run` of a shell is a `shell.exec`): what an
     /// answer "this tool for the rest of the session" allows.
     pub judged_as: ToolName,
-    /// The call as it will run ([`show_whole_call`]).
-    pub shown: &'a str,
+    /// The whole call as the person must see it (see
+    /// [`show_whole_call`]).
+    pub shown: String,
     /// Why it needs a yes.
-    pub reason: &'a str,
-    /// Only a person may allow it ([`Decision::Ask`](super::policy::Decision::Ask)'s
-    /// `in_person`): no answer given for the session or by `--yes` counts.
+    pub reason: String,
+    /// Only a person may answer, never `--yes` nor any setting: the call would change what the
+    /// agent is told (`AGENTS.md`, `FLYCODE.md`) or what a program loads (`LD_PRELOAD`...).
     pub in_person: bool,
-    /// What it would change in files, secrets masked
-    /// ([`write_preview`](super::preview::write_preview)).
-    pub preview: Option<&'a str>,
-    /// flycode's secrets, which a question shows masked like everything else
-    /// (PROTOCOL.md §9 (Secrets and masking)).
-    pub secrets: &'a Secrets,
+    /// What it would change in files, for fs.write, fs.edit and fs.writeBatch
+    /// ([`write_preview`](crate::tools::preview::write_preview)).
+    pub preview: Option<String>,
+    /// The sha256 of the call as shown before masking: what an answer "this exact command for
+    /// the session" remembers (two calls that differ only in a secret's value look alike masked).
+    pub identity: String,
 }
 
 /// The person's answer.

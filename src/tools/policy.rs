@@ -10,10 +10,10 @@ use super::registry::Invocation;
 use super::tool::{ApprovalClass, Effects};
 use crate::protocol::{Call, ToolName};
 
-/// The approval mode.
+/// The approval mode (`--approve`, `approval =` in flycode.toml).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Approval {
+pub enum ApprovalMode {
     /// Run everything (but the calls that always ask).
     Auto,
     /// Read at once; ask before running programs, removing, moving and chmodding.
@@ -23,13 +23,13 @@ pub enum Approval {
     ReadOnly,
 }
 
-impl Approval {
+impl ApprovalMode {
     /// The mode as written in `flycode.toml` and after `--approve`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Approval::Auto => "auto",
-            Approval::Ask => "ask",
-            Approval::ReadOnly => "read-only",
+            ApprovalMode::Auto => "auto",
+            ApprovalMode::Ask => "ask",
+            ApprovalMode::ReadOnly => "read-only",
         }
     }
 }
@@ -46,9 +46,10 @@ pub enum ToolRule {
     Deny,
 }
 
-/// What to do with a call.
+/// What policy says of a call: the part of the call service's
+/// [`Ruling`](super::executor::Ruling) that the configuration decides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Judgement {
     /// Run it.
     Run,
     /// Ask the person first, saying why.
@@ -73,7 +74,7 @@ pub enum Decision {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
     /// The mode.
-    pub approval: Approval,
+    pub approval: ApprovalMode,
     /// Per-tool overrides.
     pub overrides: BTreeMap<ToolName, ToolRule>,
 }
@@ -112,36 +113,36 @@ pub fn is_dangerous_env(name: &str) -> bool {
 }
 
 impl Policy {
-    /// Decides what to do with `call`, judging instruction files by the text of its paths.
+    /// Judges `call`, judging instruction files by the text of its paths.
     /// Arguments the tool cannot read are refused (the executor never runs them).
-    pub fn decide(&self, call: &Call) -> Decision {
-        self.decide_resolved(call, &[])
+    pub fn judge(&self, call: &Call) -> Judgement {
+        self.judge_resolved(call, &[])
     }
 
-    /// Decides what to do with `call`; `resolved` are its paths after links and `..` were
+    /// Judges `call`; `resolved` are its paths after links and `..` were
     /// resolved, so `AGENTS.md/.` or a link to `AGENTS.md` is recognised too.
-    pub fn decide_resolved(&self, call: &Call, resolved: &[std::path::PathBuf]) -> Decision {
+    pub fn judge_resolved(&self, call: &Call, resolved: &[std::path::PathBuf]) -> Judgement {
         match Invocation::new(call) {
-            Ok(invocation) => self.decide_invocation(&invocation, resolved),
-            Err(error) => Decision::Deny {
+            Ok(invocation) => self.judge_invocation(&invocation, resolved),
+            Err(error) => Judgement::Deny {
                 reason: error.message,
                 advice: "the call's arguments could not be read".to_owned(),
             },
         }
     }
 
-    /// Decides what to do with a call whose tool has read its arguments, asking the tool what the
+    /// Judges a call whose tool has read its arguments, asking the tool what the
     /// call reads, changes and runs.
-    pub fn decide_invocation(
+    pub fn judge_invocation(
         &self,
         invocation: &Invocation<'_>,
         resolved: &[std::path::PathBuf],
-    ) -> Decision {
+    ) -> Judgement {
         let named = invocation.call.tool;
         let tool = invocation.bound.judged_as();
         let effects = invocation.effects();
-        if self.approval == Approval::ReadOnly && effects.is_mutating() {
-            return Decision::Deny {
+        if self.approval == ApprovalMode::ReadOnly && effects.is_mutating() {
+            return Judgement::Deny {
                 reason: format!("{named} writes or runs, and this session is read-only"),
                 advice: "flycode runs read-only (--approve read-only, or approval = \"read-only\" in flycode.toml); restart it with --approve ask to allow changes".to_owned(),
             };
@@ -151,13 +152,13 @@ impl Policy {
             .get(&tool)
             .or_else(|| self.overrides.get(&named));
         if rule == Some(&ToolRule::Deny) {
-            return Decision::Deny {
+            return Judgement::Deny {
                 reason: format!("{tool} is denied by the configuration"),
                 advice: deny_advice(tool),
             };
         }
         if let Some(reason) = always_ask(&effects, resolved) {
-            return Decision::Ask {
+            return Judgement::Ask {
                 reason,
                 in_person: true,
             };
@@ -165,17 +166,17 @@ impl Policy {
         let asks_by_default = super::registry::tool(tool)
             .is_some_and(|judged| judged.approval() == ApprovalClass::AsksFirst);
         match (rule, self.approval) {
-            (Some(ToolRule::Allow), _) | (None, Approval::Auto) => Decision::Run,
-            (Some(ToolRule::Ask), _) => Decision::Ask {
+            (Some(ToolRule::Allow), _) | (None, ApprovalMode::Auto) => Judgement::Run,
+            (Some(ToolRule::Ask), _) => Judgement::Ask {
                 reason: format!("the configuration asks before {tool}"),
                 in_person: false,
             },
-            (None, _) if asks_by_default => Decision::Ask {
+            (None, _) if asks_by_default => Judgement::Ask {
                 reason: format!("{tool} asks first"),
                 in_person: false,
             },
-            (None, _) => Decision::Run,
-            (Some(ToolRule::Deny), _) => Decision::Deny {
+            (None, _) => Judgement::Run,
+            (Some(ToolRule::Deny), _) => Judgement::Deny {
                 reason: format!("{tool} is denied by the configuration"),
                 advice: deny_advice(tool),
             },
@@ -266,27 +267,27 @@ mod tests {
         }
     }
 
-    fn policy(approval: Approval) -> Policy {
+    fn policy(approval: ApprovalMode) -> Policy {
         Policy {
             approval,
             overrides: BTreeMap::new(),
         }
     }
 
-    fn is_ask(decision: &Decision) -> bool {
-        matches!(decision, Decision::Ask { .. })
+    fn is_ask(judgement: &Judgement) -> bool {
+        matches!(judgement, Judgement::Ask { .. })
     }
 
     #[test]
     fn ask_mode_runs_reads_and_asks_before_running_removing_moving_chmodding() {
-        let ask = policy(Approval::Ask);
+        let ask = policy(ApprovalMode::Ask);
         assert_eq!(
-            ask.decide(&call(ToolName::FsRead, json!({"path": "/a"}))),
-            Decision::Run
+            ask.judge(&call(ToolName::FsRead, json!({"path": "/a"}))),
+            Judgement::Run
         );
         assert_eq!(
-            ask.decide(&call(ToolName::FsWrite, json!({"path": "/a"}))),
-            Decision::Run
+            ask.judge(&call(ToolName::FsWrite, json!({"path": "/a"}))),
+            Judgement::Run
         );
         for tool in [
             ToolName::ProcessRun,
@@ -295,13 +296,13 @@ mod tests {
             ToolName::FsMv,
             ToolName::FsChmod,
         ] {
-            assert!(is_ask(&ask.decide(&call(tool, json!({})))), "{tool}");
+            assert!(is_ask(&ask.judge(&call(tool, json!({})))), "{tool}");
         }
     }
 
     #[test]
     fn read_only_refuses_every_writing_or_running_tool() {
-        let read_only = policy(Approval::ReadOnly);
+        let read_only = policy(ApprovalMode::ReadOnly);
         let reads = [
             ToolName::FsLs,
             ToolName::FsRead,
@@ -311,9 +312,9 @@ mod tests {
             ToolName::AgentNote,
         ];
         for tool in ToolName::WITH_AGENT_TOOLS {
-            let decision = read_only.decide(&call(tool, json!({})));
+            let decision = read_only.judge(&call(tool, json!({})));
             assert_eq!(
-                matches!(decision, Decision::Deny { .. }),
+                matches!(decision, Judgement::Deny { .. }),
                 !reads.contains(&tool),
                 "{tool}"
             );
@@ -322,20 +323,20 @@ mod tests {
 
     #[test]
     fn some_calls_ask_even_under_auto() {
-        let auto = policy(Approval::Auto);
+        let auto = policy(ApprovalMode::Auto);
         assert_eq!(
-            auto.decide(&call(ToolName::ShellExec, json!({"command": "ls"}))),
-            Decision::Run
+            auto.judge(&call(ToolName::ShellExec, json!({"command": "ls"}))),
+            Judgement::Run
         );
-        assert!(is_ask(&auto.decide(&call(
+        assert!(is_ask(&auto.judge(&call(
             ToolName::FsWrite,
             json!({"path": "/w/AGENTS.md"})
         ))));
-        assert!(is_ask(&auto.decide(&call(
+        assert!(is_ask(&auto.judge(&call(
             ToolName::FsWriteBatch,
             json!({"files": [{"path": "/w/a"}, {"path": "/w/flycode.md"}]})
         ))));
-        assert!(is_ask(&auto.decide(&call(
+        assert!(is_ask(&auto.judge(&call(
             ToolName::FsMv,
             json!({"fromPath": "/w/x", "toPath": "/w/FLYCODE.md"})
         ))));
@@ -346,15 +347,15 @@ mod tests {
             "BASH_ENV",
             "ENV",
         ] {
-            let decision = auto.decide(&call(
+            let decision = auto.judge(&call(
                 ToolName::ProcessRun,
                 json!({"command": "ls", "env": {name: "x"}}),
             ));
             assert!(is_ask(&decision), "{name}");
         }
         assert_eq!(
-            auto.decide(&call(ToolName::FsRead, json!({"path": "/w/AGENTS.md"}))),
-            Decision::Run
+            auto.judge(&call(ToolName::FsRead, json!({"path": "/w/AGENTS.md"}))),
+            Judgement::Run
         );
     }
 
@@ -364,15 +365,15 @@ mod tests {
         overrides.insert(ToolName::ShellExec, ToolRule::Deny);
         overrides.insert(ToolName::ProcessRun, ToolRule::Allow);
         let strict = Policy {
-            approval: Approval::Ask,
+            approval: ApprovalMode::Ask,
             overrides,
         };
         assert_eq!(
-            strict.decide(&call(
+            strict.judge(&call(
                 ToolName::ProcessRun,
                 json!({"command": "git", "args": ["status"]})
             )),
-            Decision::Run
+            Judgement::Run
         );
         for (program, args) in [
             ("bash", json!(["-c", "rm -rf /"])),
@@ -380,11 +381,11 @@ mod tests {
             ("node", json!(["-e", "1"])),
             ("env", json!(["sh"])),
         ] {
-            let decision = strict.decide(&call(
+            let decision = strict.judge(&call(
                 ToolName::ProcessRun,
                 json!({"command": program, "args": args}),
             ));
-            assert!(matches!(decision, Decision::Deny { .. }), "{program}");
+            assert!(matches!(decision, Judgement::Deny { .. }), "{program}");
         }
     }
 
@@ -394,15 +395,15 @@ mod tests {
         overrides.insert(ToolName::FsWrite, ToolRule::Ask);
         overrides.insert(ToolName::FsRm, ToolRule::Allow);
         let configured = Policy {
-            approval: Approval::Ask,
+            approval: ApprovalMode::Ask,
             overrides,
         };
         assert!(is_ask(
-            &configured.decide(&call(ToolName::FsWrite, json!({"path": "/a"})))
+            &configured.judge(&call(ToolName::FsWrite, json!({"path": "/a"})))
         ));
         assert_eq!(
-            configured.decide(&call(ToolName::FsRm, json!({"path": "/a"}))),
-            Decision::Run
+            configured.judge(&call(ToolName::FsRm, json!({"path": "/a"}))),
+            Judgement::Run
         );
     }
 }

@@ -34,7 +34,7 @@ pub enum Handled {
     /// Not a reply with a call: nothing to do.
     Ignored,
     /// A result to hand back.
-    Answered(Answer),
+    Answered(Box<Answer>),
     /// Nothing to hand back, but something the person should hear of (a call without its
     /// fence that cannot be answered, or was answered before).
     Noticed(Notice),
@@ -64,8 +64,10 @@ pub struct Answer {
     pub block: String,
     /// Bytes of the result body.
     pub body_bytes: usize,
-    /// How long it took.
+    /// How long it took, the wait for the person's answer left out (PROTOCOL.md §12 (Watching)).
     pub duration: Duration,
+    /// How long the person took to answer the approval question.
+    pub waited: Duration,
     /// Answered from the replay store, not run.
     pub replayed: bool,
     /// The replay store could not be saved (the call ran; a restart might run it again).
@@ -94,6 +96,7 @@ impl Answer {
             block: String::new(),
             body_bytes: 0,
             duration: Duration::ZERO,
+            waited: Duration::ZERO,
             replayed: false,
             store_error: None,
             reused_id: false,
@@ -171,7 +174,7 @@ impl Handler<'_> {
                 if attempt.id.is_none() && parsed.call_blocks().count() == 1 {
                     answer.legible_id = parsed.call_blocks().find_map(|b| legible_id(&b.content));
                 }
-                let root = self.executor.sandbox.roots().first();
+                let root = self.executor.sandbox().roots().first();
                 let root = root.map(|root| root.display().to_string());
                 violation_result_with_root(&error, &attempt, root.as_deref())
             }
@@ -180,7 +183,7 @@ impl Handler<'_> {
                 None => return Handled::Ignored,
             },
         };
-        Handled::Answered(self.finish(block, answer, started))
+        Handled::Answered(Box::new(self.finish(block, answer, started)))
     }
 
     /// The stored result of a call run before, else the result of running it (remembered).
@@ -199,6 +202,7 @@ impl Handler<'_> {
                     answer.announced = true;
                 }
                 let execution = self.executor.execute(call);
+                answer.waited = execution.waited;
                 let rendered = execution.block.render();
                 answer.advice = execution.advice().map(str::to_owned);
                 answer.store_error = self
@@ -213,14 +217,14 @@ impl Handler<'_> {
     /// `answer` completed from `block`, masked as it leaves, whoever made it (PROTOCOL.md §9
     /// (Secrets and masking)).
     fn finish(&self, mut block: ResultBlock, mut answer: Answer, started: Instant) -> Answer {
-        self.executor.limits.secrets().mask_block(&mut block);
+        self.executor.limits().secrets().mask_block(&mut block);
         answer.command.clone_from(&block.command);
         answer.id.clone_from(&block.id);
         answer.ok = block.ok;
         answer.code.clone_from(&block.code);
         answer.body_bytes = block.body.as_ref().map_or(0, String::len);
         answer.block = block.render();
-        answer.duration = started.elapsed();
+        answer.duration = started.elapsed().saturating_sub(answer.waited);
         answer
     }
 
@@ -252,7 +256,7 @@ impl Handler<'_> {
             near_miss: Some(notice),
             ..Answer::empty()
         };
-        Handled::Answered(self.finish(block, answer, started))
+        Handled::Answered(Box::new(self.finish(block, answer, started)))
     }
 
     /// The answer to a reply over the reply limit (also for an inbox file not read because of
@@ -262,7 +266,7 @@ impl Handler<'_> {
         let size = too_large
             .size
             .map_or_else(String::new, |size| format!(" of {}", human_size(size)));
-        Handled::Answered(Answer {
+        Handled::Answered(Box::new(Answer {
             command: format!("(a reply{size}, over max_reply_bytes: not read)"),
             id: block.id.clone(),
             code: block.code.clone(),
@@ -270,7 +274,7 @@ impl Handler<'_> {
             duration: started.elapsed(),
             advice: Some(too_large.advice()),
             ..Answer::empty()
-        })
+        }))
     }
 
     /// Stores what a call earned: a result that ran for good; a refusal only under this

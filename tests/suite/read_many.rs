@@ -319,10 +319,9 @@ fn files_shown_whole_are_remembered_for_the_stale_read_guard() {
     let policy = Policy::default();
     let approver = FixedApprover(Approval::Yes);
     let session = Mutex::new(Session::in_memory());
-    let executor = Executor {
-        session: Some(&session),
-        ..Executor::new(&sandbox, &policy, &approver)
-    };
+    let executor = Executor::builder(&sandbox, &policy, &approver)
+        .session(Some(&session))
+        .build();
     let call = Call {
         args: json!({"paths": [root.at("*.txt")], "maxBytesPerFile": 100})
             .as_object()

@@ -298,17 +298,13 @@ impl Tasks<'_> {
         let session = Mutex::new(Session::in_memory());
         let mut run = AgentRun {
             provider: provider.as_mut(),
-            executor: Executor {
-                sandbox: self.sandbox,
-                policy: self.policy,
-                session: Some(&session),
-                audit: self.audit.clone(),
-                limits: self.limits.clone(),
-                approver: self.approver,
-                notebook: Some(&memory),
-                tasks: None,
-                restriction: Some(SUBAGENT_ONLY),
-            },
+            executor: Executor::builder(self.sandbox, self.policy, self.approver)
+                .session(Some(&session))
+                .audit(self.audit.clone())
+                .limits(self.limits.clone())
+                .notebook(&memory)
+                .restriction(SUBAGENT_ONLY)
+                .build(),
             settings: &child_settings,
             lenient: self.lenient,
             prompt,

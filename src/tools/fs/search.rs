@@ -78,7 +78,7 @@ use thiserror::Error;
 use crate::protocol::ErrorCode;
 use crate::sandbox::mask::{MaskingReader, Secrets};
 use crate::sandbox::walk::{self as tree, WalkTarget};
-use order::{Collector, Gate};
+use order::{Collector, LookaheadGate};
 use walk::DirWalk;
 
 pub use crate::sandbox::walk::Start;
@@ -310,7 +310,7 @@ impl<'a> Query<'a> {
                 .collect(),
         };
         let limit = request.limit.max(1);
-        let gate = Gate::default();
+        let gate = LookaheadGate::default();
         let (job_tx, job_rx) = mpsc::channel::<SearchJob>();
         let (result_tx, result_rx) = mpsc::channel::<(usize, Vec<FileOutcome>)>();
         let job_rx = Mutex::new(job_rx);
@@ -511,7 +511,7 @@ fn search_files(
     matcher: &RegexMatcher,
     request: &SearchRequest,
     limit: usize,
-    gate: &Gate,
+    gate: &LookaheadGate,
 ) {
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -555,7 +555,7 @@ fn search_file(
     path: PathBuf,
     request: &SearchRequest,
     cap: usize,
-    gate: &Gate,
+    gate: &LookaheadGate,
 ) -> FileOutcome {
     let Ok((file, meta)) = opened else {
         return FileOutcome::Unreadable;
@@ -600,7 +600,7 @@ fn passes_metadata(meta: &Metadata, request: &SearchRequest) -> bool {
 /// A file that reads as ended once the search has stopped, so no worker lingers on a big file.
 struct StoppableReader<'a> {
     file: File,
-    gate: &'a Gate,
+    gate: &'a LookaheadGate,
 }
 
 impl Read for StoppableReader<'_> {

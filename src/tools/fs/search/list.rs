@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
-use super::order::Gate;
+use super::order::LookaheadGate;
 use super::walk::DirWalk;
 use super::{Item, NameFilter, SearchJob};
 use crate::sandbox::walk::{Start, WalkTarget, list};
@@ -64,7 +64,7 @@ pub fn list_files(
         glob: None,
         extensions: Vec::new(),
     };
-    let gate = Gate::default();
+    let gate = LookaheadGate::default();
     let (jobs, received) = mpsc::channel::<SearchJob>();
     thread::scope(|scope| -> io::Result<()> {
         let (names, gate) = (&names, &gate);

@@ -1,5 +1,5 @@
 //! Putting results back in path order and stopping at the limit: the walker may run only so far
-//! ahead of the report ([`Gate`]), and the collector emits files in the order they were found,
+//! ahead of the report ([`LookaheadGate`]), and the collector emits files in the order they were found,
 //! counting matching lines until the limit ([`Collector`]).
 
 use std::collections::BTreeMap;
@@ -10,14 +10,14 @@ use super::*;
 
 /// Lets the walker run at most [`LOOKAHEAD`] files ahead of the report, and stops everyone.
 #[derive(Default)]
-pub(super) struct Gate {
+pub(super) struct LookaheadGate {
     stopped: AtomicBool,
-    state: Mutex<GateState>,
+    state: Mutex<LookaheadState>,
     changed: Condvar,
 }
 
 #[derive(Default)]
-struct GateState {
+struct LookaheadState {
     /// Files reported so far.
     reported: usize,
     /// Whether the search is over.
@@ -26,7 +26,7 @@ struct GateState {
     waiting: bool,
 }
 
-impl Gate {
+impl LookaheadGate {
     pub(super) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Relaxed)
     }
@@ -93,7 +93,7 @@ impl Collector {
     pub(super) fn collect(
         &mut self,
         results: mpsc::Receiver<(usize, Vec<FileOutcome>)>,
-        gate: &Gate,
+        gate: &LookaheadGate,
     ) {
         let mut pending = BTreeMap::new();
         let mut next = 0;

@@ -16,7 +16,7 @@ use std::sync::{Arc, mpsc};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-use super::order::Gate;
+use super::order::LookaheadGate;
 use super::{BATCH, Item, NameFilter, SearchError, SearchJob};
 use crate::sandbox::walk::start::{descend, names};
 use crate::sandbox::walk::{
@@ -105,7 +105,7 @@ struct Frame {
 /// Hands out items in batches of [`BATCH`], never more than the gate allows ahead.
 struct Batcher<'a> {
     jobs: mpsc::Sender<SearchJob>,
-    gate: &'a Gate,
+    gate: &'a LookaheadGate,
     first: usize,
     items: Vec<Item>,
 }
@@ -161,7 +161,7 @@ impl DirWalk {
         shown: &Path,
         names: &NameFilter,
         jobs: mpsc::Sender<SearchJob>,
-        gate: &Gate,
+        gate: &LookaheadGate,
     ) {
         let DirWalk {
             dir,
@@ -210,7 +210,7 @@ struct Walking<'a> {
     names: &'a NameFilter,
     /// flycode's own paths below the walk, as the walk shows them.
     skip: Vec<PathBuf>,
-    gate: &'a Gate,
+    gate: &'a LookaheadGate,
     batcher: Batcher<'a>,
     /// Directories done being walked that still hold a handle, by the index of their last file.
     open_dirs: VecDeque<usize>,

@@ -1,0 +1,650 @@
+//! The call service: every door (`flycode exec`, `watch`, `run` and its sub-agents, `mcp`)
+//! runs its calls here, and only here is a call decided, run and recorded.
+//!
+//! A call is bound to its tool once ([`Invocation`]), then *decided* ([`Executor::decide`]: run,
+//! ask the person, or refuse, with the reason; a sub-agent's [`Restriction`] and policy), then,
+//! once its question is answered ([`Ruling::answered`], whoever answers: the terminal, `--yes`,
+//! an MCP client's form), *run* ([`Executor::run`]): the stale-read guard, the tool, the
+//! session's memory, and at the one exit the masking of flycode's secrets, the one audit line and
+//! the result block. [`Executor::execute`] does all of it for the doors that ask on the
+//! terminal; what may run beside what is [`schedule`]'s to say.
+//!
+//! One executor serves every caller, also several at once: it is `Send + Sync` and runs calls
+//! through `&self`. The session's memory is behind a lock, and the person is asked one question
+//! at a time and the audit log appended one line at a time across the whole process (every
+//! executor shares one terminal: a parent's and its sub-agents' alike), so concurrent read-only
+//! calls (PROTOCOL.md §13 (The API loop: parallel calls)) share it safely. Everything it needs
+//! to know about a tool it asks the tool ([`super::registry`]).
+
+mod conclude;
+mod ruling;
+pub mod schedule;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use self::ruling::{Granted, denied};
+pub use self::ruling::{Permit, Restriction, Ruling};
+pub use super::approval::{
+    Approval, Approver, Decider, FixedApprover, Question, Remembered, show_whole_call,
+};
+use super::policy::{Judgement, Policy};
+use super::registry::Invocation;
+use super::tool::{Notebook, TaskRunner, ToolContext};
+use super::{Limits, ToolError, ToolOutput};
+use crate::protocol::{Call, ResultBlock, ToolName, render_command};
+use crate::sandbox::{AuditLog, LastComponent, Sandbox, Session};
+
+/// What running a call produced.
+#[derive(Debug)]
+pub struct Execution {
+    /// The call's id.
+    pub id: Option<String>,
+    /// The tool.
+    pub tool: ToolName,
+    /// The call in slash form.
+    pub command: String,
+    /// The tool's output, when it succeeded, without its body: that has moved into `block`.
+    pub output: Option<ToolOutput>,
+    /// The error, when it failed.
+    pub error: Option<ToolError>,
+    /// The rendered answer.
+    pub block: ResultBlock,
+    /// What it did, in one line for the terminal (the tool's summary).
+    pub summary: String,
+    /// Why the audit log could not be written, if it could not.
+    pub audit_error: Option<String>,
+    /// Whether it ran, or who refused it.
+    pub decided: Decided,
+    /// How long the call took, the wait for the person's answer not counted (the audit log's
+    /// `durationMs`).
+    pub duration: Duration,
+    /// How long it waited for the person's answer.
+    pub waited: Duration,
+}
+
+/// Whether a call ran, or why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// Policy (and the person, where asked) let it run; it succeeded or failed on its own.
+    Ran,
+    /// Policy or the person refused it: the result depends on the session's policy.
+    Refused,
+    /// It needed a person's yes and nobody could answer: the result says nothing about the
+    /// call, so a watcher must not remember it.
+    Unanswered,
+}
+
+impl Execution {
+    /// Whether the call succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.block.ok
+    }
+
+    /// What the person at the terminal could do about a failure (never sent to the model).
+    pub fn advice(&self) -> Option<&str> {
+        self.error.as_ref().and_then(|e| e.advice.as_deref())
+    }
+}
+
+/// Runs calls against one sandbox and policy. Made by [`Executor::builder`].
+pub struct Executor<'a> {
+    sandbox: &'a Sandbox,
+    policy: &'a Policy,
+    /// The stale-read guard's memory, where the caller keeps one.
+    session: Option<&'a Mutex<Session>>,
+    /// Where executed calls are logged.
+    audit: Option<AuditLog>,
+    limits: Limits,
+    /// Asks the person, where a door runs whole calls ([`Executor::execute`]).
+    approver: &'a dyn Approver,
+    /// The agent's TODO list and notes, where `agent.todo` and `agent.note` exist (`flycode run`).
+    notebook: Option<&'a dyn Notebook>,
+    /// Runs `agent.task` (the main agent of `flycode run` only).
+    tasks: Option<&'a dyn TaskRunner>,
+    /// The only tools this executor runs (a sub-agent's), whatever the call says.
+    restriction: Option<Restriction>,
+}
+
+/// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
+/// door has them (no session memory, no audit log, the default limits, no notebook, no tasks and
+/// no restriction unless set).
+pub struct ExecutorBuilder<'a> {
+    executor: Executor<'a>,
+}
+
+impl<'a> ExecutorBuilder<'a> {
+    /// The stale-read guard's memory (PROTOCOL.md §10 (Stale-read guard)).
+    pub fn session(mut self, session: Option<&'a Mutex<Session>>) -> Self {
+        self.executor.session = session;
+        self
+    }
+
+    /// Where calls are logged (PROTOCOL.md §10 (Running calls), the audit log).
+    pub fn audit(mut self, audit: Option<AuditLog>) -> Self {
+        self.executor.audit = audit;
+        self
+    }
+
+    /// Output cap, default timeout, secrets and the cancel flag.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.executor.limits = limits;
+        self
+    }
+
+    /// The agent's TODO list and notes (`agent.todo`, `agent.note`).
+    pub fn notebook(mut self, notebook: &'a dyn Notebook) -> Self {
+        self.executor.notebook = Some(notebook);
+        self
+    }
+
+    /// What runs `agent.task`.
+    pub fn tasks(mut self, tasks: &'a dyn TaskRunner) -> Self {
+        self.executor.tasks = Some(tasks);
+        self
+    }
+
+    /// The only tools the executor runs.
+    pub fn restriction(mut self, restriction: Restriction) -> Self {
+        self.executor.restriction = Some(restriction);
+        self
+    }
+
+    /// The executor.
+    pub fn build(self) -> Executor<'a> {
+        self.executor
+    }
+}
+
+/// One question to the person at a time, in the whole process: there is one terminal, and
+/// every executor (the main agent's, each sub-agent's) shares it.
+static ASKING: Mutex<()> = Mutex::new(());
+
+impl<'a> Executor<'a> {
+    /// Starts an executor on `sandbox` under `policy`, asking `approver` where a call asks.
+    pub fn builder(
+        sandbox: &'a Sandbox,
+        policy: &'a Policy,
+        approver: &'a dyn Approver,
+    ) -> ExecutorBuilder<'a> {
+        ExecutorBuilder {
+            executor: Executor {
+                sandbox,
+                policy,
+                session: None,
+                audit: None,
+                limits: Limits::default(),
+                approver,
+                notebook: None,
+                tasks: None,
+                restriction: None,
+            },
+        }
+    }
+
+    /// An executor with nothing but the sandbox, policy and approver: what a one-off caller (a
+    /// test, a benchmark) needs.
+    pub fn new(
+        sandbox: &'a Sandbox,
+        policy: &'a Policy,
+        approver: &'a dyn Approver,
+    ) -> Executor<'a> {
+        Executor::builder(sandbox, policy, approver).build()
+    }
+
+    /// The sandbox calls run in.
+    pub fn sandbox(&self) -> &'a Sandbox {
+        self.sandbox
+    }
+
+    /// The limits calls run within (their secrets: [`Limits::secrets`]).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
+    pub fn restrict(&mut self, restriction: Restriction) {
+        self.restriction = Some(restriction);
+    }
+
+    /// Runs `call` whole: binds it, decides it, asks this executor's approver where the ruling
+    /// asks, runs it and renders its result block.
+    pub fn execute(&self, call: &Call) -> Execution {
+        match Invocation::new(call) {
+            Ok(invocation) => self.execute_invocation(&invocation),
+            // Arguments the schema let through but the tool cannot read (a schema bug).
+            Err(error) => {
+                self.conclude(call, Instant::now(), Err(error), (Decided::Ran, None), None)
+            }
+        }
+    }
+
+    /// [`Executor::execute`] for a call its tool has already read (the loop reads each call
+    /// once, for its display and its run).
+    pub fn execute_invocation(&self, invocation: &Invocation<'_>) -> Execution {
+        let ruling = self.decide(invocation);
+        let asked = Instant::now();
+        let permit = self.ask(ruling);
+        let waited = asked.elapsed();
+        let mut execution = self.run(invocation, permit);
+        execution.waited = waited;
+        execution
+    }
+
+    /// Decides the call: the restriction first, then policy (its paths judged as they resolve
+    /// now, so a link to `AGENTS.md` counts as one); nothing runs and nobody is asked.
+    pub fn decide(&self, invocation: &Invocation<'_>) -> Ruling {
+        let call = invocation.call;
+        if let Some(restriction) = &self.restriction
+            && !restriction.tools.contains(&call.tool)
+        {
+            return Ruling::Refuse(restriction.refusal(call.tool));
+        }
+        let resolved: Vec<PathBuf> = invocation
+            .effects()
+            .changed()
+            .filter_map(|input| self.sandbox.resolve(input, LastComponent::Follow).ok())
+            .map(|path| path.absolute)
+            .collect();
+        match self.policy.judge_invocation(invocation, &resolved) {
+            Judgement::Run => Ruling::Run,
+            Judgement::Deny { reason, advice } => {
+                Ruling::Refuse(denied(call.tool, &reason, advice))
+            }
+            Judgement::Ask { reason, in_person } => {
+                let secrets = self.limits.secrets();
+                let shown = show_whole_call(
+                    invocation,
+                    &render_command(call.tool, &call.args),
+                    &self.limits,
+                );
+                Ruling::Ask(Question {
+                    tool: call.tool,
+                    judged_as: invocation.bound.judged_as(),
+                    identity: crate::sandbox::sha256_hex(shown.as_bytes()),
+                    shown: secrets.mask(&shown).into_owned(),
+                    reason: secrets.mask(&reason).into_owned(),
+                    in_person,
+                    preview: super::preview::write_preview(call, self.sandbox, &secrets),
+                })
+            }
+        }
+    }
+
+    /// Puts the ruling's question, if any, to this executor's approver, one question at a time
+    /// in the whole process, and returns the answered ruling.
+    pub fn ask(&self, ruling: Ruling) -> Permit {
+        let (answer, in_person) = match &ruling {
+            Ruling::Ask(question) => {
+                let _one_question_at_a_time = lock(&ASKING);
+                (self.approver.ask(question), question.in_person)
+            }
+            Ruling::Run | Ruling::Refuse(_) => (Approval::Unavailable, false),
+        };
+        let mut permit = ruling.answered(answer);
+        // What the person could do about it, in the words of the door they came through.
+        if permit.by == Some(Decider::Unanswered)
+            && let Granted::Unanswered(error) = &mut permit.granted
+        {
+            error.advice = Some(self.approver.unanswered_advice(in_person).to_owned());
+        }
+        permit
+    }
+
+    /// Runs a decided call as `permit` allows (a refusal does not run), then logs it and renders
+    /// its result block, flycode's secrets masked.
+    pub fn run(&self, invocation: &Invocation<'_>, permit: Permit) -> Execution {
+        let call = invocation.call;
+        let started = Instant::now();
+        let (result, decided) = match permit.granted {
+            Granted::Refused(error) => (Err(error), Decided::Refused),
+            Granted::Unanswered(error) => (Err(error), Decided::Unanswered),
+            Granted::Run => {
+                let result = self.check_stale(invocation).and_then(|()| {
+                    invocation.bound.run(&ToolContext {
+                        sandbox: self.sandbox,
+                        limits: &self.limits,
+                        notebook: self.notebook,
+                        tasks: self.tasks,
+                        call_id: call.id.as_deref(),
+                    })
+                });
+                if let Ok(output) = &result {
+                    self.update_session(invocation, output);
+                }
+                (result, Decided::Ran)
+            }
+        };
+        self.conclude(
+            call,
+            started,
+            result,
+            (decided, permit.by),
+            Some(invocation.tool()),
+        )
+    }
+
+    /// A call the door refused before it could be decided (a request cancelled before it
+    /// started, roots that share nothing with flycode's): logged and answered like policy's
+    /// refusals, through the same exit.
+    pub fn refuse(&self, call: &Call, error: ToolError) -> Execution {
+        self.conclude(
+            call,
+            Instant::now(),
+            Err(error),
+            (Decided::Refused, None),
+            None,
+        )
+    }
+}
+
+/// The lock's data, also after a thread panicked while holding it (what it guards stays valid:
+/// a session's map, nothing at all).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
+mod tests {
+    use super::*;
+    use crate::sandbox::sha256_hex;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn one_executor_can_serve_several_threads() {
+        assert_send_sync::<Executor<'static>>();
+    }
+
+    /// Counts how many questions are open at once, holding each open a moment.
+    struct CountingApprover {
+        open: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Approver for CountingApprover {
+        fn approve(&self, _shown: &str, _reason: &str) -> Approval {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.open.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            self.open.fetch_sub(1, SeqCst);
+            Approval::No
+        }
+    }
+
+    #[test]
+    fn executors_on_several_threads_ask_one_question_at_a_time() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox =
+            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
+                .unwrap();
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::Ask,
+            ..Policy::default()
+        };
+        let approver = CountingApprover {
+            open: 0.into(),
+            most: 0.into(),
+        };
+        let call = Call {
+            id: None,
+            tool: ToolName::FsRm,
+            args: serde_json::json!({"path": root.join("a.txt")})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        // Separate executors (as a parent and its sub-agents have): one terminal all the same.
+        std::thread::scope(|threads| {
+            for _ in 0..4 {
+                threads.spawn(|| Executor::new(&sandbox, &policy, &approver).execute(&call));
+            }
+        });
+        assert_eq!(approver.most.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_read_and_a_write_remember_and_a_remove_forgets() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "one").unwrap();
+        let sandbox =
+            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
+                .unwrap();
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::Auto,
+            ..Policy::default()
+        };
+        let session = Mutex::new(Session::in_memory());
+        let executor = Executor::builder(&sandbox, &policy, &FixedApprover(Approval::Yes))
+            .session(Some(&session))
+            .build();
+        let path = root.join("a.txt");
+        let call = |tool: ToolName, args: serde_json::Value| Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap(),
+        };
+        assert!(
+            executor
+                .execute(&call(ToolName::FsRead, serde_json::json!({"path": path})))
+                .is_ok()
+        );
+        assert_eq!(
+            lock(&session).remembered(&path),
+            Some(sha256_hex(b"one").as_str())
+        );
+        std::fs::write(&path, "changed behind its back").unwrap();
+        let stale = executor.execute(&call(
+            ToolName::FsWrite,
+            serde_json::json!({"path": path, "mode": "overwrite", "content": "two"}),
+        ));
+        assert_eq!(stale.block.code.as_deref(), Some("stale_file"));
+        std::fs::write(&path, "one").unwrap();
+        let written = executor.execute(&call(
+            ToolName::FsWrite,
+            serde_json::json!({"path": path, "mode": "overwrite", "content": "two"}),
+        ));
+        assert!(written.is_ok(), "{:?}", written.block);
+        assert_eq!(
+            lock(&session).remembered(&path),
+            Some(sha256_hex(b"two").as_str())
+        );
+        let removed = executor.execute(&call(ToolName::FsRm, serde_json::json!({"path": path})));
+        assert!(removed.is_ok());
+        assert_eq!(lock(&session).remembered(&path), None);
+    }
+
+    #[test]
+    fn a_sessions_own_appends_never_make_its_next_write_stale() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox =
+            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
+                .unwrap();
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::Auto,
+            ..Policy::default()
+        };
+        let session = Mutex::new(Session::in_memory());
+        let executor = Executor::builder(&sandbox, &policy, &FixedApprover(Approval::Yes))
+            .session(Some(&session))
+            .build();
+        let call = |tool: ToolName, args: serde_json::Value| Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap(),
+        };
+        let append = |path: &PathBuf, line: &str| {
+            executor.execute(&call(
+                ToolName::FsWrite,
+                serde_json::json!({"path": path, "mode": "append", "content": line}),
+            ))
+        };
+        // Appends to a file the session never read: another writer's lines in between are no
+        // reason to refuse (nothing was read that could be stale), and nothing is remembered.
+        let log = root.join("log.txt");
+        assert!(append(&log, "mine 1\n").is_ok());
+        std::fs::write(&log, "mine 1\ntheirs\n").unwrap();
+        assert!(append(&log, "mine 2\n").is_ok());
+        assert_eq!(lock(&session).remembered(&log), None);
+        // Read, then its own appends: each one's hash is remembered, so none is stale.
+        let notes = root.join("notes.txt");
+        std::fs::write(&notes, "start\n").unwrap();
+        assert!(
+            executor
+                .execute(&call(ToolName::FsRead, serde_json::json!({"path": notes})))
+                .is_ok()
+        );
+        for n in 0..3 {
+            let done = append(&notes, &format!("line {n}\n"));
+            assert!(done.is_ok(), "{:?}", done.block);
+        }
+        let whole = std::fs::read(&notes).unwrap();
+        assert_eq!(
+            lock(&session).remembered(&notes),
+            Some(sha256_hex(&whole).as_str())
+        );
+        // A change by anyone else still counts.
+        std::fs::write(&notes, "rewritten by someone else\n").unwrap();
+        let stale = append(&notes, "late\n");
+        assert_eq!(stale.block.code.as_deref(), Some("stale_file"));
+    }
+
+    /// An approver that must never be asked (an MCP-style door answers the ruling itself).
+    struct NeverAsked;
+
+    impl Approver for NeverAsked {
+        fn approve(&self, shown: &str, _reason: &str) -> Approval {
+            panic!("the executor asked about {shown} although the door answered");
+        }
+    }
+
+    fn sandbox_on(root: &std::path::Path) -> Sandbox {
+        Sandbox::open(&crate::sandbox::Roots::resolve(&[root.to_owned()]).unwrap()).unwrap()
+    }
+
+    fn rm_call(path: &std::path::Path) -> Call {
+        Call {
+            id: Some("c-rm".into()),
+            tool: ToolName::FsRm,
+            args: serde_json::json!({"path": path})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_answer_given_to_a_decision_runs_exactly_that_call() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "one").unwrap();
+        std::fs::write(root.join("b.txt"), "two").unwrap();
+        let sandbox = sandbox_on(&root);
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::Ask,
+            ..Policy::default()
+        };
+        let executor = Executor::new(&sandbox, &policy, &NeverAsked);
+        let call = rm_call(&root.join("a.txt"));
+        let invocation = Invocation::new(&call).unwrap();
+        let ruling = executor.decide(&invocation);
+        let question = ruling.question().cloned().unwrap();
+        assert_eq!(question.tool, ToolName::FsRm);
+        assert!(question.shown.contains("a.txt"), "{}", question.shown);
+        let permit = ruling.answered(Approval::Yes);
+        assert!(permit.runs());
+        let execution = executor.run(&invocation, permit);
+        assert!(execution.is_ok(), "{:?}", execution.block);
+        assert_eq!(execution.decided, Decided::Ran);
+        assert!(!root.join("a.txt").exists());
+        assert!(root.join("b.txt").exists(), "another file was touched");
+        // Declined: refused, nothing removed.
+        let call = rm_call(&root.join("b.txt"));
+        let invocation = Invocation::new(&call).unwrap();
+        let declined = executor.run(
+            &invocation,
+            executor.decide(&invocation).answered(Approval::No),
+        );
+        assert_eq!(declined.decided, Decided::Refused);
+        assert_eq!(declined.block.code.as_deref(), Some("denied_by_policy"));
+        assert!(root.join("b.txt").exists());
+    }
+
+    #[test]
+    fn a_refused_decision_runs_nothing_and_writes_one_audit_line() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let audit = AuditLog::at(&logs.path().join("audit.jsonl"));
+        let sandbox = sandbox_on(&root);
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::ReadOnly,
+            ..Policy::default()
+        };
+        let executor = Executor::builder(&sandbox, &policy, &NeverAsked)
+            .audit(Some(audit.clone()))
+            .build();
+        let call = Call {
+            id: Some("c-write".into()),
+            tool: ToolName::FsWrite,
+            args: serde_json::json!({"path": root.join("new.txt"), "mode": "overwrite", "content": "x"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        let invocation = Invocation::new(&call).unwrap();
+        let ruling = executor.decide(&invocation);
+        assert!(matches!(ruling, Ruling::Refuse(_)), "{ruling:?}");
+        let execution = executor.run(&invocation, ruling.answered(Approval::Yes));
+        assert_eq!(execution.decided, Decided::Refused);
+        assert!(!root.join("new.txt").exists());
+        let logged = std::fs::read_to_string(audit.path()).unwrap();
+        let lines: Vec<&str> = logged.lines().collect();
+        assert_eq!(lines.len(), 1, "{logged}");
+        let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(line["outcome"], "denied");
+        assert_eq!(line["code"], "denied_by_policy");
+        assert_eq!(line["id"], "c-write");
+    }
+
+    /// Answers yes after a pause, noting when it answered.
+    struct SlowYes {
+        answered: Mutex<Option<Instant>>,
+    }
+
+    impl Approver for SlowYes {
+        fn approve(&self, _shown: &str, _reason: &str) -> Approval {
+            std::thread::sleep(Duration::from_millis(200));
+            *lock(&self.answered) = Some(Instant::now());
+            Approval::Yes
+        }
+    }
+
+    #[test]
+    fn the_wait_for_the_person_is_not_in_the_calls_duration() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "one").unwrap();
+        let sandbox = sandbox_on(&root);
+        let policy = Policy::default();
+        let approver = SlowYes {
+            answered: Mutex::new(None),
+        };
+        let executor = Executor::new(&sandbox, &policy, &approver);
+        let execution = executor.execute(&rm_call(&root.join("a.txt")));
+        assert!(execution.is_ok(), "{:?}", execution.block);
+        let answered = lock(&approver.answered).unwrap();
+        // The run began after the answer: its duration fits in the time since.
+        assert!(execution.duration <= answered.elapsed());
+        assert!(execution.waited >= Duration::from_millis(200));
+    }
+}
