@@ -39,7 +39,7 @@ pub(crate) fn elicitation(message: String) -> ElicitRequestParams {
 }
 
 /// The message of the form: why, the call in full (its paths among its arguments), and for a
-/// write the size of the change where it is cheap to tell.
+/// write the size of the change where it is cheap to tell and the diff the terminal shows.
 pub(crate) fn elicitation_message(
     question: &Question,
     invocation: &Invocation<'_>,
@@ -52,6 +52,11 @@ pub(crate) fn elicitation_message(
     if let Some(stat) = change_stat(invocation, sandbox) {
         message.push_str("\n\n");
         message.push_str(&stat);
+    }
+    // The same diff the terminal shows, masked and capped (PROTOCOL.md §10 (Running calls)).
+    if let Some(preview) = &question.preview {
+        message.push_str("\n\nIt would change:\n");
+        message.push_str(preview);
     }
     message
 }

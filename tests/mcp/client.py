@@ -93,7 +93,9 @@ async def main():
 
     async def elicit(context, params):
         questions.append(params.message)
-        action = "accept" if "please-accept" in params.message else "decline"
+        # The decision marker is looked for before the diff: a diff can quote an earlier call's content.
+        asked = params.message.split("\n\nIt would change:\n")[0]
+        action = "accept" if "please-accept" in asked else "decline"
         return types.ElicitResult(action=action, content={} if action == "accept" else None)
 
     elsewhere = os.path.join(os.path.dirname(root), "elsewhere")

@@ -403,6 +403,13 @@ fn the_approval_form_of_a_write_shows_the_size_of_the_change() {
             questions[0]
         );
         assert!(questions[0].contains("/fs.write"), "{}", questions[0]);
+        // The terminal's diff too: the line that goes, the lines that come.
+        assert!(
+            questions[0].contains("It would change:\n") && questions[0].contains("-two\n"),
+            "{mode}: {}",
+            questions[0]
+        );
+        assert!(questions[0].contains("+2\n"), "{mode}: {}", questions[0]);
         assert!(
             questions[1].contains("change: +1 -4 lines"),
             "{mode}: {}",
