@@ -225,19 +225,7 @@ impl Tasks<'_> {
     fn run_child(&self, task: &TaskArgs, task_id: &str, parent_call_id: Option<&str>) -> Envelope {
         let started = Instant::now();
         let model = self.model(task.model_choice());
-        let transcripts: Vec<PathBuf> = self
-            .transcripts
-            .iter()
-            .map(|parent| child_transcript_path(parent, task_id))
-            .collect();
-        let context = TaskContext {
-            task_id: task_id.to_owned(),
-            parent_call_id: parent_call_id.map(str::to_owned),
-            transcripts: transcripts
-                .iter()
-                .map(|path| path.display().to_string())
-                .collect(),
-        };
+        let (transcripts, context) = self.child_context(task_id, parent_call_id);
         let envelope = |status, result: &str, tallies, stats, context| {
             Envelope::new(
                 status,
@@ -287,6 +275,29 @@ impl Tasks<'_> {
             duration_ms: millis(started),
         };
         envelope(status, &result, observer.tallies, stats, context)
+    }
+
+    /// The child's transcripts (one beside each of the parent's) and the context its envelope
+    /// names.
+    fn child_context(
+        &self,
+        task_id: &str,
+        parent_call_id: Option<&str>,
+    ) -> (Vec<PathBuf>, TaskContext) {
+        let transcripts: Vec<PathBuf> = self
+            .transcripts
+            .iter()
+            .map(|parent| child_transcript_path(parent, task_id))
+            .collect();
+        let context = TaskContext {
+            task_id: task_id.to_owned(),
+            parent_call_id: parent_call_id.map(str::to_owned),
+            transcripts: transcripts
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect(),
+        };
+        (transcripts, context)
     }
 
     /// The child's role and API client; the words of the task's failure when either cannot be
