@@ -101,43 +101,8 @@ impl Launch {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, LaunchError> {
         let settings = resolve_settings(flags, &config.agent, env)?;
-        if let Some(path) = transcript
-            && let Ok(metadata) = crate::sandbox::host::symlink_metadata(path)
-            && !metadata.file_type().is_file()
-        {
-            return Err(LaunchError::TranscriptNotAFile {
-                path: path.to_owned(),
-            });
-        }
-        let mut transcripts: Vec<PathBuf> = state_dir()
-            .map(|dir| default_transcript_path(&dir, SystemTime::now()))
-            .into_iter()
-            .collect();
-        transcripts.extend(transcript.map(Path::to_path_buf));
-        // What the agent is told and what records it are flycode's own: no tool may change them.
-        // Every transcript a sub-agent of this run could write is flycode's too.
-        let child_transcripts = transcripts.iter().flat_map(|parent| {
-            (1..=settings.tasks.per_run)
-                .map(move |n| child_transcript_path(parent, &format!("task-{n}")))
-        });
-        let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
-            .into_iter()
-            .chain(settings.subagent_roles.iter().map(RoleChoice::file))
-            .flatten()
-            .map(Path::to_path_buf)
-            .collect();
-        // The transcripts record other calls' content: no tool may read them either.
-        let records: Vec<PathBuf> = transcripts
-            .iter()
-            .cloned()
-            .chain(child_transcripts)
-            .collect();
-        let protection = sandbox
-            .protection()
-            .clone()
-            .with_own_files(&own_files)
-            .with_records(&records);
-        let sandbox = sandbox.with_protection(protection);
+        let transcripts = run_transcripts(transcript)?;
+        let sandbox = protect_own_files(sandbox, &settings, &transcripts);
         // `--tools` chooses the file tools; flycode.toml's `tools` is the chat front ends' set
         // (PROTOCOL.md §13 (The API loop: `flycode run`)).
         let tool_set = config
@@ -155,18 +120,7 @@ impl Launch {
             retry_base: settings.retry_base,
             max_reply_bytes: config.max_reply_bytes,
         })?;
-        let limits = Limits {
-            // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY, and so
-            // is the light model's.
-            extra_secrets: settings
-                .api_key_source
-                .iter()
-                .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
-                .cloned()
-                .collect(),
-            tool_set,
-            ..config.limits()
-        };
+        let limits = run_limits(&settings, config, tool_set);
         Ok(Launch {
             max_reply_bytes: config.max_reply_bytes,
             prompt_context,
@@ -276,4 +230,72 @@ fn build_prompt(
     };
     let prompt = assemble_prompt(&context, &PromptOverrides { role, system });
     Ok((prompt, context))
+}
+
+/// The run's transcripts: the default one in the state folder and the one `--transcript`
+/// names, which must not be anything but a file.
+fn run_transcripts(transcript: Option<&Path>) -> Result<Vec<PathBuf>, LaunchError> {
+    if let Some(path) = transcript
+        && let Ok(metadata) = crate::sandbox::host::symlink_metadata(path)
+        && !metadata.file_type().is_file()
+    {
+        return Err(LaunchError::TranscriptNotAFile {
+            path: path.to_owned(),
+        });
+    }
+    let mut transcripts: Vec<PathBuf> = state_dir()
+        .map(|dir| default_transcript_path(&dir, SystemTime::now()))
+        .into_iter()
+        .collect();
+    transcripts.extend(transcript.map(Path::to_path_buf));
+    Ok(transcripts)
+}
+
+/// `sandbox`, with the files that tell the agent what to do or record what it did protected.
+fn protect_own_files(
+    sandbox: Sandbox,
+    settings: &ResolvedSettings,
+    transcripts: &[PathBuf],
+) -> Sandbox {
+    // What the agent is told and what records it are flycode's own: no tool may change them.
+    // Every transcript a sub-agent of this run could write is flycode's too.
+    let child_transcripts = transcripts.iter().flat_map(|parent| {
+        (1..=settings.tasks.per_run)
+            .map(move |n| child_transcript_path(parent, &format!("task-{n}")))
+    });
+    let own_files: Vec<PathBuf> = [settings.role.file(), settings.system_prompt.file()]
+        .into_iter()
+        .chain(settings.subagent_roles.iter().map(RoleChoice::file))
+        .flatten()
+        .map(Path::to_path_buf)
+        .collect();
+    // The transcripts record other calls' content: no tool may read them either.
+    let records: Vec<PathBuf> = transcripts
+        .iter()
+        .cloned()
+        .chain(child_transcripts)
+        .collect();
+    let protection = sandbox
+        .protection()
+        .clone()
+        .with_own_files(&own_files)
+        .with_records(&records);
+    sandbox.with_protection(protection)
+}
+
+/// The run's limits: the configuration's, with the chosen tool set and the API keys that
+/// came from variables of the user's choosing counted as secrets.
+fn run_limits(settings: &ResolvedSettings, config: &Config, tool_set: ToolSet) -> Limits {
+    Limits {
+        // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY, and so
+        // is the light model's.
+        extra_secrets: settings
+            .api_key_source
+            .iter()
+            .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
+            .cloned()
+            .collect(),
+        tool_set,
+        ..config.limits()
+    }
 }

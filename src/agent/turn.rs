@@ -179,7 +179,7 @@ impl AgentRun<'_> {
         let mut turn = 0;
         // The function definitions of the tools offered, made again only when the offer changes
         // (a sub-agent's last turn): the schemas are the same every turn.
-        let mut definitions: Option<(&'static [ToolName], Vec<serde_json::Value>)> = None;
+        let mut definitions: Option<ToolDefinitions> = None;
         loop {
             if self.cancel.load(Ordering::SeqCst) {
                 return RunEnding::Cancelled;
@@ -188,84 +188,16 @@ impl AgentRun<'_> {
             if let Some(ending) = self.before_request(progress, turn, observer) {
                 return ending;
             }
-            let offered = match self.settings.mode {
-                CallingMode::Native => self.offered_tools(progress),
-                CallingMode::Text => &[],
-            };
-            if definitions
-                .as_ref()
-                .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
-            {
-                definitions = Some((offered, native_tool_definitions(offered)));
-            }
-            let tools = definitions
-                .as_ref()
-                .map(|(_, tools)| tools.as_slice())
-                .unwrap_or_default();
-            progress.request = self.build_request(progress);
-            progress.turn_start = progress.history.len();
-            progress.report.turns = turn;
-            observer.on_event(&RunEvent::Request {
-                turn,
-                messages: progress.request.len(),
-            });
-            self.checkpoint(progress, observer);
-            let completion = match self.provider.complete(
-                &ChatRequest {
-                    model: &self.settings.model,
-                    messages: &progress.request,
-                    tools,
-                    stream: self.settings.stream,
-                },
-                &mut |event| observer.on_event(&client_event(event)),
-                self.cancel,
-            ) {
+            let tools = self.refresh_definitions(progress, &mut definitions);
+            let completion = match self.request_reply(progress, turn, tools, observer) {
                 Ok(completion) => completion,
-                Err(ClientError::Cancelled) => return RunEnding::Cancelled,
-                Err(error) => return RunEnding::ClientFailed(error.to_string()),
+                Err(ending) => return ending,
             };
-            let usage = completion.usage.as_ref().map(|u| TokenUsage {
-                prompt_tokens: u.prompt_tokens,
-                completion_tokens: u.completion_tokens,
-            });
-            if let Some(usage) = usage {
-                let total = &mut progress.report.usage;
-                total.prompt_tokens = total.prompt_tokens.saturating_add(usage.prompt_tokens);
-                total.completion_tokens = total
-                    .completion_tokens
-                    .saturating_add(usage.completion_tokens);
-            }
-            observer.on_event(&RunEvent::Reply {
-                turn,
-                text: completion.content.clone(),
-                tool_calls: completion.tool_calls.len(),
-                usage,
-            });
-            if completion.finish_reason.as_deref() == Some("length") {
-                observer.on_event(&RunEvent::Warning {
-                    message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
-                });
-            }
-            // In text mode native calls are not read (no tools were offered): only text counts.
-            let has_calls =
-                self.settings.mode == CallingMode::Native && !completion.tool_calls.is_empty();
-            if completion.content.trim().is_empty() && !has_calls {
-                let reason = completion.finish_reason.clone();
-                self.push(
-                    progress,
-                    Message::assistant(completion.content, Vec::new()),
-                    observer,
-                );
-                let ending = RunEnding::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
-                match self.kind {
-                    RunKind::Main => return ending,
-                    RunKind::Subagent { .. } => match progress.last_turn {
-                        LastTurn::NotGiven => {
-                            self.give_last_turn(progress, "your reply was empty", observer);
-                            continue;
-                        }
-                        _ => return ending,
-                    },
+            self.record_reply(progress, turn, &completion, observer);
+            if self.is_empty_reply(&completion) {
+                match self.empty_reply(progress, completion, observer) {
+                    TurnStep::Continue => continue,
+                    TurnStep::End(ending) => return ending,
                 }
             }
             let step = match self.settings.mode {
@@ -282,6 +214,130 @@ impl AgentRun<'_> {
             if let Some(ending) = self.after_turn(progress) {
                 return ending;
             }
+        }
+    }
+
+    /// The function definitions to send with this turn's request: those already made when the
+    /// offer is unchanged, made again from the schemas when it changed.
+    fn refresh_definitions<'d>(
+        &self,
+        progress: &TurnProgress,
+        definitions: &'d mut Option<ToolDefinitions>,
+    ) -> &'d [serde_json::Value] {
+        let offered = match self.settings.mode {
+            CallingMode::Native => self.offered_tools(progress),
+            CallingMode::Text => &[],
+        };
+        if definitions
+            .as_ref()
+            .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
+        {
+            *definitions = Some((offered, native_tool_definitions(offered)));
+        }
+        definitions
+            .as_ref()
+            .map(|(_, tools)| tools.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// Builds request `turn`, says so, saves the checkpoint and asks the model; the ending
+    /// when the request was cancelled or failed.
+    fn request_reply(
+        &mut self,
+        progress: &mut TurnProgress,
+        turn: u32,
+        tools: &[serde_json::Value],
+        observer: &mut dyn RunObserver,
+    ) -> Result<Completion, RunEnding> {
+        progress.request = self.build_request(progress);
+        progress.turn_start = progress.history.len();
+        progress.report.turns = turn;
+        observer.on_event(&RunEvent::Request {
+            turn,
+            messages: progress.request.len(),
+        });
+        self.checkpoint(progress, observer);
+        match self.provider.complete(
+            &ChatRequest {
+                model: &self.settings.model,
+                messages: &progress.request,
+                tools,
+                stream: self.settings.stream,
+            },
+            &mut |event| observer.on_event(&client_event(event)),
+            self.cancel,
+        ) {
+            Ok(completion) => Ok(completion),
+            Err(ClientError::Cancelled) => Err(RunEnding::Cancelled),
+            Err(error) => Err(RunEnding::ClientFailed(error.to_string())),
+        }
+    }
+
+    /// Adds the reply's token counts to the run's, and tells the observer about the reply (and
+    /// that it was cut, when the model hit its output limit).
+    fn record_reply(
+        &self,
+        progress: &mut TurnProgress,
+        turn: u32,
+        completion: &Completion,
+        observer: &mut dyn RunObserver,
+    ) {
+        let usage = completion.usage.as_ref().map(|u| TokenUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+        });
+        if let Some(usage) = usage {
+            let total = &mut progress.report.usage;
+            total.prompt_tokens = total.prompt_tokens.saturating_add(usage.prompt_tokens);
+            total.completion_tokens = total
+                .completion_tokens
+                .saturating_add(usage.completion_tokens);
+        }
+        observer.on_event(&RunEvent::Reply {
+            turn,
+            text: completion.content.clone(),
+            tool_calls: completion.tool_calls.len(),
+            usage,
+        });
+        if completion.finish_reason.as_deref() == Some("length") {
+            observer.on_event(&RunEvent::Warning {
+                message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
+            });
+        }
+    }
+
+    /// Whether the reply holds nothing to act on: no text and no call that is read.
+    fn is_empty_reply(&self, completion: &Completion) -> bool {
+        // In text mode native calls are not read (no tools were offered): only text counts.
+        let has_calls =
+            self.settings.mode == CallingMode::Native && !completion.tool_calls.is_empty();
+        completion.content.trim().is_empty() && !has_calls
+    }
+
+    /// Records an empty reply; ends the main agent's run, gives a sub-agent its last turn
+    /// (`Continue`) unless it already had it.
+    fn empty_reply(
+        &mut self,
+        progress: &mut TurnProgress,
+        completion: Completion,
+        observer: &mut dyn RunObserver,
+    ) -> TurnStep {
+        let reason = completion.finish_reason.clone();
+        self.push(
+            progress,
+            Message::assistant(completion.content, Vec::new()),
+            observer,
+        );
+        let ending = RunEnding::EmptyReply(reason.unwrap_or_else(|| "none".to_owned()));
+        match self.kind {
+            RunKind::Main => TurnStep::End(ending),
+            RunKind::Subagent { .. } => match progress.last_turn {
+                LastTurn::NotGiven => {
+                    self.give_last_turn(progress, "your reply was empty", observer);
+                    TurnStep::Continue
+                }
+                _ => TurnStep::End(ending),
+            },
         }
     }
 
@@ -592,6 +648,9 @@ impl AgentRun<'_> {
         }
     }
 }
+
+/// The tools offered and the function definitions made for them.
+type ToolDefinitions = (&'static [ToolName], Vec<serde_json::Value>);
 
 enum TurnStep {
     Continue,

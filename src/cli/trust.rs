@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{Outcome, TrustArgs};
-use crate::config::layers::{self, FileKind, find_project_file};
+use crate::config::layers::{self, FileKind, Ignored, find_project_file};
 use crate::config::trust::TrustStore;
 use crate::config::{Config, ConfigError};
 use crate::protocol::display::escape_for_terminal;
@@ -20,7 +20,20 @@ pub(crate) fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     if args.list {
         return list(&store);
     }
-    let start = match &args.dir {
+    let start = start_folder(args)?;
+    let found = find_project_file(&start);
+    if args.revoke {
+        return revoke(&store, found.as_deref(), start);
+    }
+    let Some(file) = found else {
+        return Err(crate::config::trust::TrustError::NoProjectFile(start).into());
+    };
+    trust(&store, &file)
+}
+
+/// The folder the command is about: the one named, else the current one.
+fn start_folder(args: &TrustArgs) -> anyhow::Result<PathBuf> {
+    Ok(match &args.dir {
         // A folder that is gone can still be revoked, by the name it was trusted under.
         Some(dir) if args.revoke => crate::sandbox::host::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
@@ -28,32 +41,33 @@ pub(crate) fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
         Some(dir) => crate::sandbox::host::canonicalize(dir)
             .with_context(|| format!("cannot open the folder {}", dir.display()))?,
         None => std::env::current_dir()?,
+    })
+}
+
+/// `flycode trust --revoke`: forgets the folder of the project file `found` in `start`, else
+/// `start` itself.
+fn revoke(store: &TrustStore, found: Option<&Path>, start: PathBuf) -> anyhow::Result<Outcome> {
+    // The folder of the file that applies there, else the folder named itself.
+    let dir = found.and_then(|file| folder_of(file).ok()).unwrap_or(start);
+    let text = if store.revoke(&dir)? {
+        format!(
+            "flycode: {} is no longer trusted: its flycode.toml may only tighten settings\n",
+            dir.display()
+        )
+    } else {
+        format!(
+            "flycode: {} was not trusted; nothing changed\n",
+            dir.display()
+        )
     };
-    let found = find_project_file(&start);
-    if args.revoke {
-        // The folder of the file that applies there, else the folder named itself.
-        let dir = found
-            .as_deref()
-            .and_then(|file| folder_of(file).ok())
-            .unwrap_or(start);
-        let text = if store.revoke(&dir)? {
-            format!(
-                "flycode: {} is no longer trusted: its flycode.toml may only tighten settings\n",
-                dir.display()
-            )
-        } else {
-            format!(
-                "flycode: {} was not trusted; nothing changed\n",
-                dir.display()
-            )
-        };
-        print(&text)?;
-        return Ok(Outcome::Success);
-    }
-    let Some(file) = found else {
-        return Err(crate::config::trust::TrustError::NoProjectFile(start).into());
-    };
-    let canonical = crate::sandbox::host::canonicalize(&file).unwrap_or_else(|_| file.clone());
+    print(&text)?;
+    Ok(Outcome::Success)
+}
+
+/// Trusts the project file `file` (not the user's own configuration file) and says which of
+/// its settings now apply.
+fn trust(store: &TrustStore, file: &Path) -> anyhow::Result<Outcome> {
+    let canonical = crate::sandbox::host::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     if user_config_dir().is_some_and(|dir| canonical == dir.join(CONFIG_FILE_NAME)) {
         print(&format!(
             "flycode: {} is your own configuration file: it always applies, there is nothing to trust\n",
@@ -61,26 +75,8 @@ pub(crate) fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
         ))?;
         return Ok(Outcome::Success);
     }
-    let dir = folder_of(&file)?;
-    // What trusting changes: the settings the file says that are ignored while it is untrusted,
-    // judged from the very bytes whose hash is recorded, read once. Files that do not load
-    // (not UTF-8) are trusted by their bytes, with nothing to list.
-    let loaded = layers::load(Some(&dir), user_config_dir().as_deref(), None).ok();
-    let judged = loaded.and_then(|layers| {
-        let sha256 = layers.files.iter().find_map(|file| match &file.kind {
-            FileKind::Project { sha256, .. } => Some(sha256.clone()),
-            FileKind::User => None,
-        })?;
-        Some((sha256, layers.ignored))
-    });
-    let (sha256, unlocked) = match judged {
-        Some(judged) => judged,
-        None => {
-            let bytes = crate::sandbox::host::read(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            (sha256_hex(&bytes), Vec::new())
-        }
-    };
+    let dir = folder_of(file)?;
+    let (sha256, unlocked) = judge(file, &dir)?;
     let record = store.trust_sha256(&dir, &sha256)?;
     let mut text = format!(
         "flycode: trusted {} (sha256 {}): its settings apply in {} and the folders below it; a change to the file makes it untrusted again\n",
@@ -102,6 +98,29 @@ pub(crate) fn run(args: &TrustArgs) -> anyhow::Result<Outcome> {
     }
     print(&text)?;
     Ok(Outcome::Success)
+}
+
+/// The hash of the project file `file` in `dir` and what trusting it changes.
+fn judge(file: &Path, dir: &Path) -> anyhow::Result<(String, Vec<Ignored>)> {
+    // What trusting changes: the settings the file says that are ignored while it is untrusted,
+    // judged from the very bytes whose hash is recorded, read once. Files that do not load
+    // (not UTF-8) are trusted by their bytes, with nothing to list.
+    let loaded = layers::load(Some(dir), user_config_dir().as_deref(), None).ok();
+    let judged = loaded.and_then(|layers| {
+        let sha256 = layers.files.iter().find_map(|file| match &file.kind {
+            FileKind::Project { sha256, .. } => Some(sha256.clone()),
+            FileKind::User => None,
+        })?;
+        Some((sha256, layers.ignored))
+    });
+    Ok(match judged {
+        Some(judged) => judged,
+        None => {
+            let bytes = crate::sandbox::host::read(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            (sha256_hex(&bytes), Vec::new())
+        }
+    })
 }
 
 /// `watch` and `run` on a terminal: when an untrusted project file's settings are ignored, shows

@@ -24,7 +24,8 @@ use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provide
 use super::context::SharedMemory;
 use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::prompt::{
-    PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt, subagent_role,
+    AssembledPrompt, PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt,
+    subagent_role,
 };
 use super::settings::{ResolvedSettings, RoleChoice, SystemPromptChoice};
 use super::transcript::TranscriptWriter;
@@ -224,6 +225,65 @@ impl Tasks<'_> {
     fn run_child(&self, task: &TaskArgs, task_id: &str, parent_call_id: Option<&str>) -> Envelope {
         let started = Instant::now();
         let model = self.model(task.model_choice());
+        let (transcripts, context) = self.child_context(task_id, parent_call_id);
+        let envelope = |status, result: &str, tallies, stats, context| {
+            Envelope::new(
+                status,
+                &fit_result(result, self.limits.output_cap),
+                (tallies, model.used, task.subagent_type),
+                stats,
+                context,
+                self.settings.strict,
+            )
+        };
+        let (role, mut provider) = match self.child_parts(task, &model) {
+            Ok(parts) => parts,
+            Err(message) => {
+                // A task that fails before its first request had no conversation: no
+                // transcript is written, so the envelope names none.
+                let stats = TaskStats {
+                    duration_ms: millis(started),
+                    ..TaskStats::default()
+                };
+                let context = TaskContext {
+                    transcripts: Vec::new(),
+                    ..context
+                };
+                return envelope(TaskStatus::Failed, &message, Vec::new(), stats, context);
+            }
+        };
+        let mut observer = RelayObserver {
+            relay: self.relay.clone(),
+            task_id: task_id.to_owned(),
+            parent_call_id: parent_call_id.map(str::to_owned),
+            tallies: Vec::new(),
+        };
+        let prompt = self.child_prompt(&model, role);
+        let (report, status, result) = self.converse(
+            task,
+            &model,
+            provider.as_mut(),
+            prompt,
+            transcripts,
+            &mut observer,
+        );
+        let stats = TaskStats {
+            turns: report.turns,
+            tool_calls: report.calls,
+            tokens_in: report.usage.prompt_tokens,
+            tokens_out: report.usage.completion_tokens,
+            duration_ms: millis(started),
+        };
+        envelope(status, &result, observer.tallies, stats, context)
+    }
+
+    /// The child's transcripts (one beside each of the parent's) and the context its envelope
+    /// names.
+    fn child_context(
+        &self,
+        task_id: &str,
+        parent_call_id: Option<&str>,
+    ) -> (Vec<PathBuf>, TaskContext) {
         let transcripts: Vec<PathBuf> = self
             .transcripts
             .iter()
@@ -237,44 +297,27 @@ impl Tasks<'_> {
                 .map(|path| path.display().to_string())
                 .collect(),
         };
-        let mut observer = RelayObserver {
-            relay: self.relay.clone(),
-            task_id: task_id.to_owned(),
-            parent_call_id: parent_call_id.map(str::to_owned),
-            tallies: Vec::new(),
-        };
-        let envelope = |status, result: &str, tallies, stats, context| {
-            Envelope::new(
-                status,
-                &fit_result(result, self.limits.output_cap),
-                (tallies, model.used, task.subagent_type),
-                stats,
-                context,
-                self.settings.strict,
-            )
-        };
-        // A task that fails before its first request had no conversation: no transcript is
-        // written, so the envelope names none.
-        let failed_early = |message: String| {
-            let stats = TaskStats {
-                duration_ms: millis(started),
-                ..TaskStats::default()
-            };
-            let context = TaskContext {
-                transcripts: Vec::new(),
-                ..context.clone()
-            };
-            envelope(TaskStatus::Failed, &message, Vec::new(), stats, context)
-        };
-        let role = match self.role(task.subagent_type) {
-            Ok(role) => role,
-            Err(error) => return failed_early(error.to_string()),
-        };
-        let mut provider = match (self.providers)(&model.client) {
-            Ok(provider) => provider,
-            Err(error) => return failed_early(format!("the sub-agent's API client: {error}")),
-        };
-        let prompt = assemble_prompt(
+        (transcripts, context)
+    }
+
+    /// The child's role and API client; the words of the task's failure when either cannot be
+    /// had (before any request).
+    fn child_parts(
+        &self,
+        task: &TaskArgs,
+        model: &ChildModel,
+    ) -> Result<(String, Box<dyn Provider>), String> {
+        let role = self
+            .role(task.subagent_type)
+            .map_err(|error| error.to_string())?;
+        let provider = (self.providers)(&model.client)
+            .map_err(|error| format!("the sub-agent's API client: {error}"))?;
+        Ok((role, provider))
+    }
+
+    /// The child's system prompt: the parent's context with the child's model, tools and role.
+    fn child_prompt(&self, model: &ChildModel, role: String) -> AssembledPrompt {
+        assemble_prompt(
             &PromptContext {
                 model_name: model.model.clone(),
                 tools: ToolSet::Subagent,
@@ -287,7 +330,20 @@ impl Tasks<'_> {
                     _ => SystemPromptSource::Built,
                 },
             },
-        );
+        )
+    }
+
+    /// Runs the child's conversation (its own notes, session and read-only executor) and
+    /// returns its report with the task's status and result.
+    fn converse(
+        &self,
+        task: &TaskArgs,
+        model: &ChildModel,
+        provider: &mut dyn Provider,
+        prompt: AssembledPrompt,
+        transcripts: Vec<PathBuf>,
+        observer: &mut RelayObserver,
+    ) -> (RunReport, TaskStatus, String) {
         let child_settings = ResolvedSettings {
             base_url: model.client.base_url.clone(),
             model: model.model.clone(),
@@ -297,7 +353,7 @@ impl Tasks<'_> {
         let memory = SharedMemory::default();
         let session = Mutex::new(Session::in_memory());
         let mut run = AgentRun {
-            provider: provider.as_mut(),
+            provider,
             executor: Executor::builder(self.sandbox, self.policy, self.approver)
                 .session(Some(&session))
                 .audit(self.audit.clone())
@@ -316,16 +372,9 @@ impl Tasks<'_> {
             },
             relay: None,
         };
-        let report = run.run(&task.prompt, &mut observer);
+        let report = run.run(&task.prompt, observer);
         let (status, result) = outcome(&report, &memory);
-        let stats = TaskStats {
-            turns: report.turns,
-            tool_calls: report.calls,
-            tokens_in: report.usage.prompt_tokens,
-            tokens_out: report.usage.completion_tokens,
-            duration_ms: millis(started),
-        };
-        envelope(status, &result, observer.tallies, stats, context)
+        (report, status, result)
     }
 }
 

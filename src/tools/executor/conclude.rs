@@ -2,6 +2,7 @@
 //! (PROTOCOL.md §9 (Secrets and masking)), the one audit line (PROTOCOL.md §10 (Running calls),
 //! the audit log), and the result block. No door logs a call or masks an execution again.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
@@ -11,6 +12,17 @@ use crate::sandbox::{AuditEntry, AuditLog};
 use crate::tools::secrets::Secrets;
 use crate::tools::tool::{RegisteredTool, failure_line};
 use crate::tools::{ToolError, ToolOutput};
+
+/// The audit log could not be written: the call's own outcome stands, and the doors warn with
+/// this text (PROTOCOL.md §10 (Running calls), the audit log).
+#[derive(Debug, thiserror::Error)]
+#[error("audit log {}: {source}", path.display())]
+struct AuditWriteError {
+    /// The log's file.
+    path: PathBuf,
+    /// Why it could not be written.
+    source: std::io::Error,
+}
 
 /// One audit-log line at a time, in the whole process.
 static LOGGING: Mutex<()> = Mutex::new(());
@@ -42,7 +54,9 @@ impl Executor<'_> {
                 (Err(_), Decided::Refused | Decided::Unanswered) => "denied",
             };
             let code = result.as_ref().err().map(|e| e.code);
-            audit_error = log_call(audit, &secrets, call, outcome, code, duration, by).err();
+            audit_error = log_call(audit, &secrets, call, outcome, code, duration, by)
+                .err()
+                .map(|error| error.to_string());
         }
         let (mut block, summary) = self.render(call, &command, &mut result, tool);
         let (output, error) = match result {
@@ -109,7 +123,8 @@ impl Executor<'_> {
 
 /// Appends what became of `call` to the audit log, its arguments as
 /// [`crate::sandbox::audit::logged_args`] shows them and every field masked: the one way a call
-/// reaches the log. `by` says who let it run or refused it (`approval`), where known. Why the log could not be written, if it could not.
+/// reaches the log. `by` says who let it run or refused it (`approval`), where known. Why the
+/// log could not be written, if it could not.
 fn log_call(
     audit: &AuditLog,
     secrets: &Secrets,
@@ -118,7 +133,7 @@ fn log_call(
     code: Option<ErrorCode>,
     duration: std::time::Duration,
     by: Option<Decider>,
-) -> Result<(), String> {
+) -> Result<(), AuditWriteError> {
     let args = crate::sandbox::audit::logged_args(&call.args, &|text| secrets.mask(text));
     let entry = AuditEntry {
         time: SystemTime::now(),
@@ -134,5 +149,8 @@ fn log_call(
     // A log that cannot be written must not hide the call's own outcome.
     audit
         .append(&entry, secrets)
-        .map_err(|error| format!("audit log {}: {error}", audit.path().display()))
+        .map_err(|source| AuditWriteError {
+            path: audit.path().to_path_buf(),
+            source,
+        })
 }

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use super::write::{ModeArg, refuse_omission};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
-use crate::sandbox::{BatchFile, BatchRefusal, LastComponent, Sandbox, SandboxError, WriteMode};
+use crate::sandbox::{
+    BatchFile, BatchRefusal, LastComponent, Sandbox, SandboxError, WriteMode, WriteOutcome,
+};
 use crate::tools::fs::ls::human_size;
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
 use crate::tools::{ToolError, ToolOutput};
@@ -38,6 +40,20 @@ pub(crate) struct FileArg {
 /// Runs `fs.writeBatch`. The omission guard judges every overwrite entry as it judges
 /// `fs.write`'s overwrite (a batch is no way around it); one abbreviated file refuses the batch.
 pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput, ToolError> {
+    refuse_omissions(sandbox, args)?;
+    let files = batch_files(args);
+    // Each entry's path first, so a refusal names the entry it is about.
+    for (index, file) in files.iter().enumerate() {
+        check_entry(sandbox, &file.path)
+            .map_err(|error| entry_error(&files, Some(index), error))?;
+    }
+    let outcomes = write_all(sandbox, &files)?;
+    Ok(batch_output(&outcomes))
+}
+
+/// Refuses the batch when an overwrite entry looks abbreviated (the omission guard of
+/// `fs.write`, its message saying no file was written).
+fn refuse_omissions(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<(), ToolError> {
     for (index, file) in args.files.iter().enumerate() {
         if file.mode != Some(ModeArg::Append) {
             refuse_omission(
@@ -54,8 +70,12 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput
             })?;
         }
     }
-    let files: Vec<BatchFile> = args
-        .files
+    Ok(())
+}
+
+/// The batch's entries as the sandbox writes them.
+fn batch_files(args: &WriteBatchArgs) -> Vec<BatchFile> {
+    args.files
         .iter()
         .map(|file| BatchFile {
             path: file.path.clone(),
@@ -66,21 +86,20 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput
             },
             expected_sha256: file.expected_sha256.clone(),
         })
-        .collect();
-    // Each entry's path first, so a refusal names the entry it is about.
-    for (index, file) in files.iter().enumerate() {
-        check_entry(sandbox, &file.path)
-            .map_err(|error| entry_error(&files, Some(index), error))?;
-    }
-    let outcomes = sandbox
-        .write_batch(&files)
+        .collect()
+}
+
+/// Writes every entry or none; a failure or refusal names the entry it is about.
+fn write_all(sandbox: &Sandbox, files: &[BatchFile]) -> Result<Vec<WriteOutcome>, ToolError> {
+    sandbox
+        .write_batch(files)
         .map_err(|error| {
             // The entry whose path the error names, when one does.
             let text = error.to_string();
             let index = files
                 .iter()
                 .position(|file| text.contains(file.path.as_str()));
-            entry_error(&files, index, error)
+            entry_error(files, index, error)
         })?
         .map_err(|refusal| match refusal {
             BatchRefusal::Mismatch { index, mismatch } => ToolError::new(
@@ -96,9 +115,13 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput
                 format!("fs.writeBatch: {message}; no file was written"),
                 Some("name each file once, by one path"),
             ),
-        })?;
+        })
+}
+
+/// The result of a written batch: one line and one data entry per file.
+fn batch_output(outcomes: &[WriteOutcome]) -> ToolOutput {
     let mut body = String::new();
-    for outcome in &outcomes {
+    for outcome in outcomes {
         let verb = if outcome.created { "created" } else { "wrote" };
         body.push_str(&format!(
             "{verb} {} ({} bytes, sha256 {})\n",
@@ -107,7 +130,7 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput
             outcome.sha256
         ));
     }
-    Ok(ToolOutput {
+    ToolOutput {
         body: Some(body),
         fields: vec![("files".to_owned(), outcomes.len().to_string())],
         data: json!({"files": outcomes.iter().map(|o| json!({
@@ -117,7 +140,7 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteBatchArgs) -> Result<ToolOutput
             "created": o.created,
         })).collect::<Vec<_>>()}),
         continue_hint: None,
-    })
+    }
 }
 
 /// The checks the batch makes of one entry's path before it writes anything: inside a root,
