@@ -1,5 +1,9 @@
 //! The tool schemas of `protocol/schemas/`, embedded in the binary and compiled once.
 //!
+//! Each tool's schema is read the first time that tool is named, and its validator is compiled
+//! the first time a call to it is checked: a one-shot `flycode exec` pays for the one tool it
+//! calls, not for all of them (compiling a validator, with its patterns, is most of start-up).
+//!
 //! They are the single source for argument validation, the slash-command grammar, the `[command]`
 //! rendering and the generated prompt. Besides standard JSON Schema they carry a few annotations
 //! that standard keywords cannot express:
@@ -15,7 +19,7 @@
 //!   call only when asked; the registry's approval class agrees, a test holds it).
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use serde_json::Value;
 
@@ -80,7 +84,8 @@ pub struct ToolSchema {
     pub exclusive: Vec<ExclusiveGroup>,
     /// Whether the tool only reads.
     pub is_read_only: bool,
-    validator: jsonschema::Validator,
+    /// Compiled on first use (see the module docs).
+    validator: OnceLock<jsonschema::Validator>,
 }
 
 impl ToolSchema {
@@ -96,7 +101,7 @@ impl ToolSchema {
 
     /// The compiled validator.
     pub(crate) fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+        self.validator.get_or_init(|| compile(&self.document))
     }
 }
 
@@ -124,20 +129,32 @@ pub fn schema_source(tool: ToolName) -> &'static str {
     }
 }
 
-static CATALOGUE: LazyLock<BTreeMap<ToolName, ToolSchema>> = LazyLock::new(|| {
+/// One slot per tool, filled the first time the tool is named.
+static CATALOGUE: LazyLock<BTreeMap<ToolName, OnceLock<ToolSchema>>> = LazyLock::new(|| {
     ToolName::WITH_AGENT_TOOLS
         .into_iter()
-        .map(|tool| (tool, load(tool)))
+        .map(|tool| (tool, OnceLock::new()))
         .collect()
 });
 
-/// The compiled schema of `tool`.
+/// The schema of `tool`, read on first use.
 pub fn tool_schema(tool: ToolName) -> &'static ToolSchema {
-    // The catalogue holds every ToolName: `load` is total over ToolName::WITH_AGENT_TOOLS.
+    // The catalogue holds a slot for every ToolName (ToolName::WITH_AGENT_TOOLS lists them all).
     #[allow(clippy::expect_used)]
     CATALOGUE
         .get(&tool)
         .expect("the catalogue holds every tool")
+        .get_or_init(|| load(tool))
+}
+
+/// Compiles a schema's validator. The schemas ship inside the binary and a unit test compiles
+/// every one, so a failure here is a build defect, not an input error.
+#[allow(clippy::expect_used)]
+fn compile(document: &Value) -> jsonschema::Validator {
+    jsonschema::options()
+        .should_validate_formats(false)
+        .build(document)
+        .expect("embedded schema compiles")
 }
 
 /// Loads one embedded schema. The schemas ship inside the binary and a unit test loads every one,
@@ -146,10 +163,6 @@ pub fn tool_schema(tool: ToolName) -> &'static ToolSchema {
 fn load(tool: ToolName) -> ToolSchema {
     let document: Value =
         serde_json::from_str(schema_source(tool)).expect("embedded schema is valid JSON");
-    let validator = jsonschema::options()
-        .should_validate_formats(false)
-        .build(&document)
-        .expect("embedded schema compiles");
     let required: Vec<&str> = document["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())
@@ -207,7 +220,7 @@ fn load(tool: ToolName) -> ToolSchema {
         positional,
         exclusive,
         is_read_only: document["x-flycode-read-only"] == Value::Bool(true),
-        validator,
+        validator: OnceLock::new(),
         document,
     }
 }
@@ -231,6 +244,8 @@ mod tests {
     fn every_schema_loads_and_names_its_tool() {
         for tool in ToolName::WITH_AGENT_TOOLS {
             let schema = tool_schema(tool);
+            // Compiled lazily in use; compiled here so a broken schema fails the build's tests.
+            let _ = schema.validator();
             assert_eq!(schema.document["title"], tool.as_str());
             assert_eq!(schema.document["additionalProperties"], Value::Bool(false));
             assert!(!schema.description.is_empty(), "{tool} has no description");
