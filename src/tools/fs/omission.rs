@@ -65,14 +65,15 @@ pub(crate) struct Omission {
 }
 
 /// Judges an overwrite: `Some` when `new` would replace `old` (an existing file) by an
-/// abbreviation (see the module documentation for the rule).
+/// abbreviation (see the module documentation for the rule). The size test comes first; then
+/// only the new lines the old file does not hold are judged, and only those that pass
+/// [`may_be_placeholder`] cost more than a glance.
 pub(crate) fn judge_overwrite(old: &[u8], new: &str) -> Option<Omission> {
     if !is_shrunk(old, new.len()) {
         return None;
     }
-    let omission = first_placeholder(new)?;
     let old = String::from_utf8_lossy(old);
-    (!holds_line(&old, &omission.text)).then_some(omission)
+    first_new_placeholder(&old, new)
 }
 
 /// Judges an edit: `Some` when the edited file (`new_len` bytes) is less than half of `old` and
@@ -90,9 +91,26 @@ pub(crate) fn judge_edit<'a>(
         .into_iter()
         .enumerate()
         .find_map(|(index, (old_text, new_text))| {
-            let omission = first_placeholder(new_text)?;
-            (!holds_line(old_text, &omission.text)).then_some((index, omission))
+            first_new_placeholder(old_text, new_text).map(|omission| (index, omission))
         })
+}
+
+/// The first placeholder line of `new` that `old` does not hold (trimmed, as a whole line).
+/// The old lines are gathered only once a placeholder is found, so text without one costs a
+/// prefilter pass and nothing more.
+fn first_new_placeholder(old: &str, new: &str) -> Option<Omission> {
+    let mut held: Option<std::collections::HashSet<&str>> = None;
+    new.lines().enumerate().find_map(|(index, line)| {
+        if !is_placeholder_line(line) {
+            return None;
+        }
+        let text = line.trim();
+        let held = held.get_or_insert_with(|| old.lines().map(str::trim).collect());
+        (!held.contains(text)).then(|| Omission {
+            line: index + 1,
+            text: text.to_owned(),
+        })
+    })
 }
 
 /// Whether a file of `old` bytes shrinks to less than half by becoming `new_len` bytes, and is
@@ -105,22 +123,6 @@ fn is_shrunk(old: &[u8], new_len: usize) -> bool {
 pub(crate) fn count_lines(bytes: &[u8]) -> usize {
     let breaks = bytes.iter().filter(|b| **b == b'\n').count();
     breaks + usize::from(bytes.last().is_some_and(|b| *b != b'\n'))
-}
-
-/// Whether `text` has a line that reads `line` once trimmed.
-fn holds_line(text: &str, line: &str) -> bool {
-    text.lines().any(|l| l.trim() == line)
-}
-
-/// The first placeholder line of `text`.
-pub(crate) fn first_placeholder(text: &str) -> Option<Omission> {
-    text.lines()
-        .enumerate()
-        .find(|(_, line)| is_placeholder_line(line))
-        .map(|(index, line)| Omission {
-            line: index + 1,
-            text: line.trim().to_owned(),
-        })
 }
 
 /// How a line was dressed around its words.
@@ -152,7 +154,7 @@ enum Strength {
 /// Whether `line` is essentially only a placeholder phrase (see the module documentation).
 pub(crate) fn is_placeholder_line(line: &str) -> bool {
     let line = line.trim();
-    if line.is_empty() || line.chars().count() > MAX_PLACEHOLDER_CHARS {
+    if !may_be_placeholder(line) || line.chars().count() > MAX_PLACEHOLDER_CHARS {
         return false;
     }
     let (core, dress) = undress(line);
@@ -171,6 +173,59 @@ pub(crate) fn is_placeholder_line(line: &str) -> bool {
         Some(Strength::NeedsEllipsis) => dress.ellipsis,
         None => false,
     }
+}
+
+/// The longest word of the English vocabulary (`implementations`).
+const LONGEST_WORD: usize = 15;
+
+/// Every word an English placeholder phrase can hold: [`THINGS`], the words of [`STATES`],
+/// [`PREFIXES`], [`VERBS`] and the glue of the forms.
+static VOCABULARY: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        [
+            THINGS,
+            PREFIXES,
+            VERBS,
+            "the this rest remainder of goes go is are here",
+        ]
+        .into_iter()
+        .flat_map(str::split_whitespace)
+        .chain(STATES.split(", ").flat_map(|state| state.split(' ')))
+        .collect()
+    });
+
+/// The prefilter of [`is_placeholder_line`] on a trimmed line: `false` only where the full test
+/// would say `false` too, and cheaply, without allocating, for nearly every line of real code.
+///
+/// A line with a character outside ASCII (an ellipsis, Chinese, a letter whose lower case is
+/// ASCII) always goes on to the full test. In an ASCII line every letter belongs to the words of
+/// the phrase (markers, fillers and brackets hold none, and nothing between two words is
+/// dropped), and an English phrase consists of vocabulary words only, so a line with a run of
+/// letters that is no such word, or with no letters at all, is none.
+fn may_be_placeholder(line: &str) -> bool {
+    if line.is_empty() {
+        return false;
+    }
+    if !line.is_ascii() {
+        return true;
+    }
+    let mut any = false;
+    let mut buffer = [0u8; LONGEST_WORD];
+    for run in line
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|run| !run.is_empty())
+    {
+        let Some(word) = buffer.get_mut(..run.len()) else {
+            return false;
+        };
+        word.copy_from_slice(run.as_bytes());
+        word.make_ascii_lowercase();
+        match std::str::from_utf8(word) {
+            Ok(word) if VOCABULARY.contains(word) => any = true,
+            _ => return false,
+        }
+    }
+    any
 }
 
 /// Comment markers a line may start with, longest first.

@@ -101,10 +101,9 @@ pub(crate) fn refuse_omission(
     which: &str,
 ) -> Result<(), ToolError> {
     use std::io::Read;
-    // Cheap checks first: most writes hold no placeholder, and most do not halve a file.
-    if omission::first_placeholder(content).is_none() {
-        return Ok(());
-    }
+    // Cheap checks first: a file that does not exist or would not be halved is not judged, and
+    // its size costs one `stat`; the lines are looked at only after that (PROTOCOL.md §9 (Tools:
+    // the omission guard)).
     // A protected path is refused by the write itself, with the reason that matters more.
     let is_protected = sandbox
         .resolve(path, LastComponent::Follow)

@@ -142,3 +142,59 @@ fn an_abbreviating_edit_is_judged_by_the_whole_result() {
     let carried = [("// 其余代码不变\nlet x = 1;\n", "// 其余代码不变\n")];
     assert_eq!(judge_edit(old.as_bytes(), 100, carried), None);
 }
+
+#[test]
+fn the_prefilter_lets_every_placeholder_through() {
+    for line in [
+        "// ... rest of the code unchanged",
+        "REST OF THE CODE UNCHANGED",
+        "# (as is)",
+        "// (other methods unchanged)",
+        "// existing code here",
+        "{/* ... existing components ... */}",
+        // A Kelvin sign lowers to an ASCII `k`: non-ASCII lines always go to the full test.
+        "// s\u{212A}ipped",
+        "// 其余代码不变",
+        "// …existing imports…",
+    ] {
+        assert!(may_be_placeholder(line.trim()), "{line:?}");
+        assert!(is_placeholder_line(line), "{line:?}");
+    }
+}
+
+#[test]
+fn the_prefilter_stops_near_misses_and_code() {
+    for line in [
+        "// rest of the code unchanged!x",
+        "// your code here",
+        "foo(); // unchanged",
+        "let rest = code.unchanged();",
+        "...",
+        "}",
+        "// unchangedness",
+        "// implementationsx unchanged",
+    ] {
+        assert!(!may_be_placeholder(line.trim()), "{line:?}");
+        assert!(!is_placeholder_line(line), "{line:?}");
+    }
+}
+
+#[test]
+fn the_vocabulary_fits_the_prefilter_buffer() {
+    assert!(VOCABULARY.iter().all(|word| word.len() <= LONGEST_WORD));
+    assert!(VOCABULARY.contains("implementations") && VOCABULARY.contains("remainder"));
+}
+
+#[test]
+fn a_placeholder_the_old_file_held_does_not_hide_a_new_one() {
+    let old: String = (0..40)
+        .map(|i| format!("fn f{i}() {{}} // padding padding padding\n"))
+        .chain(["// ...\n".to_owned(), "// unchanged\n".to_owned()])
+        .collect();
+    let new = "// unchanged\nfn a() {}\n// ... rest of the code unchanged\n";
+    let found = judge_overwrite(old.as_bytes(), new).map(|o| (o.line, o.text));
+    assert_eq!(
+        found,
+        Some((3, "// ... rest of the code unchanged".to_owned()))
+    );
+}
