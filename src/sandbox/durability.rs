@@ -1,0 +1,181 @@
+//! What a write flushes to the disk before it answers (PROTOCOL.md §9 (fs.write), "What is
+//! synced"), and the one place that flushes: every `fsync`/`fdatasync` of a write, an edit, a
+//! batch and a batch's journal record goes through [`sync_data`] or [`sync_dir`], so the setting
+//! `durability` is obeyed everywhere and tests can count the flushes.
+//!
+//! - `full` (the default): the new content's data (`fdatasync` of the temporary file) before the
+//!   rename, and the folder (`fsync`) after it: once the call has answered, the new file survives
+//!   a power loss. A batch flushes its journal record before its first rename and each distinct
+//!   folder once after its last.
+//! - `process`: no flushes. The replacement is still one rename, so a killed flycode leaves the
+//!   whole old file or the whole new one; after a power loss or an operating-system crash the
+//!   file may be the old content, the new, or (on file systems that do not order data before
+//!   renames) empty.
+
+use std::io;
+use std::os::fd::AsFd;
+
+use serde::{Deserialize, Serialize};
+
+/// How much a write flushes before it answers (`durability` in flycode.toml).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// The file's data and its folder are flushed: the write survives a power loss.
+    #[default]
+    Full,
+    /// Nothing is flushed: atomic against a killed flycode, not against a power loss.
+    Process,
+}
+
+impl Durability {
+    /// The setting's word in flycode.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Full => "full",
+            Durability::Process => "process",
+        }
+    }
+}
+
+/// Flushes a file's data (`fdatasync`) under `full`; nothing under `process`.
+pub(crate) fn sync_data(file: impl AsFd, durability: Durability) -> io::Result<()> {
+    if durability == Durability::Process {
+        return Ok(());
+    }
+    count::add();
+    rustix::fs::fdatasync(file).map_err(io::Error::from)
+}
+
+/// Flushes an open directory (`fsync`), so a rename in it survives a crash, under `full`;
+/// nothing under `process`.
+pub(crate) fn sync_dir(dir: impl AsFd, durability: Durability) -> io::Result<()> {
+    if durability == Durability::Process {
+        return Ok(());
+    }
+    count::add();
+    rustix::fs::fsync(dir).map_err(io::Error::from)
+}
+
+/// The flushes this thread made, for tests (a write runs on the caller's thread).
+#[cfg(test)]
+pub(crate) mod count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static SYNCS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(super) fn add() {
+        SYNCS.with(|syncs| syncs.set(syncs.get() + 1));
+    }
+
+    /// The flushes `run` made on this thread.
+    pub(crate) fn during(run: impl FnOnce()) -> usize {
+        let before = SYNCS.with(Cell::get);
+        run();
+        SYNCS.with(Cell::get) - before
+    }
+}
+
+#[cfg(not(test))]
+mod count {
+    pub(super) fn add() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::sandbox::{BatchFile, Roots, Sandbox, WriteMode};
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+        (temp, root, sandbox)
+    }
+
+    fn write(sandbox: &Sandbox, path: &Path, content: &str) {
+        sandbox
+            .write_file(
+                &path.display().to_string(),
+                content.as_bytes(),
+                WriteMode::Overwrite,
+                None,
+            )
+            .unwrap()
+            .unwrap();
+    }
+
+    fn batch(root: &Path, names: &[&str], content: &str) -> Vec<BatchFile> {
+        names
+            .iter()
+            .map(|name| BatchFile {
+                path: root.join(name).display().to_string(),
+                content: content.as_bytes().to_vec(),
+                mode: WriteMode::Overwrite,
+                expected_sha256: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_write_flushes_the_file_and_its_folder_once_each() {
+        let (_t, root, sandbox) = setup();
+        let file = root.join("a.txt");
+        assert_eq!(count::during(|| write(&sandbox, &file, "new")), 2);
+        assert_eq!(count::during(|| write(&sandbox, &file, "replaced")), 2);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "replaced");
+    }
+
+    #[test]
+    fn a_batch_flushes_each_file_its_replacing_record_and_each_folder_once() {
+        let (_t, root, sandbox) = setup();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("b.txt"), "old").unwrap();
+        // Three files in one folder: three temporary files, the "replacing" record and the
+        // journal's folder, and the one folder.
+        let files = batch(&root, &["a.txt", "b.txt", "c.txt"], "x");
+        let syncs = count::during(|| {
+            sandbox.write_batch(&files).unwrap().unwrap();
+        });
+        assert_eq!(syncs, 3 + 2 + 1);
+        // Two folders: two folder flushes.
+        let files = batch(&root, &["a.txt", "sub/d.txt", "sub/e.txt"], "y");
+        let syncs = count::during(|| {
+            sandbox.write_batch(&files).unwrap().unwrap();
+        });
+        assert_eq!(syncs, 3 + 2 + 2);
+        assert_eq!(
+            std::fs::read_to_string(root.join("sub/e.txt")).unwrap(),
+            "y"
+        );
+    }
+
+    #[test]
+    fn process_durability_flushes_nothing_and_still_writes() {
+        let (_t, root, sandbox) = setup();
+        let sandbox = sandbox.with_durability(Durability::Process);
+        let file = root.join("a.txt");
+        assert_eq!(count::during(|| write(&sandbox, &file, "new")), 0);
+        let files = batch(&root, &["a.txt", "b.txt", "c.txt"], "z");
+        let syncs = count::during(|| {
+            sandbox.write_batch(&files).unwrap().unwrap();
+        });
+        assert_eq!(syncs, 0);
+        for name in ["a.txt", "b.txt", "c.txt"] {
+            assert_eq!(std::fs::read_to_string(root.join(name)).unwrap(), "z");
+        }
+    }
+
+    #[test]
+    fn the_setting_words_round_trip() {
+        for durability in [Durability::Full, Durability::Process] {
+            let text = serde_json::to_string(&durability).unwrap();
+            assert_eq!(text, format!("\"{}\"", durability.as_str()));
+        }
+        assert_eq!(Durability::default(), Durability::Full);
+    }
+}
