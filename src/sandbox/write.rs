@@ -1,6 +1,7 @@
 //! Writing files so that a crash leaves the old content or the new, never a mix: the new bytes go
 //! to a temporary file in the same directory, are flushed (`sync_data`), take the old file's
-//! permissions, and replace the name by `rename`; then the directory itself is flushed.
+//! permissions, and replace the name by `rename`; then the directory itself is flushed (both
+//! flushes through [`super::durability`], none under `durability = "process"`).
 //!
 //! Every write of an existing file happens under an exclusive advisory lock on that file, taken
 //! again when the name has meanwhile moved on to another file: an append reads the content it
