@@ -12,6 +12,8 @@ pub(crate) mod batch;
 pub mod contain;
 pub(crate) mod content_hash;
 pub(crate) mod durability;
+#[cfg(test)]
+mod durability_tests;
 pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod handles;
