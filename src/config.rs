@@ -34,6 +34,8 @@
 //! process_network = true             # false: programs get no TCP connect or bind (Linux 6.7+)
 //! secret_env = ["GITHUB_TOKEN"]      # more variables kept from programs, their values masked
 //!                                    # as *** in every result (8 characters or longer)
+//! durability = "full"                # full: a write survives a power loss (fsyncs) | process:
+//!                                    # no fsyncs, atomic only against a killed flycode
 //!
 //! tools = "extended"                 # the tool set of prompt/check/exec/watch/validate:
 //!                                    # seed (default) | extended (--tools wins)
@@ -92,6 +94,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::protocol::{DEFAULT_BODY_CAP, ToolName, ToolSet};
+use crate::sandbox::Durability;
 use crate::sandbox::contain::ProgramSandbox;
 use crate::sandbox::protect::{CONFIG_FILE_NAME, user_config_dir};
 use crate::tools::policy::{ApprovalMode, Policy, ToolRule};
@@ -142,6 +145,7 @@ struct FileConfig {
     process_sandbox: Option<ProgramSandbox>,
     process_network: Option<bool>,
     secret_env: Option<Vec<String>>,
+    durability: Option<Durability>,
     agent: Option<AgentConfig>,
     state: Option<StateConfig>,
 }
@@ -307,6 +311,9 @@ pub struct Config {
     pub process_network: bool,
     /// `secret_env`: more variables holding secrets (kept from programs, masked in results).
     pub secret_env: Vec<String>,
+    /// `durability`: what a write flushes before it answers (PROTOCOL.md §9 (fs.write), "What
+    /// is synced"); `full` unless set.
+    pub durability: Durability,
     /// `[state] keep_days`: `flycode gc` removes the state directory's run files older than this.
     pub keep_days: u32,
     /// The `[agent]` table, its paths made absolute.
@@ -419,6 +426,7 @@ impl Config {
             process_sandbox: file.process_sandbox.unwrap_or_default(),
             process_network: file.process_network.unwrap_or(true),
             secret_env: file.secret_env.unwrap_or_default(),
+            durability: file.durability.unwrap_or_default(),
             keep_days: file
                 .state
                 .and_then(|state| state.keep_days)
@@ -625,6 +633,27 @@ mod tests {
             16 << 20
         );
         assert_eq!(config.protected, vec!["**/secrets/**".to_owned()]);
+    }
+
+    #[test]
+    fn durability_is_full_unless_set_and_names_a_bad_word() {
+        assert_eq!(
+            load("", &Flags::default()).unwrap().durability,
+            Durability::Full
+        );
+        assert_eq!(
+            load("durability = \"process\"\n", &Flags::default())
+                .unwrap()
+                .durability,
+            Durability::Process
+        );
+        let error = load("roots = []\ndurability = \"none\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("flycode.toml:2:") && error.contains("process"),
+            "{error}"
+        );
     }
 
     #[test]

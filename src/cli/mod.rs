@@ -634,7 +634,9 @@ pub(crate) fn open_sandbox(
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
         .map_err(anyhow::Error::msg)?;
-    let sandbox = crate::sandbox::Sandbox::open(&roots)?.with_protection(protection);
+    let sandbox = crate::sandbox::Sandbox::open(&roots)?
+        .with_protection(protection)
+        .with_durability(config.durability);
     Ok((config, sandbox))
 }
 

@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 12] = [
+const TOP_KEYS: [&str; 13] = [
     "roots",
     "approval",
     "protected",
@@ -123,6 +123,7 @@ const TOP_KEYS: [&str; 12] = [
     "process_sandbox",
     "process_network",
     "secret_env",
+    "durability",
     "agent",
     "state",
 ];

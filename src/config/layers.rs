@@ -376,6 +376,27 @@ mod tests {
     }
 
     #[test]
+    fn an_untrusted_project_may_tighten_durability_but_not_loosen_it() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().canonicalize().unwrap();
+        let layers = merge(vec![project(&dir, "durability = \"process\"\n", false)]);
+        let ignored: Vec<String> = layers.ignored.iter().map(|i| i.key.to_string()).collect();
+        assert_eq!(ignored, ["durability"]);
+        assert_eq!(value(&layers, &["durability"]), None);
+        // Trusted, it applies; and over a user's "process", "full" (tighter) applies untrusted.
+        let layers = merge(vec![project(&dir, "durability = \"process\"\n", true)]);
+        assert_eq!(value(&layers, &["durability"]), Some("process".into()));
+        let user = file(
+            &dir.join("user.toml"),
+            "durability = \"process\"\n",
+            FileKind::User,
+        );
+        let layers = merge(vec![user, project(&dir, "durability = \"full\"\n", false)]);
+        assert!(layers.ignored.is_empty(), "{:?}", layers.ignored);
+        assert_eq!(value(&layers, &["durability"]), Some("full".into()));
+    }
+
+    #[test]
     fn loosening_is_judged_against_the_users_file() {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().canonicalize().unwrap();

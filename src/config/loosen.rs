@@ -46,6 +46,12 @@ pub(crate) fn loosens(
             };
             (rank(new_text) > rank(&old)).then(|| format!("looser than process_sandbox = {old:?}"))
         }
+        ["durability"] => {
+            // "process" gives up surviving a power loss (PROTOCOL.md §9 (fs.write)).
+            let old = text(&["durability"]).unwrap_or_else(|| "full".to_owned());
+            (new_text == "process" && old != "process")
+                .then(|| format!("looser than durability = {old:?}"))
+        }
         ["process_network"] => {
             let old = lower(&entry.key)
                 .and_then(|applied| applied.value.as_bool())

@@ -529,7 +529,9 @@ impl Shared {
                 let protection = Protection::default()
                     .with_patterns(&self.settings.protected)
                     .map_err(|e| e.to_string())?;
-                Ok(sandbox.with_protection(protection))
+                Ok(sandbox
+                    .with_protection(protection)
+                    .with_durability(self.full.durability()))
             });
         match opened {
             Ok(sandbox) => ClientRoots::Narrowed(Arc::new(sandbox)),

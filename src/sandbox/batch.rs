@@ -156,12 +156,15 @@ impl Sandbox {
         if !self.replace_all(files, &mut staged, &created_dirs)? {
             return Ok(None);
         }
+        // Each folder is flushed once, however many of the batch's files it holds (PROTOCOL.md §9
+        // (fs.writeBatch)); best effort, as every rename is done and the answer is "written".
+        let mut flushed = std::collections::HashSet::new();
         for item in &staged {
             if let Some(backup) = item.backup.as_ref().filter(|_| item.linked) {
                 let _ = item.parent.remove_file(backup);
             }
-            if let Ok(dir) = item.parent.open_with(".", OpenOptions::new().read(true)) {
-                let _ = dir.sync_all();
+            if flushed.insert(item.outcome.path.parent().map(Path::to_path_buf)) {
+                let _ = super::write::sync_dir(&item.parent, "", self.durability());
             }
         }
         drop(journal);
@@ -224,7 +227,13 @@ impl Sandbox {
         let Some(targets) = targets else {
             return Ok(None);
         };
-        Journal::begin(Operation::WriteBatch, self.roots(), targets).map(Some)
+        Journal::begin(
+            Operation::WriteBatch,
+            self.roots(),
+            targets,
+            self.durability(),
+        )
+        .map(Some)
     }
 
     /// Puts every staged file in place, keeping backups so that a failure can be undone: on one,
@@ -339,7 +348,7 @@ impl Sandbox {
                 parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
             rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
             handle.write_all(&plan.content)?;
-            handle.sync_data()?;
+            super::durability::sync_data(&handle, self.durability())?;
             if let Some(permissions) = permissions {
                 handle.set_permissions(permissions)?;
             }

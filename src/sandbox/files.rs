@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, FileType, Metadata, OpenOptions};
 
+use super::durability::Durability;
 use super::error::SandboxError;
 use super::protect::Protection;
 use super::resolve::{LastComponent, RootedPath, resolve_in_roots};
@@ -25,6 +26,7 @@ pub struct Sandbox {
     roots: Vec<PathBuf>,
     dirs: Vec<Dir>,
     protection: Protection,
+    durability: Durability,
 }
 
 impl Sandbox {
@@ -41,6 +43,7 @@ impl Sandbox {
             roots: roots.paths().to_vec(),
             dirs,
             protection: Protection::default(),
+            durability: Durability::default(),
         })
     }
 
@@ -48,6 +51,17 @@ impl Sandbox {
     pub fn with_protection(mut self, protection: Protection) -> Sandbox {
         self.protection = protection;
         self
+    }
+
+    /// What writes flush before they answer (PROTOCOL.md §9 (fs.write), "What is synced").
+    pub fn with_durability(mut self, durability: Durability) -> Sandbox {
+        self.durability = durability;
+        self
+    }
+
+    /// What writes flush before they answer.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The protected paths.

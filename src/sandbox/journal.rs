@@ -3,15 +3,18 @@
 //!
 //! Before a write creates its first temporary file, it records in `STATE/journal/` every target
 //! (root, directory, name), the temporary and backup names it will use and the sha256 of the
-//! content it will write. A batch's record is flushed, and so is its directory. A single file's
-//! (fs.write, fs.edit) is not: its replacement is one rename of a flushed temporary file, whole
-//! old or whole new even after a power loss, and its record only lets the next start remove the
-//! temporary file after flycode was killed, for which the page cache (which outlives the
-//! process) is enough; the flushes would double the time of a small write. After a power loss
-//! such a record may be empty, and is then dropped (at worst a `.flycode-tmp-…` file remains
-//! beside the whole old file). A batch records a second
-//! phase, "replacing", after every temporary file is flushed and before the first rename. The
-//! record is removed when the operation is over, whether it succeeded or failed.
+//! content it will write. That first record is not flushed: until the first rename every target
+//! still holds its whole old content, so the record only lets the next start remove temporary
+//! files after flycode was killed, for which the page cache (which outlives the process) is
+//! enough. After a power loss such a record may be empty, and is then dropped (at worst
+//! `.flycode-tmp-…` files, and a batch's new empty folders, remain beside the whole old files).
+//! A single file's replacement (fs.write, fs.edit) is one rename of a flushed temporary file,
+//! whole old or whole new even after a power loss, and needs no more. A batch records a second
+//! phase, "replacing", after every temporary file is flushed and before the first rename; under
+//! `durability = "full"` that record is flushed, and so is the journal's folder (its rename),
+//! because from then on only it can say which renames belong together
+//! ([`super::durability`]). The record is removed when the operation is over, whether it
+//! succeeded or failed.
 //!
 //! At its next start, flycode reads the records of processes that are gone and decides:
 //! - still staging, or a rename missing (a temporary file is still there): undo. Temporary files
@@ -42,6 +45,7 @@ use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
 use super::content_hash::sha256_hex;
+use super::durability::Durability;
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
 use super::place::TEMP_PREFIX;
@@ -154,6 +158,8 @@ struct Record {
 pub(crate) struct Journal {
     file: Option<PathBuf>,
     record: Record,
+    /// Whether a batch's "replacing" record is flushed.
+    durability: Durability,
     /// Held while the operation runs: a recovering flycode leaves a locked record alone.
     _lock: Option<File>,
 }
@@ -166,9 +172,11 @@ impl Journal {
         operation: Operation,
         roots: &[PathBuf],
         targets: Vec<JournalTarget>,
+        durability: Durability,
     ) -> Result<Journal, SandboxError> {
         let mut journal = Journal {
             file: None,
+            durability,
             record: Record {
                 operation,
                 phase: Phase::Staging,
@@ -190,7 +198,7 @@ impl Journal {
             own_start_time(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        journal._lock = Some(store(&file, &journal.record)?);
+        journal._lock = Some(store(&file, &journal.record, journal.durability)?);
         journal.file = Some(file);
         Ok(journal)
     }
@@ -199,7 +207,7 @@ impl Journal {
     pub(crate) fn replacing(&mut self) -> Result<(), SandboxError> {
         self.record.phase = Phase::Replacing;
         if let Some(file) = &self.file {
-            self._lock = Some(store(file, &self.record)?);
+            self._lock = Some(store(file, &self.record, self.durability)?);
         }
         Ok(())
     }
@@ -228,9 +236,12 @@ fn journal_error(file: &Path, error: std::io::Error) -> SandboxError {
 }
 
 /// Writes the record through a temporary file and a rename, flushing the data and the directory
-/// for a batch (see the module documentation), and returns the stored file, locked.
-fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
-    let durable = record.operation == Operation::WriteBatch;
+/// for a batch's "replacing" record (see the module documentation), and returns the stored file,
+/// locked.
+fn store(file: &Path, record: &Record, durability: Durability) -> Result<File, SandboxError> {
+    let durable = record.operation == Operation::WriteBatch
+        && record.phase == Phase::Replacing
+        && durability == Durability::Full;
     let fail = |e| journal_error(file, e);
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(fail)?;
@@ -248,11 +259,11 @@ fn store(file: &Path, record: &Record) -> Result<File, SandboxError> {
         rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
         handle.write_all(&text)?;
         if durable {
-            handle.sync_data()?;
+            super::durability::sync_data(&handle, durability)?;
         }
         std::fs::rename(&temp, file)?;
         if durable {
-            File::open(dir)?.sync_all()?;
+            super::durability::sync_dir(File::open(dir)?, durability)?;
         }
         Ok(handle)
     })();

@@ -11,6 +11,9 @@ pub(crate) mod audit;
 pub(crate) mod batch;
 pub mod contain;
 pub(crate) mod content_hash;
+pub(crate) mod durability;
+#[cfg(test)]
+mod durability_tests;
 pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod handles;
@@ -39,6 +42,7 @@ pub(crate) mod write_mode;
 pub use audit::{AuditEntry, AuditLog, RecentEntries};
 pub use batch::{BatchFile, BatchRefusal};
 pub use content_hash::sha256_hex;
+pub use durability::Durability;
 pub use error::SandboxError;
 pub use files::Sandbox;
 pub use ops::Removed;

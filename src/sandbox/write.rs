@@ -1,6 +1,7 @@
 //! Writing files so that a crash leaves the old content or the new, never a mix: the new bytes go
 //! to a temporary file in the same directory, are flushed (`sync_data`), take the old file's
-//! permissions, and replace the name by `rename`; then the directory itself is flushed.
+//! permissions, and replace the name by `rename`; then the directory itself is flushed (both
+//! flushes through [`super::durability`], none under `durability = "process"`).
 //!
 //! Every write of an existing file happens under an exclusive advisory lock on that file, taken
 //! again when the name has meanwhile moved on to another file: an append reads the content it
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::content_hash::sha256_hex;
+use super::durability::{self, Durability};
 use super::error::SandboxError;
 use super::files::Sandbox;
 use super::journal::{Journal, JournalTarget, Operation};
@@ -160,7 +162,7 @@ impl Sandbox {
             )),
             None => None,
         };
-        let _staged = stage(parent, &temp, &whole, permissions, input)?;
+        let _staged = stage(parent, &temp, &whole, permissions, input, self.durability())?;
         let placed = match &locked {
             // Replacing the file whose lock is held: the name still leads to it (checked after
             // locking), and every other flycode writer waits for the lock.
@@ -174,7 +176,7 @@ impl Sandbox {
             }
             return Err(SandboxError::from_io(input, error));
         }
-        sync_dir(parent, input)?;
+        sync_dir(parent, input, self.durability())?;
         drop(journal);
         Ok(WriteAttempt::Done(Ok(WriteOutcome {
             path: path.absolute.clone(),
@@ -213,6 +215,7 @@ impl Sandbox {
             Operation::Write,
             self.roots(),
             vec![record.creating(creating)],
+            self.durability(),
         )
         .map(Some)
     }
@@ -385,12 +388,13 @@ fn stage(
     content: &[u8],
     permissions: Option<cap_std::fs::Permissions>,
     input: &str,
+    durability: Durability,
 ) -> Result<cap_std::fs::File, SandboxError> {
     let result = (|| {
         let mut file = parent.open_with(temp, OpenOptions::new().write(true).create_new(true))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
         file.write_all(content)?;
-        file.sync_data()?;
+        durability::sync_data(&file, durability)?;
         if let Some(permissions) = permissions {
             file.set_permissions(permissions)?;
         }
@@ -416,15 +420,17 @@ pub(crate) fn without_special_bits(
     permissions
 }
 
-/// Flushes a directory, so a rename in it survives a crash. (Directory handles are opened for
-/// path operations only, so the directory is opened once more, for reading, to be flushed.)
-fn sync_dir(dir: &Dir, input: &str) -> Result<(), SandboxError> {
+/// Flushes a directory, so a rename in it survives a crash (nothing under `process`).
+/// (Directory handles are opened for path operations only, so the directory is opened once more,
+/// for reading, to be flushed.)
+pub(crate) fn sync_dir(dir: &Dir, input: &str, durability: Durability) -> Result<(), SandboxError> {
+    if durability == Durability::Process {
+        return Ok(());
+    }
     let handle = dir
         .open_with(".", OpenOptions::new().read(true))
         .map_err(|e| SandboxError::from_io(input, e))?;
-    handle
-        .sync_all()
-        .map_err(|e| SandboxError::from_io(input, e))
+    durability::sync_dir(&handle, durability).map_err(|e| SandboxError::from_io(input, e))
 }
 
 #[cfg(test)]

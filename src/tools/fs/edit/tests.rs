@@ -311,3 +311,26 @@ fn permissions_are_kept() {
         0o755
     );
 }
+
+#[test]
+fn an_edit_flushes_the_file_and_its_folder_once_each_and_nothing_under_process() {
+    use crate::sandbox::Durability;
+    use crate::sandbox::durability::count;
+    let (_t, root, sandbox) = setup();
+    let file = root.join("a.txt");
+    std::fs::write(&file, "one\n").unwrap();
+    let args = |old: &str, new: &str| json!({"path": path_of(&file), "edits": [{"oldText": old, "newText": new}]});
+    let syncs = count::during(|| {
+        edit(&sandbox, args("one", "two")).unwrap();
+    });
+    assert_eq!(
+        syncs, 2,
+        "one fdatasync of the file, one fsync of its folder"
+    );
+    let sandbox = sandbox.with_durability(Durability::Process);
+    let syncs = count::during(|| {
+        edit(&sandbox, args("two", "three")).unwrap();
+    });
+    assert_eq!(syncs, 0);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "three\n");
+}

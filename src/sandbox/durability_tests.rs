@@ -1,0 +1,97 @@
+//! How many flushes a write, an edit's write and a batch make (PROTOCOL.md §9 (fs.write), "What
+//! is synced"), counted by [`super::durability`]'s test hook; apart from it so that the
+//! durability module imports nothing of the sandbox.
+
+use std::path::{Path, PathBuf};
+
+use super::durability::{Durability, count};
+use crate::sandbox::{BatchFile, Roots, Sandbox, WriteMode};
+
+fn setup() -> (tempfile::TempDir, PathBuf, Sandbox) {
+    let temp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(temp.path()).unwrap();
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).unwrap()).unwrap();
+    (temp, root, sandbox)
+}
+
+fn write(sandbox: &Sandbox, path: &Path, content: &str) {
+    sandbox
+        .write_file(
+            &path.display().to_string(),
+            content.as_bytes(),
+            WriteMode::Overwrite,
+            None,
+        )
+        .unwrap()
+        .unwrap();
+}
+
+fn batch(root: &Path, names: &[&str], content: &str) -> Vec<BatchFile> {
+    names
+        .iter()
+        .map(|name| BatchFile {
+            path: root.join(name).display().to_string(),
+            content: content.as_bytes().to_vec(),
+            mode: WriteMode::Overwrite,
+            expected_sha256: None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_write_flushes_the_file_and_its_folder_once_each() {
+    let (_t, root, sandbox) = setup();
+    let file = root.join("a.txt");
+    assert_eq!(count::during(|| write(&sandbox, &file, "new")), 2);
+    assert_eq!(count::during(|| write(&sandbox, &file, "replaced")), 2);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "replaced");
+}
+
+#[test]
+fn a_batch_flushes_each_file_its_replacing_record_and_each_folder_once() {
+    let (_t, root, sandbox) = setup();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::fs::write(root.join("b.txt"), "old").unwrap();
+    // Three files in one folder: three temporary files, the "replacing" record and the
+    // journal's folder, and the one folder.
+    let files = batch(&root, &["a.txt", "b.txt", "c.txt"], "x");
+    let syncs = count::during(|| {
+        sandbox.write_batch(&files).unwrap().unwrap();
+    });
+    assert_eq!(syncs, 3 + 2 + 1);
+    // Two folders: two folder flushes.
+    let files = batch(&root, &["a.txt", "sub/d.txt", "sub/e.txt"], "y");
+    let syncs = count::during(|| {
+        sandbox.write_batch(&files).unwrap().unwrap();
+    });
+    assert_eq!(syncs, 3 + 2 + 2);
+    assert_eq!(
+        std::fs::read_to_string(root.join("sub/e.txt")).unwrap(),
+        "y"
+    );
+}
+
+#[test]
+fn process_durability_flushes_nothing_and_still_writes() {
+    let (_t, root, sandbox) = setup();
+    let sandbox = sandbox.with_durability(Durability::Process);
+    let file = root.join("a.txt");
+    assert_eq!(count::during(|| write(&sandbox, &file, "new")), 0);
+    let files = batch(&root, &["a.txt", "b.txt", "c.txt"], "z");
+    let syncs = count::during(|| {
+        sandbox.write_batch(&files).unwrap().unwrap();
+    });
+    assert_eq!(syncs, 0);
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        assert_eq!(std::fs::read_to_string(root.join(name)).unwrap(), "z");
+    }
+}
+
+#[test]
+fn the_setting_words_round_trip() {
+    for durability in [Durability::Full, Durability::Process] {
+        let text = serde_json::to_string(&durability).unwrap();
+        assert_eq!(text, format!("\"{}\"", durability.as_str()));
+    }
+    assert_eq!(Durability::default(), Durability::Full);
+}
