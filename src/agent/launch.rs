@@ -27,7 +27,7 @@ use crate::protocol::ToolSet;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approver, Executor};
+use crate::tools::executor::{Approver, Door, Executor};
 use crate::tools::policy::Policy;
 
 /// Why a run cannot start (exit 2).
@@ -168,6 +168,7 @@ impl Launch {
         let mut run = AgentRun {
             provider: &mut self.provider,
             executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
+                .door(Door::Run)
                 .session(Some(&session))
                 .audit(AuditLog::default_location())
                 .limits(limits)

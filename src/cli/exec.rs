@@ -16,7 +16,7 @@ use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
 use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::{Approval, Approver, Executor, Question};
+use crate::tools::executor::{Door, Executor};
 use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
@@ -52,8 +52,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         }
         None => None,
     };
-    let approver = ExecApprover(approver(&args.run, super::approve::Asking::OneCall));
-    let executor = Executor::builder(&sandbox, &config.policy, &approver)
+    let approver = approver(&args.run, super::approve::Asking::OneCall);
+    let executor = Executor::builder(&sandbox, &config.policy, approver.as_ref())
+        .door(Door::Exec)
         .session(session.as_ref())
         .audit(AuditLog::default_location())
         .limits(config.limits())
@@ -96,32 +97,6 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Failure
     })
-}
-
-/// The terminal's approver, with `exec`'s words for a call no one could answer: the person runs
-/// the command again.
-struct ExecApprover(Box<dyn Approver>);
-
-impl Approver for ExecApprover {
-    fn approve(&self, shown: &str, reason: &str) -> Approval {
-        self.0.approve(shown, reason)
-    }
-
-    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.0.approve_in_person(shown, reason)
-    }
-
-    fn ask(&self, question: &Question) -> Approval {
-        self.0.ask(question)
-    }
-
-    fn unanswered_advice(&self, in_person: bool) -> &'static str {
-        if in_person {
-            "only a person at a terminal can allow this call (--yes does not): run it again in a terminal"
-        } else {
-            "no terminal could answer; run it again with --yes (or --approve auto)"
-        }
-    }
 }
 
 enum CallOrAnswer {

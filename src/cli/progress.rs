@@ -170,8 +170,4 @@ impl Approver for PausingApprover<'_> {
         self.spinner.pause(false);
         answer
     }
-
-    fn unanswered_advice(&self, in_person: bool) -> &'static str {
-        self.inner.unanswered_advice(in_person)
-    }
 }

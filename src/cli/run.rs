@@ -19,7 +19,6 @@ use crate::agent::turn::{RunEnding, RunEvent, RunObserver, RunReport};
 use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
-use crate::tools::executor::{Approval, Approver, Question};
 
 /// Runs `flycode run`.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -53,9 +52,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         !args.json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let spinner = Spinner::new(!args.json && std::io::stderr().is_terminal());
     let terminal_approver = approver(&args.run, super::approve::Asking::Session);
-    let inner_approver = RunWords(terminal_approver.as_ref());
     let pausing = PausingApprover {
-        inner: &inner_approver,
+        inner: terminal_approver.as_ref(),
         spinner: spinner.clone(),
     };
     let mut observer: Box<dyn RunObserver> = if args.json {
@@ -530,30 +528,5 @@ impl RunTerminal {
         eprintln!("{line}");
         // The task's outcome no longer follows its own line: it names its call.
         self.last_started = None;
-    }
-}
-
-/// `run`'s words for a call no one could answer, around the terminal's approver.
-struct RunWords<'a>(&'a dyn Approver);
-
-impl Approver for RunWords<'_> {
-    fn approve(&self, shown: &str, reason: &str) -> Approval {
-        self.0.approve(shown, reason)
-    }
-
-    fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.0.approve_in_person(shown, reason)
-    }
-
-    fn ask(&self, question: &Question) -> Approval {
-        self.0.ask(question)
-    }
-
-    fn unanswered_advice(&self, in_person: bool) -> &'static str {
-        if in_person {
-            "only a person at a terminal can allow this call (--yes does not): re-run flycode run in a terminal"
-        } else {
-            "no terminal could answer; re-run with --yes (or --approve auto)"
-        }
     }
 }

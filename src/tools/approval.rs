@@ -29,16 +29,42 @@ pub trait Approver: Send + Sync {
             self.approve(&question.shown, &question.reason)
         }
     }
+}
 
-    /// What the person is told to do about a call no one could answer ([`Approval::Unavailable`]),
-    /// in the words of the door they came through: each door's approver says it (`exec`: run it
-    /// again; `run`: re-run; the default is `watch`'s, whose replies are copied again).
-    /// `in_person`: the call needs a person at a terminal, which `--yes` is not.
-    fn unanswered_advice(&self, in_person: bool) -> &'static str {
-        if in_person {
-            "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again"
-        } else {
-            "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)"
+/// The command a call came through, for the words that tell the person what to do about a call
+/// no one could answer ([`Approval::Unavailable`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Door {
+    /// `flycode exec`: the person runs the command again.
+    Exec,
+    /// `flycode watch` (and every door without words of its own): the reply is copied again.
+    #[default]
+    Watch,
+    /// `flycode run`: the person re-runs the task.
+    Run,
+}
+
+impl Door {
+    /// What the person is told to do; `in_person`: the call needs a person at a terminal,
+    /// which `--yes` is not.
+    pub fn unanswered_advice(self, in_person: bool) -> &'static str {
+        match (self, in_person) {
+            (Door::Exec, true) => {
+                "only a person at a terminal can allow this call (--yes does not): run it again in a terminal"
+            }
+            (Door::Exec, false) => {
+                "no terminal could answer; run it again with --yes (or --approve auto)"
+            }
+            (Door::Run, true) => {
+                "only a person at a terminal can allow this call (--yes does not): re-run flycode run in a terminal"
+            }
+            (Door::Run, false) => "no terminal could answer; re-run with --yes (or --approve auto)",
+            (Door::Watch, true) => {
+                "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again"
+            }
+            (Door::Watch, false) => {
+                "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)"
+            }
         }
     }
 }

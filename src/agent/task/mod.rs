@@ -33,7 +33,7 @@ use super::turn::{AgentRun, RunKind};
 use crate::protocol::{ErrorCode, ToolName, ToolSet};
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::agent::{ModelChoice, SubagentType, TaskArgs, TaskRunner};
-use crate::tools::executor::{Approver, Executor, Restriction};
+use crate::tools::executor::{Approver, Door, Executor, Restriction};
 use crate::tools::policy::Policy;
 use crate::tools::{Limits, ToolError, ToolOutput};
 pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally, fit_result};
@@ -355,6 +355,7 @@ impl Tasks<'_> {
         let mut run = AgentRun {
             provider,
             executor: Executor::builder(self.sandbox, self.policy, self.approver)
+                .door(Door::Run)
                 .session(Some(&session))
                 .audit(self.audit.clone())
                 .limits(self.limits.clone())

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use self::ruling::{Granted, denied};
 pub use self::ruling::{Permit, Restriction, Ruling};
 pub use super::approval::{
-    Approval, Approver, Decider, FixedApprover, Question, Remembered, show_whole_call,
+    Approval, Approver, Decider, Door, FixedApprover, Question, Remembered, show_whole_call,
 };
 use super::policy::{Judgement, Policy};
 use super::registry::Invocation;
@@ -106,6 +106,8 @@ pub struct Executor<'a> {
     tasks: Option<&'a dyn TaskRunner>,
     /// The only tools this executor runs (a sub-agent's), whatever the call says.
     restriction: Option<Restriction>,
+    /// The command the calls come through, for its words to the person.
+    door: Door,
 }
 
 /// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
@@ -153,6 +155,13 @@ impl<'a> ExecutorBuilder<'a> {
     }
 
     /// The executor.
+    /// The command the calls come through (default `watch`'s words).
+    pub fn door(mut self, door: Door) -> Self {
+        self.executor.door = door;
+        self
+    }
+
+    /// The executor.
     pub fn build(self) -> Executor<'a> {
         self.executor
     }
@@ -180,6 +189,7 @@ impl<'a> Executor<'a> {
                 notebook: None,
                 tasks: None,
                 restriction: None,
+                door: Door::default(),
             },
         }
     }
@@ -288,7 +298,7 @@ impl<'a> Executor<'a> {
         if permit.by == Some(Decider::Unanswered)
             && let Granted::Unanswered(error) = &mut permit.granted
         {
-            error.advice = Some(self.approver.unanswered_advice(in_person).to_owned());
+            error.advice = Some(self.door.unanswered_advice(in_person).to_owned());
         }
         permit
     }
