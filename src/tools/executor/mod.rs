@@ -392,9 +392,7 @@ mod tests {
     fn executors_on_several_threads_ask_one_question_at_a_time() {
         let temp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(temp.path()).unwrap();
-        let sandbox =
-            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
-                .unwrap();
+        let sandbox = sandbox_on(&root);
         let policy = Policy {
             approval: super::super::policy::ApprovalMode::Ask,
             ..Policy::default()
@@ -425,9 +423,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(temp.path()).unwrap();
         std::fs::write(root.join("a.txt"), "one").unwrap();
-        let sandbox =
-            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
-                .unwrap();
+        let sandbox = sandbox_on(&root);
         let policy = Policy {
             approval: super::super::policy::ApprovalMode::Auto,
             ..Policy::default()
@@ -437,11 +433,6 @@ mod tests {
             .session(Some(&session))
             .build();
         let path = root.join("a.txt");
-        let call = |tool: ToolName, args: serde_json::Value| Call {
-            id: Some("c".into()),
-            tool,
-            args: args.as_object().cloned().unwrap(),
-        };
         assert!(
             executor
                 .execute(&call(ToolName::FsRead, serde_json::json!({"path": path})))
@@ -476,9 +467,7 @@ mod tests {
     fn a_sessions_own_appends_never_make_its_next_write_stale() {
         let temp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(temp.path()).unwrap();
-        let sandbox =
-            Sandbox::open(&crate::sandbox::Roots::resolve(std::slice::from_ref(&root)).unwrap())
-                .unwrap();
+        let sandbox = sandbox_on(&root);
         let policy = Policy {
             approval: super::super::policy::ApprovalMode::Auto,
             ..Policy::default()
@@ -487,11 +476,6 @@ mod tests {
         let executor = Executor::builder(&sandbox, &policy, &FixedApprover(Approval::Yes))
             .session(Some(&session))
             .build();
-        let call = |tool: ToolName, args: serde_json::Value| Call {
-            id: Some("c".into()),
-            tool,
-            args: args.as_object().cloned().unwrap(),
-        };
         let append = |path: &PathBuf, line: &str| {
             executor.execute(&call(
                 ToolName::FsWrite,
@@ -534,6 +518,14 @@ mod tests {
     impl Approver for NeverAsked {
         fn approve(&self, shown: &str, _reason: &str) -> Approval {
             panic!("the executor asked about {shown} although the door answered");
+        }
+    }
+
+    fn call(tool: ToolName, args: serde_json::Value) -> Call {
+        Call {
+            id: Some("c".into()),
+            tool,
+            args: args.as_object().cloned().unwrap(),
         }
     }
 
