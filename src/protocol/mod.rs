@@ -13,6 +13,7 @@
 
 pub(crate) mod args;
 pub mod blocks;
+pub mod dialect;
 pub(crate) mod call;
 pub(crate) mod call_types;
 pub mod display;
