@@ -335,6 +335,13 @@ impl Config {
             program_sandbox: self.process_sandbox,
             program_network: self.process_network,
             tool_set: self.tool_set,
+            places: crate::tools::places::Places {
+                project: self
+                    .layers
+                    .project()
+                    .map(|(_, dir, trusted)| (dir.to_owned(), trusted)),
+                ..crate::tools::places::Places::from_environment()
+            },
             ..crate::tools::Limits::default()
         }
     }

@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn names_schemas_and_annotations_follow_the_contract() {
         let tools = tool_list(ToolSet::Extended);
-        assert_eq!(tools.len(), 14);
+        assert_eq!(tools.len(), 18);
         for (tool, &name) in tools.iter().zip(ToolSet::Extended.tools()) {
             assert_eq!(tool.name, name.mcp_name());
             assert!(

@@ -13,9 +13,9 @@
 
 pub(crate) mod args;
 pub mod blocks;
-pub mod dialect;
 pub(crate) mod call;
 pub(crate) mod call_types;
+pub mod dialect;
 pub mod display;
 pub(crate) mod error_code;
 pub(crate) mod json;

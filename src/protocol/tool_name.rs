@@ -35,6 +35,14 @@ pub enum ToolName {
     FsReadMany,
     /// `fs.edit`: exact-text replacements in one file (the extended set).
     FsEdit,
+    /// `memory.query`: what earlier sessions said about a question (the extended set).
+    MemoryQuery,
+    /// `hint.load`: a hint folder's `HINT.md` joins the context (the extended set).
+    HintLoad,
+    /// `hint.unload`: a loaded hint leaves the context (the extended set).
+    HintUnload,
+    /// `hint.resource`: a file of a loaded hint (the extended set).
+    HintResource,
     /// `agent.todo`: replace the agent's TODO list (`flycode run` only).
     AgentTodo,
     /// `agent.note`: save a piece of useful information (`flycode run` only).
@@ -52,7 +60,8 @@ pub enum ToolSet {
     /// the chat front ends (`prompt`, `check`, `exec`, `watch`, `validate`).
     #[default]
     Seed,
-    /// The twelve plus `fs.readMany` and `fs.edit` (`--tools extended`).
+    /// The twelve plus `fs.readMany`, `fs.edit`, `memory.query` and the hint tools (`--tools
+    /// extended`).
     Extended,
     /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`, `agent.task`):
     /// `flycode run` (its default, and `--tools extended`).
@@ -72,8 +81,8 @@ impl ToolSet {
     pub fn tools(self) -> &'static [ToolName] {
         match self {
             ToolSet::Seed => &ToolName::WITH_AGENT_TOOLS[..12],
-            ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..14],
-            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..17],
+            ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..18],
+            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..21],
             ToolSet::SeedAgent => &ToolName::SEED_AGENT,
             ToolSet::Subagent => &ToolName::SUBAGENT,
             ToolSet::All => &ToolName::WITH_AGENT_TOOLS,
@@ -122,8 +131,9 @@ impl ToolName {
     /// The seed whitelist, in the order the contract and the prompt list them.
     pub const ALL: [ToolName; 12] = ToolName::first_of_all::<12>();
 
-    /// The extended set: the seed whitelist, then `fs.readMany` and `fs.edit`.
-    pub const EXTENDED: [ToolName; 14] = ToolName::first_of_all::<14>();
+    /// The extended set: the seed whitelist, then `fs.readMany`, `fs.edit`, `memory.query` and
+    /// the hint tools.
+    pub const EXTENDED: [ToolName; 18] = ToolName::first_of_all::<18>();
 
     /// The agent's own tools, known to `flycode run` only (`agent.complete` to its sub-agents
     /// only).
@@ -135,12 +145,16 @@ impl ToolName {
     ];
 
     /// What a sub-agent may call (PROTOCOL.md §13 (The API loop: sub-agents)), in prompt order.
-    pub const SUBAGENT: [ToolName; 8] = [
+    pub const SUBAGENT: [ToolName; 12] = [
         ToolName::FsLs,
         ToolName::FsRead,
         ToolName::FsReadMany,
         ToolName::FsSearch,
         ToolName::FsDiff,
+        ToolName::MemoryQuery,
+        ToolName::HintLoad,
+        ToolName::HintUnload,
+        ToolName::HintResource,
         ToolName::AgentTodo,
         ToolName::AgentNote,
         ToolName::AgentComplete,
@@ -166,7 +180,7 @@ impl ToolName {
     ];
 
     /// Every tool: the extended set followed by the agent's own tools.
-    pub const WITH_AGENT_TOOLS: [ToolName; 18] = [
+    pub const WITH_AGENT_TOOLS: [ToolName; 22] = [
         ToolName::FsLs,
         ToolName::FsMkdir,
         ToolName::FsRead,
@@ -181,6 +195,10 @@ impl ToolName {
         ToolName::ShellExec,
         ToolName::FsReadMany,
         ToolName::FsEdit,
+        ToolName::MemoryQuery,
+        ToolName::HintLoad,
+        ToolName::HintUnload,
+        ToolName::HintResource,
         ToolName::AgentTodo,
         ToolName::AgentNote,
         ToolName::AgentTask,
@@ -227,6 +245,10 @@ impl ToolName {
             ToolName::ShellExec => "shell.exec",
             ToolName::FsReadMany => "fs.readMany",
             ToolName::FsEdit => "fs.edit",
+            ToolName::MemoryQuery => "memory.query",
+            ToolName::HintLoad => "hint.load",
+            ToolName::HintUnload => "hint.unload",
+            ToolName::HintResource => "hint.resource",
             ToolName::AgentTodo => "agent.todo",
             ToolName::AgentNote => "agent.note",
             ToolName::AgentTask => "agent.task",

@@ -9,6 +9,9 @@ pub mod agent;
 pub mod approval;
 pub mod executor;
 pub mod fs;
+pub mod hint;
+pub mod memory;
+pub mod places;
 pub mod policy;
 pub(crate) mod preview;
 pub(crate) mod process;
@@ -76,6 +79,8 @@ pub struct Limits {
     /// `fs.edit` is no advice where it is not offered), and `flycode run`'s main agent is offered
     /// exactly these.
     pub tool_set: crate::protocol::ToolSet,
+    /// Where `memory.query`, the hint tools and predefined agents look.
+    pub places: places::Places,
 }
 
 impl Limits {
@@ -105,6 +110,7 @@ impl Default for Limits {
             program_sandbox: crate::sandbox::contain::ProgramSandbox::default(),
             program_network: true,
             tool_set: crate::protocol::ToolSet::Seed,
+            places: places::Places::from_environment(),
         }
     }
 }

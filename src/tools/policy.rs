@@ -249,6 +249,9 @@ mod tests {
             ToolName::ProcessRun | ToolName::ShellExec => json!({"command": "ls"}),
             ToolName::AgentTodo => json!({"items": []}),
             ToolName::AgentNote => json!({"note": "n"}),
+            ToolName::MemoryQuery => json!({"query": "q"}),
+            ToolName::HintLoad => json!({"name": "h"}),
+            ToolName::HintUnload => json!({}),
             _ => json!({"path": "/a"}),
         };
         let mut merged = least.as_object().cloned().unwrap();
@@ -308,6 +311,10 @@ mod tests {
             ToolName::FsRead,
             ToolName::FsSearch,
             ToolName::FsDiff,
+            ToolName::MemoryQuery,
+            ToolName::HintLoad,
+            ToolName::HintUnload,
+            ToolName::HintResource,
             ToolName::AgentTodo,
             ToolName::AgentNote,
         ];

@@ -143,6 +143,10 @@ pub struct ToolContext<'a> {
     pub tasks: Option<&'a dyn TaskRunner>,
     /// The id of the call being run.
     pub call_id: Option<&'a str>,
+    /// The hints this conversation has loaded.
+    pub hints: &'a super::hint::HintShelf,
+    /// Condenses what `memory.query` finds (`flycode run` only).
+    pub condenser: Option<&'a dyn super::memory::Condenser>,
 }
 
 /// A tool, as its file implements it, with typed arguments.

@@ -108,6 +108,11 @@ pub struct Executor<'a> {
     restriction: Option<Restriction>,
     /// The command the calls come through, for its words to the person.
     door: Door,
+    /// The hints loaded through this executor (PROTOCOL.md §9 (hint.load)): each executor has
+    /// its own, so a sub-agent's hints are its own.
+    hints: super::hint::HintShelf,
+    /// Condenses what `memory.query` finds (`flycode run`'s light model).
+    condenser: Option<&'a dyn super::memory::Condenser>,
 }
 
 /// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
@@ -154,7 +159,12 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
-    /// The executor.
+    /// What condenses `memory.query`'s findings (`flycode run`).
+    pub fn condenser(mut self, condenser: &'a dyn super::memory::Condenser) -> Self {
+        self.executor.condenser = Some(condenser);
+        self
+    }
+
     /// The command the calls come through (default `watch`'s words).
     pub fn door(mut self, door: Door) -> Self {
         self.executor.door = door;
@@ -190,6 +200,8 @@ impl<'a> Executor<'a> {
                 tasks: None,
                 restriction: None,
                 door: Door::default(),
+                hints: super::hint::HintShelf::default(),
+                condenser: None,
             },
         }
     }
@@ -212,6 +224,11 @@ impl<'a> Executor<'a> {
     /// The limits calls run within (their secrets: [`Limits::secrets`]).
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The hints loaded through this executor, oldest first.
+    pub fn loaded_hints(&self) -> Vec<super::hint::LoadedHint> {
+        self.hints.loaded()
     }
 
     /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
@@ -319,6 +336,8 @@ impl<'a> Executor<'a> {
                         notebook: self.notebook,
                         tasks: self.tasks,
                         call_id: call.id.as_deref(),
+                        hints: &self.hints,
+                        condenser: self.condenser,
                     })
                 });
                 if let Ok(output) = &result {

@@ -1,0 +1,118 @@
+//! Where the tools that read flycode's own material look (PROTOCOL.md §9 (Tools: memory and
+//! hints)): the state directory (earlier sessions, for `memory.query`), the user's configuration
+//! directory and the project folder (hints and predefined agents). A door fills it from its
+//! configuration; the project's folder counts only when the person trusts its `flycode.toml`,
+//! because what a hint or a predefined agent says becomes the model's instructions.
+
+use std::path::{Path, PathBuf};
+
+/// The folders behind `memory.query`, the hint tools and predefined agents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Places {
+    /// flycode's state directory (`runs/` holds the transcripts of earlier runs).
+    pub state_dir: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME/flycode` (or `~/.config/flycode`): the user's hints and agents.
+    pub user_config: Option<PathBuf>,
+    /// The project folder (the one holding the `flycode.toml` that applies) and whether the
+    /// person trusts it.
+    pub project: Option<(PathBuf, bool)>,
+}
+
+impl Places {
+    /// The state and configuration directories the environment names, no project.
+    pub fn from_environment() -> Places {
+        Places {
+            state_dir: crate::sandbox::state::state_dir(),
+            user_config: crate::sandbox::protect::user_config_dir(),
+            project: None,
+        }
+    }
+
+    /// The folder `sub` (`hints`, `agents`) of each place in the order they are searched: the
+    /// trusted project's `.flycode/SUB` first, then the user's `SUB`. An untrusted project's
+    /// folder is left out (see [`Places::untrusted_project_dir`]).
+    pub fn search_dirs(&self, sub: &str) -> Vec<PathBuf> {
+        let project = self
+            .project
+            .as_ref()
+            .filter(|(_, trusted)| *trusted)
+            .map(|(dir, _)| dir.join(".flycode").join(sub));
+        let user = self.user_config.as_ref().map(|dir| dir.join(sub));
+        project.into_iter().chain(user).collect()
+    }
+
+    /// `.flycode/SUB` of the project when the person does not trust it: named in a refusal.
+    pub fn untrusted_project_dir(&self, sub: &str) -> Option<PathBuf> {
+        self.project
+            .as_ref()
+            .filter(|(_, trusted)| !*trusted)
+            .map(|(dir, _)| dir.join(".flycode").join(sub))
+    }
+}
+
+/// Whether `name` can name a hint or a predefined agent: 1 to 64 letters, digits, `.`, `_` and
+/// `-`, not starting with `.` (so never `.` or `..`), no path separator.
+pub fn is_plain_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    first_ok
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Whether `path` exists as a directory (links followed; flycode's own configuration).
+pub(crate) fn is_dir(path: &Path) -> bool {
+    crate::sandbox::host::canonicalize(path).is_ok_and(|resolved| {
+        crate::sandbox::host::symlink_metadata(&resolved).is_ok_and(|m| m.is_dir())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_have_no_separators_or_dots_first() {
+        for good in ["review", "a.b", "x_1-2", "A"] {
+            assert!(is_plain_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            ".hidden",
+            "a b",
+            &"x".repeat(65),
+        ] {
+            assert!(!is_plain_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_project_is_not_searched() {
+        let places = Places {
+            state_dir: None,
+            user_config: Some(PathBuf::from("/c")),
+            project: Some((PathBuf::from("/p"), false)),
+        };
+        assert_eq!(places.search_dirs("hints"), [PathBuf::from("/c/hints")]);
+        assert_eq!(
+            places.untrusted_project_dir("hints"),
+            Some(PathBuf::from("/p/.flycode/hints"))
+        );
+        let trusted = Places {
+            project: Some((PathBuf::from("/p"), true)),
+            ..places
+        };
+        assert_eq!(
+            trusted.search_dirs("agents"),
+            [
+                PathBuf::from("/p/.flycode/agents"),
+                PathBuf::from("/c/agents")
+            ]
+        );
+    }
+}
