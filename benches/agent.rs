@@ -327,6 +327,7 @@ fn subagent_turn(c: &mut Criterion) {
         prompt: "Find where the parser lives and report its file and lines.".to_owned(),
         subagent_type: SubagentType::Explore,
         model: None,
+        name: None,
     };
 
     let mut group = c.benchmark_group("subagent_turn");

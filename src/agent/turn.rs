@@ -47,7 +47,7 @@ pub(crate) enum RunKind {
 
 /// The only tool of a sub-agent's last turn.
 const LAST_TURN: Restriction = Restriction {
-    tools: &[ToolName::AgentComplete],
+    tools: std::borrow::Cow::Borrowed(&[ToolName::AgentComplete]),
     reason: "this is your last turn",
     hint: "call agent.complete now with your result so far, and say what is missing",
 };

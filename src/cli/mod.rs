@@ -382,6 +382,11 @@ pub struct PromptArgs {
     /// fs.edit); default: flycode.toml's `tools`, else seed.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
+    /// The protocol style the prompt teaches: flycode (fenced call blocks, the default) or tags
+    /// (seed 000's `<bash_call>`/`<builtin>`/`<create_agent>`/`<return>`, with the roots' tree,
+    /// the predefined agents and the hints filled in).
+    #[arg(long, value_enum, value_name = "DIALECT")]
+    pub dialect: Option<crate::protocol::dialect::Dialect>,
 }
 
 /// A tool set on the command line (PROTOCOL.md §9 (Tools)).

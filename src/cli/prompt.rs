@@ -5,6 +5,8 @@ use std::io::{Read, Write};
 use anyhow::Context;
 
 use super::{Language, Outcome, PromptArgs, load_roots};
+use crate::agent::tags_prompt::render_tags_prompt;
+use crate::protocol::dialect::Dialect;
 use crate::protocol::prompt::{PromptLanguage, chat_prompt_for};
 use crate::sandbox::state::{state_dir, write_atomically};
 use crate::watch::clipboard::{SystemClipboard, keep_on_clipboard};
@@ -19,7 +21,10 @@ pub(crate) fn run(args: &PromptArgs) -> anyhow::Result<Outcome> {
         Language::Zh => PromptLanguage::Zh,
         Language::En => PromptLanguage::En,
     };
-    let prompt = chat_prompt_for(language, config.tool_set, &roots.display_strings());
+    let prompt = match args.dialect.unwrap_or_default() {
+        Dialect::Flycode => chat_prompt_for(language, config.tool_set, &roots.display_strings()),
+        Dialect::Tags => render_tags_prompt(language, roots.paths(), &config.limits().places),
+    };
     if !args.copy {
         std::io::stdout().lock().write_all(prompt.as_bytes())?;
         return Ok(Outcome::Success);

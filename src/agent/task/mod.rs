@@ -23,6 +23,7 @@ use std::time::Instant;
 use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provider};
 use super::context::SharedMemory;
 use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
+use super::predefined::{PredefinedAgent, PredefinedError, find_agent, granted_tools};
 use super::prompt::{
     AssembledPrompt, PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt,
     subagent_role,
@@ -40,7 +41,7 @@ pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally, fit_
 
 /// What a sub-agent's executor runs: the read-only tools, its notes and `agent.complete`.
 pub const SUBAGENT_ONLY: Restriction = Restriction {
-    tools: &ToolName::SUBAGENT,
+    tools: std::borrow::Cow::Borrowed(&ToolName::SUBAGENT),
     reason: "sub-agents are read-only",
     hint: "use the read-only tools, and say in your agent.complete result what should be changed or run: the agent that started you will do it",
 };
@@ -221,8 +222,15 @@ impl Tasks<'_> {
         }
     }
 
-    /// Runs the child of task `task_id` and returns its envelope.
-    fn run_child(&self, task: &TaskArgs, task_id: &str, parent_call_id: Option<&str>) -> Envelope {
+    /// Runs the child of task `task_id` (as `predefined` when the task names one) and returns
+    /// its envelope.
+    fn run_child(
+        &self,
+        task: &TaskArgs,
+        predefined: Option<&PredefinedAgent>,
+        task_id: &str,
+        parent_call_id: Option<&str>,
+    ) -> Envelope {
         let started = Instant::now();
         let model = self.model(task.model_choice());
         let (transcripts, context) = self.child_context(task_id, parent_call_id);
@@ -236,7 +244,7 @@ impl Tasks<'_> {
                 self.settings.strict,
             )
         };
-        let (role, mut provider) = match self.child_parts(task, &model) {
+        let (role, mut provider) = match self.child_parts(task, predefined, &model) {
             Ok(parts) => parts,
             Err(message) => {
                 // A task that fails before its first request had no conversation: no
@@ -259,8 +267,15 @@ impl Tasks<'_> {
             tallies: Vec::new(),
         };
         let prompt = self.child_prompt(&model, role);
+        let restriction = match predefined {
+            Some(agent) => Restriction {
+                tools: std::borrow::Cow::Owned(granted_tools(agent, &ToolName::SUBAGENT)),
+                ..SUBAGENT_ONLY
+            },
+            None => SUBAGENT_ONLY,
+        };
         let (report, status, result) = self.converse(
-            task,
+            (task, restriction),
             &model,
             provider.as_mut(),
             prompt,
@@ -305,11 +320,15 @@ impl Tasks<'_> {
     fn child_parts(
         &self,
         task: &TaskArgs,
+        predefined: Option<&PredefinedAgent>,
         model: &ChildModel,
     ) -> Result<(String, Box<dyn Provider>), String> {
-        let role = self
-            .role(task.subagent_type)
-            .map_err(|error| error.to_string())?;
+        let role = match predefined {
+            Some(agent) => predefined_role(agent),
+            None => self
+                .role(task.subagent_type)
+                .map_err(|error| error.to_string())?,
+        };
         let provider = (self.providers)(&model.client)
             .map_err(|error| format!("the sub-agent's API client: {error}"))?;
         Ok((role, provider))
@@ -337,7 +356,7 @@ impl Tasks<'_> {
     /// returns its report with the task's status and result.
     fn converse(
         &self,
-        task: &TaskArgs,
+        (task, restriction): (&TaskArgs, Restriction),
         model: &ChildModel,
         provider: &mut dyn Provider,
         prompt: AssembledPrompt,
@@ -360,7 +379,7 @@ impl Tasks<'_> {
                 .audit(self.audit.clone())
                 .limits(self.limits.clone())
                 .notebook(&memory)
-                .restriction(SUBAGENT_ONLY)
+                .restriction(restriction)
                 .build(),
             settings: &child_settings,
             lenient: self.lenient,
@@ -385,9 +404,16 @@ impl TaskRunner for Tasks<'_> {
         task: &TaskArgs,
         parent_call_id: Option<&str>,
     ) -> Result<ToolOutput, ToolError> {
+        // A name that does not lead to an agent fails before the quota is touched.
+        let predefined = task
+            .name
+            .as_deref()
+            .map(|name| find_agent(&self.limits.places, name))
+            .transpose()
+            .map_err(predefined_error)?;
         let number = self.claim()?;
         let task_id = format!("task-{number}");
-        let envelope = self.run_child(task, &task_id, parent_call_id);
+        let envelope = self.run_child(task, predefined.as_ref(), &task_id, parent_call_id);
         let output = ToolOutput {
             body: Some(envelope.body()),
             fields: vec![("status".to_owned(), envelope.status.as_str().to_owned())],
@@ -414,6 +440,39 @@ impl TaskRunner for Tasks<'_> {
         error.output = Some(Box::new(output));
         Err(error)
     }
+}
+
+/// The role of a predefined agent's sub-agent: its text, then the tools it may use when it
+/// names them.
+fn predefined_role(agent: &PredefinedAgent) -> String {
+    match &agent.tools {
+        None => agent.role.clone(),
+        Some(_) => {
+            let tools: Vec<&str> = granted_tools(agent, &ToolName::SUBAGENT)
+                .iter()
+                .map(|tool| tool.as_str())
+                .collect();
+            format!(
+                "{}\n\nThe tools you may use: {}. Other calls are refused.",
+                agent.role,
+                tools.join(", ")
+            )
+        }
+    }
+}
+
+/// The call's error for a predefined agent that cannot be used.
+fn predefined_error(error: PredefinedError) -> ToolError {
+    let code = match error {
+        PredefinedError::Unknown { .. } => ErrorCode::NotFound,
+        PredefinedError::Untrusted { .. } => ErrorCode::DeniedByPolicy,
+        PredefinedError::Broken { .. } => ErrorCode::TaskFailed,
+    };
+    ToolError::new(
+        code,
+        format!("agent.task was not run: {error}"),
+        Some("name one of the available predefined agents, or leave name out"),
+    )
 }
 
 /// How a child's run ended, as the envelope says it, and its result.

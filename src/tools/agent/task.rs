@@ -28,11 +28,8 @@ impl Tool for AgentTask {
     }
 
     fn subject(&self, args: &TaskArgs, _roots: &[PathBuf]) -> String {
-        format!(
-            "{}: {}",
-            args.subagent_type.as_str(),
-            first_line(&args.description)
-        )
+        let kind = args.name.as_deref().unwrap_or(args.subagent_type.as_str());
+        format!("{kind}: {}", first_line(&args.description))
     }
 
     fn summary(&self, output: &ToolOutput) -> String {

@@ -82,6 +82,8 @@ pub struct TaskArgs {
     pub subagent_type: SubagentType,
     /// Its model, when the call names one.
     pub model: Option<ModelChoice>,
+    /// The predefined agent to run it (PROTOCOL.md §9 (Hints and predefined agents)).
+    pub name: Option<String>,
 }
 
 impl TaskArgs {

@@ -163,10 +163,10 @@ pub(super) fn denied(tool: ToolName, reason: &str, advice: String) -> ToolError 
 /// The only tools an executor runs, and what its refusal of any other says: a sub-agent's
 /// executor runs only the read-only tools (PROTOCOL.md §13 (The API loop: sub-agents)), so a
 /// sub-agent is read-only by construction, not only by the tools it is offered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restriction {
-    /// The tools that run.
-    pub tools: &'static [ToolName],
+    /// The tools that run (fewer for a predefined agent that names its tools).
+    pub tools: std::borrow::Cow<'static, [ToolName]>,
     /// Why the others do not, e.g. "sub-agents are read-only".
     pub reason: &'static str,
     /// What the model should do instead.
