@@ -165,10 +165,17 @@ impl Launch {
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(0),
         };
+        let condenser = super::recall::LightCondenser::new(
+            &self.settings,
+            self.max_reply_bytes,
+            &self.transcripts,
+            options.cancel,
+        );
         let mut run = AgentRun {
             provider: &mut self.provider,
             executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
                 .door(Door::Run)
+                .condenser(&condenser)
                 .session(Some(&session))
                 .audit(AuditLog::default_location())
                 .limits(limits)

@@ -13,7 +13,10 @@
 //! - [`parallel`]: the read-only calls of a turn run at once (PROTOCOL.md §13 (The API loop: parallel calls));
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
-//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
+//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
+//! - [`predefined`]: predefined agents (`.flycode/agents/NAME.md`) for `agent.task` with `name`;
+//! - [`recall`]: the light model condensing what `memory.query` finds;
+//! - [`tags_prompt`]: the tag dialect's system prompt (seed 000), rendered.
 
 mod calls;
 pub mod client;
@@ -24,6 +27,7 @@ pub mod message;
 pub mod parallel;
 pub mod predefined;
 pub mod prompt;
+pub(crate) mod recall;
 pub mod settings;
 pub(crate) mod summary;
 pub mod tags_prompt;

@@ -430,7 +430,8 @@ impl AgentRun<'_> {
             &self.prompt.role_definition,
             &self.memory.snapshot(),
             &notes,
-        );
+        )
+        .with_hints(&self.executor.loaded_hints());
         let mut request =
             assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
         let secrets = self.executor.limits().secrets();

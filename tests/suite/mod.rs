@@ -29,6 +29,7 @@ mod prompt_matches_schemas;
 mod properties;
 mod protocol_corrections;
 mod read_many;
+mod recall;
 mod reply_fixtures;
 mod reply_limit;
 mod result_snapshots;

@@ -72,6 +72,10 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
             "fs_read_many",
             "fs_search",
             "fs_diff",
+            "memory_query",
+            "hint_load",
+            "hint_unload",
+            "hint_resource",
             "agent_todo",
             "agent_note",
             "agent_complete"

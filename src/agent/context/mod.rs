@@ -4,7 +4,8 @@
 //!
 //! - [`memory`]: the TODO list and the notes the agent's own tools keep;
 //! - [`folder_notes`](mod@folder_notes): `AGENTS.md` / `FLYCODE.md` at the roots, read afresh;
-//! - [`special`]: the four messages rendered under `[flycode]` headings.
+//! - [`special`]: the messages rendered under `[flycode]` headings (the fifth, the loaded hints'
+//!   `HINT.md`, comes from the executor's hint shelf: PROTOCOL.md §9 (hint.load)).
 //!
 //! # Where the special messages go
 //!
@@ -15,7 +16,7 @@
 //!    otherwise the role definition is promoted to the system message (and is still sent as
 //!    special message 1 as well). When neither exists there is no system message.
 //! 2. The special messages come in the order role definition, TODO list, useful information,
-//!    folder notes, empty ones left out. When all are empty nothing is inserted: the history
+//!    folder notes, loaded hints, empty ones left out. When all are empty nothing is inserted: the history
 //!    follows the system message as it is.
 //! 3. They are inserted as one contiguous block right after the third-from-last result message
 //!    ([`Message::is_result`]: a `tool` message in native mode, a user message carrying a

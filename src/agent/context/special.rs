@@ -19,6 +19,8 @@ pub(crate) const TODO_HEADING: &str =
 /// The heading of the useful information message.
 pub(crate) const NOTES_HEADING: &str =
     "[flycode] Useful information (the notes you saved; inserted by flycode, not the user)";
+/// The heading of the loaded hints message (PROTOCOL.md §9 (hint.load)).
+pub(crate) const HINTS_HEADING: &str = "[flycode] Loaded hints (the HINT.md of each hint you loaded with hint.load, until hint.unload; inserted by flycode, not the user)";
 /// The heading of the folder notes message.
 pub(crate) const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYCODE.md in the allowed roots: the project's conventions; inserted by flycode, not the user)";
 
@@ -36,6 +38,8 @@ pub struct SpecialMessages {
     pub notes: Option<String>,
     /// Special message 4: the folder notes.
     pub folder_notes: Option<String>,
+    /// Special message 5: the loaded hints' `HINT.md` (PROTOCOL.md §9 (hint.load)).
+    pub hints: Option<String>,
 }
 
 impl SpecialMessages {
@@ -55,24 +59,43 @@ impl SpecialMessages {
             todo: render_todo(memory),
             notes: render_notes(&memory.notes),
             folder_notes: render_folder_notes(folder_notes),
+            hints: None,
         }
     }
 
+    /// The same messages with the loaded hints' `HINT.md` as the last special message.
+    pub fn with_hints(mut self, hints: &[crate::tools::hint::LoadedHint]) -> SpecialMessages {
+        self.hints = render_hints(hints);
+        self
+    }
+
     /// The messages in their order: role definition, TODO list, useful information, folder
-    /// notes, empty ones left out.
+    /// notes, loaded hints, empty ones left out.
     pub fn messages(&self) -> Vec<Message> {
-        [&self.role, &self.todo, &self.notes, &self.folder_notes]
-            .into_iter()
-            .flatten()
-            .map(|text| Message::special(text.as_str()))
-            .collect()
+        [
+            &self.role,
+            &self.todo,
+            &self.notes,
+            &self.folder_notes,
+            &self.hints,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|text| Message::special(text.as_str()))
+        .collect()
     }
 
     /// Whether there is no special message at all.
     pub fn is_empty(&self) -> bool {
-        [&self.role, &self.todo, &self.notes, &self.folder_notes]
-            .iter()
-            .all(|kind| kind.is_none())
+        [
+            &self.role,
+            &self.todo,
+            &self.notes,
+            &self.folder_notes,
+            &self.hints,
+        ]
+        .iter()
+        .all(|kind| kind.is_none())
     }
 }
 
@@ -81,6 +104,21 @@ fn fenced(info: &str, text: &str) -> String {
     let fence = backtick_fence_for(text);
     let newline = if text.ends_with('\n') { "" } else { "\n" };
     format!("{fence}{info}\n{text}{newline}{fence}\n")
+}
+
+fn render_hints(hints: &[crate::tools::hint::LoadedHint]) -> Option<String> {
+    if hints.is_empty() {
+        return None;
+    }
+    let mut out = String::from(HINTS_HEADING);
+    for hint in hints {
+        out.push_str(&format!(
+            "\n\nHint {}:\n{}",
+            hint.name,
+            fenced("markdown", &hint.text)
+        ));
+    }
+    Some(out)
 }
 
 fn render_todo(memory: &AgentMemory) -> Option<String> {
