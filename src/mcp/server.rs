@@ -92,6 +92,9 @@ struct Shared {
     tools: Vec<Tool>,
     /// The stale-read guard's memory: one server is one session.
     session: Mutex<Session>,
+    /// The hints the client's calls loaded (PROTOCOL.md §9 (hint.load)): kept across calls,
+    /// whose executors are made one a call.
+    hints: crate::tools::hint::HintShelf,
     client_roots: Mutex<ClientRoots>,
     /// Bumped when the client says its roots changed, so a list fetched before is not kept.
     roots_generation: AtomicU64,
@@ -124,6 +127,7 @@ impl McpServer {
                 full,
                 tools,
                 session: Mutex::new(Session::in_memory()),
+                hints: crate::tools::hint::HintShelf::default(),
                 client_roots: Mutex::new(ClientRoots::Unknown),
                 roots_generation: AtomicU64::new(0),
                 gate: Gate::default(),
@@ -345,6 +349,7 @@ impl Shared {
             .session(Some(&self.session))
             .audit(self.settings.audit.clone())
             .limits(limits)
+            .hints(&self.hints)
             .build()
     }
 

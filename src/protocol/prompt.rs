@@ -60,6 +60,7 @@ pub fn chat_prompt_for(language: PromptLanguage, set: ToolSet, roots: &[String])
             !ToolSet::Seed.contains(tool)
                 && !tool_schema(tool).is_read_only
                 && !ToolName::AGENT_TOOLS.contains(&tool)
+                && !ToolName::CONTEXT_TOOLS.contains(&tool)
         })
         .map(|tool| format!("/{tool}"))
         .collect();

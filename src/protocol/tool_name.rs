@@ -144,6 +144,10 @@ impl ToolName {
         ToolName::AgentComplete,
     ];
 
+    /// The tools that change only what the conversation's context holds, never a file or a
+    /// program: not risky, though they are not read-only.
+    pub const CONTEXT_TOOLS: [ToolName; 2] = [ToolName::HintLoad, ToolName::HintUnload];
+
     /// What a sub-agent may call (PROTOCOL.md §13 (The API loop: sub-agents)), in prompt order.
     pub const SUBAGENT: [ToolName; 12] = [
         ToolName::FsLs,

@@ -144,9 +144,9 @@ pub struct ToolContext<'a> {
     /// The id of the call being run.
     pub call_id: Option<&'a str>,
     /// The hints this conversation has loaded.
-    pub hints: &'a super::hint::HintShelf,
+    pub hints: &'a super::hint::shelf::HintShelf,
     /// Condenses what `memory.query` finds (`flycode run` only).
-    pub condenser: Option<&'a dyn super::memory::Condenser>,
+    pub condenser: Option<&'a dyn super::memory::condenser::Condenser>,
 }
 
 /// A tool, as its file implements it, with typed arguments.

@@ -76,6 +76,10 @@ async def every_tool(client, root):
         ("fs_rm", {"path": p("b2.txt")}),
         ("process_run", {"command": "echo", "args": ["hello", "from", "mcp"]}),
         ("shell_exec", {"command": "echo $((6 * 7))"}),
+        ("memory_query", {"query": "two"}),
+        ("hint_load", {"name": "mcp-hint"}),
+        ("hint_resource", {"path": "HINT.md"}),
+        ("hint_unload", {"name": "mcp-hint"}),
     ]
     results = []
     for name, arguments in calls:

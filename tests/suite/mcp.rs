@@ -108,6 +108,10 @@ fn place() -> Place {
     for dir in [&root, &state, &config] {
         std::fs::create_dir(dir).unwrap();
     }
+    // A hint for `every_tool` to load and read (PROTOCOL.md §9 (hint.load)).
+    let hint = config.join("flycode/hints/mcp-hint");
+    std::fs::create_dir_all(&hint).unwrap();
+    std::fs::write(hint.join("HINT.md"), "MCP HINT\n").unwrap();
     Place {
         _temp: temp,
         root,
@@ -182,7 +186,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "process_run",
                 "shell_exec",
                 "fs_read_many",
-                "fs_edit"
+                "fs_edit",
+                "memory_query",
+                "hint_load",
+                "hint_unload",
+                "hint_resource"
             ]
         );
         for tool in tools {
@@ -195,8 +203,16 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
             );
             assert!(!tool["description"].as_str().unwrap().is_empty(), "{name}");
             let hints = &tool["annotations"];
-            let read_only =
-                ["fs_ls", "fs_read", "fs_search", "fs_diff", "fs_read_many"].contains(&name);
+            let read_only = [
+                "fs_ls",
+                "fs_read",
+                "fs_search",
+                "fs_diff",
+                "fs_read_many",
+                "memory_query",
+                "hint_resource",
+            ]
+            .contains(&name);
             let destructive = [
                 "fs_rm",
                 "fs_mv",
@@ -592,7 +608,7 @@ fn standard_output_carries_only_protocol_messages() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     let listed = messages.iter().find(|m| m["id"] == 2).unwrap();
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 14);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 18);
     // The server's own words went to standard error.
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("flycode mcp: serving extended tools")

@@ -138,6 +138,18 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any text fills without a panic, and text without braces comes back unchanged.
+        #[test]
+        fn filling_never_panics_and_keeps_plain_text(text in "\\PC{0,80}") {
+            let value = |_: &str| Some("V".to_owned());
+            let filled = fill(&text, &value);
+            if !text.contains(['{', '}']) {
+                proptest::prop_assert_eq!(filled, text);
+            }
+        }
+    }
+
     #[test]
     fn both_templates_hold_every_placeholder() {
         for template in [TEMPLATE_ZH, TEMPLATE_EN] {

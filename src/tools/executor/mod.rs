@@ -109,10 +109,26 @@ pub struct Executor<'a> {
     /// The command the calls come through, for its words to the person.
     door: Door,
     /// The hints loaded through this executor (PROTOCOL.md §9 (hint.load)): each executor has
-    /// its own, so a sub-agent's hints are its own.
-    hints: super::hint::HintShelf,
+    /// its own, so a sub-agent's hints are its own, unless the door shares one across executors
+    /// (`mcp` makes an executor a call).
+    hints: Shelf<'a>,
     /// Condenses what `memory.query` finds (`flycode run`'s light model).
     condenser: Option<&'a dyn super::memory::Condenser>,
+}
+
+/// An executor's hint shelf: its own, or one the door keeps.
+enum Shelf<'a> {
+    Own(super::hint::HintShelf),
+    Shared(&'a super::hint::HintShelf),
+}
+
+impl Shelf<'_> {
+    fn get(&self) -> &super::hint::HintShelf {
+        match self {
+            Shelf::Own(shelf) => shelf,
+            Shelf::Shared(shelf) => shelf,
+        }
+    }
 }
 
 /// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
@@ -159,6 +175,12 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
+    /// The hints the calls load and read, kept by the door beyond this executor.
+    pub fn hints(mut self, hints: &'a super::hint::HintShelf) -> Self {
+        self.executor.hints = Shelf::Shared(hints);
+        self
+    }
+
     /// What condenses `memory.query`'s findings (`flycode run`).
     pub fn condenser(mut self, condenser: &'a dyn super::memory::Condenser) -> Self {
         self.executor.condenser = Some(condenser);
@@ -200,7 +222,7 @@ impl<'a> Executor<'a> {
                 tasks: None,
                 restriction: None,
                 door: Door::default(),
-                hints: super::hint::HintShelf::default(),
+                hints: Shelf::Own(super::hint::HintShelf::default()),
                 condenser: None,
             },
         }
@@ -228,7 +250,7 @@ impl<'a> Executor<'a> {
 
     /// The hints loaded through this executor, oldest first.
     pub fn loaded_hints(&self) -> Vec<super::hint::LoadedHint> {
-        self.hints.loaded()
+        self.hints.get().loaded()
     }
 
     /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
@@ -336,7 +358,7 @@ impl<'a> Executor<'a> {
                         notebook: self.notebook,
                         tasks: self.tasks,
                         call_id: call.id.as_deref(),
-                        hints: &self.hints,
+                        hints: self.hints.get(),
                         condenser: self.condenser,
                     })
                 });

@@ -156,6 +156,31 @@ mod tests {
         assert_eq!(error.code, ErrorCode::TooLarge);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// No path made of `..`, `.`, names, links and separators reads anything outside.
+        #[test]
+        fn no_generated_path_reads_outside_the_hint(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec!["..", ".", "sub", "a.txt", "link", "dirlink", "", "/", "..%2f", "secret.txt"]),
+                1..7,
+            ),
+            lead in proptest::sample::select(vec!["", "/", "./", "sub/"]),
+        ) {
+            let temp = tempfile::tempdir().unwrap();
+            let hint = temp.path().join("hint");
+            std::fs::create_dir_all(hint.join("sub")).unwrap();
+            std::fs::write(hint.join("sub/a.txt"), "inside").unwrap();
+            std::fs::write(temp.path().join("secret.txt"), "OUTSIDE").unwrap();
+            std::os::unix::fs::symlink(temp.path().join("secret.txt"), hint.join("link")).unwrap();
+            std::os::unix::fs::symlink(temp.path(), hint.join("dirlink")).unwrap();
+            let path = format!("{lead}{}", parts.join("/"));
+            if let Ok(bytes) = read_confined(&hint, &path, 1000) {
+                proptest::prop_assert_eq!(bytes, b"inside".to_vec(), "{}", path);
+            }
+        }
+    }
+
     #[test]
     fn a_second_load_replaces_and_unload_names_what_left() {
         let shelf = HintShelf::default();
