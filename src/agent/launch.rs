@@ -149,6 +149,12 @@ impl Launch {
             ..self.limits.clone()
         };
         let (relay, relayed) = mpsc::channel();
+        let condenser = super::recall::LightCondenser::new(
+            &self.settings,
+            self.max_reply_bytes,
+            &self.transcripts,
+            options.cancel,
+        );
         let tasks = Tasks {
             sandbox: &self.sandbox,
             policy: &self.policy,
@@ -164,13 +170,8 @@ impl Launch {
             lenient: options.lenient,
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(0),
+            condenser: Some(&condenser),
         };
-        let condenser = super::recall::LightCondenser::new(
-            &self.settings,
-            self.max_reply_bytes,
-            &self.transcripts,
-            options.cancel,
-        );
         let mut run = AgentRun {
             provider: &mut self.provider,
             executor: Executor::builder(&self.sandbox, &self.policy, options.approver)

@@ -85,6 +85,8 @@ pub struct Tasks<'a> {
     pub max_reply_bytes: usize,
     /// Tasks started so far.
     pub started: Mutex<u32>,
+    /// Condenses what a child's `memory.query` finds (the run's light model), where there is one.
+    pub condenser: Option<&'a dyn crate::tools::memory::Condenser>,
 }
 
 /// `<stem>.<task_id>.jsonl` next to `parent`: where a child of the run recorded in `parent` is
@@ -373,14 +375,7 @@ impl Tasks<'_> {
         let session = Mutex::new(Session::in_memory());
         let mut run = AgentRun {
             provider,
-            executor: Executor::builder(self.sandbox, self.policy, self.approver)
-                .door(Door::Run)
-                .session(Some(&session))
-                .audit(self.audit.clone())
-                .limits(self.limits.clone())
-                .notebook(&memory)
-                .restriction(restriction)
-                .build(),
+            executor: self.child_executor(&session, &memory, restriction),
             settings: &child_settings,
             lenient: self.lenient,
             prompt,
@@ -395,6 +390,29 @@ impl Tasks<'_> {
         let report = run.run(&task.prompt, observer);
         let (status, result) = outcome(&report, &memory);
         (report, status, result)
+    }
+}
+
+impl Tasks<'_> {
+    /// A child's executor: its own session and notes, only `restriction`'s tools, the run's
+    /// condenser.
+    fn child_executor<'e>(
+        &'e self,
+        session: &'e Mutex<Session>,
+        memory: &'e SharedMemory,
+        restriction: Restriction,
+    ) -> Executor<'e> {
+        let builder = Executor::builder(self.sandbox, self.policy, self.approver)
+            .door(Door::Run)
+            .session(Some(session))
+            .audit(self.audit.clone())
+            .limits(self.limits.clone())
+            .notebook(memory)
+            .restriction(restriction);
+        match self.condenser {
+            Some(condenser) => builder.condenser(condenser).build(),
+            None => builder.build(),
+        }
     }
 }
 
