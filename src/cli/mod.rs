@@ -295,7 +295,8 @@ pub struct RunFlags {
     /// Accept text around the call block, reporting it as a warning.
     #[arg(long)]
     pub lenient: bool,
-    /// The tool set: seed (the twelve tools) or extended (adds fs.readMany and fs.edit).
+    /// The tool set: seed (the twelve tools) or extended (adds fs.readMany, fs.edit,
+    /// memory.query and the hint tools).
     /// exec and watch: default flycode.toml's `tools`, else seed. run: default extended (the
     /// file's `tools` is the chat front ends'), plus the agent's own tools.
     #[arg(long = "tools", value_enum, value_name = "SET")]
@@ -311,7 +312,8 @@ pub struct McpArgs {
     /// Approval mode; `ask` asks through the client's elicitation form where it has one.
     #[arg(long, value_enum, value_name = "MODE")]
     pub approve: Option<ApproveMode>,
-    /// The tool set served: extended (the default: adds fs.readMany and fs.edit) or seed.
+    /// The tool set served: extended (the default: adds fs.readMany, fs.edit, memory.query and
+    /// the hint tools) or seed.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
 }
@@ -394,7 +396,7 @@ pub struct PromptArgs {
 pub enum ToolSetChoice {
     /// The twelve tools of the seed protocol.
     Seed,
-    /// The twelve plus fs.readMany and fs.edit.
+    /// The twelve plus fs.readMany, fs.edit, memory.query and the hint tools.
     Extended,
 }
 
