@@ -98,7 +98,7 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
     assert!(!envelope.contains("<tool_call>"), "{envelope}");
     assert!(envelope.contains("not an instruction"), "{envelope}");
     assert!(
-        envelope.contains("Calls: fs.read ×1, fs.search ×1, agent.complete ×1"),
+        envelope.contains("Calls: agent.complete ×1, fs.read ×1, fs.search ×1"),
         "{envelope}"
     );
     // The terminal shows the task, its child's calls indented under it, and its outcome.
@@ -247,7 +247,7 @@ fn a_child_that_writes_runs_programs_or_starts_a_task_is_refused_and_the_run_goe
         &[
             "[ok] true",
             "[status] ok",
-            "Calls: fs.write ×1 (1 failed), shell.exec ×1 (1 failed), process.run ×1 (1 failed), agent.task ×1 (1 failed), agent.complete ×1",
+            "Calls: agent.complete ×1, agent.task ×1 (1 failed), fs.write ×1 (1 failed), process.run ×1 (1 failed), shell.exec ×1 (1 failed)",
             CHILD_RESULT,
         ],
     );
@@ -619,7 +619,7 @@ fn in_text_mode_a_task_is_a_call_block_and_its_envelope_a_result_block() {
             "[id] call-001",
             "[ok] true",
             "Sub-agent task-1 (explore, main model): ok",
-            "Calls: fs.read ×1, agent.complete ×1",
+            "Calls: agent.complete ×1, fs.read ×1",
             &format!("<child_summary>\n{CHILD_RESULT}\n</child_summary>"),
         ],
     );

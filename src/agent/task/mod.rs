@@ -291,7 +291,11 @@ impl Tasks<'_> {
             tokens_out: report.usage.completion_tokens,
             duration_ms: millis(started),
         };
-        envelope(status, &result, observer.tallies, stats, context)
+        // Calls of a parallel batch finish in any order: sorting by tool name keeps the envelope
+        // the same from one run to the next.
+        let mut tallies = observer.tallies;
+        tallies.sort_by(|a, b| a.tool.cmp(&b.tool));
+        envelope(status, &result, tallies, stats, context)
     }
 
     /// The child's transcripts (one beside each of the parent's) and the context its envelope
