@@ -9,18 +9,25 @@ use crate::protocol::{ToolName, ToolSet};
 
 /// The `tools` entries of a Chat Completions request: every tool of `tools` (the agent set, a
 /// sub-agent's) as a function whose parameters are its schema, without flycode's own
-/// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse.
+/// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse, and
+/// without the schema's own `description`, which is the function's already: every byte of the
+/// first request is read by a local model's CPU before it answers (PROTOCOL.md §13 (The API
+/// loop: prompt profiles)).
 pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
     tools
         .iter()
         .map(|&tool| {
             let schema = tool_schema(tool);
+            let mut parameters = api_schema(&schema.document, true);
+            if let Some(object) = parameters.as_object_mut() {
+                object.remove("description");
+            }
             json!({
                 "type": "function",
                 "function": {
                     "name": tool.native_name(),
                     "description": schema.description,
-                    "parameters": api_schema(&schema.document, true),
+                    "parameters": parameters,
                 }
             })
         })
@@ -93,6 +100,11 @@ mod tests {
             assert_eq!(parameters["type"], "object");
             assert_eq!(parameters["additionalProperties"], false);
             assert!(!parameters.to_string().contains("x-flycode"), "{tool}");
+            assert!(parameters.get("description").is_none(), "{tool}: said once");
+            assert_eq!(
+                definition["function"]["description"].as_str(),
+                Some(tool_schema(tool).description.as_str())
+            );
             assert_eq!(
                 parameters["required"],
                 tool_schema(tool).document["required"],

@@ -76,9 +76,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
 const VARIABLES: [(&[&str], &[&str]); 5] = [
     (
         &["agent", "base_url"],
-        &["FLYCODE_BASE_URL", "OPENAI_BASE_URL"],
+        &["FLYCODE_BASE_URL", "LLM_BASE_URL", "OPENAI_BASE_URL"],
     ),
-    (&["agent", "model"], &["FLYCODE_MODEL"]),
+    (&["agent", "model"], &["FLYCODE_MODEL", "LLM_MODEL_ID"]),
     (&["agent", "light", "model"], &["LIGHT_LLM_MODEL_ID"]),
     (&["agent", "light", "base_url"], &["LIGHT_LLM_BASE_URL"]),
     (&["agent", "light", "api_key_env"], &["LIGHT_LLM_API_KEY"]),
@@ -177,7 +177,7 @@ impl Table<'_> {
     fn push_other_variables(&mut self) {
         let main_key: (&[&str], &[&str]) = (
             &["agent", "api_key_env"],
-            &["FLYCODE_API_KEY", "OPENAI_API_KEY"],
+            &["FLYCODE_API_KEY", "LLM_API_KEY", "OPENAI_API_KEY"],
         );
         for (key, names) in VARIABLES.into_iter().chain([main_key]) {
             let key = Key::of(key);

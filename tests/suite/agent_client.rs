@@ -65,6 +65,7 @@ fn run(
         messages: &messages,
         tools,
         stream,
+        max_tokens: 1024,
     };
     let mut events = Vec::new();
     let result = provider.complete(
@@ -140,7 +141,7 @@ fn streamed_text(events: &[ClientEvent]) -> String {
         .iter()
         .filter_map(|e| match e {
             ClientEvent::TextDelta(text) => Some(text.as_str()),
-            ClientEvent::Retrying { .. } => None,
+            ClientEvent::Retrying { .. } | ClientEvent::Waiting { .. } => None,
         })
         .collect()
 }
@@ -154,7 +155,7 @@ fn retries(events: &[ClientEvent]) -> Vec<(u32, Duration, String)> {
                 delay,
                 reason,
             } => Some((*attempt, *delay, reason.clone())),
-            ClientEvent::TextDelta(_) => None,
+            ClientEvent::TextDelta(_) | ClientEvent::Waiting { .. } => None,
         })
         .collect()
 }
@@ -548,21 +549,24 @@ fn a_stream_of_keep_alives_alone_times_out() {
         delay_between: gap,
     }]);
     let mut settings = paused.settings();
-    settings.read_timeout = 3 * gap;
+    settings.read_timeout = gap / 2;
+    // Before the first event, the first-byte timeout is the silence allowed (a local model
+    // reading the prompt), and the caller hears every few seconds that the wait goes on.
+    settings.first_byte_timeout = 3 * gap;
     let mut provider = paused.provider(settings);
     let started = paused.clock.now();
     let (result, events) = complete_on(&mut provider, true);
     let waited = paused.clock.now() - started;
-    assert!(events.is_empty(), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, ClientEvent::Waiting { .. })),
+        "{events:?}"
+    );
+    assert!(!events.is_empty(), "the wait was reported");
     let error = result.unwrap_err();
     assert!(
-        matches!(
-            error,
-            ClientError::Timeout {
-                connecting: false,
-                ..
-            }
-        ),
+        matches!(error, ClientError::FirstByteTimeout { .. }),
         "{error:?}"
     );
     assert!(waited >= 3 * gap, "{waited:?}");
