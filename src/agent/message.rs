@@ -88,7 +88,7 @@ pub struct Message {
     pub kind: MessageKind,
     /// What flycode knows about a reply that its text does not say (a partial reply, a call
     /// recovered from text): recorded in transcripts as `"flycode": {...}`, never sent to the
-    /// API (PROTOCOL.md §13 (The API loop: transcripts)).
+    /// API (PROTOCOL.md §13 (The API loop: transcript)).
     #[serde(rename = "flycode", skip_serializing_if = "Option::is_none")]
     pub note: Option<ReplyNote>,
 }

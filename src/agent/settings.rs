@@ -732,6 +732,72 @@ mod tests {
     }
 
     #[test]
+    fn llm_variables_sit_between_flycodes_and_openais() {
+        let llm = [
+            ("LLM_BASE_URL", "http://127.0.0.1:8080/v1"),
+            ("LLM_MODEL_ID", "qwen"),
+            ("LLM_API_KEY", "sk-llm"),
+            ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+            ("OPENAI_API_KEY", "sk-openai"),
+        ];
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &llm).unwrap();
+        assert_eq!(settings.base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(settings.model, "qwen");
+        assert_eq!(settings.api_key.as_deref(), Some("sk-llm"));
+        assert_eq!(settings.api_key_source.as_deref(), Some("LLM_API_KEY"));
+        let mut both = llm.to_vec();
+        both.extend([("FLYCODE_MODEL", "mine"), ("FLYCODE_API_KEY", "sk-mine")]);
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &both).unwrap();
+        assert_eq!(settings.model, "mine");
+        assert_eq!(settings.api_key.as_deref(), Some("sk-mine"));
+        let missing = resolve(&SettingFlags::default(), &AgentConfig::default(), &[]).unwrap_err();
+        assert!(missing.to_string().contains("LLM_BASE_URL"), "{missing}");
+    }
+
+    #[test]
+    fn local_endpoints_wait_ten_minutes_for_the_first_byte() {
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "http://192.168.1.20:8080/v1",
+            "http://10.0.0.5/v1",
+            "http://172.16.3.4/v1",
+        ] {
+            assert!(is_local_endpoint(local), "{local}");
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "http://8.8.8.8/v1",
+            "http://172.32.0.1/v1",
+        ] {
+            assert!(!is_local_endpoint(remote), "{remote}");
+        }
+        let read = Duration::from_secs(120);
+        let bounds = ReplyBounds {
+            max_reply_tokens: DEFAULT_MAX_REPLY_TOKENS,
+            first_byte_timeout: None,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+        };
+        assert_eq!(
+            bounds.first_byte_timeout("http://127.0.0.1:8080/v1", read),
+            LOCAL_FIRST_BYTE_TIMEOUT
+        );
+        assert_eq!(
+            bounds.first_byte_timeout("https://api.openai.com/v1", read),
+            read
+        );
+        let set = ReplyBounds {
+            first_byte_timeout: Some(Duration::from_secs(5)),
+            ..bounds
+        };
+        assert_eq!(
+            set.first_byte_timeout("http://127.0.0.1/v1", read),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
     fn the_key_comes_from_the_named_variable_or_the_usual_ones() {
         let base = [("FLYCODE_BASE_URL", "http://x/v1"), ("FLYCODE_MODEL", "m")];
         let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &base).unwrap();

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::prompt::PromptProfile;
 use crate::protocol::schema::tool_schema;
 use crate::protocol::{ToolName, ToolSet};
 
@@ -13,7 +14,7 @@ use crate::protocol::{ToolName, ToolSet};
 /// without the schema's own `description`, which is the function's already: every byte of the
 /// first request is read by a local model's CPU before it answers (PROTOCOL.md §13 (The API
 /// loop: prompt profiles)).
-pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
+pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile) -> Vec<Value> {
     tools
         .iter()
         .map(|&tool| {
@@ -21,6 +22,11 @@ pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
             let mut parameters = api_schema(&schema.document, true);
             if let Some(object) = parameters.as_object_mut() {
                 object.remove("description");
+            }
+            // The compact profile gives arguments by name and type alone, as its text-mode
+            // guide does.
+            if profile == PromptProfile::Compact {
+                strip_descriptions(&mut parameters);
             }
             json!({
                 "type": "function",
@@ -32,6 +38,25 @@ pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+/// Removes the `description` keyword from every schema under `schema` (not a property that
+/// happens to be called `description`).
+fn strip_descriptions(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    object.remove("description");
+    for (key, inner) in object.iter_mut() {
+        match (key.as_str(), inner) {
+            ("properties", Value::Object(properties)) => {
+                properties.values_mut().for_each(strip_descriptions);
+            }
+            (_, Value::Array(items)) => items.iter_mut().for_each(strip_descriptions),
+            (_, inner @ Value::Object(_)) => strip_descriptions(inner),
+            _ => {}
+        }
+    }
 }
 
 /// A tool's schema as other programs take it (the API's `parameters`, an MCP tool's
@@ -86,7 +111,7 @@ mod tests {
 
     #[test]
     fn every_agent_tool_is_a_function_with_its_schema() {
-        let definitions = native_tool_definitions(ToolSet::Agent.tools());
+        let definitions = native_tool_definitions(ToolSet::Agent.tools(), PromptProfile::Full);
         assert_eq!(definitions.len(), ToolSet::Agent.tools().len());
         for definition in &definitions {
             let name = definition["function"]["name"].as_str().unwrap();
@@ -111,6 +136,25 @@ mod tests {
                 "{tool}"
             );
         }
+    }
+
+    #[test]
+    fn the_compact_profile_keeps_names_types_and_required_but_no_descriptions() {
+        let full = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full);
+        let compact = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Compact);
+        let (full, compact) = (&full[0]["function"], &compact[0]["function"]);
+        assert_eq!(full["description"], compact["description"]);
+        assert_eq!(
+            full["parameters"]["required"],
+            compact["parameters"]["required"]
+        );
+        let properties = compact["parameters"]["properties"].as_object().unwrap();
+        assert!(
+            properties.contains_key("description"),
+            "a property so named stays"
+        );
+        assert!(properties.values().all(|p| p.get("description").is_none()));
+        assert!(compact.to_string().len() < full.to_string().len());
     }
 
     #[test]

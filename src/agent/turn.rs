@@ -242,7 +242,8 @@ impl AgentRun<'_> {
             .as_ref()
             .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
         {
-            *definitions = Some((offered, native_tool_definitions(offered)));
+            let profile = self.settings.prompt_profile;
+            *definitions = Some((offered, native_tool_definitions(offered, profile)));
         }
         definitions
             .as_ref()
