@@ -120,6 +120,7 @@ impl Paused {
         ClientSettings {
             connect_timeout: DAY,
             read_timeout: DAY,
+            first_byte_timeout: DAY,
             ..settings(&self.server)
         }
     }
@@ -583,6 +584,8 @@ fn a_server_that_never_answers_is_retried_then_times_out() {
     let mut settings = paused.settings();
     settings.connect_timeout = Duration::from_secs(10);
     settings.read_timeout = Duration::from_secs(30);
+    // No response head at all: the first-byte timeout, retried.
+    settings.first_byte_timeout = Duration::from_secs(30);
     settings.max_retries = 1;
     let mut provider = paused.provider(settings);
     let started = paused.clock.now();
@@ -590,7 +593,7 @@ fn a_server_that_never_answers_is_retried_then_times_out() {
     let waited = paused.clock.now() - started;
     assert!(
         matches!(&error, ClientError::RetriesExhausted { attempts: 2, last }
-            if matches!(**last, ClientError::Timeout { .. })),
+            if matches!(**last, ClientError::FirstByteTimeout { .. })),
         "{error:?}"
     );
     assert!(waited >= 2 * Duration::from_secs(30), "{waited:?}");
@@ -764,4 +767,31 @@ fn an_endless_answer_is_abandoned_at_the_size_limit() {
         "{result:?}"
     );
     assert_eq!(server.requests().len(), 1, "not retried");
+}
+
+#[test]
+fn a_stream_past_the_turn_time_limit_is_cut_and_its_text_kept() {
+    let gap = Duration::from_secs(60);
+    let chunks = (0..10)
+        .map(|i| {
+            let event =
+                json!({"choices": [{"index": 0, "delta": {"content": format!("part {i}. ")}}]});
+            format!("data: {event}\n\n").into_bytes()
+        })
+        .collect();
+    let mut paused = Paused::sequence(vec![Reply::Sse {
+        chunks,
+        delay_between: gap,
+    }]);
+    let mut settings = paused.settings();
+    settings.turn_timeout = Some(gap * 5 / 2);
+    let mut provider = paused.provider(settings);
+    let (result, _) = complete_on(&mut provider, true);
+    let completion = result.unwrap();
+    assert_eq!(
+        completion.finish_reason.as_deref(),
+        Some(flycode::agent::client::CUT_TIME_LIMIT)
+    );
+    assert!(completion.content.starts_with("part 0. "), "{completion:?}");
+    assert!(!completion.content.contains("part 9."), "{completion:?}");
 }

@@ -33,7 +33,7 @@ pub enum ClientError {
         connecting: bool,
     },
     /// The server sent nothing within the first-byte timeout: a local model may still be
-    /// reading the prompt. Not retried (the server is still busy with the request).
+    /// reading the prompt. Retried only when not even the response head came.
     #[error(
         "the server at {url} sent nothing within {} of the request (the first-byte timeout); a model on a CPU may need longer to read the prompt: raise --first-byte-timeout-ms, or try --prompt compact",
         human_duration(*after)

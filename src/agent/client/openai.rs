@@ -105,9 +105,9 @@ impl OpenAiProvider {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
-            // The exchange bounds every wait itself (first byte, then between events); this is
-            // only the outer bound of any one read.
-            .read_timeout(settings.read_timeout.max(settings.first_byte_timeout))
+            // No read timeout of reqwest's: the exchange bounds every wait itself (the response
+            // head and the first event by the first-byte timeout, then each piece by the read
+            // timeout), each with its own error.
             .default_headers(headers)
             .user_agent(concat!("flycode/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -360,9 +360,11 @@ impl Exchange<'_> {
             }
             Ok(Err(error)) => return Err(AttemptFailure::retry(self.transport_error(&error))),
             Err(Interrupt::Cancelled) => return Err(AttemptFailure::Final(ClientError::Cancelled)),
-            // Not retried: the server may still be reading the prompt of this very request.
+            // No response head at all: retried like any timeout before the response starts. (A
+            // stream whose head came but whose first event did not is not: the server is
+            // still reading the prompt of this very request.)
             Err(Interrupt::TimedOut) => {
-                return Err(AttemptFailure::Final(self.first_byte_timeout()));
+                return Err(AttemptFailure::retry(self.first_byte_timeout()));
             }
         };
         let status = response.status();
