@@ -45,7 +45,8 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             super::DEFAULT_KEEP_DAYS.into(),
         ),
     ];
-    let agent: [(&str, toml::Value); 15] = [
+    // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
+    let agent: [(&str, toml::Value); 19] = [
         ("mode", "native".into()),
         ("max_turns", 50.into()),
         ("max_violations", 3.into()),
@@ -61,6 +62,10 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         ("subagent_max_turns", 30.into()),
         ("subagent_timeout_ms", 600_000.into()),
         ("strict", false.into()),
+        ("max_reply_tokens", 8192.into()),
+        ("turn_timeout_ms", 1_800_000.into()),
+        ("prompt", "full".into()),
+        ("insight", false.into()),
     ];
     list.extend(
         agent
