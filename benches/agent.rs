@@ -278,7 +278,7 @@ impl flycode::agent::client::Provider for ScriptedModel {
 /// also rewrites the child's JSON Lines file (atomically, synced), as a real run does.
 fn subagent_turn(c: &mut Criterion) {
     use flycode::agent::client::{ClientError, ClientSettings, Provider};
-    use flycode::agent::prompt::{CallingMode, PromptContext};
+    use flycode::agent::prompt::{CallingMode, PromptContext, PromptProfile};
     use flycode::agent::settings::{SettingFlags, resolve_settings};
     use flycode::agent::task::Tasks;
     use flycode::tools::agent::{SubagentType, TaskArgs, TaskRunner};
@@ -320,6 +320,8 @@ fn subagent_turn(c: &mut Criterion) {
         roots: vec![root.display().to_string()],
         mode: CallingMode::Native,
         tools: ToolSet::Agent,
+        profile: PromptProfile::Full,
+        insight: false,
     };
     let cancel = AtomicBool::new(false);
     let task = TaskArgs {

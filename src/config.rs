@@ -237,6 +237,19 @@ pub struct AgentConfig {
     pub subagent: SubagentRolesConfig,
     /// Strict envelopes: a sub-agent task's result carries the `agent.task` call's id.
     pub strict: Option<bool>,
+    /// The request's token limit (`max_tokens`).
+    #[serde(default, deserialize_with = "range::max_reply_tokens")]
+    pub max_reply_tokens: Option<u32>,
+    /// Longest wait for a response's first event, in milliseconds.
+    #[serde(default, deserialize_with = "range::first_byte_timeout_ms")]
+    pub first_byte_timeout_ms: Option<u64>,
+    /// The longest one request may take, in milliseconds.
+    #[serde(default, deserialize_with = "range::turn_timeout_ms")]
+    pub turn_timeout_ms: Option<u64>,
+    /// The system prompt's profile: `full` or `compact`.
+    pub prompt: Option<String>,
+    /// Add the `★ Insight` module to the system prompt.
+    pub insight: Option<bool>,
 }
 
 /// `[agent.light]`: the light model sub-agents may run on (`LIGHT_LLM_*` win).
@@ -823,6 +836,9 @@ mod tests {
                     }
                     "subagent_max_turns" => config.agent.subagent_max_turns.map(u64::from).unwrap(),
                     "subagent_timeout_ms" => config.agent.subagent_timeout_ms.unwrap(),
+                    "max_reply_tokens" => config.agent.max_reply_tokens.map(u64::from).unwrap(),
+                    "first_byte_timeout_ms" => config.agent.first_byte_timeout_ms.unwrap(),
+                    "turn_timeout_ms" => config.agent.turn_timeout_ms.unwrap(),
                     other => panic!("no test reads {other}"),
                 };
                 assert_eq!(read, good, "{}", range.key);

@@ -84,6 +84,9 @@ impl TurnCalls<'_, '_> {
         let roots = executor.sandbox().roots();
         let secrets = executor.limits().secrets();
         let read: Vec<ReadCall<'_>> = calls.iter().map(ReadCall::new).collect();
+        if calls.len() > 1 {
+            observer.on_event(&RunEvent::ParallelCalls { count: calls.len() });
+        }
         let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
         parallel::run_bounded(
             &read,

@@ -111,6 +111,37 @@ pub enum RunEvent {
         /// What failed.
         reason: String,
     },
+    /// No answer yet: the model is still reading the prompt (every few seconds until the
+    /// first event of the response).
+    Waiting {
+        /// Since the request was sent.
+        elapsed_ms: u64,
+    },
+    /// flycode cut the reply (PROTOCOL.md §13 (The API loop: bounded replies)): nothing in it
+    /// runs, and the model is told why.
+    ReplyCut {
+        /// 1-based.
+        turn: u32,
+        /// `repetition` or `time_limit`.
+        reason: String,
+        /// What happened, in words.
+        message: String,
+    },
+    /// A call the model wrote as text in native mode runs as if made through the API
+    /// (PROTOCOL.md §13 (The API loop: calls written as text)).
+    CallRecovered {
+        /// The id flycode gave it.
+        id: String,
+        /// The tool.
+        tool: ToolName,
+        /// How it was written, e.g. "a ```json block".
+        form: String,
+    },
+    /// Several read-only calls start at once.
+    ParallelCalls {
+        /// How many.
+        count: usize,
+    },
     /// The whole reply arrived.
     Reply {
         /// 1-based.
@@ -214,7 +245,24 @@ impl RunEvent {
         let text = |text: &String| secrets.mask(text).into_owned();
         let id = |id: &Option<String>| id.as_ref().map(text);
         match self {
-            RunEvent::Request { .. } | RunEvent::Retrying { .. } => self.clone(),
+            RunEvent::Request { .. }
+            | RunEvent::Retrying { .. }
+            | RunEvent::Waiting { .. }
+            | RunEvent::ParallelCalls { .. } => self.clone(),
+            RunEvent::ReplyCut {
+                turn,
+                reason,
+                message,
+            } => RunEvent::ReplyCut {
+                turn: *turn,
+                reason: reason.clone(),
+                message: text(message),
+            },
+            RunEvent::CallRecovered { id, tool, form } => RunEvent::CallRecovered {
+                id: text(id),
+                tool: *tool,
+                form: form.clone(),
+            },
             RunEvent::TextDelta { text: delta } => RunEvent::TextDelta { text: text(delta) },
             RunEvent::Reply {
                 turn,

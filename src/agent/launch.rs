@@ -119,6 +119,10 @@ impl Launch {
             max_retries: settings.max_retries,
             retry_base: settings.retry_base,
             max_reply_bytes: config.max_reply_bytes,
+            first_byte_timeout: settings
+                .bounds
+                .first_byte_timeout(&settings.base_url, settings.read_timeout),
+            turn_timeout: Some(settings.bounds.turn_timeout),
         })?;
         let limits = run_limits(&settings, config, tool_set);
         Ok(Launch {
@@ -236,6 +240,8 @@ fn build_prompt(
             .collect(),
         mode: settings.mode,
         tools,
+        profile: settings.prompt_profile,
+        insight: settings.insight,
     };
     let prompt = assemble_prompt(&context, &PromptOverrides { role, system });
     Ok((prompt, context))

@@ -86,6 +86,23 @@ pub struct Message {
     /// What the message is to flycode.
     #[serde(skip)]
     pub kind: MessageKind,
+    /// What flycode knows about a reply that its text does not say (a partial reply, a call
+    /// recovered from text): recorded in transcripts as `"flycode": {...}`, never sent to the
+    /// API (PROTOCOL.md §13 (The API loop: transcript)).
+    #[serde(rename = "flycode", skip_serializing_if = "Option::is_none")]
+    pub note: Option<ReplyNote>,
+}
+
+/// What flycode records about a reply beside its text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyNote {
+    /// The reply is partial, and why: `cancelled` (Ctrl-C), `failed` (the stream broke),
+    /// `repetition` (flycode cut a degenerate reply), `time_limit` (the turn time limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
+    /// The reply's native call was recovered from a call the model wrote as text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered_from_text: bool,
 }
 
 impl Message {
@@ -113,6 +130,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             kind,
+            note: None,
         }
     }
 
@@ -141,6 +159,17 @@ impl Message {
         Message {
             tool_calls,
             ..Message::new(Role::Assistant, content, MessageKind::Plain)
+        }
+    }
+
+    /// A reply cut short, for the record: `reason` as in [`ReplyNote::partial`].
+    pub fn partial_reply(content: impl Into<String>, reason: &str) -> Message {
+        Message {
+            note: Some(ReplyNote {
+                partial: Some(reason.to_owned()),
+                recovered_from_text: false,
+            }),
+            ..Message::assistant(content, Vec::new())
         }
     }
 

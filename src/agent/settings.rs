@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::prompt::CallingMode;
+use super::prompt::{CallingMode, PromptProfile};
 use crate::config::range::{self, SettingRange};
 use crate::config::{AgentConfig, SubagentRoleConfig};
 use crate::tools::agent::SubagentType;
@@ -59,6 +59,17 @@ pub struct SettingFlags {
     /// (`tool_call_id`).
     #[arg(long)]
     pub strict: bool,
+    /// The most tokens one reply may have, sent as the request's `max_tokens` (default 8192).
+    #[arg(long, value_name = "N")]
+    pub max_reply_tokens: Option<u32>,
+    /// Longest wait for a response's first event, in milliseconds (default: 600000 for a
+    /// loopback or private-network endpoint, else the read timeout).
+    #[arg(long, value_name = "MS")]
+    pub first_byte_timeout_ms: Option<u64>,
+    /// The system prompt's profile: `full` (default) or `compact` (a short tool guide without
+    /// examples, for small-context local models).
+    #[arg(long = "prompt", value_enum, value_name = "PROFILE")]
+    pub prompt_profile: Option<PromptProfile>,
 }
 
 /// Where the system prompt comes from.
@@ -144,7 +155,46 @@ pub struct ResolvedSettings {
     pub subagent_roles: [RoleChoice; 4],
     /// Strict envelopes: a task's envelope carries `tool_call_id`.
     pub strict: bool,
+    /// How long and how large a reply may be (PROTOCOL.md §13 (The API loop: bounded replies)).
+    pub bounds: ReplyBounds,
+    /// The system prompt's profile.
+    pub prompt_profile: PromptProfile,
+    /// Whether the `★ Insight` module is in the system prompt (`[agent] insight`).
+    pub insight: bool,
 }
+
+/// How long and how large one reply may be (PROTOCOL.md §13 (The API loop: bounded replies)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyBounds {
+    /// The request's token limit (`max_tokens`).
+    pub max_reply_tokens: u32,
+    /// The longest wait for the first event of a response, when one is configured (else
+    /// [`ReplyBounds::first_byte_timeout`] picks it by endpoint): reading a long prompt on a
+    /// CPU takes minutes before anything comes.
+    pub first_byte_timeout: Option<Duration>,
+    /// The longest one request may take, from sending to the reply's end; past it the reply is
+    /// cut and the model told.
+    pub turn_timeout: Duration,
+}
+
+impl ReplyBounds {
+    /// The first-byte timeout for `base_url`: the configured one, else ten minutes for a
+    /// loopback or private-network endpoint, else `read_timeout`; never below `read_timeout`.
+    pub fn first_byte_timeout(&self, base_url: &str, read_timeout: Duration) -> Duration {
+        match self.first_byte_timeout {
+            Some(timeout) => timeout,
+            None if is_local_endpoint(base_url) => LOCAL_FIRST_BYTE_TIMEOUT.max(read_timeout),
+            None => read_timeout,
+        }
+    }
+}
+
+/// The default `max_reply_tokens`.
+pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 8192;
+/// The default first-byte timeout of a loopback or private-network endpoint.
+pub const LOCAL_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(600);
+/// The default time limit of one request.
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(1800);
 
 impl ResolvedSettings {
     /// Where the role of `subagent` comes from.
@@ -306,6 +356,9 @@ pub fn resolve_settings(
         ]
         .map(subagent_role),
         strict: flags.strict || file.strict.unwrap_or(false),
+        bounds: resolve_bounds(flags, file)?,
+        prompt_profile: resolve_profile(flags, file)?,
+        insight: file.insight.unwrap_or(false),
         base_url,
         model,
         api_key,
@@ -320,7 +373,64 @@ fn first_set(env: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<Str
         .find_map(|name| env(name).filter(|value| !value.trim().is_empty()))
 }
 
-/// `--base-url`, `FLYCODE_BASE_URL` or `OPENAI_BASE_URL`, or the file's: an http(s) address.
+/// `--max-reply-tokens`, `--first-byte-timeout-ms` and the file's `turn_timeout_ms`.
+fn resolve_bounds(flags: &SettingFlags, file: &AgentConfig) -> Result<ReplyBounds, SettingsError> {
+    Ok(ReplyBounds {
+        max_reply_tokens: in_range(
+            flags.max_reply_tokens,
+            file.max_reply_tokens,
+            &range::MAX_REPLY_TOKENS,
+        )?
+        .unwrap_or(DEFAULT_MAX_REPLY_TOKENS),
+        first_byte_timeout: in_range(
+            flags.first_byte_timeout_ms,
+            file.first_byte_timeout_ms,
+            &range::FIRST_BYTE_TIMEOUT_MS,
+        )?
+        .map(Duration::from_millis),
+        turn_timeout: in_range(None, file.turn_timeout_ms, &range::TURN_TIMEOUT_MS)?
+            .map_or(DEFAULT_TURN_TIMEOUT, Duration::from_millis),
+    })
+}
+
+/// Whether `base_url`'s host is this machine or a private network: `localhost`, a loopback,
+/// private (RFC 1918, `fc00::/7`) or link-local address.
+pub fn is_local_endpoint(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            let first = ip.segments()[0];
+            ip.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+        Err(_) => host.eq_ignore_ascii_case("localhost") || host.ends_with(".localhost"),
+    }
+}
+
+/// `--prompt`, else the file's `prompt` (`full` or `compact`), else full.
+fn resolve_profile(
+    flags: &SettingFlags,
+    file: &AgentConfig,
+) -> Result<PromptProfile, SettingsError> {
+    match (flags.prompt_profile, file.prompt.as_deref()) {
+        (Some(profile), _) => Ok(profile),
+        (None, None | Some("full")) => Ok(PromptProfile::Full),
+        (None, Some("compact")) => Ok(PromptProfile::Compact),
+        (None, Some(other)) => Err(SettingsError::Invalid {
+            setting: "prompt",
+            problem: format!("{other:?} is not a prompt profile: use \"full\" or \"compact\""),
+        }),
+    }
+}
+
+/// `--base-url`, `FLYCODE_BASE_URL`, `LLM_BASE_URL` or `OPENAI_BASE_URL`, or the file's: an
+/// http(s) address.
 fn resolve_base_url(
     flags: &SettingFlags,
     file: &AgentConfig,
@@ -329,12 +439,17 @@ fn resolve_base_url(
     let base_url = flags
         .base_url
         .clone()
-        .or_else(|| first_set(env, &["FLYCODE_BASE_URL", "OPENAI_BASE_URL"]))
+        .or_else(|| {
+            first_set(
+                env,
+                &["FLYCODE_BASE_URL", "LLM_BASE_URL", "OPENAI_BASE_URL"],
+            )
+        })
         .or_else(|| file.base_url.clone())
         .ok_or(SettingsError::Missing {
             what: "API base URL",
             flag: "--base-url URL",
-            variables: "FLYCODE_BASE_URL (or OPENAI_BASE_URL)",
+            variables: "FLYCODE_BASE_URL (or LLM_BASE_URL, OPENAI_BASE_URL)",
             key: "base_url = \"...\"",
         })?;
     if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
@@ -348,7 +463,7 @@ fn resolve_base_url(
     Ok(base_url)
 }
 
-/// `--model`, `FLYCODE_MODEL`, or the file's.
+/// `--model`, `FLYCODE_MODEL`, `LLM_MODEL_ID`, or the file's.
 fn resolve_model(
     flags: &SettingFlags,
     file: &AgentConfig,
@@ -357,18 +472,18 @@ fn resolve_model(
     flags
         .model
         .clone()
-        .or_else(|| first_set(env, &["FLYCODE_MODEL"]))
+        .or_else(|| first_set(env, &["FLYCODE_MODEL", "LLM_MODEL_ID"]))
         .or_else(|| file.model.clone())
         .ok_or(SettingsError::Missing {
             what: "model",
             flag: "--model NAME",
-            variables: "FLYCODE_MODEL",
+            variables: "FLYCODE_MODEL (or LLM_MODEL_ID)",
             key: "model = \"...\"",
         })
 }
 
 /// The API key and the variable it came from: the one `api_key_env` names (which must be
-/// set), else `FLYCODE_API_KEY` or `OPENAI_API_KEY`, else none.
+/// set), else `FLYCODE_API_KEY`, `LLM_API_KEY` or `OPENAI_API_KEY`, else none.
 fn resolve_api_key(
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
@@ -382,7 +497,7 @@ fn resolve_api_key(
             }),
         };
     }
-    Ok(["FLYCODE_API_KEY", "OPENAI_API_KEY"]
+    Ok(["FLYCODE_API_KEY", "LLM_API_KEY", "OPENAI_API_KEY"]
         .into_iter()
         .find_map(|name| {
             env(name)
@@ -613,6 +728,72 @@ mod tests {
         assert!(
             error.contains("--model") && error.contains("FLYCODE_MODEL"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn llm_variables_sit_between_flycodes_and_openais() {
+        let llm = [
+            ("LLM_BASE_URL", "http://127.0.0.1:8080/v1"),
+            ("LLM_MODEL_ID", "qwen"),
+            ("LLM_API_KEY", "sk-llm"),
+            ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+            ("OPENAI_API_KEY", "sk-openai"),
+        ];
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &llm).unwrap();
+        assert_eq!(settings.base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(settings.model, "qwen");
+        assert_eq!(settings.api_key.as_deref(), Some("sk-llm"));
+        assert_eq!(settings.api_key_source.as_deref(), Some("LLM_API_KEY"));
+        let mut both = llm.to_vec();
+        both.extend([("FLYCODE_MODEL", "mine"), ("FLYCODE_API_KEY", "sk-mine")]);
+        let settings = resolve(&SettingFlags::default(), &AgentConfig::default(), &both).unwrap();
+        assert_eq!(settings.model, "mine");
+        assert_eq!(settings.api_key.as_deref(), Some("sk-mine"));
+        let missing = resolve(&SettingFlags::default(), &AgentConfig::default(), &[]).unwrap_err();
+        assert!(missing.to_string().contains("LLM_BASE_URL"), "{missing}");
+    }
+
+    #[test]
+    fn local_endpoints_wait_ten_minutes_for_the_first_byte() {
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "http://192.168.1.20:8080/v1",
+            "http://10.0.0.5/v1",
+            "http://172.16.3.4/v1",
+        ] {
+            assert!(is_local_endpoint(local), "{local}");
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "http://8.8.8.8/v1",
+            "http://172.32.0.1/v1",
+        ] {
+            assert!(!is_local_endpoint(remote), "{remote}");
+        }
+        let read = Duration::from_secs(120);
+        let bounds = ReplyBounds {
+            max_reply_tokens: DEFAULT_MAX_REPLY_TOKENS,
+            first_byte_timeout: None,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+        };
+        assert_eq!(
+            bounds.first_byte_timeout("http://127.0.0.1:8080/v1", read),
+            LOCAL_FIRST_BYTE_TIMEOUT
+        );
+        assert_eq!(
+            bounds.first_byte_timeout("https://api.openai.com/v1", read),
+            read
+        );
+        let set = ReplyBounds {
+            first_byte_timeout: Some(Duration::from_secs(5)),
+            ..bounds
+        };
+        assert_eq!(
+            set.first_byte_timeout("http://127.0.0.1/v1", read),
+            Duration::from_secs(5)
         );
     }
 

@@ -4,27 +4,59 @@
 
 use serde_json::{Map, Value, json};
 
+use super::prompt::PromptProfile;
 use crate::protocol::schema::tool_schema;
 use crate::protocol::{ToolName, ToolSet};
 
 /// The `tools` entries of a Chat Completions request: every tool of `tools` (the agent set, a
 /// sub-agent's) as a function whose parameters are its schema, without flycode's own
-/// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse.
-pub(crate) fn native_tool_definitions(tools: &[ToolName]) -> Vec<Value> {
+/// `x-flycode-*` annotations and the `$schema`/`title` keys that some servers refuse, and
+/// without the schema's own `description`, which is the function's already: every byte of the
+/// first request is read by a local model's CPU before it answers (PROTOCOL.md §13 (The API
+/// loop: prompt profiles)).
+pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile) -> Vec<Value> {
     tools
         .iter()
         .map(|&tool| {
             let schema = tool_schema(tool);
+            let mut parameters = api_schema(&schema.document, true);
+            if let Some(object) = parameters.as_object_mut() {
+                object.remove("description");
+            }
+            // The compact profile gives arguments by name and type alone, as its text-mode
+            // guide does.
+            if profile == PromptProfile::Compact {
+                strip_descriptions(&mut parameters);
+            }
             json!({
                 "type": "function",
                 "function": {
                     "name": tool.native_name(),
                     "description": schema.description,
-                    "parameters": api_schema(&schema.document, true),
+                    "parameters": parameters,
                 }
             })
         })
         .collect()
+}
+
+/// Removes the `description` keyword from every schema under `schema` (not a property that
+/// happens to be called `description`).
+fn strip_descriptions(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    object.remove("description");
+    for (key, inner) in object.iter_mut() {
+        match (key.as_str(), inner) {
+            ("properties", Value::Object(properties)) => {
+                properties.values_mut().for_each(strip_descriptions);
+            }
+            (_, Value::Array(items)) => items.iter_mut().for_each(strip_descriptions),
+            (_, inner @ Value::Object(_)) => strip_descriptions(inner),
+            _ => {}
+        }
+    }
 }
 
 /// A tool's schema as other programs take it (the API's `parameters`, an MCP tool's
@@ -79,7 +111,7 @@ mod tests {
 
     #[test]
     fn every_agent_tool_is_a_function_with_its_schema() {
-        let definitions = native_tool_definitions(ToolSet::Agent.tools());
+        let definitions = native_tool_definitions(ToolSet::Agent.tools(), PromptProfile::Full);
         assert_eq!(definitions.len(), ToolSet::Agent.tools().len());
         for definition in &definitions {
             let name = definition["function"]["name"].as_str().unwrap();
@@ -93,12 +125,36 @@ mod tests {
             assert_eq!(parameters["type"], "object");
             assert_eq!(parameters["additionalProperties"], false);
             assert!(!parameters.to_string().contains("x-flycode"), "{tool}");
+            assert!(parameters.get("description").is_none(), "{tool}: said once");
+            assert_eq!(
+                definition["function"]["description"].as_str(),
+                Some(tool_schema(tool).description.as_str())
+            );
             assert_eq!(
                 parameters["required"],
                 tool_schema(tool).document["required"],
                 "{tool}"
             );
         }
+    }
+
+    #[test]
+    fn the_compact_profile_keeps_names_types_and_required_but_no_descriptions() {
+        let full = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full);
+        let compact = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Compact);
+        let (full, compact) = (&full[0]["function"], &compact[0]["function"]);
+        assert_eq!(full["description"], compact["description"]);
+        assert_eq!(
+            full["parameters"]["required"],
+            compact["parameters"]["required"]
+        );
+        let properties = compact["parameters"]["properties"].as_object().unwrap();
+        assert!(
+            properties.contains_key("description"),
+            "a property so named stays"
+        );
+        assert!(properties.values().all(|p| p.get("description").is_none()));
+        assert!(compact.to_string().len() < full.to_string().len());
     }
 
     #[test]

@@ -15,16 +15,20 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::calls::{PlannedCall, TurnCalls};
-use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
+use super::client::{
+    CUT_REPETITION, CUT_TIME_LIMIT, ChatRequest, ClientError, ClientEvent, Completion, Provider,
+    repetition,
+};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::events::MaskingObserver;
 pub(crate) use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
-use super::message::{Message, NativeToolCall};
+use super::message::{Message, NativeToolCall, ReplyNote};
 use super::prompt::{AssembledPrompt, CallingMode};
 use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
 use super::transcript::TranscriptWriter;
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
+use crate::protocol::text_calls::find_text_calls;
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
@@ -194,6 +198,12 @@ impl AgentRun<'_> {
                 Err(ending) => return ending,
             };
             self.record_reply(progress, turn, &completion, observer);
+            if let Some(step) = self.cut_reply(progress, turn, &completion, observer) {
+                match step {
+                    TurnStep::Continue => continue,
+                    TurnStep::End(ending) => return ending,
+                }
+            }
             if self.is_empty_reply(&completion) {
                 match self.empty_reply(progress, completion, observer) {
                     TurnStep::Continue => continue,
@@ -232,7 +242,8 @@ impl AgentRun<'_> {
             .as_ref()
             .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
         {
-            *definitions = Some((offered, native_tool_definitions(offered)));
+            let profile = self.settings.prompt_profile;
+            *definitions = Some((offered, native_tool_definitions(offered, profile)));
         }
         definitions
             .as_ref()
@@ -257,20 +268,37 @@ impl AgentRun<'_> {
             messages: progress.request.len(),
         });
         self.checkpoint(progress, observer);
-        match self.provider.complete(
+        // The text as it streams: kept in the transcript when the stream is cancelled or fails.
+        let mut partial = String::new();
+        let outcome = self.provider.complete(
             &ChatRequest {
                 model: &self.settings.model,
                 messages: &progress.request,
                 tools,
                 stream: self.settings.stream,
+                max_tokens: self.settings.bounds.max_reply_tokens,
             },
-            &mut |event| observer.on_event(&client_event(event)),
+            &mut |event| {
+                if let ClientEvent::TextDelta(text) = &event {
+                    partial.push_str(text);
+                }
+                observer.on_event(&client_event(event));
+            },
             self.cancel,
-        ) {
-            Ok(completion) => Ok(completion),
-            Err(ClientError::Cancelled) => Err(RunEnding::Cancelled),
-            Err(error) => Err(RunEnding::ClientFailed(error.to_string())),
+        );
+        let ending = match outcome {
+            Ok(completion) => return Ok(completion),
+            Err(ClientError::Cancelled) => RunEnding::Cancelled,
+            Err(error) => RunEnding::ClientFailed(error.to_string()),
+        };
+        if !partial.is_empty() {
+            let reason = match ending {
+                RunEnding::Cancelled => "cancelled",
+                _ => "failed",
+            };
+            self.push(progress, Message::partial_reply(partial, reason), observer);
         }
+        Err(ending)
     }
 
     /// Adds the reply's token counts to the run's, and tells the observer about the reply (and
@@ -304,6 +332,133 @@ impl AgentRun<'_> {
                 message: "the reply was cut at the model's output limit (finish_reason \"length\"); raise the server's max tokens if replies end early".to_owned(),
             });
         }
+    }
+
+    /// A reply flycode cut (it repeated itself, or the turn took too long): recorded as partial
+    /// (a repeating reply up to its first repetition), nothing in it run, the model told why,
+    /// counted like an invalid reply (PROTOCOL.md §13 (The API loop: bounded replies)).
+    fn cut_reply(
+        &mut self,
+        progress: &mut TurnProgress,
+        turn: u32,
+        completion: &Completion,
+        observer: &mut dyn RunObserver,
+    ) -> Option<TurnStep> {
+        let (reason, content, said, correction) = match completion.finish_reason.as_deref() {
+            Some(CUT_REPETITION) => {
+                let text = &completion.content;
+                let keep = repetition::find(text).map_or(text.len(), |r| r.keep_up_to(text));
+                (
+                    "repetition",
+                    text.get(..keep).unwrap_or(text).to_owned(),
+                    "the reply was cut: it repeated the same text over and over".to_owned(),
+                    "[flycode] Your last reply was cut because it repeated the same text over and over; nothing in it was run. Do not repeat yourself: take the next step of the task, or answer if it is done.",
+                )
+            }
+            Some(CUT_TIME_LIMIT) => (
+                "time_limit",
+                completion.content.clone(),
+                format!(
+                    "the reply was cut at the turn time limit of {} (turn_timeout_ms)",
+                    super::summary::human_duration(
+                        u64::try_from(self.settings.bounds.turn_timeout.as_millis())
+                            .unwrap_or(u64::MAX)
+                    )
+                ),
+                "[flycode] Your last reply was cut because it took longer than the time one turn may take; nothing in it was run. Take a smaller step: one call, or a short answer.",
+            ),
+            _ => return None,
+        };
+        observer.on_event(&RunEvent::ReplyCut {
+            turn,
+            reason: reason.to_owned(),
+            message: said.clone(),
+        });
+        self.push(progress, Message::partial_reply(content, reason), observer);
+        self.push(progress, Message::user(correction), observer);
+        Some(self.count_violation(progress, reason, said, observer))
+    }
+
+    /// Counts an invalid reply that is not a call (a cut reply, calls written as text): said to
+    /// the observer, and the run ends when there were too many in a row.
+    fn count_violation(
+        &mut self,
+        progress: &mut TurnProgress,
+        code: &str,
+        message: String,
+        observer: &mut dyn RunObserver,
+    ) -> TurnStep {
+        progress.report.violations += 1;
+        progress.consecutive_violations += 1;
+        observer.on_event(&RunEvent::Violation {
+            id: None,
+            code: code.to_owned(),
+            message: message.clone(),
+            consecutive: progress.consecutive_violations,
+        });
+        if progress.consecutive_violations >= self.settings.max_violations {
+            TurnStep::End(RunEnding::TooManyViolations(format!(
+                "{} invalid replies in a row; the last: {message} ({code})",
+                progress.consecutive_violations
+            )))
+        } else {
+            TurnStep::Continue
+        }
+    }
+
+    /// A native reply without API calls whose text writes calls (PROTOCOL.md §13 (The API
+    /// loop: calls written as text)): one unambiguous call of an offered tool becomes the
+    /// reply's native call (`Ok`, shown and recorded as recovered); any other is answered with
+    /// a correction and counted (`Err`). `None`: the text writes no call, it is prose.
+    fn recover_text_call(
+        &mut self,
+        progress: &mut TurnProgress,
+        content: &str,
+        observer: &mut dyn RunObserver,
+    ) -> Option<Result<NativeToolCall, TurnStep>> {
+        let calls = find_text_calls(content, self.reading_set());
+        let first = calls.first()?;
+        let offered = self.offered_tools(progress);
+        if let [call] = calls.as_slice()
+            && let (Some(tool), Some(args)) = (call.tool, &call.args)
+            && offered.contains(&tool)
+        {
+            progress.anonymous_calls += 1;
+            let id = format!("flycode_text_call_{}", progress.anonymous_calls);
+            observer.on_event(&RunEvent::CallRecovered {
+                id: id.clone(),
+                tool,
+                form: call.form.describe().to_owned(),
+            });
+            let arguments = serde_json::Value::Object(args.clone()).to_string();
+            return Some(Ok(NativeToolCall::function(
+                id,
+                tool.native_name(),
+                arguments,
+            )));
+        }
+        let said = match calls.len() {
+            1 => format!(
+                "the reply wrote a call as text ({}) that names no offered tool with its arguments; nothing was run",
+                first.form.describe()
+            ),
+            n => format!(
+                "the reply wrote {n} calls as text; none was run (flycode does not guess which one was meant)"
+            ),
+        };
+        self.push(
+            progress,
+            Message::assistant(content.to_owned(), Vec::new()),
+            observer,
+        );
+        let correction = "[flycode] Call tools through the tools API (function calling), not as text: your last reply wrote a call in its text, and nothing was run. Call one tool now through the API, or answer in prose without any call if the task is done.";
+        self.push(progress, Message::user(correction), observer);
+        Some(Err(self.count_violation(
+            progress,
+            "call_as_text",
+            said,
+            observer,
+        )))
     }
 
     /// Whether the reply holds nothing to act on: no text and no call that is read.
@@ -521,21 +676,38 @@ impl AgentRun<'_> {
             mut tool_calls,
             ..
         } = completion;
+        let mut recovered = false;
+        if tool_calls.is_empty() {
+            match self.recover_text_call(progress, &content, observer) {
+                None => {
+                    self.push(
+                        progress,
+                        Message::assistant(content.clone(), Vec::new()),
+                        observer,
+                    );
+                    return self.prose(progress, content, observer);
+                }
+                Some(Err(step)) => return step,
+                Some(Ok(call)) => {
+                    tool_calls.push(call);
+                    recovered = true;
+                }
+            }
+        }
         name_anonymous_calls(progress, &mut tool_calls);
-        self.push(
-            progress,
-            Message::assistant(content.clone(), tool_calls.clone()),
-            observer,
-        );
-        // A call block in native text is not run: said live, as `validate` says it.
-        if let Some(warning) = crate::protocol::verdict::native_text_call_warning(&content) {
+        let mut reply = Message::assistant(content.clone(), tool_calls.clone());
+        if recovered {
+            reply.note = Some(ReplyNote {
+                partial: None,
+                recovered_from_text: true,
+            });
+        } else if let Some(warning) = crate::protocol::verdict::native_text_call_warning(&content) {
+            // Text calls beside API calls are not run: said live, as `validate` says it.
             observer.on_event(&RunEvent::Warning {
                 message: warning.message,
             });
         }
-        if tool_calls.is_empty() {
-            return self.prose(progress, content, observer);
-        }
+        self.push(progress, reply, observer);
         let mut last_error = None;
         let mut any_valid = false;
         // Judged in order first; then run, read-only runs at once (PROTOCOL.md §13 (The API loop: parallel calls)).
@@ -683,6 +855,9 @@ fn attempt_of(call: &Call) -> Attempt {
 
 fn client_event(event: ClientEvent) -> RunEvent {
     match event {
+        ClientEvent::Waiting { elapsed } => RunEvent::Waiting {
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        },
         ClientEvent::TextDelta(text) => RunEvent::TextDelta { text },
         ClientEvent::Retrying {
             attempt,

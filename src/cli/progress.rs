@@ -77,6 +77,11 @@ impl Spinner {
         }
     }
 
+    /// Whether it shows (standard error is a terminal).
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Shows the spinner with `label` (after a moment: quick programs show none).
     pub(crate) fn start(&self, label: &str) {
         if !self.enabled {

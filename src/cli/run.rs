@@ -151,6 +151,13 @@ struct RunTerminal {
     /// shown as one line once the turn's judging is over.
     turn_calls: usize,
     invalid_calls: Vec<InvalidCall>,
+    /// Standard error is a terminal: a lone call's `└ executing...` line shows while it runs,
+    /// then gives way to its outcome.
+    live: bool,
+    /// `└ executing...` is on the screen, its line not ended.
+    executing_line: bool,
+    /// The last half-minute the "waiting for the model" line was printed for.
+    waiting_shown: Option<u64>,
 }
 
 /// A native call that was judged invalid.
@@ -162,6 +169,7 @@ struct InvalidCall {
 
 impl RunTerminal {
     fn new(color: bool, mode: CallingMode, spinner: Spinner) -> RunTerminal {
+        let live = spinner.is_enabled();
         RunTerminal {
             running: std::collections::HashMap::new(),
             last_started: None,
@@ -174,6 +182,9 @@ impl RunTerminal {
             held_prose: None,
             turn_calls: 0,
             invalid_calls: Vec::new(),
+            live,
+            executing_line: false,
+            waiting_shown: None,
         }
     }
 
@@ -359,6 +370,10 @@ impl RunTerminal {
             .insert(id.clone(), format!("{tool} ({subject})"));
         if runs_program {
             self.spinner.start(subject);
+        } else if self.live {
+            // Seed 001's drawing: the line gives way to the outcome when the call ends.
+            eprint!("  └ {}", self.paint("2", "executing..."));
+            self.executing_line = true;
         }
     }
 
@@ -370,10 +385,19 @@ impl RunTerminal {
         advice: Option<&str>,
     ) {
         self.spinner.stop();
-        let summary = if ok {
-            summary.to_owned()
+        if std::mem::take(&mut self.executing_line) {
+            eprint!("\r\u{1b}[2K");
+        }
+        // Seed 001: an outcome with errors ends with ⚠️ (a failed call, or a partial one).
+        let warn = if !ok || has_errors(summary) {
+            " ⚠️"
         } else {
-            self.paint("31", summary)
+            ""
+        };
+        let summary = if ok {
+            format!("{summary}{warn}")
+        } else {
+            self.paint("31", &format!("{summary}{warn}"))
         };
         // Calls running at once finish in any order: an outcome that does not follow its own
         // call's line names the call.
@@ -416,6 +440,25 @@ impl RunTerminal {
         }
     }
 
+    /// The model has not answered yet: a line at once and every half-minute after.
+    fn waiting(&mut self, elapsed_ms: u64) {
+        let slot = elapsed_ms / 30_000;
+        if self.waiting_shown.is_some_and(|shown| shown >= slot) {
+            return;
+        }
+        self.waiting_shown = Some(slot);
+        eprintln!(
+            "{}",
+            self.paint(
+                "2",
+                &format!(
+                    "  ⋯ waiting for the model to read the prompt · {}",
+                    human_duration(elapsed_ms)
+                )
+            )
+        );
+    }
+
     fn warning(&self, message: &str) {
         eprintln!(
             "{}",
@@ -438,8 +481,45 @@ impl RunObserver for RunTerminal {
             self.release_prose(false);
             self.flush_invalid_calls();
         }
+        let own_outcome =
+            matches!(event, RunEvent::CallFinished { id, .. } if *id == self.last_started);
+        if self.executing_line && !own_outcome {
+            eprintln!();
+            self.executing_line = false;
+        }
         match event {
-            RunEvent::Request { .. } => self.streamed = false,
+            RunEvent::Request { .. } => {
+                self.streamed = false;
+                self.waiting_shown = None;
+            }
+            RunEvent::Waiting { elapsed_ms } => self.waiting(*elapsed_ms),
+            RunEvent::ReplyCut { message, .. } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint("33", &format!("  ✂ {}", escape_for_terminal(message)))
+                );
+            }
+            RunEvent::CallRecovered { tool, form, .. } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint(
+                        "33",
+                        &format!(
+                            "  ↳ the model wrote a {tool} call as text ({}): running it as a tool call",
+                            escape_for_terminal(form)
+                        )
+                    )
+                );
+            }
+            RunEvent::ParallelCalls { count } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint("2", &format!("Executing tools in parallel ({count})"))
+                );
+            }
             RunEvent::TextDelta { text } => {
                 if self.mode == CallingMode::Native {
                     self.streamed = true;
@@ -482,6 +562,18 @@ impl RunObserver for RunTerminal {
             RunEvent::Child(child) => self.child_event(child),
         }
     }
+}
+
+/// Whether an outcome line reports errors in a call that succeeded in part (`Read 3 files
+/// (8.2 KB), 2 errors`).
+fn has_errors(summary: &str) -> bool {
+    summary.split(", ").any(|part| {
+        let mut words = part.split_whitespace();
+        matches!(
+            (words.next(), words.next()),
+            (Some(n), Some("error" | "errors")) if n.parse::<u64>().is_ok_and(|n| n > 0)
+        )
+    })
 }
 
 impl RunTerminal {

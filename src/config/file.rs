@@ -128,7 +128,7 @@ const TOP_KEYS: [&str; 13] = [
     "state",
 ];
 const STATE_KEYS: [&str; 1] = ["keep_days"];
-const AGENT_KEYS: [&str; 23] = [
+const AGENT_KEYS: [&str; 28] = [
     "base_url",
     "model",
     "api_key_env",
@@ -152,6 +152,11 @@ const AGENT_KEYS: [&str; 23] = [
     "light",
     "subagent",
     "strict",
+    "max_reply_tokens",
+    "first_byte_timeout_ms",
+    "turn_timeout_ms",
+    "prompt",
+    "insight",
 ];
 const LIGHT_KEYS: [&str; 3] = ["model", "base_url", "api_key_env"];
 const SUBAGENT_TYPES: [&str; 4] = ["general", "explore", "summary", "plan"];

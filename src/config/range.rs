@@ -184,6 +184,34 @@ pub(crate) const SUBAGENT_TIMEOUT_MS: SettingRange = SettingRange {
     unit: "milliseconds of a sub-agent before its last turn",
 };
 
+/// `[agent] max_reply_tokens`: a call with its path needs some tens of tokens; a million is
+/// past any model's output.
+pub(crate) const MAX_REPLY_TOKENS: SettingRange = SettingRange {
+    key: "max_reply_tokens",
+    flag: Some("--max-reply-tokens"),
+    min: 16,
+    max: 1_000_000,
+    unit: "tokens of one reply",
+};
+
+/// `[agent] first_byte_timeout_ms`: like the read timeout, up to an hour.
+pub(crate) const FIRST_BYTE_TIMEOUT_MS: SettingRange = SettingRange {
+    key: "first_byte_timeout_ms",
+    flag: Some("--first-byte-timeout-ms"),
+    min: 1,
+    max: 3_600_000,
+    unit: "milliseconds before a response's first event",
+};
+
+/// `[agent] turn_timeout_ms`: a second at least, a day at most.
+pub(crate) const TURN_TIMEOUT_MS: SettingRange = SettingRange {
+    key: "turn_timeout_ms",
+    flag: None,
+    min: 1000,
+    max: 86_400_000,
+    unit: "milliseconds of one request and its reply",
+};
+
 /// Reads an integer in `range` for a `#[serde(deserialize_with)]` field; the error, raised
 /// inside the value, carries its span, so the file's line is the key's.
 fn in_range<'de, D, T>(deserializer: D, range: &SettingRange) -> Result<Option<T>, D::Error>
@@ -204,7 +232,7 @@ where
 /// Every range but `[state] keep_days`, in the order the configuration's documentation lists
 /// them (the tests write each into the file's top level or `[agent]`).
 #[cfg(test)]
-pub(crate) const ALL: [SettingRange; 14] = [
+pub(crate) const ALL: [SettingRange; 17] = [
     OUTPUT_CAP,
     MAX_REPLY_BYTES,
     TIMEOUT_MS,
@@ -219,6 +247,9 @@ pub(crate) const ALL: [SettingRange; 14] = [
     MAX_TASKS_PER_AGENT,
     SUBAGENT_MAX_TURNS,
     SUBAGENT_TIMEOUT_MS,
+    MAX_REPLY_TOKENS,
+    FIRST_BYTE_TIMEOUT_MS,
+    TURN_TIMEOUT_MS,
 ];
 
 macro_rules! deserialize_in_range {
@@ -248,4 +279,7 @@ deserialize_in_range! {
     max_tasks_per_agent: u32 = MAX_TASKS_PER_AGENT;
     subagent_max_turns: u32 = SUBAGENT_MAX_TURNS;
     subagent_timeout_ms: u64 = SUBAGENT_TIMEOUT_MS;
+    max_reply_tokens: u32 = MAX_REPLY_TOKENS;
+    first_byte_timeout_ms: u64 = FIRST_BYTE_TIMEOUT_MS;
+    turn_timeout_ms: u64 = TURN_TIMEOUT_MS;
 }

@@ -45,7 +45,8 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             super::DEFAULT_KEEP_DAYS.into(),
         ),
     ];
-    let agent: [(&str, toml::Value); 15] = [
+    // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
+    let agent: [(&str, toml::Value); 19] = [
         ("mode", "native".into()),
         ("max_turns", 50.into()),
         ("max_violations", 3.into()),
@@ -61,6 +62,10 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         ("subagent_max_turns", 30.into()),
         ("subagent_timeout_ms", 600_000.into()),
         ("strict", false.into()),
+        ("max_reply_tokens", 8192.into()),
+        ("turn_timeout_ms", 1_800_000.into()),
+        ("prompt", "full".into()),
+        ("insight", false.into()),
     ];
     list.extend(
         agent
@@ -76,9 +81,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
 const VARIABLES: [(&[&str], &[&str]); 5] = [
     (
         &["agent", "base_url"],
-        &["FLYCODE_BASE_URL", "OPENAI_BASE_URL"],
+        &["FLYCODE_BASE_URL", "LLM_BASE_URL", "OPENAI_BASE_URL"],
     ),
-    (&["agent", "model"], &["FLYCODE_MODEL"]),
+    (&["agent", "model"], &["FLYCODE_MODEL", "LLM_MODEL_ID"]),
     (&["agent", "light", "model"], &["LIGHT_LLM_MODEL_ID"]),
     (&["agent", "light", "base_url"], &["LIGHT_LLM_BASE_URL"]),
     (&["agent", "light", "api_key_env"], &["LIGHT_LLM_API_KEY"]),
@@ -177,7 +182,7 @@ impl Table<'_> {
     fn push_other_variables(&mut self) {
         let main_key: (&[&str], &[&str]) = (
             &["agent", "api_key_env"],
-            &["FLYCODE_API_KEY", "OPENAI_API_KEY"],
+            &["FLYCODE_API_KEY", "LLM_API_KEY", "OPENAI_API_KEY"],
         );
         for (key, names) in VARIABLES.into_iter().chain([main_key]) {
             let key = Key::of(key);

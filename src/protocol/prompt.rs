@@ -166,6 +166,24 @@ pub fn tool_reference_for(language: PromptLanguage, set: ToolSet) -> String {
     out
 }
 
+/// One line per tool of `set`: its name, its one-line purpose and its argument signature, without
+/// per-argument descriptions or rules (the compact prompt profile, PROTOCOL.md §13 (The API
+/// loop: prompt profiles)).
+pub fn tool_signatures_for(set: ToolSet) -> String {
+    set.tools()
+        .iter()
+        .map(|&tool| {
+            let schema = tool_schema(tool);
+            format!(
+                "- `{tool}` {} — {}",
+                compact_signature(&schema.document),
+                schema.description
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `{"path": string, "depth"?: integer}`, the seed's compact notation.
 fn compact_signature(schema: &Value) -> String {
     let required: Vec<&str> = schema["required"]

@@ -222,11 +222,20 @@ fn attempted_command(error: &CallError, attempt: &Attempt) -> String {
 /// The warning for a native-mode reply whose text holds a `flycode-call` block, which native
 /// mode does not run (PROTOCOL.md §13 (The API loop: calling modes)); `None` when it holds none.
 pub fn native_text_call_warning(text: &str) -> Option<Warning> {
-    let parsed = super::parse::parse_reply(text);
-    parsed.call_blocks().next()?;
+    let calls = super::text_calls::find_text_calls(text, super::ToolSet::All);
+    let first = calls.first()?;
+    let what = match calls.len() {
+        1 => format!("a call written as text ({})", first.form.describe()),
+        n => format!(
+            "{n} calls written as text (the first {})",
+            first.form.describe()
+        ),
+    };
     Some(Warning {
         code: WarningCode::CallBlockInNativeReply,
-        message: "the reply's text holds a flycode-call block, which native mode does not run: the model must call the tool through the API's function calling (the block was taken as prose)".to_owned(),
+        message: format!(
+            "the reply's text holds {what}, which native mode does not take as a call: the model must call the tool through the API's function calling (flycode run recovers one unambiguous call and corrects the model otherwise)"
+        ),
     })
 }
 

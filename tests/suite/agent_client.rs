@@ -65,6 +65,7 @@ fn run(
         messages: &messages,
         tools,
         stream,
+        max_tokens: 1024,
     };
     let mut events = Vec::new();
     let result = provider.complete(
@@ -119,6 +120,7 @@ impl Paused {
         ClientSettings {
             connect_timeout: DAY,
             read_timeout: DAY,
+            first_byte_timeout: DAY,
             ..settings(&self.server)
         }
     }
@@ -140,7 +142,7 @@ fn streamed_text(events: &[ClientEvent]) -> String {
         .iter()
         .filter_map(|e| match e {
             ClientEvent::TextDelta(text) => Some(text.as_str()),
-            ClientEvent::Retrying { .. } => None,
+            ClientEvent::Retrying { .. } | ClientEvent::Waiting { .. } => None,
         })
         .collect()
 }
@@ -154,7 +156,7 @@ fn retries(events: &[ClientEvent]) -> Vec<(u32, Duration, String)> {
                 delay,
                 reason,
             } => Some((*attempt, *delay, reason.clone())),
-            ClientEvent::TextDelta(_) => None,
+            ClientEvent::TextDelta(_) | ClientEvent::Waiting { .. } => None,
         })
         .collect()
 }
@@ -548,21 +550,24 @@ fn a_stream_of_keep_alives_alone_times_out() {
         delay_between: gap,
     }]);
     let mut settings = paused.settings();
-    settings.read_timeout = 3 * gap;
+    settings.read_timeout = gap / 2;
+    // Before the first event, the first-byte timeout is the silence allowed (a local model
+    // reading the prompt), and the caller hears every few seconds that the wait goes on.
+    settings.first_byte_timeout = 3 * gap;
     let mut provider = paused.provider(settings);
     let started = paused.clock.now();
     let (result, events) = complete_on(&mut provider, true);
     let waited = paused.clock.now() - started;
-    assert!(events.is_empty(), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, ClientEvent::Waiting { .. })),
+        "{events:?}"
+    );
+    assert!(!events.is_empty(), "the wait was reported");
     let error = result.unwrap_err();
     assert!(
-        matches!(
-            error,
-            ClientError::Timeout {
-                connecting: false,
-                ..
-            }
-        ),
+        matches!(error, ClientError::FirstByteTimeout { .. }),
         "{error:?}"
     );
     assert!(waited >= 3 * gap, "{waited:?}");
@@ -579,6 +584,8 @@ fn a_server_that_never_answers_is_retried_then_times_out() {
     let mut settings = paused.settings();
     settings.connect_timeout = Duration::from_secs(10);
     settings.read_timeout = Duration::from_secs(30);
+    // No response head at all: the first-byte timeout, retried.
+    settings.first_byte_timeout = Duration::from_secs(30);
     settings.max_retries = 1;
     let mut provider = paused.provider(settings);
     let started = paused.clock.now();
@@ -586,7 +593,7 @@ fn a_server_that_never_answers_is_retried_then_times_out() {
     let waited = paused.clock.now() - started;
     assert!(
         matches!(&error, ClientError::RetriesExhausted { attempts: 2, last }
-            if matches!(**last, ClientError::Timeout { .. })),
+            if matches!(**last, ClientError::FirstByteTimeout { .. })),
         "{error:?}"
     );
     assert!(waited >= 2 * Duration::from_secs(30), "{waited:?}");
@@ -760,4 +767,31 @@ fn an_endless_answer_is_abandoned_at_the_size_limit() {
         "{result:?}"
     );
     assert_eq!(server.requests().len(), 1, "not retried");
+}
+
+#[test]
+fn a_stream_past_the_turn_time_limit_is_cut_and_its_text_kept() {
+    let gap = Duration::from_secs(60);
+    let chunks = (0..10)
+        .map(|i| {
+            let event =
+                json!({"choices": [{"index": 0, "delta": {"content": format!("part {i}. ")}}]});
+            format!("data: {event}\n\n").into_bytes()
+        })
+        .collect();
+    let mut paused = Paused::sequence(vec![Reply::Sse {
+        chunks,
+        delay_between: gap,
+    }]);
+    let mut settings = paused.settings();
+    settings.turn_timeout = Some(gap * 5 / 2);
+    let mut provider = paused.provider(settings);
+    let (result, _) = complete_on(&mut provider, true);
+    let completion = result.unwrap();
+    assert_eq!(
+        completion.finish_reason.as_deref(),
+        Some(flycode::agent::client::CUT_TIME_LIMIT)
+    );
+    assert!(completion.content.starts_with("part 0. "), "{completion:?}");
+    assert!(!completion.content.contains("part 9."), "{completion:?}");
 }

@@ -2,7 +2,7 @@
 //! context, and every example call of a text-mode prompt is a valid call of its tool set.
 
 use flycode::agent::prompt::{
-    CallingMode, PromptContext, PromptOverrides, assemble_prompt, subagent_role,
+    CallingMode, PromptContext, PromptOverrides, PromptProfile, assemble_prompt, subagent_role,
 };
 use flycode::protocol::parse::{BlockKind, parse_reply};
 use flycode::protocol::{ClassifyOptions, ToolName, ToolSet, Verdict, classify_reply};
@@ -21,6 +21,8 @@ fn built_for(mode: CallingMode, tools: ToolSet, role: Option<&str>) -> String {
         roots: vec!["/root/work/flycode".to_owned(), "/root/notes".to_owned()],
         mode,
         tools,
+        profile: PromptProfile::Full,
+        insight: false,
     };
     let overrides = PromptOverrides {
         role: role.map(str::to_owned),

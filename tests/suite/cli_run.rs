@@ -55,7 +55,10 @@ impl Project {
     fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
         for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_") || name.starts_with("OPENAI_") {
+            if name.starts_with("FLYCODE_")
+                || name.starts_with("OPENAI_")
+                || name.starts_with("LLM_")
+            {
                 command.env_remove(name);
             }
         }
@@ -607,6 +610,12 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
     assert_eq!(server.requests().len(), 1, "nothing was sent after Ctrl-C");
+    // The reply that was streaming is kept, marked partial (PROTOCOL.md §13).
+    let recorded = std::fs::read_to_string(project.transcript()).unwrap();
+    let last: Value = serde_json::from_str(recorded.lines().last().unwrap()).unwrap();
+    assert_eq!(last["role"], "assistant", "{recorded}");
+    assert_eq!(last["content"], "Let me think", "{recorded}");
+    assert_eq!(last["flycode"]["partial"], "cancelled", "{recorded}");
     assert_validates(&project.transcript());
 }
 
@@ -941,10 +950,15 @@ fn a_server_sending_only_keep_alives_times_out() {
         chunks: std::iter::repeat_n(b": ping\n\n".to_vec(), 200).collect(),
         delay_between: Duration::from_millis(100),
     });
-    let finished = finish(project.command(&server, &["--read-timeout-ms", "500"]));
+    // Before the first event the first-byte timeout counts (ten minutes on loopback unless
+    // lowered), not the read timeout.
+    let finished = finish(project.command(
+        &server,
+        &["--read-timeout-ms", "500", "--first-byte-timeout-ms", "500"],
+    ));
     assert_eq!(finished.code, 1, "{}", finished.stderr);
     assert!(
-        finished.stderr.contains("sent nothing for"),
+        finished.stderr.contains("(the first-byte timeout)"),
         "{}",
         finished.stderr
     );

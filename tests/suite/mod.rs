@@ -18,6 +18,7 @@ mod crash_safety;
 mod edit;
 mod hostile;
 mod large_files;
+mod local_models;
 mod ls_hidden;
 mod mcp;
 mod mcp_framing;

@@ -38,7 +38,10 @@ impl Place {
     fn run(&self, server: &ScriptedServer, flags: &[&str]) -> std::process::Output {
         let mut command = flycode();
         for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_") || name.starts_with("OPENAI_") {
+            if name.starts_with("FLYCODE_")
+                || name.starts_with("OPENAI_")
+                || name.starts_with("LLM_")
+            {
                 command.env_remove(name);
             }
         }
@@ -200,19 +203,29 @@ fn native_errors_speak_of_the_arguments_and_a_bad_turn_is_one_line() {
 }
 
 #[test]
-fn a_native_answer_holding_a_call_block_is_a_warning_live_and_in_validate() {
+fn a_native_answer_holding_a_call_block_runs_it_is_shown_and_validate_warns() {
     let place = Place::new();
     let call = json!({"id": "call-001", "tool": "fs.read", "args": {"path": place.path("lib.sh")}});
-    let server =
-        ScriptedServer::always(Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 9));
+    let server = ScriptedServer::sequence(vec![
+        Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 9),
+        Reply::sse_text("Read it.", 9),
+    ]);
     let output = place.run(&server, &[]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let stderr = text(&output.stderr);
+    // Native mode recovers the one unambiguous call written as text (PROTOCOL.md §13).
     assert!(
-        stderr.contains(
-            "warning: the reply's text holds a flycode-call block, which native mode does not run"
-        ),
+        stderr.contains("the model wrote a fs.read call as text (a flycode-call block)"),
         "{stderr}"
+    );
+    let second = &server.requests()[1].body;
+    assert!(
+        second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool"),
+        "{second}"
     );
     let report = flycode()
         .args(["validate", "--format", "json"])

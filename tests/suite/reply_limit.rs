@@ -353,7 +353,7 @@ fn run_against(place: &Place, server: &ScriptedServer, extra: &[&str]) -> Output
 #[test]
 fn run_ends_with_too_large_when_the_server_sends_a_20_mib_reply() {
     let place = Place::new();
-    let server = ScriptedServer::always(Reply::completion_text(&"z".repeat(20 << 20)));
+    let server = ScriptedServer::always(Reply::completion_text(&varied(20 << 20)));
     let output = run_against(&place, &server, &["--no-stream"]);
     let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
     assert_eq!(output.status.code(), Some(1), "{all}");
@@ -370,9 +370,23 @@ fn run_ends_with_too_large_when_the_server_sends_a_20_mib_reply() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 }
 
+/// `bytes` of text that never repeats itself (counting up), so that no reply made of it is cut
+/// as degenerate before the size limit is reached.
+fn varied(bytes: usize) -> String {
+    let mut text = String::with_capacity(bytes + 16);
+    let mut number = 0u64;
+    while text.len() < bytes {
+        text.push_str(&number.to_string());
+        text.push(' ');
+        number += 1;
+    }
+    text.truncate(bytes);
+    text
+}
+
 /// A streamed reply of `pieces` chunks, each carrying `piece_bytes` of text.
 fn streamed_text(pieces: usize, piece_bytes: usize) -> Reply {
-    let piece = "s".repeat(piece_bytes);
+    let piece = varied(piece_bytes);
     let mut events: Vec<Value> = (0..pieces)
         .map(|_| {
             json!({"object": "chat.completion.chunk",
@@ -392,6 +406,7 @@ fn complete(settings: ClientSettings, stream: bool) -> Result<usize, ClientError
         messages: &messages,
         tools: &[],
         stream,
+        max_tokens: 1024,
     };
     let cancel = AtomicBool::new(false);
     provider

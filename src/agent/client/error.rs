@@ -32,6 +32,18 @@ pub enum ClientError {
         /// Whether it happened while connecting (rather than while waiting for the answer).
         connecting: bool,
     },
+    /// The server sent nothing within the first-byte timeout: a local model may still be
+    /// reading the prompt. Retried only when not even the response head came.
+    #[error(
+        "the server at {url} sent nothing within {} of the request (the first-byte timeout); a model on a CPU may need longer to read the prompt: raise --first-byte-timeout-ms, or try --prompt compact",
+        human_duration(*after)
+    )]
+    FirstByteTimeout {
+        /// The endpoint.
+        url: String,
+        /// The wait allowed.
+        after: Duration,
+    },
     /// The connection broke while sending the request or reading the answer.
     #[error("the connection to {url} broke: {reason}; try again")]
     Network {

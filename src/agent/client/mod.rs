@@ -13,6 +13,7 @@
 
 mod error;
 pub(crate) mod openai;
+pub mod repetition;
 pub mod reply;
 pub(crate) mod retry;
 pub mod sse;
@@ -64,6 +65,9 @@ pub struct ChatRequest<'a> {
     pub tools: &'a [serde_json::Value],
     /// Whether to stream the reply (Server-Sent Events) rather than receive it whole.
     pub stream: bool,
+    /// The most tokens the reply may have (`[agent] max_reply_tokens`), sent as the field the
+    /// API expects (`max_tokens` for Chat Completions).
+    pub max_tokens: u32,
 }
 
 /// Progress reported while a completion runs.
@@ -80,7 +84,19 @@ pub enum ClientEvent {
         /// Why the previous attempt failed, in words.
         reason: String,
     },
+    /// Still no answer to the request: the model is reading the prompt. Reported every few
+    /// seconds until the first event arrives.
+    Waiting {
+        /// Since the request was sent.
+        elapsed: Duration,
+    },
 }
+
+/// A reply cut by flycode, not by the model (PROTOCOL.md §13 (The API loop: bounded replies)),
+/// as the [`Completion::finish_reason`] of the partial reply: the reply repeated itself.
+pub const CUT_REPETITION: &str = "flycode:repetition";
+/// A reply cut by flycode: the request took longer than `[agent] turn_timeout_ms`.
+pub const CUT_TIME_LIMIT: &str = "flycode:time_limit";
 
 /// The model's whole reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -167,8 +183,14 @@ pub struct ClientSettings {
     pub api_key: Option<ApiKey>,
     /// How long to wait for a connection.
     pub connect_timeout: Duration,
-    /// The longest silence allowed while waiting for (more of) a response.
+    /// The longest silence allowed between the events of a response.
     pub read_timeout: Duration,
+    /// The longest wait for a response's first event (a local model reads the whole prompt
+    /// before it sends anything).
+    pub first_byte_timeout: Duration,
+    /// The longest one completion may take, retries included; past it a streamed reply is cut
+    /// ([`CUT_TIME_LIMIT`]).
+    pub turn_timeout: Option<Duration>,
     /// How many times a failed attempt is retried (so at most `max_retries + 1` requests).
     pub max_retries: u32,
     /// The back-off before the first retry (doubling, capped at [`retry::BACKOFF_CAP`]).
@@ -196,6 +218,8 @@ impl ClientSettings {
             api_key: None,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             read_timeout: Self::DEFAULT_READ_TIMEOUT,
+            first_byte_timeout: Self::DEFAULT_READ_TIMEOUT,
+            turn_timeout: None,
             max_retries: Self::DEFAULT_MAX_RETRIES,
             retry_base: Self::DEFAULT_RETRY_BASE,
             max_reply_bytes: crate::config::reply_limit::DEFAULT_MAX_REPLY_BYTES,

@@ -23,6 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{error_chain, short_reason};
+use super::repetition::RepetitionWatch;
 use super::reply::{self, ReplyError, StreamAssembler, StreamStep};
 use super::retry::{self, Jitter};
 use super::sse::{SseDecoder, SseEvent};
@@ -31,6 +32,9 @@ use super::{
     chat_completions_url,
 };
 use crate::agent::message::Message;
+
+/// How often the terminal hears that the model is still reading the prompt.
+const WAITING_TICK: Duration = Duration::from_secs(5);
 
 /// How often the cancel flag is looked at.
 const CANCEL_POLL: Duration = Duration::from_millis(25);
@@ -101,7 +105,9 @@ impl OpenAiProvider {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.read_timeout)
+            // No read timeout of reqwest's: the exchange bounds every wait itself (the response
+            // head and the first event by the first-byte timeout, then each piece by the read
+            // timeout), each with its own error.
             .default_headers(headers)
             .user_agent(concat!("flycode/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -142,6 +148,12 @@ impl Provider for OpenAiProvider {
             body,
             stream: request.stream,
             cancel,
+            started: tokio::time::Instant::now(),
+        };
+        let _entered = self.runtime.enter();
+        let exchange = Exchange {
+            started: tokio::time::Instant::now(),
+            ..exchange
         };
         self.runtime
             .block_on(exchange.run(on_event, &mut self.jitter))
@@ -152,12 +164,38 @@ impl Provider for OpenAiProvider {
 #[derive(Serialize)]
 struct WireRequest<'a> {
     model: &'a str,
-    messages: &'a [Message],
+    messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "<[Value]>::is_empty")]
     tools: &'a [Value],
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// The token limit of the reply: `max_tokens`, the field llama.cpp's server, Ollama, vLLM
+    /// and OpenAI's non-reasoning models read (PROTOCOL.md §13 (The API loop: bounded replies)).
+    max_tokens: u32,
+}
+
+/// A message as the API takes it: without flycode's own notes ([`Message::note`]), which some
+/// servers would refuse as an unknown field.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: crate::agent::message::Role,
+    content: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tool_calls: &'a [crate::agent::message::NativeToolCall],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a Message> for WireMessage<'a> {
+    fn from(message: &'a Message) -> WireMessage<'a> {
+        WireMessage {
+            role: message.role,
+            content: &message.content,
+            tool_calls: &message.tool_calls,
+            tool_call_id: message.tool_call_id.as_deref(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -169,12 +207,13 @@ impl<'a> From<&ChatRequest<'a>> for WireRequest<'a> {
     fn from(request: &ChatRequest<'a>) -> WireRequest<'a> {
         WireRequest {
             model: request.model,
-            messages: request.messages,
+            messages: request.messages.iter().map(WireMessage::from).collect(),
             tools: request.tools,
             stream: request.stream,
             stream_options: request.stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            max_tokens: request.max_tokens,
         }
     }
 }
@@ -222,6 +261,8 @@ struct Exchange<'a> {
     body: Vec<u8>,
     stream: bool,
     cancel: &'a AtomicBool,
+    /// When the completion began: the turn time limit counts from here.
+    started: tokio::time::Instant,
 }
 
 impl Exchange<'_> {
@@ -308,8 +349,9 @@ impl Exchange<'_> {
             .header(header::ACCEPT, accept)
             .body(self.body.clone())
             .send();
-        let patience = self.settings.connect_timeout + self.settings.read_timeout;
-        let response = match self.guard(send, Some(patience)).await {
+        let sent = tokio::time::Instant::now();
+        let patience = self.settings.connect_timeout + self.settings.first_byte_timeout;
+        let response = match self.patiently(send, patience, sent, on_event).await {
             Ok(Ok(response)) => response,
             Ok(Err(error)) if error.is_builder() => {
                 return Err(AttemptFailure::Final(ClientError::InvalidSettings {
@@ -318,7 +360,12 @@ impl Exchange<'_> {
             }
             Ok(Err(error)) => return Err(AttemptFailure::retry(self.transport_error(&error))),
             Err(Interrupt::Cancelled) => return Err(AttemptFailure::Final(ClientError::Cancelled)),
-            Err(Interrupt::TimedOut) => return Err(AttemptFailure::retry(self.read_timeout())),
+            // No response head at all: retried like any timeout before the response starts. (A
+            // stream whose head came but whose first event did not is not: the server is
+            // still reading the prompt of this very request.)
+            Err(Interrupt::TimedOut) => {
+                return Err(AttemptFailure::retry(self.first_byte_timeout()));
+            }
         };
         let status = response.status();
         if !status.is_success() {
@@ -330,7 +377,7 @@ impl Exchange<'_> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if is_event_stream {
-            self.read_stream(response, on_event)
+            self.read_stream(response, sent, on_event)
                 .await
                 .map_err(AttemptFailure::Final)
         } else {
@@ -357,6 +404,10 @@ impl Exchange<'_> {
             }
             if !completion.content.is_empty() {
                 on_event(ClientEvent::TextDelta(completion.content.clone()));
+            }
+            let mut completion = completion;
+            if super::repetition::find(&completion.content).is_some() {
+                completion.finish_reason = Some(super::CUT_REPETITION.to_owned());
             }
             Ok(completion)
         }
@@ -449,29 +500,98 @@ impl Exchange<'_> {
         }
     }
 
+    /// Runs `future` (the request, or the wait for a response's first event) for at most
+    /// `limit` since `sent`, telling `on_event` every few seconds that the model is still
+    /// reading the prompt.
+    async fn patiently<T>(
+        &self,
+        future: impl Future<Output = T>,
+        limit: Duration,
+        sent: tokio::time::Instant,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<T, Interrupt> {
+        let mut future = std::pin::pin!(future);
+        loop {
+            let left = limit.saturating_sub(sent.elapsed());
+            if left.is_zero() {
+                return Err(Interrupt::TimedOut);
+            }
+            match self
+                .guard(future.as_mut(), Some(left.min(WAITING_TICK)))
+                .await
+            {
+                Err(Interrupt::TimedOut) if sent.elapsed() < limit => {
+                    on_event(ClientEvent::Waiting {
+                        elapsed: sent.elapsed(),
+                    });
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The next piece of a stream: before its first event within the first-byte timeout (the
+    /// model reads the prompt), after it within the read timeout.
+    async fn next_stream_chunk(
+        &self,
+        response: &mut reqwest::Response,
+        first: Option<tokio::time::Instant>,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<Option<bytes::Bytes>, ClientError> {
+        let Some(sent) = first else {
+            return self.next_chunk(response).await;
+        };
+        match self
+            .patiently(
+                response.chunk(),
+                self.settings.first_byte_timeout,
+                sent,
+                on_event,
+            )
+            .await
+        {
+            Ok(Ok(chunk)) => Ok(chunk),
+            Ok(Err(error)) => Err(self.transport_error(&error)),
+            Err(Interrupt::Cancelled) => Err(ClientError::Cancelled),
+            Err(Interrupt::TimedOut) => Err(self.first_byte_timeout()),
+        }
+    }
+
     async fn read_stream(
         &self,
         mut response: reqwest::Response,
+        sent: tokio::time::Instant,
         on_event: &mut dyn FnMut(ClientEvent),
     ) -> Result<Completion, ClientError> {
         let mut decoder = SseDecoder::new();
         let mut assembler = StreamAssembler::new();
+        let mut watch = RepetitionWatch::new();
         let mut received = 0usize;
         let allowance = super::framing_allowance(self.settings.max_reply_bytes);
         // Only events count as life: a server sending nothing but keep-alive comments is silent.
-        let mut last_event = tokio::time::Instant::now();
-        while let Some(chunk) = self.next_chunk(&mut response).await? {
+        let mut last_event: Option<tokio::time::Instant> = None;
+        loop {
+            let first = last_event.is_none().then_some(sent);
+            let Some(chunk) = self
+                .next_stream_chunk(&mut response, first, on_event)
+                .await?
+            else {
+                break;
+            };
             received = received.saturating_add(chunk.len());
             if received > allowance {
                 return Err(self.too_large(true));
             }
             let events = decoder.feed(&chunk);
-            if events.is_empty() {
-                if last_event.elapsed() > self.settings.read_timeout {
+            match last_event {
+                _ if !events.is_empty() => last_event = Some(tokio::time::Instant::now()),
+                Some(at) if at.elapsed() > self.settings.read_timeout => {
                     return Err(self.read_timeout());
                 }
-            } else {
-                last_event = tokio::time::Instant::now();
+                None if sent.elapsed() > self.settings.first_byte_timeout => {
+                    return Err(self.first_byte_timeout());
+                }
+                _ => {}
             }
             for event in events {
                 if self.take_event(&event, &mut assembler, on_event)? == StreamStep::Done {
@@ -480,6 +600,11 @@ impl Exchange<'_> {
                 if assembler.reply_bytes() > self.settings.max_reply_bytes {
                     return Err(self.too_large(false));
                 }
+            }
+            if let Some(reason) = self.cut_reason(&assembler, &mut watch) {
+                let mut completion = assembler.finish();
+                completion.finish_reason = Some(reason.to_owned());
+                return Ok(completion);
             }
         }
         if let Some(event) = decoder.finish()
@@ -494,6 +619,22 @@ impl Exchange<'_> {
                 url: self.url.to_owned(),
             })
         }
+    }
+
+    /// Why a stream is cut here, if it is: its text repeats itself, or the completion has taken
+    /// longer than the turn time limit.
+    fn cut_reason(
+        &self,
+        assembler: &StreamAssembler,
+        watch: &mut RepetitionWatch,
+    ) -> Option<&'static str> {
+        if watch.look(assembler.content()).is_some() {
+            return Some(super::CUT_REPETITION);
+        }
+        self.settings
+            .turn_timeout
+            .is_some_and(|limit| self.started.elapsed() > limit)
+            .then_some(super::CUT_TIME_LIMIT)
     }
 
     fn take_event(
@@ -557,6 +698,13 @@ impl Exchange<'_> {
         }
     }
 
+    fn first_byte_timeout(&self) -> ClientError {
+        ClientError::FirstByteTimeout {
+            url: self.url.to_owned(),
+            after: self.settings.first_byte_timeout,
+        }
+    }
+
     fn server_error(&self, message: &str) -> ClientError {
         ClientError::ServerError {
             url: self.url.to_owned(),
@@ -610,6 +758,7 @@ mod tests {
             body: Vec::new(),
             stream: false,
             cancel,
+            started: tokio::time::Instant::now(),
         }
     }
 
@@ -693,11 +842,12 @@ mod tests {
             messages: &messages,
             tools: &[],
             stream: true,
+            max_tokens: 100,
         };
         assert_eq!(
             serde_json::to_value(WireRequest::from(&request)).unwrap(),
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true,
-                "stream_options": {"include_usage": true}})
+                "stream_options": {"include_usage": true}, "max_tokens": 100})
         );
     }
 }

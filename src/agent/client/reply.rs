@@ -122,6 +122,11 @@ impl StreamAssembler {
         )
     }
 
+    /// The reply text so far.
+    pub fn content(&self) -> &str {
+        &self.completion.content
+    }
+
     /// Whether the server said why the model stopped.
     pub fn has_finish_reason(&self) -> bool {
         self.completion.finish_reason.is_some()

@@ -14,6 +14,7 @@ mod template;
 
 use crate::protocol::prompt::{
     PromptLanguage, ToolNaming, first_root, json_string_body, tool_names_for, tool_reference_for,
+    tool_signatures_for,
 };
 use crate::protocol::{ToolName, ToolSet};
 use crate::tools::agent::SubagentType;
@@ -26,6 +27,11 @@ const TOOLS_TEXT: &str = include_str!("../../../protocol/prompts/agent/tools.tex
 const TOOLS_NATIVE: &str = include_str!("../../../protocol/prompts/agent/tools.native.md");
 const STYLE: &str = include_str!("../../../protocol/prompts/agent/style.md");
 const ENVIRONMENT: &str = include_str!("../../../protocol/prompts/agent/environment.md");
+const TOOLS_TEXT_COMPACT: &str =
+    include_str!("../../../protocol/prompts/agent/tools.text.compact.md");
+const TOOLS_NATIVE_COMPACT: &str =
+    include_str!("../../../protocol/prompts/agent/tools.native.compact.md");
+const INSIGHT: &str = include_str!("../../../protocol/prompts/agent/insight.md");
 const SUBAGENT: &str = include_str!("../../../protocol/prompts/agent/subagent.md");
 const SUBAGENT_TOOLS_TEXT: &str =
     include_str!("../../../protocol/prompts/agent/subagent.tools.text.md");
@@ -58,6 +64,17 @@ pub enum CallingMode {
     Native,
 }
 
+/// How much the system prompt says (PROTOCOL.md §13 (The API loop: prompt profiles)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PromptProfile {
+    /// Every module with its examples.
+    #[default]
+    Full,
+    /// A short tool guide without examples, for small-context local models: role,
+    /// capabilities, the short guide and the environment.
+    Compact,
+}
+
 /// What the prompt is filled with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptContext {
@@ -77,6 +94,10 @@ pub struct PromptContext {
     /// [`ToolSet::Subagent`] for a sub-agent (whose capabilities module then says how a
     /// sub-agent works).
     pub tools: ToolSet,
+    /// How much the prompt says.
+    pub profile: PromptProfile,
+    /// Whether the `★ Insight` module (seed 001's `INSIGHT_FORMAT_GUIDE`) is added.
+    pub insight: bool,
 }
 
 /// What the user configured instead of the built-in modules.
@@ -150,22 +171,29 @@ fn built_system_prompt(
         ToolSet::Subagent => SUBAGENT,
         _ => CAPABILITIES,
     };
-    [
+    let mut modules = vec![
         role_definition.trim_end().to_owned(),
         fill(capabilities, environment).trim_end().to_owned(),
         tool_guide.trim_end().to_owned(),
-        fill(STYLE, environment).trim_end().to_owned(),
-        fill(ENVIRONMENT, environment).trim_end().to_owned(),
-    ]
-    .join("\n\n")
-        + "\n"
+    ];
+    if context.profile == PromptProfile::Full {
+        modules.push(fill(STYLE, environment).trim_end().to_owned());
+    }
+    if context.insight {
+        modules.push(INSIGHT.trim_end().to_owned());
+    }
+    modules.push(fill(ENVIRONMENT, environment).trim_end().to_owned());
+    modules.join("\n\n") + "\n"
 }
 
 /// The tool-usage guide of the calling mode.
 fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
     let root_json = json_string_body(first_root(&context.roots));
     let subagent = context.tools == ToolSet::Subagent;
+    let compact = context.profile == PromptProfile::Compact;
     let (template, naming) = match (context.mode, subagent) {
+        (CallingMode::Text, _) if compact => (TOOLS_TEXT_COMPACT, ToolNaming::Protocol),
+        (CallingMode::Native, _) if compact => (TOOLS_NATIVE_COMPACT, ToolNaming::Native),
         (CallingMode::Text, false) => (TOOLS_TEXT, ToolNaming::Protocol),
         (CallingMode::Native, false) => (TOOLS_NATIVE, ToolNaming::Native),
         (CallingMode::Text, true) => (SUBAGENT_TOOLS_TEXT, ToolNaming::Protocol),
@@ -173,6 +201,7 @@ fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
     };
     let tool_names = tool_names_for(context.tools, naming);
     let tool_reference = match context.mode {
+        CallingMode::Text if compact => tool_signatures_for(context.tools),
         CallingMode::Text => tool_reference_for(PromptLanguage::En, context.tools)
             .trim_end()
             .to_owned(),

@@ -10,6 +10,8 @@ fn context(mode: CallingMode) -> PromptContext {
         roots: vec!["/srv/app".to_owned(), "/srv/shared".to_owned()],
         mode,
         tools: ToolSet::Agent,
+        profile: PromptProfile::Full,
+        insight: false,
     }
 }
 
@@ -162,4 +164,54 @@ fn os_info_names_the_os_and_the_architecture() {
         os_info(),
         format!("{} {}", std::env::consts::OS, std::env::consts::ARCH)
     );
+}
+
+#[test]
+fn the_compact_profile_is_shorter_names_every_tool_and_shows_no_example() {
+    for mode in [CallingMode::Text, CallingMode::Native] {
+        let full = built(mode);
+        let compact = assemble_prompt(
+            &PromptContext {
+                profile: PromptProfile::Compact,
+                ..context(mode)
+            },
+            &PromptOverrides::default(),
+        )
+        .system
+        .unwrap();
+        assert!(
+            compact.len() * 3 < full.len() * 2,
+            "{mode:?}: {} vs {}",
+            compact.len(),
+            full.len()
+        );
+        for tool in ToolSet::Agent.tools() {
+            let name = match mode {
+                CallingMode::Text => tool.as_str().to_owned(),
+                CallingMode::Native => tool.native_name(),
+            };
+            assert!(compact.contains(&name), "{mode:?}: {tool}");
+        }
+        assert!(!compact.contains("call-002"), "{mode:?}: no examples");
+        assert!(
+            compact.contains("[flycode]"),
+            "{mode:?}: the special messages"
+        );
+        assert!(compact.contains("/srv/app"), "{mode:?}: the environment");
+    }
+}
+
+#[test]
+fn the_insight_module_is_off_by_default_and_added_by_its_setting() {
+    assert!(!built(CallingMode::Native).contains("★ Insight"));
+    let with = assemble_prompt(
+        &PromptContext {
+            insight: true,
+            ..context(CallingMode::Native)
+        },
+        &PromptOverrides::default(),
+    )
+    .system
+    .unwrap();
+    assert!(with.contains("★ Insight"));
 }

@@ -209,8 +209,13 @@ impl Tasks<'_> {
                 ModelChoice::Main,
             ),
         };
+        let first_byte_timeout = settings
+            .bounds
+            .first_byte_timeout(&base_url, settings.read_timeout);
         ChildModel {
             client: ClientSettings {
+                first_byte_timeout,
+                turn_timeout: Some(settings.bounds.turn_timeout),
                 base_url,
                 api_key: api_key.map(ApiKey::new),
                 connect_timeout: settings.connect_timeout,

@@ -1,0 +1,409 @@
+//! `flycode run` against scripted servers that behave like small models on local servers
+//! (llama.cpp's `llama-server`, Ollama): calls written as text in native mode, a reply that
+//! repeats itself forever, a first byte that takes longer than the idle timeout, the token limit
+//! in every request, and the `LLM_*` variables (PROTOCOL.md §13).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+
+/// A project with one file to read.
+struct Place {
+    _temp: tempfile::TempDir,
+    base: PathBuf,
+    root: PathBuf,
+}
+
+impl Place {
+    fn new() -> Place {
+        let temp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(temp.path()).unwrap();
+        let root = base.join("app");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("lib.sh"), "add() { echo $(( $1 + $2 )); }\n").unwrap();
+        Place {
+            _temp: temp,
+            base,
+            root,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+
+    fn transcript(&self) -> PathBuf {
+        self.base.join("run.jsonl")
+    }
+
+    /// `flycode run` in a clean environment, without endpoint or model: `extra` gives them.
+    fn bare_command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FLYCODE_")
+                || name.starts_with("OPENAI_")
+                || name.starts_with("LLM_")
+            {
+                command.env_remove(name);
+            }
+        }
+        command
+            .current_dir(&self.root)
+            .env("HOME", &self.base)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("FLYCODE_STATE_DIR", self.base.join("state"))
+            .env("NO_COLOR", "1")
+            .args(["run", "--yes", "--root"])
+            .arg(&self.root)
+            .arg("--transcript")
+            .arg(self.transcript())
+            .args(extra)
+            .arg("Read lib.sh and say what it does.")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, server: &Server, extra: &[&str]) -> Output {
+        let mut args = vec!["--base-url", &server.base_url_owned, "--model", "qwen-test"];
+        args.extend_from_slice(extra);
+        self.bare_command(&args).output().unwrap()
+    }
+
+    /// The transcript's messages.
+    fn transcript_messages(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.transcript())
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// `flycode validate --format json` of the transcript (`strict` adds `--strict`): its exit
+    /// code and finding codes.
+    fn validate(&self, strict: bool) -> (Option<i32>, Vec<String>) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
+        command.args(["validate", "--format", "json"]);
+        if strict {
+            command.arg("--strict");
+        }
+        let output = command.arg(self.transcript()).output().unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let codes = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        (output.status.code(), codes)
+    }
+}
+
+/// A server and its base URL as a `String` (for argument lists).
+struct Server {
+    inner: ScriptedServer,
+    base_url_owned: String,
+}
+
+impl std::ops::Deref for Server {
+    type Target = ScriptedServer;
+    fn deref(&self) -> &ScriptedServer {
+        &self.inner
+    }
+}
+
+fn server(inner: ScriptedServer) -> Server {
+    let base_url_owned = inner.base_url();
+    Server {
+        inner,
+        base_url_owned,
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The messages of a request.
+fn messages(request: &RecordedRequest) -> &Vec<Value> {
+    request.body["messages"].as_array().unwrap()
+}
+
+/// Every request carries the token limit.
+fn assert_token_limit(requests: &[RecordedRequest], limit: u64) {
+    assert!(!requests.is_empty());
+    for request in requests {
+        assert_eq!(request.body["max_tokens"], limit, "{}", request.body);
+        // flycode's own notes never go to the server.
+        for message in messages(request) {
+            assert!(message.get("flycode").is_none(), "{message}");
+        }
+    }
+}
+
+/// The `tool` messages of a request.
+fn tool_results(request: &RecordedRequest) -> Vec<String> {
+    messages(request)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_json_block_call_in_native_text_runs_and_validate_warns() {
+    let place = Place::new();
+    let call = json!({"name": "fs_read", "arguments": {"path": place.path("lib.sh")}});
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(&format!("I will read the file.\n```json\n{call}\n```"), 9),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("fs.read call as text"), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_token_limit(&requests, 8192);
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].contains("echo $(( $1 + $2 ))"), "{}", results[0]);
+    let reply = messages(&requests[1])
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(reply["tool_calls"][0]["function"]["name"], "fs_read");
+    let recorded = place.transcript_messages();
+    assert!(
+        recorded
+            .iter()
+            .any(|m| m["flycode"]["recovered_from_text"] == true),
+        "{recorded:?}"
+    );
+    let (code, codes) = place.validate(false);
+    assert_eq!(code, Some(0), "{codes:?}");
+    assert!(
+        codes.iter().any(|c| c == "call_block_in_native_reply"),
+        "{codes:?}"
+    );
+    let (code, _) = place.validate(true);
+    assert_ne!(code, Some(0), "--strict makes the warning an error");
+}
+
+#[test]
+fn a_tool_call_element_in_the_content_runs() {
+    let place = Place::new();
+    let call = json!({"name": "fs_ls", "arguments": {"path": place.root.display().to_string()}});
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(&format!("<tool_call>\n{call}\n</tool_call>"), 5),
+        Reply::sse_text("There is one file.", 9),
+    ]));
+    let output = place.run(&server, &["--max-reply-tokens", "512"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let requests = server.requests();
+    assert_token_limit(&requests, 512);
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("lib.sh"), "{}", results[0]);
+}
+
+#[test]
+fn two_calls_in_the_text_are_corrected_not_guessed() {
+    let place = Place::new();
+    let first = json!({"name": "fs_read", "arguments": {"path": place.path("lib.sh")}});
+    let second = json!({"name": "fs_rm", "arguments": {"path": place.path("lib.sh")}});
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(
+            &format!("```json\n{first}\n```\nthen\n```json\n{second}\n```"),
+            9,
+        ),
+        Reply::sse_text("Sorry; it adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("2 calls as text"), "{stderr}");
+    assert!(
+        std::path::Path::new(&place.path("lib.sh")).exists(),
+        "nothing ran"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(tool_results(&requests[1]).is_empty());
+    let last = messages(&requests[1]).last().unwrap().clone();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("through the tools API"),
+        "{last}"
+    );
+    let (code, codes) = place.validate(false);
+    assert_eq!(code, Some(0), "{codes:?}");
+}
+
+/// A stream that says `line` forever (as far as any client will read), with no end.
+fn endless(line: &str) -> Reply {
+    let mut events =
+        vec![json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})];
+    for _ in 0..20_000 {
+        events.push(
+            json!({"choices": [{"index": 0, "delta": {"content": line}, "finish_reason": null}]}),
+        );
+    }
+    Reply::sse_events(&events, false, 4096)
+}
+
+#[test]
+fn a_reply_repeating_a_line_forever_is_cut_corrected_and_the_run_goes_on() {
+    let place = Place::new();
+    let server = server(ScriptedServer::sequence(vec![
+        endless("You are flycode's agent, a careful software engineer.\n"),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("repeated the same text"), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_token_limit(&requests, 8192);
+    let sent = messages(&requests[1]);
+    let cut = sent
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(
+        cut["content"]
+            .as_str()
+            .unwrap()
+            .matches("careful software engineer")
+            .count(),
+        1,
+        "the reply is kept up to its first repetition"
+    );
+    let correction = sent.last().unwrap();
+    assert!(
+        correction["content"]
+            .as_str()
+            .unwrap()
+            .contains("repeated the same text"),
+        "{correction}"
+    );
+    let recorded = place.transcript_messages();
+    assert!(
+        recorded
+            .iter()
+            .any(|m| m["flycode"]["partial"] == "repetition"),
+        "{recorded:?}"
+    );
+    assert_eq!(place.validate(false).0, Some(0));
+}
+
+#[test]
+fn a_first_byte_later_than_the_idle_timeout_but_within_the_first_byte_timeout_succeeds() {
+    let place = Place::new();
+    // Headers and a keep-alive comment at once, then silence longer than the idle timeout
+    // before the first event: a model reading its prompt.
+    let answer = Reply::sse_text("It adds two numbers.", 4096);
+    let Reply::Sse { chunks, .. } = answer else {
+        unreachable!()
+    };
+    let body: Vec<u8> = chunks.concat();
+    let server = server(ScriptedServer::always(Reply::Sse {
+        chunks: vec![b": ping\n\n".to_vec(), body],
+        delay_between: Duration::from_millis(1500),
+    }));
+    let output = place.run(
+        &server,
+        &[
+            "--read-timeout-ms",
+            "300",
+            "--first-byte-timeout-ms",
+            "60000",
+            "--max-retries",
+            "0",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn the_response_head_may_come_late_too() {
+    let place = Place::new();
+    let server = server(ScriptedServer::start(|_, _| {
+        std::thread::sleep(Duration::from_millis(1500));
+        Reply::sse_text("It adds two numbers.", 9)
+    }));
+    let output = place.run(&server, &["--read-timeout-ms", "300", "--max-retries", "0"]);
+    // Loopback: the first-byte timeout defaults to ten minutes.
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn llm_variables_configure_the_main_model() {
+    let place = Place::new();
+    let server = server(ScriptedServer::always(Reply::sse_text("Done.", 9)));
+    let output = place
+        .bare_command(&[])
+        .env("LLM_BASE_URL", server.base_url())
+        .env("LLM_MODEL_ID", "qwen2.5-coder-1.5b")
+        .env("LLM_API_KEY", "sk-local-test")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let request = &server.requests()[0];
+    assert_eq!(request.body["model"], "qwen2.5-coder-1.5b");
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer sk-local-test")
+    );
+    // FLYCODE_* wins over LLM_*.
+    let output = place
+        .bare_command(&[])
+        .env("LLM_BASE_URL", server.base_url())
+        .env("LLM_MODEL_ID", "qwen2.5-coder-1.5b")
+        .env("FLYCODE_MODEL", "flycode-model")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(server.requests()[1].body["model"], "flycode-model");
+}
+
+#[test]
+fn the_parallel_batch_is_an_event_and_a_line() {
+    let place = Place::new();
+    let path = place.path("lib.sh");
+    let args = json!({"path": path}).to_string();
+    let model = || {
+        server(ScriptedServer::sequence(vec![
+            Reply::sse_tool_calls(&[("c1", "fs_read", &args), ("c2", "fs_read", &args)]),
+            Reply::sse_text("Done.", 9),
+        ]))
+    };
+    let output = place.run(&model(), &["--json"]);
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.contains(r#""event":"parallel_calls","count":2"#),
+        "{stdout}"
+    );
+    let output = place.run(&model(), &[]);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("Executing tools in parallel (2)"),
+        "{stderr}"
+    );
+}
