@@ -19,6 +19,8 @@ use crate::tools::memory::corpus::conversation;
 pub(crate) struct LightCondenser<'a> {
     client: ClientSettings,
     model: String,
+    /// `[agent] max_reply_tokens`: a condensation is bounded like any reply.
+    max_tokens: u32,
     transcripts: Vec<PathBuf>,
     cancel: &'a AtomicBool,
     /// Made on the first request, kept for the next ones.
@@ -45,8 +47,13 @@ impl<'a> LightCondenser<'a> {
                 settings.api_key.clone(),
             ),
         };
+        let first_byte_timeout = settings
+            .bounds
+            .first_byte_timeout(&base_url, settings.read_timeout);
         LightCondenser {
             client: ClientSettings {
+                first_byte_timeout,
+                turn_timeout: Some(settings.bounds.turn_timeout),
                 base_url,
                 api_key: api_key.map(ApiKey::new),
                 connect_timeout: settings.connect_timeout,
@@ -56,6 +63,7 @@ impl<'a> LightCondenser<'a> {
                 max_reply_bytes,
             },
             model,
+            max_tokens: settings.bounds.max_reply_tokens,
             transcripts: transcripts.to_vec(),
             cancel,
             provider: Mutex::new(None),
@@ -99,6 +107,7 @@ impl Condenser for LightCondenser<'_> {
             messages: &messages,
             tools: &[],
             stream: false,
+            max_tokens: self.max_tokens,
         };
         let completion = provider
             .complete(&request, &mut |_| {}, self.cancel)
