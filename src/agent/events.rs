@@ -16,6 +16,13 @@ pub struct TokenUsage {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those the server read from its prompt cache (Anthropic).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a run ended.

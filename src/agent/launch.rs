@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use thiserror::Error;
 
-use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider};
+use super::client::{ApiKey, ClientError, ClientSettings, Provider};
 use super::context::SharedMemory;
 use super::prompt::{
     AssembledPrompt, PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt,
@@ -71,7 +71,7 @@ pub(crate) struct Launch {
     pub prompt: AssembledPrompt,
     /// Where the run is recorded: the state directory's `runs/`, and `--transcript`.
     pub transcripts: Vec<PathBuf>,
-    provider: OpenAiProvider,
+    provider: Box<dyn Provider>,
     sandbox: Sandbox,
     policy: Policy,
     limits: Limits,
@@ -111,7 +111,9 @@ impl Launch {
             .unwrap_or(ToolSet::Extended)
             .with_agent_tools();
         let (prompt, prompt_context) = build_prompt(&settings, &sandbox, tool_set)?;
-        let provider = OpenAiProvider::new(ClientSettings {
+        let provider = super::client::connect(&ClientSettings {
+            provider: settings.provider,
+            max_tokens: ClientSettings::DEFAULT_MAX_TOKENS,
             base_url: settings.base_url.clone(),
             api_key: settings.api_key.clone().map(ApiKey::new),
             connect_timeout: settings.connect_timeout,
@@ -166,7 +168,7 @@ impl Launch {
             started: Mutex::new(0),
         };
         let mut run = AgentRun {
-            provider: &mut self.provider,
+            provider: self.provider.as_mut(),
             executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
                 .door(Door::Run)
                 .session(Some(&session))

@@ -285,9 +285,13 @@ impl AgentRun<'_> {
         let usage = completion.usage.as_ref().map(|u| TokenUsage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            cache_read_tokens: u.cache_read_tokens,
         });
         if let Some(usage) = usage {
             let total = &mut progress.report.usage;
+            total.cache_read_tokens = total
+                .cache_read_tokens
+                .saturating_add(usage.cache_read_tokens);
             total.prompt_tokens = total.prompt_tokens.saturating_add(usage.prompt_tokens);
             total.completion_tokens = total
                 .completion_tokens

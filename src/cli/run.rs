@@ -272,8 +272,13 @@ impl RunTerminal {
             > 0
         {
             format!(
-                " · {} tokens in, {} out",
-                report.usage.prompt_tokens, report.usage.completion_tokens
+                " · {} tokens in{}, {} out",
+                report.usage.prompt_tokens,
+                match report.usage.cache_read_tokens {
+                    0 => String::new(),
+                    cached => format!(" ({cached} cached)"),
+                },
+                report.usage.completion_tokens
             )
         } else {
             String::new()

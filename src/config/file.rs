@@ -128,7 +128,11 @@ const TOP_KEYS: [&str; 13] = [
     "state",
 ];
 const STATE_KEYS: [&str; 1] = ["keep_days"];
-const AGENT_KEYS: [&str; 23] = [
+const AGENT_KEYS: [&str; 27] = [
+    "provider",
+    "compact_at",
+    "context_tokens",
+    "keep_turns",
     "base_url",
     "model",
     "api_key_env",
@@ -153,7 +157,7 @@ const AGENT_KEYS: [&str; 23] = [
     "subagent",
     "strict",
 ];
-const LIGHT_KEYS: [&str; 3] = ["model", "base_url", "api_key_env"];
+const LIGHT_KEYS: [&str; 4] = ["model", "base_url", "api_key_env", "provider"];
 const SUBAGENT_TYPES: [&str; 4] = ["general", "explore", "summary", "plan"];
 const ROLE_KEYS: [&str; 2] = ["role", "role_file"];
 

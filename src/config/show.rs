@@ -45,7 +45,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             super::DEFAULT_KEEP_DAYS.into(),
         ),
     ];
-    let agent: [(&str, toml::Value); 15] = [
+    let agent: [(&str, toml::Value); 17] = [
+        ("compact_at", 80.into()),
+        ("keep_turns", 4.into()),
         ("mode", "native".into()),
         ("max_turns", 50.into()),
         ("max_violations", 3.into()),

@@ -32,6 +32,7 @@ mod read_many;
 mod reply_fixtures;
 mod reply_limit;
 mod result_snapshots;
+mod run_anthropic;
 mod search_race;
 mod secrets;
 mod subagent_harness;

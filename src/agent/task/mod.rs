@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provider};
+use super::client::{ApiKey, ClientError, ClientSettings, Provider};
 use super::context::SharedMemory;
 use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::prompt::{
@@ -49,9 +49,10 @@ pub const SUBAGENT_ONLY: Restriction = Restriction {
 pub type ProviderFactory =
     dyn Fn(&ClientSettings) -> Result<Box<dyn Provider>, ClientError> + Send + Sync;
 
-/// The default [`ProviderFactory`]: an OpenAI-compatible client.
+/// The default [`ProviderFactory`]: the HTTP client of the settings' provider (OpenAI or
+/// Anthropic).
 pub fn http_provider(settings: &ClientSettings) -> Result<Box<dyn Provider>, ClientError> {
-    Ok(Box::new(OpenAiProvider::new(settings.clone())?))
+    crate::agent::client::connect(settings)
 }
 
 /// The sub-agent layer of one run: everything a child is made from, and the run's count.
@@ -192,14 +193,16 @@ impl Tasks<'_> {
     /// The light model where one is configured and asked for; the main one otherwise.
     fn model(&self, choice: ModelChoice) -> ChildModel {
         let settings = self.settings;
-        let (base_url, model, api_key, used) = match (choice, &settings.light) {
+        let (provider, base_url, model, api_key, used) = match (choice, &settings.light) {
             (ModelChoice::Light, Some(light)) => (
+                light.provider,
                 light.base_url.clone(),
                 light.model.clone(),
                 light.api_key.clone(),
                 ModelChoice::Light,
             ),
             _ => (
+                settings.provider,
                 settings.base_url.clone(),
                 settings.model.clone(),
                 settings.api_key.clone(),
@@ -208,6 +211,8 @@ impl Tasks<'_> {
         };
         ChildModel {
             client: ClientSettings {
+                provider,
+                max_tokens: ClientSettings::DEFAULT_MAX_TOKENS,
                 base_url,
                 api_key: api_key.map(ApiKey::new),
                 connect_timeout: settings.connect_timeout,
