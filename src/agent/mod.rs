@@ -13,7 +13,8 @@
 //! - [`parallel`]: the read-only calls of a turn run at once (PROTOCOL.md §13 (The API loop: parallel calls));
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
-//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts.
+//! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
+//! - [`resume`]: an earlier run read back from its transcript (`flycode run --resume`).
 
 mod calls;
 pub mod client;
@@ -23,6 +24,7 @@ pub(crate) mod launch;
 pub mod message;
 pub mod parallel;
 pub mod prompt;
+pub(crate) mod resume;
 pub mod settings;
 pub(crate) mod summary;
 pub mod task;

@@ -23,7 +23,7 @@ use super::message::{Message, NativeToolCall};
 use super::prompt::{AssembledPrompt, CallingMode};
 use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
-use super::transcript::TranscriptWriter;
+use super::transcript::{RecordState, RunRecord, SummaryRecord, TranscriptWriter};
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
@@ -85,6 +85,17 @@ pub(crate) struct AgentRun<'a> {
     pub relay: Option<&'a Receiver<RunEvent>>,
 }
 
+/// The conversation a run starts from: the task alone, or a resumed run's.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    /// The messages sent with every request (system prompt and special messages aside).
+    pub history: Vec<Message>,
+    /// The messages earlier compactions replaced, with the compaction's number.
+    pub archive: Vec<(Message, u32)>,
+    /// The latest compaction.
+    pub summary: Option<SummaryRecord>,
+}
+
 /// The loop's state while it runs.
 struct TurnProgress {
     history: Vec<Message>,
@@ -99,6 +110,10 @@ struct TurnProgress {
     report: RunReport,
     started: Instant,
     last_turn: LastTurn,
+    /// The messages compactions replaced, with the compaction's number (recorded, not sent).
+    archive: Vec<(Message, u32)>,
+    /// The latest compaction.
+    summary: Option<SummaryRecord>,
 }
 
 impl AgentRun<'_> {
@@ -134,13 +149,38 @@ impl AgentRun<'_> {
     /// Works on `task` until the model answers in prose, a budget runs out, the API fails, or
     /// Ctrl-C.
     pub(crate) fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
-        let started = Instant::now();
-        let mut progress = TurnProgress {
+        let conversation = Conversation {
             history: vec![Message::user(task)],
+            ..Conversation::default()
+        };
+        self.run_history(conversation, observer)
+    }
+
+    /// Goes on with `history`, a conversation read back from an earlier run's transcript whose
+    /// every call has its result (`flycode run --resume`, PROTOCOL.md §13 (The API loop:
+    /// resume)).
+    pub(crate) fn run_history(
+        &mut self,
+        conversation: Conversation,
+        observer: &mut dyn RunObserver,
+    ) -> RunReport {
+        let Conversation {
+            history,
+            archive,
+            summary,
+        } = conversation;
+        let started = Instant::now();
+        let used_ids = history
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+            .chain(history.iter().filter_map(|m| m.tool_call_id.clone()))
+            .collect();
+        let mut progress = TurnProgress {
+            turn_start: history.len(),
+            history,
             request: Vec::new(),
-            turn_start: 1,
             anonymous_calls: 0,
-            used_ids: HashSet::new(),
+            used_ids,
             consecutive_violations: 0,
             report: RunReport {
                 ending: RunEnding::MaxTurns,
@@ -155,6 +195,8 @@ impl AgentRun<'_> {
             },
             started,
             last_turn: LastTurn::NotGiven,
+            archive,
+            summary,
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
@@ -450,7 +492,12 @@ impl AgentRun<'_> {
             .history
             .get(progress.turn_start..)
             .unwrap_or_default();
-        if let Err(error) = self.transcript.save(&progress.request, since) {
+        let state = RecordState {
+            run: RunRecord::of(&self.memory.snapshot(), self.transcript.continues()),
+            archive: &progress.archive,
+            summary: progress.summary,
+        };
+        if let Err(error) = self.transcript.save_with(&progress.request, since, &state) {
             observer.on_event(&RunEvent::Warning {
                 message: error.to_string(),
             });

@@ -28,7 +28,19 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         crate::config::Config::load(&super::config_flags(&args.run)),
     );
     hand_off_secrets(loaded.as_ref().ok());
-    let task = read_task(args)?;
+    let resumed = args
+        .resume
+        .as_deref()
+        .map(crate::agent::launch::load_resumed)
+        .transpose()?;
+    let task = match (&resumed, &args.continue_with) {
+        (None, _) => Some(read_task(args)?),
+        (Some(_), Some(message)) => Some(message.clone()),
+        (Some(_), None) if args.task.is_some() || args.task_file.is_some() => {
+            Some(read_task(args)?)
+        }
+        (Some(_), None) => None,
+    };
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let mut launch = Launch::prepare(
         &args.settings,
@@ -74,7 +86,23 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
-    let report = launch.run(&task, &options, observer.as_mut());
+    let report = match resumed {
+        Some(resumed) => {
+            if !args.json {
+                eprintln!(
+                    "flycode: resuming {} ({} messages)",
+                    escape_for_terminal(&resumed.parent.display().to_string()),
+                    resumed.history.len()
+                );
+            }
+            launch.resume(resumed, task.as_deref(), &options, observer.as_mut())
+        }
+        None => launch.run(
+            task.as_deref().unwrap_or_default(),
+            &options,
+            observer.as_mut(),
+        ),
+    };
     Ok(match report.ending {
         RunEnding::Answered => Outcome::Success,
         RunEnding::Cancelled => Outcome::Interrupted,

@@ -44,6 +44,11 @@ impl Workspace {
     /// `flycode run` with a clean environment (no API variables of the test's own), `--yes`,
     /// the root and the transcript; the caller adds the endpoint, the task and the rest.
     pub(super) fn command(&self, args: &[&str]) -> Command {
+        self.command_to(&self.transcript(), args)
+    }
+
+    /// [`Workspace::command`] recording the run (also) in `transcript`.
+    pub(super) fn command_to(&self, transcript: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
         for (name, _) in std::env::vars() {
             if ["FLYCODE_", "OPENAI_", "ANTHROPIC_", "LIGHT_LLM_", "LLM_"]
@@ -62,7 +67,7 @@ impl Workspace {
             .args(["run", "--yes", "--root"])
             .arg(&self.root)
             .arg("--transcript")
-            .arg(self.transcript())
+            .arg(transcript)
             .args(args)
             .stdin(Stdio::null());
         command
