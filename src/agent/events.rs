@@ -171,6 +171,17 @@ pub enum RunEvent {
         /// Invalid turns in a row.
         consecutive: u32,
     },
+    /// Older turns were replaced by a summary to keep the conversation within the context.
+    Compacted {
+        /// The compaction's number in the run, from 1.
+        number: u32,
+        /// How many messages the summary replaced.
+        replaced: usize,
+        /// The request's tokens before (the server's count plus an estimate of what was added).
+        tokens_before: u64,
+        /// The request's estimated tokens after.
+        tokens_after: u64,
+    },
     /// Something went wrong that does not stop the run (a transcript or audit write).
     Warning {
         /// What.
@@ -221,7 +232,9 @@ impl RunEvent {
         let text = |text: &String| secrets.mask(text).into_owned();
         let id = |id: &Option<String>| id.as_ref().map(text);
         match self {
-            RunEvent::Request { .. } | RunEvent::Retrying { .. } => self.clone(),
+            RunEvent::Request { .. } | RunEvent::Retrying { .. } | RunEvent::Compacted { .. } => {
+                self.clone()
+            }
             RunEvent::TextDelta { text: delta } => RunEvent::TextDelta { text: text(delta) },
             RunEvent::Reply {
                 turn,

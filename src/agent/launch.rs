@@ -252,6 +252,7 @@ impl Launch {
             memory: &memory,
             kind: RunKind::Main,
             relay: Some(&relayed),
+            compactor: tasks.compactor(),
         };
         run.run_history(start.conversation, observer)
     }

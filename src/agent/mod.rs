@@ -14,10 +14,12 @@
 //! - [`summary`]: the terminal's one-line summaries of calls and their outcomes;
 //! - [`tools`]: the tools as API function definitions;
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
+//! - [`compaction`]: older turns replaced by a summary when the context fills up;
 //! - [`resume`]: an earlier run read back from its transcript (`flycode run --resume`).
 
 mod calls;
 pub mod client;
+pub(crate) mod compaction;
 pub mod context;
 pub(crate) mod events;
 pub(crate) mod launch;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::calls::{PlannedCall, TurnCalls};
 use super::client::{ChatRequest, ClientError, ClientEvent, Completion, Provider};
+use super::compaction::{self, Compactor, Measure, estimate_tokens};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::events::MaskingObserver;
 pub(crate) use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
@@ -83,6 +84,8 @@ pub(crate) struct AgentRun<'a> {
     pub kind: RunKind,
     /// What the sub-agents started by this run's `agent.task` calls report (the main agent's).
     pub relay: Option<&'a Receiver<RunEvent>>,
+    /// Writes compaction summaries: the light model, or `None` for the run's own model.
+    pub compactor: Option<Compactor>,
 }
 
 /// The conversation a run starts from: the task alone, or a resumed run's.
@@ -114,6 +117,8 @@ struct TurnProgress {
     archive: Vec<(Message, u32)>,
     /// The latest compaction.
     summary: Option<SummaryRecord>,
+    /// The size of the last request, as the server counted it.
+    measure: Measure,
 }
 
 impl AgentRun<'_> {
@@ -197,6 +202,7 @@ impl AgentRun<'_> {
             last_turn: LastTurn::NotGiven,
             archive,
             summary,
+            measure: Measure::default(),
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
@@ -292,6 +298,7 @@ impl AgentRun<'_> {
         observer: &mut dyn RunObserver,
     ) -> Result<Completion, RunEnding> {
         progress.request = self.build_request(progress);
+        self.compact_if_full(progress, observer);
         progress.turn_start = progress.history.len();
         progress.report.turns = turn;
         observer.on_event(&RunEvent::Request {
@@ -329,6 +336,10 @@ impl AgentRun<'_> {
             completion_tokens: u.completion_tokens,
             cache_read_tokens: u.cache_read_tokens,
         });
+        progress.measure = Measure::new(
+            usage.map(|u| u.prompt_tokens),
+            estimate_tokens(&progress.request),
+        );
         if let Some(usage) = usage {
             let total = &mut progress.report.usage;
             total.cache_read_tokens = total
@@ -467,6 +478,79 @@ impl AgentRun<'_> {
                 TurnStep::End(RunEnding::Incomplete(reason.clone()))
             }
         }
+    }
+
+    /// Replaces the older turns with a summary when the request just built would pass
+    /// `compact_at` of the context (PROTOCOL.md §13 (The API loop: compaction)), and builds the
+    /// request again. A failed summary is a warning: the run goes on uncompacted.
+    fn compact_if_full(&mut self, progress: &mut TurnProgress, observer: &mut dyn RunObserver) {
+        let settings = self.settings.compaction;
+        let estimated = estimate_tokens(&progress.request);
+        let before = progress.measure.tokens_of(estimated);
+        if !settings.enabled || before <= settings.threshold() {
+            return;
+        }
+        let Some(range) = compaction::plan(&progress.history, settings.keep_turns) else {
+            return;
+        };
+        let (Some(task), Some(replaced)) = (
+            progress.history.first(),
+            progress.history.get(range.clone()),
+        ) else {
+            return;
+        };
+        let request = compaction::summary_request(task, replaced);
+        let summary = match self.summarize(&request) {
+            Ok(text) if !text.trim().is_empty() => text,
+            outcome => {
+                let why = outcome
+                    .err()
+                    .map_or("the summary was empty".to_owned(), |e| e.to_string());
+                observer.on_event(&RunEvent::Warning {
+                    message: format!("compaction failed, the conversation stays whole: {why}"),
+                });
+                return;
+            }
+        };
+        let number = progress.summary.map_or(0, |s| s.number) + 1;
+        let count = range.len();
+        let mut message = compaction::summary_message(number, count, &summary);
+        message.mask(&self.executor.limits().secrets());
+        let old: Vec<Message> = progress.history.splice(range, [message]).collect();
+        progress
+            .archive
+            .extend(old.into_iter().map(|m| (m, number)));
+        progress.request = self.build_request(progress);
+        let now = estimate_tokens(&progress.request);
+        let after = before.saturating_sub(estimated.saturating_sub(now));
+        progress.measure = Measure::new(Some(after), now);
+        progress.summary = Some(SummaryRecord {
+            number,
+            replaced: count,
+            tokens_before: before,
+            tokens_after: after,
+        });
+        observer.on_event(&RunEvent::Compacted {
+            number,
+            replaced: count,
+            tokens_before: before,
+            tokens_after: after,
+        });
+    }
+
+    /// The summary of `request`, from the compactor or the run's own model.
+    fn summarize(&mut self, request: &[Message]) -> Result<String, ClientError> {
+        let (provider, model): (&mut dyn Provider, &str) = match &mut self.compactor {
+            Some(compactor) => (compactor.provider.as_mut(), &compactor.model),
+            None => (&mut *self.provider, &self.settings.model),
+        };
+        let chat = ChatRequest {
+            model,
+            messages: request,
+            tools: &[],
+            stream: false,
+        };
+        Ok(provider.complete(&chat, &mut |_| {}, self.cancel)?.content)
     }
 
     /// The request as sent: system message, history, special messages at their place.

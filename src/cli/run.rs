@@ -508,6 +508,23 @@ impl RunObserver for RunTerminal {
                 ..
             } => self.violation(code, message, *consecutive),
             RunEvent::Warning { message } => self.warning(message),
+            RunEvent::Compacted {
+                replaced,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint(
+                        "2",
+                        &format!(
+                            "  ⟳ compacted: {replaced} older messages replaced by a summary · ~{tokens_before} → ~{tokens_after} tokens"
+                        )
+                    )
+                );
+            }
             RunEvent::Finished(report) => {
                 self.end_text();
                 self.finished(report);
@@ -554,6 +571,17 @@ impl RunTerminal {
             RunEvent::Warning { message } => self.paint(
                 "33",
                 &format!("    warning: {}{task}", escape_for_terminal(message)),
+            ),
+            RunEvent::Compacted {
+                replaced,
+                tokens_before,
+                tokens_after,
+                ..
+            } => self.paint(
+                "2",
+                &format!(
+                    "    ⟳ compacted: {replaced} messages · ~{tokens_before} → ~{tokens_after} tokens{task}"
+                ),
             ),
             _ => return,
         };

@@ -33,6 +33,7 @@ mod reply_fixtures;
 mod reply_limit;
 mod result_snapshots;
 mod run_anthropic;
+mod run_compaction;
 mod run_resume;
 mod search_race;
 mod secrets;

@@ -21,6 +21,7 @@ use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use super::client::{ApiKey, ClientError, ClientSettings, Provider};
+use super::compaction::Compactor;
 use super::context::SharedMemory;
 use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::prompt::{
@@ -188,6 +189,19 @@ impl Tasks<'_> {
             return Err(RoleError::Empty { subagent, named });
         }
         Ok(text)
+    }
+
+    /// The light model's client for compaction summaries (PROTOCOL.md §13 (The API loop:
+    /// compaction)), when one is configured and its client can be made; `None` lets the run's
+    /// own model write them.
+    pub(crate) fn compactor(&self) -> Option<Compactor> {
+        self.settings.light.as_ref()?;
+        let light = self.model(ModelChoice::Light);
+        let provider = (self.providers)(&light.client).ok()?;
+        Some(Compactor {
+            provider,
+            model: light.model,
+        })
     }
 
     /// The light model where one is configured and asked for; the main one otherwise.
@@ -377,6 +391,7 @@ impl Tasks<'_> {
                 time_limit: self.settings.tasks.time_limit,
             },
             relay: None,
+            compactor: self.compactor(),
         };
         let report = run.run(&task.prompt, observer);
         let (status, result) = outcome(&report, &memory);
