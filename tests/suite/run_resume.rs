@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
 use super::common::send_signal;
-use super::run_anthropic::{Workspace, assert_validates, finish};
+use super::run_anthropic::{
+    Workspace, anthropic_text, anthropic_tool_uses, assert_validates, finish,
+};
 
 /// A `process_run` call that appends a line to `count.txt`, then runs `rest` (shell).
 fn counting_call(workspace: &Workspace, rest: &str) -> String {
@@ -344,5 +346,70 @@ fn a_killed_run_reports_the_call_without_a_result_as_not_run() {
         last_user_texts(&after[0])
     );
     assert_eq!(runs_of_the_counter(&workspace), 1, "k1 was not run again");
+    assert_validates(&resumed_record);
+}
+
+#[test]
+fn an_anthropic_run_resumes_with_the_same_history_and_no_call_run_twice() {
+    let workspace = Workspace::new();
+    let call: Value = serde_json::from_str(&counting_call(&workspace, "")).unwrap();
+    let first = ScriptedServer::sequence(vec![
+        anthropic_tool_uses(&[("toolu_1", "process_run", call.clone())]),
+        Reply::json(
+            500,
+            json!({"type": "error", "error": {"type": "api_error", "message": "internal"}}),
+        ),
+    ]);
+    let anthropic = |server: &ScriptedServer| {
+        vec![
+            "--provider".to_owned(),
+            "anthropic".to_owned(),
+            "--base-url".to_owned(),
+            server.base_url(),
+            "--model".to_owned(),
+            "claude-test".to_owned(),
+        ]
+    };
+    let mut args = anthropic(&first);
+    args.extend(["--max-retries", "0", "Count."].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let finished = finish(workspace.command(&args));
+    assert_ne!(finished.code, 0);
+    assert_eq!(runs_of_the_counter(&workspace), 1);
+
+    let second = ScriptedServer::sequence(vec![anthropic_text("Counted once.")]);
+    let mut args = anthropic(&second);
+    args.extend([
+        "--resume".into(),
+        workspace.transcript().display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resumed_record = workspace.base.join("resumed.jsonl");
+    let finished = finish(workspace.command_to(&resumed_record, &args));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let failed = &first.requests()[1];
+    let resumed = &second.requests()[0];
+    let old = failed.body["messages"].as_array().unwrap();
+    let new = resumed.body["messages"].as_array().unwrap();
+    // The same turns: the task, the tool_use, its tool_result (the last user turn grows by the
+    // notice; cache marks move to the new last block).
+    let strip = |m: &Value| {
+        let mut m = m.clone();
+        for block in m["content"].as_array_mut().unwrap() {
+            block.as_object_mut().unwrap().remove("cache_control");
+        }
+        m
+    };
+    assert_eq!(strip(&new[0]), strip(&old[0]));
+    assert_eq!(strip(&new[1]), strip(&old[1]));
+    assert_eq!(new[1]["content"][1]["id"], "toolu_1");
+    assert_eq!(new[2]["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(strip(&new[2])["content"][0], strip(&old[2])["content"][0]);
+    assert!(
+        new[2]
+            .to_string()
+            .contains("This run continues an earlier one")
+    );
+    assert_eq!(runs_of_the_counter(&workspace), 1, "toolu_1 ran once");
     assert_validates(&resumed_record);
 }
