@@ -214,8 +214,9 @@ impl TranscriptWriter {
         self.save_with(request, after, &state)
     }
 
-    /// Replaces the record with `request` (as sent) followed by `after`, with the run's record, the messages compactions replaced
-    /// (written just before the summary that replaced them) and the latest summary's record.
+    /// Replaces the record with `request` (as sent) followed by `after`, with the run's record,
+    /// the messages compactions replaced (written just before the summary that replaced them)
+    /// and the latest summary's record.
     pub(crate) fn save_with(
         &self,
         request: &[Message],

@@ -214,3 +214,92 @@ fn no_compact_keeps_the_whole_conversation() {
     );
     assert!(!requests[3].body.to_string().contains("[flycode] Summary"));
 }
+
+#[test]
+fn a_sub_agent_compacts_its_own_conversation_the_same_way() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::subagent_harness::is_child;
+
+    let workspace = Workspace::new();
+    for n in 1..=3 {
+        let line = format!("child big{n} filler line for the context\n");
+        std::fs::write(
+            workspace.root.join(format!("big{n}.txt")),
+            line.repeat(BIG / line.len()),
+        )
+        .unwrap();
+    }
+    let reads: Vec<String> = (1..=3)
+        .map(|n| json!({"path": workspace.path(&format!("big{n}.txt"))}).to_string())
+        .collect();
+    let task = json!({"description": "Read the big files", "prompt": "Read big1..3.txt.",
+        "subagentType": "explore", "model": "main"})
+    .to_string();
+    let child_turns = AtomicUsize::new(0);
+    let parent_turns = AtomicUsize::new(0);
+    let main = ScriptedServer::start(move |request, _| {
+        let prompt = tokens(request);
+        if is_child(request) {
+            let turn = child_turns.fetch_add(1, Ordering::SeqCst);
+            match turn {
+                0..=2 => call_with_usage(&format!("cr{turn}"), "fs_read", &reads[turn], prompt),
+                _ => call_with_usage(
+                    "done",
+                    "agent_complete",
+                    &json!({"result": "read all three"}).to_string(),
+                    prompt,
+                ),
+            }
+        } else if parent_turns.fetch_add(1, Ordering::SeqCst) == 0 {
+            call_with_usage("task_1", "agent_task", &task, prompt)
+        } else {
+            Reply::sse_text("The sub-agent read them.", 7)
+        }
+    });
+    let light = ScriptedServer::always(Reply::completion_text(SUMMARY));
+    let config_dir = workspace.base.join(".config/flycode");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("flycode.toml"),
+        format!(
+            "[agent]\ncontext_tokens = 40000\nkeep_turns = 1\n\n[agent.light]\nmodel = \"light-model\"\nbase_url = \"{}\"\n",
+            light.base_url()
+        ),
+    )
+    .unwrap();
+    let finished = finish(workspace.command(&[
+        "--base-url",
+        &main.base_url(),
+        "--model",
+        "main-model",
+        "Have a sub-agent read the big files.",
+    ]));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let summaries = light.requests();
+    assert!(
+        !summaries.is_empty(),
+        "the child's compaction went to the light model"
+    );
+    assert!(
+        summaries[0].body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("child big1 filler"),
+        "the child's turns were summarized: {}",
+        summaries[0].body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .take(1500)
+            .collect::<String>()
+    );
+    let requests = main.requests();
+    let child_with_summary = requests
+        .iter()
+        .filter(|r| is_child(r))
+        .find(|r| r.body.to_string().contains("[flycode] Summary 1"))
+        .expect("a child request holds the summary");
+    assert_pairs_intact(child_with_summary);
+    assert!(finished.stderr.contains("compacted"), "{}", finished.stderr);
+}
