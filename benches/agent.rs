@@ -265,6 +265,7 @@ impl flycode::agent::client::Provider for ScriptedModel {
                 prompt_tokens: 1000,
                 completion_tokens: 40,
                 total_tokens: 1040,
+                ..Default::default()
             }),
         })
     }

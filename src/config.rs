@@ -179,6 +179,14 @@ enum ToolsSetting {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
+    /// `openai` or `anthropic`.
+    pub provider: Option<String>,
+    /// Compact when a request would pass this percent of the context (default 80).
+    pub compact_at: Option<u32>,
+    /// The model's context in tokens (else known for common models, else 128000).
+    pub context_tokens: Option<u64>,
+    /// Recent turns kept whole by compaction (default 4).
+    pub keep_turns: Option<u32>,
     /// The endpoint, e.g. `https://api.openai.com/v1`.
     pub base_url: Option<String>,
     /// The model name.
@@ -256,6 +264,8 @@ pub struct AgentConfig {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LightModelConfig {
+    /// `openai` or `anthropic`; the main model's when unset.
+    pub provider: Option<String>,
     /// The model name.
     pub model: Option<String>,
     /// The endpoint; the main one when unset.

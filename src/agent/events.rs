@@ -16,6 +16,13 @@ pub struct TokenUsage {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those the server read from its prompt cache (Anthropic).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a run ended.
@@ -195,6 +202,17 @@ pub enum RunEvent {
         /// Invalid turns in a row.
         consecutive: u32,
     },
+    /// Older turns were replaced by a summary to keep the conversation within the context.
+    Compacted {
+        /// The compaction's number in the run, from 1.
+        number: u32,
+        /// How many messages the summary replaced.
+        replaced: usize,
+        /// The request's tokens before (the server's count plus an estimate of what was added).
+        tokens_before: u64,
+        /// The request's estimated tokens after.
+        tokens_after: u64,
+    },
     /// Something went wrong that does not stop the run (a transcript or audit write).
     Warning {
         /// What.
@@ -248,7 +266,8 @@ impl RunEvent {
             RunEvent::Request { .. }
             | RunEvent::Retrying { .. }
             | RunEvent::Waiting { .. }
-            | RunEvent::ParallelCalls { .. } => self.clone(),
+            | RunEvent::ParallelCalls { .. }
+            | RunEvent::Compacted { .. } => self.clone(),
             RunEvent::ReplyCut {
                 turn,
                 reason,

@@ -11,17 +11,19 @@ use std::time::SystemTime;
 
 use thiserror::Error;
 
-use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider};
+use super::client::{ApiKey, ClientError, ClientSettings, Provider};
 use super::context::SharedMemory;
+use super::message::Message;
 use super::prompt::{
     AssembledPrompt, PromptContext, PromptOverrides, SystemPromptSource, assemble_prompt,
 };
+use super::resume::{ResumeError, ResumeSource, Resumed, resume_notice};
 use super::settings::{
     ResolvedSettings, RoleChoice, SettingFlags, SettingsError, SystemPromptChoice, resolve_settings,
 };
 use super::task::{Tasks, child_transcript_path, http_provider};
 use super::transcript::{TranscriptWriter, default_transcript_path};
-use super::turn::{AgentRun, RunKind, RunObserver, RunReport};
+use super::turn::{AgentRun, Conversation, RunKind, RunObserver, RunReport};
 use crate::config::Config;
 use crate::protocol::ToolSet;
 use crate::sandbox::state::state_dir;
@@ -61,6 +63,23 @@ pub(crate) enum LaunchError {
     /// The API client cannot be set up.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// `--resume` names no run that can go on.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+}
+
+/// Reads the run `--resume ARG` names (`latest`, or a transcript's path).
+pub(crate) fn load_resumed(arg: &str) -> Result<Resumed, LaunchError> {
+    let path = super::resume::locate(&ResumeSource::from_arg(arg))?;
+    Ok(super::resume::load(&path)?)
+}
+
+/// Where a run starts from: its task, or an earlier run.
+struct RunStart {
+    conversation: Conversation,
+    memory: SharedMemory,
+    tasks_started: u32,
+    continues: Option<PathBuf>,
 }
 
 /// A run ready to start.
@@ -71,7 +90,7 @@ pub(crate) struct Launch {
     pub prompt: AssembledPrompt,
     /// Where the run is recorded: the state directory's `runs/`, and `--transcript`.
     pub transcripts: Vec<PathBuf>,
-    provider: OpenAiProvider,
+    provider: Box<dyn Provider>,
     sandbox: Sandbox,
     policy: Policy,
     limits: Limits,
@@ -111,7 +130,8 @@ impl Launch {
             .unwrap_or(ToolSet::Extended)
             .with_agent_tools();
         let (prompt, prompt_context) = build_prompt(&settings, &sandbox, tool_set)?;
-        let provider = OpenAiProvider::new(ClientSettings {
+        let provider = super::client::connect(&ClientSettings {
+            provider: settings.provider,
             base_url: settings.base_url.clone(),
             api_key: settings.api_key.clone().map(ApiKey::new),
             connect_timeout: settings.connect_timeout,
@@ -146,8 +166,52 @@ impl Launch {
         options: &RunOptions<'_>,
         observer: &mut dyn RunObserver,
     ) -> RunReport {
+        let start = RunStart {
+            conversation: Conversation {
+                history: vec![Message::user(task)],
+                ..Conversation::default()
+            },
+            memory: SharedMemory::default(),
+            tasks_started: 0,
+            continues: None,
+        };
+        self.run_from(start, options, observer)
+    }
+
+    /// Goes on with `resumed` from its last complete turn, after a message telling the model so
+    /// and, when given, `message` from the user (PROTOCOL.md §13 (The API loop: resume)).
+    pub(crate) fn resume(
+        &mut self,
+        resumed: Resumed,
+        message: Option<&str>,
+        options: &RunOptions<'_>,
+        observer: &mut dyn RunObserver,
+    ) -> RunReport {
+        let notice = resume_notice(&resumed);
+        let mut history = resumed.history;
+        history.push(Message::user(notice));
+        history.extend(message.map(Message::user));
+        let start = RunStart {
+            conversation: Conversation {
+                history,
+                archive: resumed.archive,
+                summary: resumed.summary,
+            },
+            memory: SharedMemory::restored(resumed.memory),
+            tasks_started: resumed.tasks_started,
+            continues: Some(resumed.parent),
+        };
+        self.run_from(start, options, observer)
+    }
+
+    fn run_from(
+        &mut self,
+        start: RunStart,
+        options: &RunOptions<'_>,
+        observer: &mut dyn RunObserver,
+    ) -> RunReport {
         let session = Mutex::new(Session::in_memory());
-        let memory = SharedMemory::default();
+        let memory = start.memory;
         let limits = Limits {
             cancel: Some(Arc::clone(options.cancel)),
             ..self.limits.clone()
@@ -173,11 +237,15 @@ impl Launch {
             relay,
             lenient: options.lenient,
             max_reply_bytes: self.max_reply_bytes,
-            started: Mutex::new(0),
+            started: Mutex::new(start.tasks_started),
             condenser: Some(&condenser),
         };
+        let mut transcript = TranscriptWriter::new(self.transcripts.clone());
+        if let Some(parent) = start.continues {
+            transcript = transcript.continuing(parent);
+        }
         let mut run = AgentRun {
-            provider: &mut self.provider,
+            provider: self.provider.as_mut(),
             executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
                 .door(Door::Run)
                 .condenser(&condenser)
@@ -190,13 +258,14 @@ impl Launch {
             settings: &self.settings,
             lenient: options.lenient,
             prompt: self.prompt.clone(),
-            transcript: TranscriptWriter::new(self.transcripts.clone()),
+            transcript,
             cancel: options.cancel,
             memory: &memory,
             kind: RunKind::Main,
             relay: Some(&relayed),
+            compactor: tasks.compactor(),
         };
-        run.run(task, observer)
+        run.run_history(start.conversation, observer)
     }
 }
 

@@ -29,6 +29,9 @@ pub enum MessageKind {
     /// A special user message (role definition, TODO list, useful information, folder notes),
     /// rebuilt for every request and never stored in the history.
     Special,
+    /// The summary of older turns that compaction put in their place (PROTOCOL.md §13 (The API
+    /// loop: compaction)).
+    Summary,
 }
 
 /// A function call the model made through the API's native tool calling.
@@ -152,6 +155,29 @@ impl Message {
     /// A special user message.
     pub fn special(content: impl Into<String>) -> Message {
         Message::new(Role::User, content, MessageKind::Special)
+    }
+
+    /// The user message holding a compaction's summary.
+    pub fn summary(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content, MessageKind::Summary)
+    }
+
+    /// A message of `role` and `kind` as read back from a transcript.
+    pub(crate) fn stored(
+        role: Role,
+        content: String,
+        tool_calls: Vec<NativeToolCall>,
+        tool_call_id: Option<String>,
+        kind: MessageKind,
+    ) -> Message {
+        Message {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+            kind,
+            note: None,
+        }
     }
 
     /// A model reply, with its native calls if any.

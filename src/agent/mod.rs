@@ -16,10 +16,13 @@
 //! - [`transcript`]: the run recorded as JSON Lines that `flycode validate` accepts;
 //! - [`predefined`]: predefined agents (`.flycode/agents/NAME.md`) for `agent.task` with `name`;
 //! - [`recall`]: the light model condensing what `memory.query` finds;
-//! - [`tags_prompt`]: the tag dialect's system prompt (seed 000), rendered.
+//! - [`tags_prompt`]: the tag dialect's system prompt (seed 000), rendered;
+//! - [`compaction`]: older turns replaced by a summary when the context fills up;
+//! - [`resume`]: an earlier run read back from its transcript (`flycode run --resume`).
 
 mod calls;
 pub mod client;
+pub(crate) mod compaction;
 pub mod context;
 pub(crate) mod events;
 pub(crate) mod launch;
@@ -28,6 +31,7 @@ pub mod parallel;
 pub mod predefined;
 pub mod prompt;
 pub(crate) mod recall;
+pub(crate) mod resume;
 pub mod settings;
 pub(crate) mod summary;
 pub mod tags_prompt;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
-use super::client::{ApiKey, ChatRequest, ClientSettings, OpenAiProvider, Provider};
+use super::client::{ApiKey, ChatRequest, ClientSettings, Provider};
 use super::message::Message;
 use super::settings::ResolvedSettings;
 use crate::tools::memory::Condenser;
@@ -35,13 +35,15 @@ impl<'a> LightCondenser<'a> {
         transcripts: &[PathBuf],
         cancel: &'a AtomicBool,
     ) -> LightCondenser<'a> {
-        let (base_url, model, api_key) = match &settings.light {
+        let (provider, base_url, model, api_key) = match &settings.light {
             Some(light) => (
+                light.provider,
                 light.base_url.clone(),
                 light.model.clone(),
                 light.api_key.clone(),
             ),
             None => (
+                settings.provider,
                 settings.base_url.clone(),
                 settings.model.clone(),
                 settings.api_key.clone(),
@@ -52,6 +54,7 @@ impl<'a> LightCondenser<'a> {
             .first_byte_timeout(&base_url, settings.read_timeout);
         LightCondenser {
             client: ClientSettings {
+                provider,
                 first_byte_timeout,
                 turn_timeout: Some(settings.bounds.turn_timeout),
                 base_url,
@@ -95,8 +98,9 @@ impl Condenser for LightCondenser<'_> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
-            let provider = OpenAiProvider::new(self.client.clone()).map_err(|e| e.to_string())?;
-            *slot = Some(Box::new(provider));
+            let provider =
+                crate::agent::client::connect(&self.client).map_err(|e| e.to_string())?;
+            *slot = Some(provider);
         }
         let Some(provider) = slot.as_mut() else {
             return Err("no model client".to_owned());

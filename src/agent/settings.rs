@@ -2,10 +2,16 @@
 //! `[agent]` table of `flycode.toml`, then defaults. A setting that has no default and is given
 //! nowhere is an error naming the flag, the variables and the key that would give it.
 
+mod compaction;
+mod provider;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use thiserror::Error;
+
+use crate::agent::client::ProviderKind;
+pub use compaction::{Compaction, known_context};
 
 use super::prompt::{CallingMode, PromptProfile};
 use crate::config::range::{self, SettingRange};
@@ -16,6 +22,13 @@ use crate::tools::agent::SubagentType;
 /// `[agent]` table (the CLI flattens them into its arguments).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct SettingFlags {
+    /// Which API the server speaks: openai (Chat Completions) or anthropic (Messages)
+    /// [env: found from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL when no OpenAI setting is given].
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// Never compact the conversation, even when it nears the model's context.
+    #[arg(long)]
+    pub no_compact: bool,
     /// The API's base URL, e.g. `https://api.openai.com/v1` [env: FLYCODE_BASE_URL, OPENAI_BASE_URL].
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -117,6 +130,10 @@ pub enum RoleChoice {
 /// Everything a run needs to know before it starts.
 #[derive(Clone, Debug)]
 pub struct ResolvedSettings {
+    /// Which API the endpoint speaks.
+    pub provider: ProviderKind,
+    /// When the conversation is compacted.
+    pub compaction: Compaction,
     /// The endpoint, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
     /// The model name.
@@ -211,6 +228,8 @@ impl ResolvedSettings {
 /// the key default to the main ones, the key only where the endpoint is the main one too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LightModel {
+    /// Which API its endpoint speaks (`[agent.light] provider`, else the main one's).
+    pub provider: ProviderKind,
     /// The model name.
     pub model: String,
     /// The endpoint.
@@ -305,9 +324,10 @@ pub fn resolve_settings(
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ResolvedSettings, SettingsError> {
-    let base_url = resolve_base_url(flags, file, env)?;
-    let model = resolve_model(flags, file, env)?;
-    let (api_key, api_key_source) = resolve_api_key(file, env)?;
+    let provider = provider::resolve_provider(flags, file, env)?;
+    let base_url = resolve_base_url(flags, file, env, provider)?;
+    let model = resolve_model(flags, file, env, provider)?;
+    let (api_key, api_key_source) = resolve_api_key(file, env, provider)?;
     let millis = |flag: Option<u64>, file: Option<u64>, range: &SettingRange, default: u64| {
         in_range(flag, file, range).map(|ms| Duration::from_millis(ms.unwrap_or(default)))
     };
@@ -346,7 +366,9 @@ pub fn resolve_settings(
         )?,
         role: resolve_role(flags, file),
         system_prompt: resolve_system_prompt(flags, file),
-        light: resolve_light(file, &base_url, api_key.as_deref(), env)?,
+        light: resolve_light(file, (&base_url, provider), api_key.as_deref(), env)?,
+        compaction: compaction::resolve_compaction(flags, file, &model)?,
+        provider,
         tasks: resolve_task_limits(file)?,
         subagent_roles: [
             &file.subagent.general,
@@ -435,17 +457,14 @@ fn resolve_base_url(
     flags: &SettingFlags,
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
+    kind: ProviderKind,
 ) -> Result<String, SettingsError> {
     let base_url = flags
         .base_url
         .clone()
-        .or_else(|| {
-            first_set(
-                env,
-                &["FLYCODE_BASE_URL", "LLM_BASE_URL", "OPENAI_BASE_URL"],
-            )
-        })
+        .or_else(|| first_set(env, provider::base_url_variables(kind)))
         .or_else(|| file.base_url.clone())
+        .or_else(|| provider::default_base_url(kind).map(str::to_owned))
         .ok_or(SettingsError::Missing {
             what: "API base URL",
             flag: "--base-url URL",
@@ -468,11 +487,12 @@ fn resolve_model(
     flags: &SettingFlags,
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
+    kind: ProviderKind,
 ) -> Result<String, SettingsError> {
     flags
         .model
         .clone()
-        .or_else(|| first_set(env, &["FLYCODE_MODEL", "LLM_MODEL_ID"]))
+        .or_else(|| first_set(env, provider::model_variables(kind)))
         .or_else(|| file.model.clone())
         .ok_or(SettingsError::Missing {
             what: "model",
@@ -487,6 +507,7 @@ fn resolve_model(
 fn resolve_api_key(
     file: &AgentConfig,
     env: &dyn Fn(&str) -> Option<String>,
+    kind: ProviderKind,
 ) -> Result<(Option<String>, Option<String>), SettingsError> {
     if let Some(variable) = &file.api_key_env {
         return match env(variable).filter(|v| !v.trim().is_empty()) {
@@ -497,12 +518,12 @@ fn resolve_api_key(
             }),
         };
     }
-    Ok(["FLYCODE_API_KEY", "LLM_API_KEY", "OPENAI_API_KEY"]
-        .into_iter()
+    Ok(provider::key_variables(kind)
+        .iter()
         .find_map(|name| {
             env(name)
                 .filter(|v| !v.trim().is_empty())
-                .map(|key| (Some(key), Some(name.to_owned())))
+                .map(|key| (Some(key), Some((*name).to_owned())))
         })
         .unwrap_or((None, None)))
 }
@@ -552,7 +573,7 @@ fn resolve_system_prompt(flags: &SettingFlags, file: &AgentConfig) -> SystemProm
 /// goes to another server.
 fn resolve_light(
     file: &AgentConfig,
-    main_base_url: &str,
+    (main_base_url, main_provider): (&str, ProviderKind),
     main_key: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<LightModel>, SettingsError> {
@@ -597,7 +618,12 @@ fn resolve_light(
     } else {
         (None, None)
     };
+    let provider = match set("LIGHT_LLM_PROVIDER").or(table.provider) {
+        Some(name) => provider::parse_provider(&name, "provider in [agent.light]")?,
+        None => main_provider,
+    };
     Ok(Some(LightModel {
+        provider,
         model,
         base_url,
         api_key,
@@ -966,6 +992,7 @@ mod tests {
         // The variables win over [agent.light]; a key variable it names must be set.
         let file = AgentConfig {
             light: Some(crate::config::LightModelConfig {
+                provider: None,
                 model: Some("file-small".into()),
                 base_url: None,
                 api_key_env: Some("MY_LIGHT_KEY".into()),
@@ -1008,6 +1035,7 @@ mod tests {
         // A table without a model is an error naming it.
         let no_model = AgentConfig {
             light: Some(crate::config::LightModelConfig {
+                provider: None,
                 model: None,
                 base_url: Some("http://other/v1".into()),
                 api_key_env: None,

@@ -4,11 +4,152 @@
 //! atomically after every reply and every result, so a run that is killed or cancelled leaves a
 //! whole record of everything up to that point. Earlier requests differ from the latest only in
 //! where their special messages sat: those are rebuilt for every request.
+//!
+//! Each line may carry a `"flycode"` object that is never sent to the API (PROTOCOL.md §13 (The
+//! API loop: transcript records)): what the message is to flycode (`kind`: `special`, `result`,
+//! `summary`), on the first line the run's own record (`run`: its TODO list and notes, the
+//! transcript it continues), on the lines a compaction replaced the compaction's number
+//! (`compacted`), and on a summary what it replaced (`summary`). `flycode run --resume` reads
+//! them back; `flycode validate` reads the lines as the messages they are.
 
 use std::path::{Path, PathBuf};
 
-use super::message::Message;
+use serde::{Deserialize, Serialize};
+
+use super::context::{AgentMemory, TodoItem, TodoStatus};
+use super::message::{Message, MessageKind};
 use crate::sandbox::state::write_atomically;
+
+/// What flycode records beside a message (the line's `"flycode"` object).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LineMarks {
+    /// `special`, `result` or `summary`; absent for anything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The run's record, on the first line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunRecord>,
+    /// The number of the compaction that replaced this message (it is no longer sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted: Option<u32>,
+    /// On a summary: what it replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryRecord>,
+}
+
+/// The run's own record: what `--resume` needs beyond the messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunRecord {
+    /// The TODO list, `{content, status}` items in order.
+    #[serde(default)]
+    pub todos: Vec<TodoRecord>,
+    /// The notes, oldest first.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The transcript this run continues (`flycode run --resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+}
+
+/// One TODO item as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TodoRecord {
+    /// What to do.
+    pub content: String,
+    /// `pending`, `in_progress` or `done`.
+    pub status: String,
+}
+
+impl RunRecord {
+    /// The record of `memory`, continuing `continues`.
+    pub(crate) fn of(memory: &AgentMemory, continues: Option<&Path>) -> RunRecord {
+        RunRecord {
+            todos: memory
+                .todos
+                .iter()
+                .map(|item| TodoRecord {
+                    content: item.content.clone(),
+                    status: item.status.as_str().to_owned(),
+                })
+                .collect(),
+            notes: memory.notes.clone(),
+            continues: continues.map(|path| path.display().to_string()),
+        }
+    }
+
+    /// The memory it records (items of an unknown status are read as pending).
+    pub(crate) fn memory(&self) -> AgentMemory {
+        AgentMemory {
+            todos: self
+                .todos
+                .iter()
+                .map(|item| TodoItem {
+                    content: item.content.clone(),
+                    status: TodoStatus::from_name(&item.status).unwrap_or(TodoStatus::Pending),
+                })
+                .collect(),
+            notes: self.notes.clone(),
+            completion: None,
+        }
+    }
+}
+
+/// What a compaction replaced, recorded on its summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SummaryRecord {
+    /// The compaction's number in the run, from 1.
+    pub number: u32,
+    /// How many messages it replaced (recorded before the summary, marked `compacted`).
+    pub replaced: usize,
+    /// The estimated tokens of the request before.
+    pub tokens_before: u64,
+    /// The estimated tokens of the request after.
+    pub tokens_after: u64,
+}
+
+/// One line as written.
+#[derive(Serialize)]
+struct LineOut<'a> {
+    #[serde(flatten)]
+    message: &'a Message,
+    #[serde(skip_serializing_if = "is_unmarked")]
+    flycode: LineMarks,
+}
+
+fn is_unmarked(marks: &LineMarks) -> bool {
+    *marks == LineMarks::default()
+}
+
+/// The `kind` mark of a message kind.
+pub(crate) fn kind_mark(kind: MessageKind) -> Option<String> {
+    match kind {
+        MessageKind::Plain => None,
+        MessageKind::Result => Some("result".to_owned()),
+        MessageKind::Special => Some("special".to_owned()),
+        MessageKind::Summary => Some("summary".to_owned()),
+    }
+}
+
+/// The message kind of a `kind` mark.
+pub(crate) fn kind_of_mark(mark: Option<&str>) -> MessageKind {
+    match mark {
+        Some("result") => MessageKind::Result,
+        Some("special") => MessageKind::Special,
+        Some("summary") => MessageKind::Summary,
+        _ => MessageKind::Plain,
+    }
+}
+
+/// What a checkpoint records beside the request and the messages after it.
+#[derive(Debug, Default)]
+pub(crate) struct RecordState<'a> {
+    /// The run's record (first line).
+    pub run: RunRecord,
+    /// The messages compactions replaced, with the compaction's number: recorded, no longer sent.
+    pub archive: &'a [(Message, u32)],
+    /// The latest compaction, recorded on its summary.
+    pub summary: Option<SummaryRecord>,
+}
 
 /// Why a transcript could not be written (the run goes on with a warning: PROTOCOL.md §13 (The API loop)).
 #[derive(Debug, thiserror::Error)]
@@ -30,12 +171,27 @@ pub(crate) enum TranscriptError {
 #[derive(Debug, Default)]
 pub(crate) struct TranscriptWriter {
     paths: Vec<PathBuf>,
+    continues: Option<PathBuf>,
 }
 
 impl TranscriptWriter {
     /// Writes to every path of `paths` (none: records nothing).
     pub(crate) fn new(paths: Vec<PathBuf>) -> TranscriptWriter {
-        TranscriptWriter { paths }
+        TranscriptWriter {
+            paths,
+            continues: None,
+        }
+    }
+
+    /// The same writer recording that the run continues the one recorded in `parent`.
+    pub(crate) fn continuing(mut self, parent: PathBuf) -> TranscriptWriter {
+        self.continues = Some(parent);
+        self
+    }
+
+    /// The transcript the run continues, if any.
+    pub(crate) fn continues(&self) -> Option<&Path> {
+        self.continues.as_deref()
     }
 
     /// The files written.
@@ -45,19 +201,59 @@ impl TranscriptWriter {
 
     /// Replaces the record with `request` (as sent) followed by `after` (the replies and results
     /// since it was sent). Every path is attempted; the first failure is returned.
+    #[cfg(test)]
     pub(crate) fn save(
         &self,
         request: &[Message],
         after: &[Message],
     ) -> Result<(), TranscriptError> {
+        let state = RecordState {
+            run: RunRecord::of(&AgentMemory::default(), self.continues()),
+            ..RecordState::default()
+        };
+        self.save_with(request, after, &state)
+    }
+
+    /// Replaces the record with `request` (as sent) followed by `after`, with the run's record,
+    /// the messages compactions replaced (written just before the summary that replaced them)
+    /// and the latest summary's record.
+    pub(crate) fn save_with(
+        &self,
+        request: &[Message],
+        after: &[Message],
+        state: &RecordState<'_>,
+    ) -> Result<(), TranscriptError> {
         if self.paths.is_empty() {
             return Ok(());
         }
         let mut text = String::new();
-        for message in request.iter().chain(after) {
-            let line = serde_json::to_string(message).map_err(TranscriptError::Unencodable)?;
+        let mut write = |message: &Message, flycode: LineMarks| {
+            let line = serde_json::to_string(&LineOut { message, flycode })
+                .map_err(TranscriptError::Unencodable)?;
             text.push_str(&line);
             text.push('\n');
+            Ok::<(), TranscriptError>(())
+        };
+        for (index, message) in request.iter().chain(after).enumerate() {
+            if message.kind == MessageKind::Summary {
+                for (old, number) in state.archive {
+                    let marks = LineMarks {
+                        kind: kind_mark(old.kind),
+                        compacted: Some(*number),
+                        ..LineMarks::default()
+                    };
+                    write(old, marks)?;
+                }
+            }
+            let marks = LineMarks {
+                kind: kind_mark(message.kind),
+                run: (index == 0).then(|| state.run.clone()),
+                summary: state
+                    .summary
+                    .filter(|_| message.kind == MessageKind::Summary),
+                ..LineMarks::default()
+            };
+            write(message, marks)?;
         }
         let mut first_error = None;
         for path in &self.paths {

@@ -19,6 +19,7 @@ use super::client::{
     CUT_REPETITION, CUT_TIME_LIMIT, ChatRequest, ClientError, ClientEvent, Completion, Provider,
     repetition,
 };
+use super::compaction::{self, Compactor, Measure, estimate_tokens};
 use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
 use super::events::MaskingObserver;
 pub(crate) use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
@@ -26,7 +27,7 @@ use super::message::{Message, NativeToolCall, ReplyNote};
 use super::prompt::{AssembledPrompt, CallingMode};
 use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
-use super::transcript::TranscriptWriter;
+use super::transcript::{RecordState, RunRecord, SummaryRecord, TranscriptWriter};
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::text_calls::find_text_calls;
 use crate::protocol::verdict::violation_result_with_root;
@@ -87,6 +88,19 @@ pub(crate) struct AgentRun<'a> {
     pub kind: RunKind,
     /// What the sub-agents started by this run's `agent.task` calls report (the main agent's).
     pub relay: Option<&'a Receiver<RunEvent>>,
+    /// Writes compaction summaries: the light model, or `None` for the run's own model.
+    pub compactor: Option<Compactor>,
+}
+
+/// The conversation a run starts from: the task alone, or a resumed run's.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    /// The messages sent with every request (system prompt and special messages aside).
+    pub history: Vec<Message>,
+    /// The messages earlier compactions replaced, with the compaction's number.
+    pub archive: Vec<(Message, u32)>,
+    /// The latest compaction.
+    pub summary: Option<SummaryRecord>,
 }
 
 /// The loop's state while it runs.
@@ -103,6 +117,12 @@ struct TurnProgress {
     report: RunReport,
     started: Instant,
     last_turn: LastTurn,
+    /// The messages compactions replaced, with the compaction's number (recorded, not sent).
+    archive: Vec<(Message, u32)>,
+    /// The latest compaction.
+    summary: Option<SummaryRecord>,
+    /// The size of the last request, as the server counted it.
+    measure: Measure,
 }
 
 impl AgentRun<'_> {
@@ -138,13 +158,38 @@ impl AgentRun<'_> {
     /// Works on `task` until the model answers in prose, a budget runs out, the API fails, or
     /// Ctrl-C.
     pub(crate) fn run(&mut self, task: &str, observer: &mut dyn RunObserver) -> RunReport {
-        let started = Instant::now();
-        let mut progress = TurnProgress {
+        let conversation = Conversation {
             history: vec![Message::user(task)],
+            ..Conversation::default()
+        };
+        self.run_history(conversation, observer)
+    }
+
+    /// Goes on with `history`, a conversation read back from an earlier run's transcript whose
+    /// every call has its result (`flycode run --resume`, PROTOCOL.md §13 (The API loop:
+    /// resume)).
+    pub(crate) fn run_history(
+        &mut self,
+        conversation: Conversation,
+        observer: &mut dyn RunObserver,
+    ) -> RunReport {
+        let Conversation {
+            history,
+            archive,
+            summary,
+        } = conversation;
+        let started = Instant::now();
+        let used_ids = history
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+            .chain(history.iter().filter_map(|m| m.tool_call_id.clone()))
+            .collect();
+        let mut progress = TurnProgress {
+            turn_start: history.len(),
+            history,
             request: Vec::new(),
-            turn_start: 1,
             anonymous_calls: 0,
-            used_ids: HashSet::new(),
+            used_ids,
             consecutive_violations: 0,
             report: RunReport {
                 ending: RunEnding::MaxTurns,
@@ -159,6 +204,9 @@ impl AgentRun<'_> {
             },
             started,
             last_turn: LastTurn::NotGiven,
+            archive,
+            summary,
+            measure: Measure::default(),
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
@@ -261,6 +309,7 @@ impl AgentRun<'_> {
         observer: &mut dyn RunObserver,
     ) -> Result<Completion, RunEnding> {
         progress.request = self.build_request(progress);
+        self.compact_if_full(progress, observer);
         progress.turn_start = progress.history.len();
         progress.report.turns = turn;
         observer.on_event(&RunEvent::Request {
@@ -313,9 +362,17 @@ impl AgentRun<'_> {
         let usage = completion.usage.as_ref().map(|u| TokenUsage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            cache_read_tokens: u.cache_read_tokens,
         });
+        progress.measure = Measure::new(
+            usage.map(|u| u.prompt_tokens),
+            estimate_tokens(&progress.request),
+        );
         if let Some(usage) = usage {
             let total = &mut progress.report.usage;
+            total.cache_read_tokens = total
+                .cache_read_tokens
+                .saturating_add(usage.cache_read_tokens);
             total.prompt_tokens = total.prompt_tokens.saturating_add(usage.prompt_tokens);
             total.completion_tokens = total
                 .completion_tokens
@@ -578,6 +635,80 @@ impl AgentRun<'_> {
         }
     }
 
+    /// Replaces the older turns with a summary when the request just built would pass
+    /// `compact_at` of the context (PROTOCOL.md §13 (The API loop: compaction)), and builds the
+    /// request again. A failed summary is a warning: the run goes on uncompacted.
+    fn compact_if_full(&mut self, progress: &mut TurnProgress, observer: &mut dyn RunObserver) {
+        let settings = self.settings.compaction;
+        let estimated = estimate_tokens(&progress.request);
+        let before = progress.measure.tokens_of(estimated);
+        if !settings.enabled || before <= settings.threshold() {
+            return;
+        }
+        let Some(range) = compaction::plan(&progress.history, settings.keep_turns) else {
+            return;
+        };
+        let (Some(task), Some(replaced)) = (
+            progress.history.first(),
+            progress.history.get(range.clone()),
+        ) else {
+            return;
+        };
+        let request = compaction::summary_request(task, replaced);
+        let summary = match self.summarize(&request) {
+            Ok(text) if !text.trim().is_empty() => text,
+            outcome => {
+                let why = outcome
+                    .err()
+                    .map_or("the summary was empty".to_owned(), |e| e.to_string());
+                observer.on_event(&RunEvent::Warning {
+                    message: format!("compaction failed, the conversation stays whole: {why}"),
+                });
+                return;
+            }
+        };
+        let number = progress.summary.map_or(0, |s| s.number) + 1;
+        let count = range.len();
+        let mut message = compaction::summary_message(number, count, &summary);
+        message.mask(&self.executor.limits().secrets());
+        let old: Vec<Message> = progress.history.splice(range, [message]).collect();
+        progress
+            .archive
+            .extend(old.into_iter().map(|m| (m, number)));
+        progress.request = self.build_request(progress);
+        let now = estimate_tokens(&progress.request);
+        let after = before.saturating_sub(estimated.saturating_sub(now));
+        progress.measure = Measure::new(Some(after), now);
+        progress.summary = Some(SummaryRecord {
+            number,
+            replaced: count,
+            tokens_before: before,
+            tokens_after: after,
+        });
+        observer.on_event(&RunEvent::Compacted {
+            number,
+            replaced: count,
+            tokens_before: before,
+            tokens_after: after,
+        });
+    }
+
+    /// The summary of `request`, from the compactor or the run's own model.
+    fn summarize(&mut self, request: &[Message]) -> Result<String, ClientError> {
+        let (provider, model): (&mut dyn Provider, &str) = match &mut self.compactor {
+            Some(compactor) => (compactor.provider.as_mut(), &compactor.model),
+            None => (&mut *self.provider, &self.settings.model),
+        };
+        let chat = ChatRequest {
+            model,
+            messages: request,
+            tools: &[],
+            stream: false,
+            max_tokens: self.settings.bounds.max_reply_tokens,
+        };
+        Ok(provider.complete(&chat, &mut |_| {}, self.cancel)?.content)
+    }
+
     /// The request as sent: system message, history, special messages at their place.
     fn build_request(&self, progress: &TurnProgress) -> Vec<Message> {
         let notes = folder_notes(self.executor.sandbox());
@@ -602,7 +733,12 @@ impl AgentRun<'_> {
             .history
             .get(progress.turn_start..)
             .unwrap_or_default();
-        if let Err(error) = self.transcript.save(&progress.request, since) {
+        let state = RecordState {
+            run: RunRecord::of(&self.memory.snapshot(), self.transcript.continues()),
+            archive: &progress.archive,
+            summary: progress.summary,
+        };
+        if let Err(error) = self.transcript.save_with(&progress.request, since, &state) {
             observer.on_event(&RunEvent::Warning {
                 message: error.to_string(),
             });

@@ -82,7 +82,7 @@ pub enum Command {
     #[command(
         override_usage = "flycode run [OPTIONS] <TASK>\n       flycode run [OPTIONS] -   (the task from standard input)\n       flycode run [OPTIONS] --task-file FILE"
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Trust the flycode.toml that applies in a folder (default: here), so that its settings that
     /// loosen safety apply too; a change to the file makes it untrusted again.
     Trust(TrustArgs),
@@ -130,9 +130,18 @@ pub struct WatchArgs {
 /// accepted), then the `[agent]` table of flycode.toml.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The task, in words; - reads it from standard input.
-    #[arg(value_name = "TASK", required_unless_present = "task_file")]
+    /// The task, in words; - reads it from standard input. With --resume: a new message to
+    /// the resumed run.
+    #[arg(value_name = "TASK", required_unless_present_any = ["task_file", "resume"])]
     pub task: Option<String>,
+    /// Go on with an earlier run from its last complete turn: its transcript, or `latest` (the
+    /// newest run in the state folder; the default). The run is recorded in a new transcript
+    /// that names the earlier one.
+    #[arg(long, value_name = "TRANSCRIPT", num_args = 0..=1, default_missing_value = "latest")]
+    pub resume: Option<String>,
+    /// With --resume: a new user message after the resumed conversation.
+    #[arg(long = "continue", value_name = "MESSAGE", requires = "resume", conflicts_with_all = ["task", "task_file"])]
+    pub continue_with: Option<String>,
     /// Read the task from this file.
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,

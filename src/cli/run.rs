@@ -28,7 +28,19 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         crate::config::Config::load(&super::config_flags(&args.run)),
     );
     hand_off_secrets(loaded.as_ref().ok());
-    let task = read_task(args)?;
+    let resumed = args
+        .resume
+        .as_deref()
+        .map(crate::agent::launch::load_resumed)
+        .transpose()?;
+    let task = match (&resumed, &args.continue_with) {
+        (None, _) => Some(read_task(args)?),
+        (Some(_), Some(message)) => Some(message.clone()),
+        (Some(_), None) if args.task.is_some() || args.task_file.is_some() => {
+            Some(read_task(args)?)
+        }
+        (Some(_), None) => None,
+    };
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let mut launch = Launch::prepare(
         &args.settings,
@@ -74,7 +86,23 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
-    let report = launch.run(&task, &options, observer.as_mut());
+    let report = match resumed {
+        Some(resumed) => {
+            if !args.json {
+                eprintln!(
+                    "flycode: resuming {} ({} messages)",
+                    escape_for_terminal(&resumed.parent.display().to_string()),
+                    resumed.history.len()
+                );
+            }
+            launch.resume(resumed, task.as_deref(), &options, observer.as_mut())
+        }
+        None => launch.run(
+            task.as_deref().unwrap_or_default(),
+            &options,
+            observer.as_mut(),
+        ),
+    };
     Ok(match report.ending {
         RunEnding::Answered => Outcome::Success,
         RunEnding::Cancelled => Outcome::Interrupted,
@@ -283,8 +311,13 @@ impl RunTerminal {
             > 0
         {
             format!(
-                " · {} tokens in, {} out",
-                report.usage.prompt_tokens, report.usage.completion_tokens
+                " · {} tokens in{}, {} out",
+                report.usage.prompt_tokens,
+                match report.usage.cache_read_tokens {
+                    0 => String::new(),
+                    cached => format!(" ({cached} cached)"),
+                },
+                report.usage.completion_tokens
             )
         } else {
             String::new()
@@ -555,6 +588,23 @@ impl RunObserver for RunTerminal {
                 ..
             } => self.violation(code, message, *consecutive),
             RunEvent::Warning { message } => self.warning(message),
+            RunEvent::Compacted {
+                replaced,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                self.end_text();
+                eprintln!(
+                    "{}",
+                    self.paint(
+                        "2",
+                        &format!(
+                            "  ⟳ compacted: {replaced} older messages replaced by a summary · ~{tokens_before} → ~{tokens_after} tokens"
+                        )
+                    )
+                );
+            }
             RunEvent::Finished(report) => {
                 self.end_text();
                 self.finished(report);
@@ -613,6 +663,17 @@ impl RunTerminal {
             RunEvent::Warning { message } => self.paint(
                 "33",
                 &format!("    warning: {}{task}", escape_for_terminal(message)),
+            ),
+            RunEvent::Compacted {
+                replaced,
+                tokens_before,
+                tokens_after,
+                ..
+            } => self.paint(
+                "2",
+                &format!(
+                    "    ⟳ compacted: {replaced} messages · ~{tokens_before} → ~{tokens_after} tokens{task}"
+                ),
             ),
             _ => return,
         };

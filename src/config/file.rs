@@ -128,7 +128,11 @@ const TOP_KEYS: [&str; 13] = [
     "state",
 ];
 const STATE_KEYS: [&str; 1] = ["keep_days"];
-const AGENT_KEYS: [&str; 28] = [
+const AGENT_KEYS: [&str; 32] = [
+    "provider",
+    "compact_at",
+    "context_tokens",
+    "keep_turns",
     "base_url",
     "model",
     "api_key_env",
@@ -158,7 +162,7 @@ const AGENT_KEYS: [&str; 28] = [
     "prompt",
     "insight",
 ];
-const LIGHT_KEYS: [&str; 3] = ["model", "base_url", "api_key_env"];
+const LIGHT_KEYS: [&str; 4] = ["model", "base_url", "api_key_env", "provider"];
 const SUBAGENT_TYPES: [&str; 4] = ["general", "explore", "summary", "plan"];
 const ROLE_KEYS: [&str; 2] = ["role", "role_file"];
 

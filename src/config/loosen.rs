@@ -81,8 +81,12 @@ pub(crate) fn loosens(
         }
         ["tools", name] if *name != "set" => tool_rule(name, new_text, lower),
         ["roots"] => roots(entry, lower, project_dir),
-        ["agent", "base_url" | "model" | "api_key_env"]
-        | ["agent", "light", "model" | "base_url" | "api_key_env"] => {
+        ["agent", "base_url" | "model" | "api_key_env" | "provider"]
+        | [
+            "agent",
+            "light",
+            "model" | "base_url" | "api_key_env" | "provider",
+        ] => {
             let old = text(&key);
             (old.as_deref() != Some(new_text)).then(|| {
                 "chooses the model, the endpoint or the key variable (it could send your API key or your work elsewhere)".to_owned()

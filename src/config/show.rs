@@ -46,7 +46,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         ),
     ];
     // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
-    let agent: [(&str, toml::Value); 19] = [
+    let agent: [(&str, toml::Value); 21] = [
+        ("compact_at", 80.into()),
+        ("keep_turns", 4.into()),
         ("mode", "native".into()),
         ("max_turns", 50.into()),
         ("max_violations", 3.into()),

@@ -20,7 +20,8 @@ use crate::tools::tool::{ApprovalClass, Effects, Program, Tool, ToolContext, fie
 use crate::tools::{Limits, ToolError, ToolOutput};
 
 /// Environment variables that hold flycode's own secrets: never passed to a child.
-pub(crate) const SECRET_VARIABLES: [&str; 4] = [
+pub(crate) const SECRET_VARIABLES: [&str; 5] = [
+    "ANTHROPIC_API_KEY",
     "FLYCODE_API_KEY",
     "OPENAI_API_KEY",
     "LIGHT_LLM_API_KEY",

@@ -158,7 +158,7 @@ fn too_large_message(url: &str, limit: usize, framing: bool) -> String {
 fn status_hint(status: u16) -> &'static str {
     match status {
         401 | 403 => {
-            "check the API key (FLYCODE_API_KEY or OPENAI_API_KEY, or the variable api_key_env names) and that it may use this model"
+            "check the API key (FLYCODE_API_KEY, OPENAI_API_KEY or ANTHROPIC_API_KEY, or the variable api_key_env names) and that it may use this model"
         }
         404 => "check --base-url (it should end in /v1 or similar) and the model name",
         408 | 429 => "the server is busy or rate limiting: wait, then try again",
@@ -242,8 +242,8 @@ mod tests {
         };
         assert_eq!(
             exhausted.to_string(),
-            "the server at u answered HTTP 401: bad key; check the API key (FLYCODE_API_KEY or \
-             OPENAI_API_KEY, or the variable api_key_env names) and that it may use this model \
+            "the server at u answered HTTP 401: bad key; check the API key (FLYCODE_API_KEY, \
+             OPENAI_API_KEY or ANTHROPIC_API_KEY, or the variable api_key_env names) and that it may use this model \
              (gave up after 5 attempts)"
         );
     }

@@ -2,7 +2,10 @@
 //! streaming text to a callback as it arrives. It owns HTTP, SSE, retries, timeouts and
 //! cancellation; it must not judge or run the calls it returns (that is the loop's job).
 //!
-//! - [`openai`]: [`OpenAiProvider`], OpenAI Chat Completions over HTTP;
+//! - [`openai`]: [`OpenAiProvider`], the HTTP exchange (retries, timeouts, cancellation) and
+//!   the OpenAI Chat Completions wire; the same exchange carries the Anthropic wire;
+//! - [`anthropic`]: the Anthropic Messages wire (request body, whole and streamed answers);
+//! - [`wire`]: which wire a provider speaks, and its answers assembled either way;
 //! - [`sse`]: the incremental Server-Sent Events decoder;
 //! - [`retry`]: which failures are retried, and how long to wait;
 //! - [`reply`]: response bodies and stream chunks assembled into a [`Completion`].
@@ -11,12 +14,14 @@
 //! the provider runs on, which [`OpenAiProvider::with_runtime`] lets a test supply with its clock
 //! paused.
 
+pub(crate) mod anthropic;
 mod error;
 pub(crate) mod openai;
 pub mod repetition;
 pub mod reply;
 pub(crate) mod retry;
 pub mod sse;
+pub(crate) mod wire;
 
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -37,7 +42,8 @@ pub fn framing_allowance(max_reply_bytes: usize) -> usize {
     max_reply_bytes.saturating_mul(4).saturating_add(64 * 1024)
 }
 
-/// A model API: an OpenAI-compatible server today, another protocol behind the same calls later.
+/// A model API: an OpenAI-compatible server or the Anthropic Messages API behind the same calls
+/// ([`connect`] picks by [`ProviderKind`]); the loop never knows which it talks to.
 ///
 /// Synchronous for the caller: an implementation runs its own async machinery inside.
 pub trait Provider: Send {
@@ -141,6 +147,10 @@ pub struct Usage {
     /// Both.
     #[serde(default)]
     pub total_tokens: u64,
+    /// Of `prompt_tokens`, those read from the server's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`); 0 when the server does not say.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
 }
 
 /// An API key. Never printed: its `Debug` shows `ApiKey(***)` and it has no `Display`.
@@ -174,9 +184,49 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// Which API a server speaks (PROTOCOL.md §13 (The API loop: providers)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (`POST {base_url}/chat/completions`), and every server that
+    /// copies it (vLLM, llama.cpp, Ollama, LM Studio, ...).
+    #[default]
+    OpenAi,
+    /// The Anthropic Messages API (`POST {base_url}/v1/messages`).
+    Anthropic,
+}
+
+impl ProviderKind {
+    /// The setting's spelling: `openai` or `anthropic`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    /// The provider spelled `name` (`openai`, `anthropic`), if any.
+    pub fn from_name(name: &str) -> Option<ProviderKind> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "openai" => Some(ProviderKind::OpenAi),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// The client of `settings.provider`: one [`Provider`] whatever the API.
+pub fn connect(settings: &ClientSettings) -> Result<Box<dyn Provider>, ClientError> {
+    // One HTTP exchange serves both wires: `settings.provider` picks the endpoint, headers, body
+    // and answer format ([`wire`]).
+    Ok(Box::new(OpenAiProvider::new(settings.clone())?))
+}
+
 /// Where and how to reach the server.
 #[derive(Clone, Debug)]
 pub struct ClientSettings {
+    /// Which API the server speaks.
+    pub provider: ProviderKind,
     /// The API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
     pub base_url: String,
     /// Sent as `Authorization: Bearer KEY` when set; local servers usually need none.
@@ -214,6 +264,7 @@ impl ClientSettings {
     /// Settings for `base_url` with no key and the default timeouts and retries.
     pub fn new(base_url: impl Into<String>) -> ClientSettings {
         ClientSettings {
+            provider: ProviderKind::OpenAi,
             base_url: base_url.into(),
             api_key: None,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
@@ -224,6 +275,17 @@ impl ClientSettings {
             retry_base: Self::DEFAULT_RETRY_BASE,
             max_reply_bytes: crate::config::reply_limit::DEFAULT_MAX_REPLY_BYTES,
         }
+    }
+}
+
+/// `{base_url}/v1/messages` (or `{base_url}/messages` when the base already ends in `/v1`), with
+/// exactly one slash between the parts: `ANTHROPIC_BASE_URL` is usually the bare host.
+pub fn messages_url(base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    if base.ends_with("/v1") {
+        format!("{base}/messages")
+    } else {
+        format!("{base}/v1/messages")
     }
 }
 

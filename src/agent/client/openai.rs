@@ -1,6 +1,8 @@
 //! [`OpenAiProvider`]: OpenAI Chat Completions (`POST {base_url}/chat/completions`) over HTTP
 //! with reqwest and rustls, streamed or whole, with retries, timeouts and cancellation. It owns a
-//! tokio current-thread runtime so that its callers stay synchronous.
+//! tokio current-thread runtime so that its callers stay synchronous. The same exchange carries
+//! the Anthropic Messages wire when `settings.provider` says so ([`super::wire`] holds what
+//! differs: endpoint, headers, body, answers).
 //!
 //! Time: the runtime's timer is the client's only clock. Every wait (the back-off before a retry,
 //! a `Retry-After`, the connect and read timeouts, the poll of the cancel flag) is a
@@ -18,18 +20,18 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{error_chain, short_reason};
 use super::repetition::RepetitionWatch;
-use super::reply::{self, ReplyError, StreamAssembler, StreamStep};
+use super::reply::{self, ReplyError, StreamStep};
 use super::retry::{self, Jitter};
 use super::sse::{SseDecoder, SseEvent};
+use super::wire::{self, Assembler};
 use super::{
-    ChatRequest, ClientError, ClientEvent, ClientSettings, Completion, Provider,
-    chat_completions_url,
+    ChatRequest, ClientError, ClientEvent, ClientSettings, Completion, Provider, ProviderKind,
 };
 use crate::agent::message::Message;
 
@@ -73,7 +75,7 @@ impl OpenAiProvider {
         settings: ClientSettings,
         runtime: tokio::runtime::Runtime,
     ) -> Result<OpenAiProvider, ClientError> {
-        let url = chat_completions_url(&settings.base_url);
+        let url = wire::endpoint(&settings);
         let parsed = reqwest::Url::parse(&url).map_err(|e| ClientError::InvalidSettings {
             detail: format!(
                 "the base URL {:?} is not a URL ({e}); give one like http://127.0.0.1:8080/v1",
@@ -90,19 +92,7 @@ impl OpenAiProvider {
         }
         // Err means some provider is installed already, which is all reqwest needs.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &settings.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    ClientError::InvalidSettings {
-                        detail:
-                            "the API key holds characters that cannot be sent in an HTTP header"
-                                .to_owned(),
-                    }
-                })?;
-            value.set_sensitive(true);
-            headers.insert(header::AUTHORIZATION, value);
-        }
+        let headers = wire::headers(&settings)?;
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             // No read timeout of reqwest's: the exchange bounds every wait itself (the response
@@ -136,10 +126,14 @@ impl Provider for OpenAiProvider {
         on_event: &mut dyn FnMut(ClientEvent),
         cancel: &AtomicBool,
     ) -> Result<Completion, ClientError> {
-        let body = serde_json::to_vec(&WireRequest::from(request)).map_err(|e| {
-            ClientError::InvalidSettings {
-                detail: format!("the request cannot be encoded as JSON: {e}"),
+        let body = match self.settings.provider {
+            ProviderKind::OpenAi => serde_json::to_vec(&WireRequest::from(request)),
+            ProviderKind::Anthropic => {
+                serde_json::to_vec(&super::anthropic::request_body(request, request.max_tokens))
             }
+        }
+        .map_err(|e| ClientError::InvalidSettings {
+            detail: format!("the request cannot be encoded as JSON: {e}"),
         })?;
         let exchange = Exchange {
             http: &self.http,
@@ -390,7 +384,7 @@ impl Exchange<'_> {
                     ClientError::Cancelled => AttemptFailure::Final(e),
                     other => AttemptFailure::retry(other),
                 })?;
-            let completion = reply::parse_completion(&body).map_err(|e| {
+            let completion = wire::parse_whole(self.settings.provider, &body).map_err(|e| {
                 AttemptFailure::Final(match e {
                     ReplyError::Server(message) => self.server_error(&message),
                     ReplyError::NotJson(detail) => {
@@ -564,7 +558,7 @@ impl Exchange<'_> {
         on_event: &mut dyn FnMut(ClientEvent),
     ) -> Result<Completion, ClientError> {
         let mut decoder = SseDecoder::new();
-        let mut assembler = StreamAssembler::new();
+        let mut assembler = Assembler::new(self.settings.provider);
         let mut watch = RepetitionWatch::new();
         let mut received = 0usize;
         let allowance = super::framing_allowance(self.settings.max_reply_bytes);
@@ -625,7 +619,7 @@ impl Exchange<'_> {
     /// longer than the turn time limit.
     fn cut_reason(
         &self,
-        assembler: &StreamAssembler,
+        assembler: &Assembler,
         watch: &mut RepetitionWatch,
     ) -> Option<&'static str> {
         if watch.look(assembler.content()).is_some() {
@@ -640,7 +634,7 @@ impl Exchange<'_> {
     fn take_event(
         &self,
         event: &SseEvent,
-        assembler: &mut StreamAssembler,
+        assembler: &mut Assembler,
         on_event: &mut dyn FnMut(ClientEvent),
     ) -> Result<StreamStep, ClientError> {
         match assembler.push(&event.data) {

@@ -160,6 +160,11 @@ fn todo_item(item: &TodoArgItem) -> Option<TodoItem> {
 pub struct SharedMemory(std::sync::Mutex<AgentMemory>);
 
 impl SharedMemory {
+    /// A memory that starts as `memory` (a resumed run's TODO list and notes).
+    pub fn restored(memory: AgentMemory) -> SharedMemory {
+        SharedMemory(std::sync::Mutex::new(memory))
+    }
+
     /// The memory as it is now.
     pub fn snapshot(&self) -> AgentMemory {
         self.lock().clone()

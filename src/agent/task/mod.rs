@@ -20,7 +20,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use super::client::{ApiKey, ClientError, ClientSettings, OpenAiProvider, Provider};
+use super::client::{ApiKey, ClientError, ClientSettings, Provider};
+use super::compaction::Compactor;
 use super::context::SharedMemory;
 use super::events::{ChildEvent, RunEnding, RunEvent, RunObserver, RunReport};
 use super::predefined::{PredefinedAgent, PredefinedError, find_agent, granted_tools};
@@ -50,9 +51,10 @@ pub const SUBAGENT_ONLY: Restriction = Restriction {
 pub type ProviderFactory =
     dyn Fn(&ClientSettings) -> Result<Box<dyn Provider>, ClientError> + Send + Sync;
 
-/// The default [`ProviderFactory`]: an OpenAI-compatible client.
+/// The default [`ProviderFactory`]: the HTTP client of the settings' provider (OpenAI or
+/// Anthropic).
 pub fn http_provider(settings: &ClientSettings) -> Result<Box<dyn Provider>, ClientError> {
-    Ok(Box::new(OpenAiProvider::new(settings.clone())?))
+    crate::agent::client::connect(settings)
 }
 
 /// The sub-agent layer of one run: everything a child is made from, and the run's count.
@@ -192,17 +194,32 @@ impl Tasks<'_> {
         Ok(text)
     }
 
+    /// The light model's client for compaction summaries (PROTOCOL.md §13 (The API loop:
+    /// compaction)), when one is configured and its client can be made; `None` lets the run's
+    /// own model write them.
+    pub(crate) fn compactor(&self) -> Option<Compactor> {
+        self.settings.light.as_ref()?;
+        let light = self.model(ModelChoice::Light);
+        let provider = (self.providers)(&light.client).ok()?;
+        Some(Compactor {
+            provider,
+            model: light.model,
+        })
+    }
+
     /// The light model where one is configured and asked for; the main one otherwise.
     fn model(&self, choice: ModelChoice) -> ChildModel {
         let settings = self.settings;
-        let (base_url, model, api_key, used) = match (choice, &settings.light) {
+        let (provider, base_url, model, api_key, used) = match (choice, &settings.light) {
             (ModelChoice::Light, Some(light)) => (
+                light.provider,
                 light.base_url.clone(),
                 light.model.clone(),
                 light.api_key.clone(),
                 ModelChoice::Light,
             ),
             _ => (
+                settings.provider,
                 settings.base_url.clone(),
                 settings.model.clone(),
                 settings.api_key.clone(),
@@ -216,6 +233,7 @@ impl Tasks<'_> {
             client: ClientSettings {
                 first_byte_timeout,
                 turn_timeout: Some(settings.bounds.turn_timeout),
+                provider,
                 base_url,
                 api_key: api_key.map(ApiKey::new),
                 connect_timeout: settings.connect_timeout,
@@ -395,6 +413,7 @@ impl Tasks<'_> {
                 time_limit: self.settings.tasks.time_limit,
             },
             relay: None,
+            compactor: self.compactor(),
         };
         let report = run.run(&task.prompt, observer);
         let (status, result) = outcome(&report, &memory);
