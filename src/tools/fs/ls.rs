@@ -358,7 +358,7 @@ fn render(root: &Path, entries: &[&ListedEntry], walk: &ListingWalk<'_>) -> Stri
     let (mut dirs, mut files, mut links, mut others, mut bytes) = (0, 0, 0, 0, 0u64);
     // `write!` into the one buffer: no string is made per entry but a name that is not UTF-8.
     for entry in entries {
-        let relative = entry.relative.to_string_lossy();
+        let relative = path_text(&entry.relative);
         let name = crate::protocol::display::escape_for_display(&relative);
         let _ = match &entry.kind {
             ListedKind::Directory => {
@@ -425,8 +425,17 @@ fn render(root: &Path, entries: &[&ListedEntry], walk: &ListingWalk<'_>) -> Stri
     out
 }
 
+/// The path as text: `to_str` (a fast UTF-8 check) first, the lossy form (U+FFFD for each bad
+/// sequence, as `Path::display` writes it) only for a name that is not UTF-8.
+fn path_text(path: &Path) -> std::borrow::Cow<'_, str> {
+    match path.to_str() {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => path.to_string_lossy(),
+    }
+}
+
 fn entry_json(entry: &ListedEntry) -> Value {
-    let path = entry.relative.display().to_string();
+    let path = path_text(&entry.relative).into_owned();
     match &entry.kind {
         ListedKind::Directory => json!({"path": path, "type": "directory"}),
         ListedKind::File { size: Some(size) } => {
