@@ -1,5 +1,5 @@
-//! Tools through the sandbox: fs.read of a 1 MB file and of parts of a 32 MiB one, and fs.ls of
-//! a deep tree.
+//! Tools through the sandbox: fs.read of a 1 MB and a 10 MB file and of parts of a 32 MiB one,
+//! and fs.ls of a deep tree and of a flat folder of 10,000 files, with and without sizes.
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 #![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
 
@@ -29,19 +29,44 @@ fn tools(c: &mut Criterion) {
             }
         }
     }
+    std::fs::create_dir_all(root.join("flat")).expect("mkdir");
+    for f in 0..10_000 {
+        std::fs::write(root.join("flat").join(format!("file{f:05}.txt")), "x\n").expect("write");
+    }
+    std::fs::write(
+        root.join("ten.rs"),
+        line.repeat(10 * 1024 * 1024 / line.len()),
+    )
+    .expect("write");
     let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
         .expect("sandbox");
     let big: read::ReadArgs =
         serde_json::from_value(json!({"path": root.join("big.rs")})).expect("fs.read args");
     let tree: ls::LsArgs = serde_json::from_value(json!({"path": root.join("tree"), "depth": 16}))
         .expect("fs.ls args");
+    let ten: read::ReadArgs =
+        serde_json::from_value(json!({"path": root.join("ten.rs")})).expect("fs.read args");
+    let flat: ls::LsArgs =
+        serde_json::from_value(json!({"path": root.join("flat")})).expect("fs.ls args");
+    let flat_names: ls::LsArgs =
+        serde_json::from_value(json!({"path": root.join("flat"), "sizes": false}))
+            .expect("fs.ls args");
     let mut group = c.benchmark_group("tools");
     group.bench_function("fs.read_1MB", |b| {
         b.iter(|| read::run(black_box(&sandbox), &big, &Secrets::default()))
     });
     group.sample_size(20);
+    group.bench_function("fs.read_10MB", |b| {
+        b.iter(|| read::run(black_box(&sandbox), &ten, &Secrets::default()))
+    });
     group.bench_function("fs.ls_deep_tree_4672_files", |b| {
         b.iter(|| ls::run(black_box(&sandbox), &tree))
+    });
+    group.bench_function("fs.ls_flat_10000_files", |b| {
+        b.iter(|| ls::run(black_box(&sandbox), &flat))
+    });
+    group.bench_function("fs.ls_flat_10000_files_no_sizes", |b| {
+        b.iter(|| ls::run(black_box(&sandbox), &flat_names))
     });
     group.finish();
 }

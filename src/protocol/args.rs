@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::call_types::{CallError, json_kind, signature};
 use super::paths::path_form;
+use super::quick_check::certainly_valid;
 use super::schema::{ToolSchema, tool_schema};
 use super::tool_name::ToolName;
 use super::whole_numbers::check_whole_numbers;
@@ -23,7 +24,13 @@ pub(crate) fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, V
         )));
     };
     let as_value = Value::Object(args);
-    let schema_error = most_telling_error(schema, &as_value);
+    // Plainly valid arguments skip the validator, which is compiled on first use (one-shot
+    // start-up); anything less than certain, and every error, is the validator's.
+    let schema_error = if certainly_valid(&schema.document, &as_value) {
+        None
+    } else {
+        most_telling_error(schema, &as_value)
+    };
     // Unknown and missing arguments come first; then numbers where whole numbers belong, read by
     // the executor's rule (JSON Schema alone would take 1.0 and 2^64).
     if let Some(error) = schema_error.as_ref().filter(|e| rank(e.kind()) < 2) {

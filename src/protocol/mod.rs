@@ -22,6 +22,7 @@ pub(crate) mod json;
 pub mod parse;
 pub(crate) mod paths;
 pub mod prompt;
+pub(crate) mod quick_check;
 pub mod result;
 pub(crate) mod salvage;
 pub mod schema;

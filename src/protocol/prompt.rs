@@ -315,7 +315,7 @@ mod tests {
     fn signature_matches_the_seed_notation() {
         assert_eq!(
             compact_signature(&tool_schema(ToolName::FsLs).document),
-            r#"{"path": string, "depth"?: integer, "glob"?: string, "all"?: boolean}"#
+            r#"{"path": string, "depth"?: integer, "glob"?: string, "all"?: boolean, "sizes"?: boolean}"#
         );
         assert_eq!(
             compact_signature(&tool_schema(ToolName::FsWrite).document),

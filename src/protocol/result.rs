@@ -227,13 +227,26 @@ impl ResultBlock {
         for (key, value) in &self.fields {
             header(key, value);
         }
-        if let Some(body) = &self.body {
-            inner.push_str("[data]\n");
-            inner.push_str(body);
-            inner.push('\n');
+        // The body is copied once, straight into the rendered block, and scanned once for
+        // backticks (a run cannot span the `[data]` line between headers and body).
+        let body = self.body.as_deref();
+        let longest = longest_backtick_run(&inner).max(body.map_or(0, longest_backtick_run));
+        let fence = "`".repeat(longest.max(2) + 1);
+        let mut out = String::with_capacity(
+            2 * fence.len() + RESULT_TAG.len() + inner.len() + body.map_or(0, |b| b.len() + 8) + 2,
+        );
+        out.push_str(&fence);
+        out.push_str(RESULT_TAG);
+        out.push('\n');
+        out.push_str(&inner);
+        if let Some(body) = body {
+            out.push_str("[data]\n");
+            out.push_str(body);
+            out.push('\n');
         }
-        let fence = backtick_fence_for(&inner);
-        format!("{fence}{RESULT_TAG}\n{inner}{fence}\n")
+        out.push_str(&fence);
+        out.push('\n');
+        out
     }
 
     /// Reads the content of a `flycode-result` block (the text between its fences).
@@ -359,11 +372,17 @@ pub fn backtick_fence_for(text: &str) -> String {
     "`".repeat(longest_backtick_run(text).max(2) + 1)
 }
 
+/// The longest run of backticks in `text`: the runs are found with a SIMD search for `` ` ``,
+/// so text without backticks (most of a large file) costs a memchr scan, not a loop per byte.
 fn longest_backtick_run(text: &str) -> usize {
-    let (mut longest, mut current) = (0, 0);
-    for &byte in text.as_bytes() {
-        current = if byte == b'`' { current + 1 } else { 0 };
-        longest = longest.max(current);
+    let bytes = text.as_bytes();
+    let mut longest = 0;
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'`', &bytes[at..]) {
+        let start = at + found;
+        let run = bytes[start..].iter().take_while(|&&b| b == b'`').count();
+        longest = longest.max(run);
+        at = start + run;
     }
     longest
 }

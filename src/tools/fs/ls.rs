@@ -41,19 +41,34 @@ pub struct LsArgs {
     /// Show everything: also `.git` and what the ignore files ignore.
     #[serde(default)]
     pub all: bool,
+    /// Show each file's size (one `statx` per file); `false` lists names and kinds from the
+    /// directory alone, as `ls` without `-l` does (PROTOCOL.md §9 (fs.ls)).
+    #[serde(default = "default_sizes")]
+    pub sizes: bool,
 }
 
 fn default_depth() -> u32 {
     1
 }
 
+fn default_sizes() -> bool {
+    true
+}
+
 /// What an entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ListedKind {
     Directory,
-    File { size: u64 },
-    Link { target: String },
-    Other { what: &'static str },
+    /// `size` is `None` when the listing was asked without sizes.
+    File {
+        size: Option<u64>,
+    },
+    Link {
+        target: String,
+    },
+    Other {
+        what: &'static str,
+    },
 }
 
 struct ListedEntry {
@@ -71,6 +86,8 @@ struct ListingWalk<'a> {
     stop: Option<Stop>,
     /// flycode's own directories below the listed one (relative to it): shown, never entered.
     skip: Vec<PathBuf>,
+    /// Whether files are stat'ed for their size.
+    sizes: bool,
     /// The ignore rules, and the listed directory's absolute path they see entries under; `None`
     /// with `all`, which shows everything.
     rules: Option<(Rules, PathBuf)>,
@@ -144,6 +161,7 @@ fn run_with(
         max_visited,
         stop: None,
         skip,
+        sizes: args.sizes,
         rules,
         hidden: 0,
     };
@@ -163,11 +181,15 @@ fn output(root: &Path, mut walk: ListingWalk<'_>) -> ToolOutput {
     let shown: Vec<&ListedEntry> = walk.entries.iter().collect();
     let truncated = walk.stop.is_some();
     let body = render(root, &shown, &walk);
-    let mut data = json!({
-        "path": root.display().to_string(),
-        "entries": shown.iter().map(|e| entry_json(e)).collect::<Vec<_>>(),
-        "truncated": truncated,
-    });
+    // Built in place: `json!` would copy the 10,000 entries of a large listing once more.
+    let mut data = serde_json::Map::new();
+    data.insert("path".into(), Value::String(root.display().to_string()));
+    data.insert(
+        "entries".into(),
+        Value::Array(shown.iter().map(|e| entry_json(e)).collect()),
+    );
+    data.insert("truncated".into(), Value::Bool(truncated));
+    let mut data = Value::Object(data);
     let mut fields = Vec::new();
     if truncated {
         fields.push(("truncated".to_owned(), "true".to_owned()));
@@ -234,7 +256,7 @@ impl ListingWalk<'_> {
                 }
                 self.entries.push(ListedEntry {
                     relative: relative.clone(),
-                    kind: kind_of(dir, &entry.name, kind),
+                    kind: kind_of(dir, &entry.name, kind, self.sizes),
                 });
             }
             if is_dir && depth > 1 && !self.skip.contains(&relative) {
@@ -289,7 +311,8 @@ impl ListingWalk<'_> {
 }
 
 /// What the entry `name` of `dir` is, for the listing: a link's target is read, never followed.
-fn kind_of(dir: &Dir, name: &OsStr, kind: walk::EntryKind) -> ListedKind {
+/// `sizes: false` leaves a file's size unread: the kind comes from the directory listing itself.
+fn kind_of(dir: &Dir, name: &OsStr, kind: walk::EntryKind, sizes: bool) -> ListedKind {
     match kind {
         walk::EntryKind::Link => {
             let target = dir
@@ -300,7 +323,7 @@ fn kind_of(dir: &Dir, name: &OsStr, kind: walk::EntryKind) -> ListedKind {
         }
         walk::EntryKind::Dir => ListedKind::Directory,
         walk::EntryKind::File => ListedKind::File {
-            size: dir.symlink_metadata(name).map(|m| m.len()).unwrap_or(0),
+            size: sizes.then(|| dir.symlink_metadata(name).map(|m| m.len()).unwrap_or(0)),
         },
         walk::EntryKind::Other => ListedKind::Other {
             what: dir
@@ -329,73 +352,96 @@ fn other_kind(file_type: &cap_std::fs::FileType) -> &'static str {
 }
 
 fn render(root: &Path, entries: &[&ListedEntry], walk: &ListingWalk<'_>) -> String {
+    use std::fmt::Write as _;
     let mut out = format!("{}/\n", root.display().to_string().trim_end_matches('/'));
+    out.reserve(entries.len() * 24);
     let (mut dirs, mut files, mut links, mut others, mut bytes) = (0, 0, 0, 0, 0u64);
+    // `write!` into the one buffer: no string is made per entry but a name that is not UTF-8.
     for entry in entries {
-        let name =
-            crate::protocol::display::escape_for_display(&entry.relative.display().to_string())
-                .into_owned();
-        match &entry.kind {
+        let relative = path_text(&entry.relative);
+        let name = crate::protocol::display::escape_for_display(&relative);
+        let _ = match &entry.kind {
             ListedKind::Directory => {
                 dirs += 1;
-                out.push_str(&format!("{name}/\n"));
+                writeln!(out, "{name}/")
             }
-            ListedKind::File { size } => {
+            ListedKind::File { size: Some(size) } => {
                 files += 1;
                 bytes += size;
-                out.push_str(&format!("{name}  {size}\n"));
+                writeln!(out, "{name}  {size}")
+            }
+            ListedKind::File { size: None } => {
+                files += 1;
+                writeln!(out, "{name}")
             }
             ListedKind::Link { target } => {
                 links += 1;
                 let target = crate::protocol::display::escape_for_display(target);
-                out.push_str(&format!("{name} -> {target}\n"));
+                writeln!(out, "{name} -> {target}")
             }
             ListedKind::Other { what } => {
                 others += 1;
-                out.push_str(&format!("{name}  ({what})\n"));
+                writeln!(out, "{name}  ({what})")
             }
-        }
+        };
     }
-    out.push_str(&format!(
-        "{dirs} director{}, {files} file{} ({}), {links} link{}",
+    let size = if walk.sizes {
+        format!(" ({})", human_size(bytes))
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        out,
+        "{dirs} director{}, {files} file{}{size}, {links} link{}",
         if dirs == 1 { "y" } else { "ies" },
         if files == 1 { "" } else { "s" },
-        human_size(bytes),
         if links == 1 { "" } else { "s" },
-    ));
+    );
     if others > 0 {
-        out.push_str(&format!(", {others} other"));
+        let _ = write!(out, ", {others} other");
     }
     let kept = if walk.matcher.is_some() {
         "matching entries"
     } else {
         "entries"
     };
-    match walk.stop {
-        Some(Stop::Entries) => {
-            out.push_str(&format!("; stopped after {} {kept}", walk.max_entries))
-        }
-        Some(Stop::Visited) => out.push_str(&format!(
+    let _ = match walk.stop {
+        Some(Stop::Entries) => write!(out, "; stopped after {} {kept}", walk.max_entries),
+        Some(Stop::Visited) => write!(
+            out,
             "; stopped after visiting {} entries: more {kept} may lie beyond",
             walk.visited
-        )),
-        None => {}
-    }
+        ),
+        None => Ok(()),
+    };
     out.push('\n');
     if walk.hidden > 0 {
-        out.push_str(&format!(
-            "{} hidden by .git and ignore files; pass all: true to show them\n",
+        let _ = writeln!(
+            out,
+            "{} hidden by .git and ignore files; pass all: true to show them",
             crate::tools::tool::plural(walk.hidden, "entry")
-        ));
+        );
     }
     out
 }
 
+/// The path as text: `to_str` (a fast UTF-8 check) first, the lossy form (U+FFFD for each bad
+/// sequence, as `Path::display` writes it) only for a name that is not UTF-8.
+fn path_text(path: &Path) -> std::borrow::Cow<'_, str> {
+    match path.to_str() {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => path.to_string_lossy(),
+    }
+}
+
 fn entry_json(entry: &ListedEntry) -> Value {
-    let path = entry.relative.display().to_string();
+    let path = path_text(&entry.relative).into_owned();
     match &entry.kind {
         ListedKind::Directory => json!({"path": path, "type": "directory"}),
-        ListedKind::File { size } => json!({"path": path, "type": "file", "size": size}),
+        ListedKind::File { size: Some(size) } => {
+            json!({"path": path, "type": "file", "size": size})
+        }
+        ListedKind::File { size: None } => json!({"path": path, "type": "file"}),
         ListedKind::Link { target } => json!({"path": path, "type": "link", "target": target}),
         ListedKind::Other { what } => json!({"path": path, "type": what}),
     }
@@ -480,6 +526,46 @@ mod tests {
             sandbox,
             &crate::tools::parse_args("fs.ls", args.as_object().unwrap())?,
         )
+    }
+
+    #[test]
+    fn without_sizes_a_listing_is_the_same_but_for_the_sizes() {
+        let (_temp, root, sandbox) = tree();
+        let path = root.display().to_string();
+        let with = ls(&sandbox, json!({"path": path, "depth": 3})).unwrap();
+        let without = ls(&sandbox, json!({"path": path, "depth": 3, "sizes": false})).unwrap();
+        let with_body = with.body.unwrap();
+        let body = without.body.unwrap();
+        // The same entries in the same order; a file line is its name alone.
+        assert!(body.contains("\nREADME.md\n"), "{body}");
+        assert!(with_body.contains("\nREADME.md  5\n"), "{with_body}");
+        assert!(
+            body.contains("src/main.rs\n") && body.contains("out -> "),
+            "{body}"
+        );
+        assert!(body.contains(", 3 files, 1 link\n"), "{body}");
+        assert!(
+            with_body.contains(", 3 files (19 B), 1 link\n"),
+            "{with_body}"
+        );
+        let names = |data: &Value| -> Vec<(String, String)> {
+            data["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["path"].to_string(), e["type"].to_string()))
+                .collect()
+        };
+        assert_eq!(names(&with.data), names(&without.data));
+        let entries = without.data["entries"].as_array().unwrap();
+        assert!(entries.iter().all(|e| e.get("size").is_none()));
+        assert!(
+            with.data["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["size"] == 5)
+        );
     }
 
     #[test]

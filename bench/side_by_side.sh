@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# flycode side by side with the peers (issue 29): `flycode mcp` against
+# @modelcontextprotocol/server-filesystem and Desktop Commander (@wonderwhy-er/desktop-commander),
+# warm sessions taking turns call by call on one generated corpus, and `flycode exec` against
+# coreutils and ripgrep as whole processes. Prints medians and medians of ratios.
+#
+#   bench/side_by_side.sh        (env: RUNS calls per operation and server, default 30;
+#                                 SCRATCH folder for the corpus and the npm packages)
+#
+# Operations: write 1 MB of many-line code, a small write, an edit (the peers' writes are timed
+# together with an fsync of the file and its folder, what flycode's default durability does),
+# a flat listing of 10,000 files, a listing to depth 1 (465 folders) and to depth 3 (10,230
+# entries), a read of 10 MB, the first 100 matches of a literal, a trivial one-shot call.
+#
+# The npm servers are installed into SCRATCH/npm without install scripts (they would download a
+# browser and a ripgrep binary); ripgrep comes from apt (or cargo install) when it is missing.
+# The client is Python's standard library alone (raw JSON-RPC), so no virtual environment is
+# needed. Not part of CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scratch="${SCRATCH:-$(mktemp -d)}"
+if ! command -v rg >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    apt-get install -y ripgrep >/dev/null 2>&1 || { apt-get update && apt-get install -y ripgrep; }
+  else
+    cargo install ripgrep
+  fi
+fi
+cargo build --release --quiet
+if [ ! -f "$scratch/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ] ||
+  [ ! -f "$scratch/npm/node_modules/@wonderwhy-er/desktop-commander/dist/index.js" ]; then
+  mkdir -p "$scratch/npm"
+  (cd "$scratch/npm" && npm init -y >/dev/null &&
+    PUPPETEER_SKIP_DOWNLOAD=1 npm install --silent --no-audit --no-fund --ignore-scripts \
+      @modelcontextprotocol/server-filesystem @wonderwhy-er/desktop-commander)
+fi
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F)"
+echo "node $(node --version); $(rg --version | sed -n 1p);" \
+  "server-filesystem $(node -p "require('$scratch/npm/node_modules/@modelcontextprotocol/server-filesystem/package.json').version")," \
+  "Desktop Commander $(node -p "require('$scratch/npm/node_modules/@wonderwhy-er/desktop-commander/package.json').version")"
+python3 bench/side_by_side.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-30}"
