@@ -44,6 +44,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             Key::of(&["state", "keep_days"]),
             super::DEFAULT_KEEP_DAYS.into(),
         ),
+        (Key::of(&["undo", "max_bytes"]), number(1 << 30)),
+        (Key::of(&["undo", "max_age_days"]), toml::Value::Integer(30)),
+        (Key::of(&["undo", "max_file_bytes"]), number(64 << 20)),
     ];
     let agent: [(&str, toml::Value); 15] = [
         ("mode", "native".into()),
