@@ -77,6 +77,8 @@ pub(crate) struct Launch {
     limits: Limits,
     prompt_context: PromptContext,
     max_reply_bytes: usize,
+    /// Records the changes of the run's calls (PROTOCOL.md §16 (Undo and history)).
+    recorder: Option<crate::sandbox::undo::Recorder>,
 }
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
@@ -131,6 +133,8 @@ impl Launch {
             sandbox,
             policy: config.policy.clone(),
             limits,
+            recorder: crate::sandbox::undo::UndoStore::open_default(config.durability)
+                .map(|store| crate::sandbox::undo::Recorder::new(store, "run", config.undo)),
         })
     }
 
@@ -174,6 +178,7 @@ impl Launch {
                 .limits(limits)
                 .notebook(&memory)
                 .tasks(&tasks)
+                .undo(self.recorder.clone())
                 .build(),
             settings: &self.settings,
             lenient: options.lenient,

@@ -22,7 +22,7 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<Outcome> {
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let collected = collect_garbage(&state, cutoff, args.dry_run);
     if !args.dry_run
-        && let Some(store) = crate::sandbox::undo::Store::open_default(config.durability)
+        && let Some(store) = crate::sandbox::undo::UndoStore::open_default(config.durability)
     {
         let pruned = crate::sandbox::undo::prune(&store, config.undo, SystemTime::now());
         report_pruned(&pruned, config.undo, "flycode gc: ");

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Outcome, load_config};
 use crate::protocol::display::escape_for_terminal;
-use crate::sandbox::undo::{ChangeRecord, Store, settle_interrupted};
+use crate::sandbox::undo::{ChangeRecord, UndoStore, settle_interrupted};
 
 /// `flycode history` arguments.
 #[derive(Debug, clap::Args)]
@@ -31,8 +31,13 @@ pub struct HistoryArgs {
 /// Runs `flycode history`.
 pub(crate) fn run(args: &HistoryArgs) -> anyhow::Result<Outcome> {
     let config = load_config(&crate::config::Flags::default())?;
-    let store = Store::open_default(config.durability)
+    let store = UndoStore::open_default(config.durability)
         .context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
+    // What a killed flycode left half done is finished or undone first, so that the records
+    // are settled from whole files (PROTOCOL.md §11 Security, "After a crash").
+    for line in crate::sandbox::journal::recover_interrupted(None) {
+        eprintln!("flycode: {line}");
+    }
     for line in settle_interrupted(&store, config.undo) {
         eprintln!("flycode: {line}");
     }

@@ -638,7 +638,7 @@ pub(crate) fn open_sandbox(
     }
     // Then the change records a killed flycode left incomplete, from what the files now hold
     // (PROTOCOL.md §16 (Undo and history)).
-    if let Some(store) = crate::sandbox::undo::Store::open_default(config.durability) {
+    if let Some(store) = crate::sandbox::undo::UndoStore::open_default(config.durability) {
         for line in crate::sandbox::undo::settle_interrupted(&store, config.undo) {
             eprintln!("flycode: {line}");
         }
@@ -666,7 +666,7 @@ pub(crate) fn undo_recorder(
     config: &crate::config::Config,
     door: &'static str,
 ) -> Option<crate::sandbox::undo::Recorder> {
-    crate::sandbox::undo::Store::open_default(config.durability)
+    crate::sandbox::undo::UndoStore::open_default(config.durability)
         .map(|store| crate::sandbox::undo::Recorder::new(store, door, config.undo))
 }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 
 use super::{Outcome, RootFlags, RunFlags, open_sandbox};
 use crate::protocol::display::escape_for_terminal;
-use crate::sandbox::undo::{ChangeRecord, Plan, Recorder, Store, apply, describe, plan};
+use crate::sandbox::undo::{ChangeRecord, Plan, Recorder, UndoStore, apply, describe, plan};
 
 /// `flycode undo` arguments.
 #[derive(Debug, clap::Args)]
@@ -49,7 +49,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
     };
     let loaded = crate::config::Config::load(&super::config_flags(&flags));
     let (config, sandbox) = open_sandbox(&flags, loaded)?;
-    let store = Store::open_default(config.durability)
+    let store = UndoStore::open_default(config.durability)
         .context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let (records, notices) = store.records();
     for notice in notices {
@@ -128,7 +128,7 @@ fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<Chang
 }
 
 /// Each path the undo changes, with its diff.
-fn show(store: &Store, planned: &Plan, verb: &str) {
+fn show(store: &UndoStore, planned: &Plan, verb: &str) {
     for step in planned.steps.iter().filter(|s| s.changes_anything()) {
         println!(
             "{verb} {} ({}, {} -> {})",

@@ -4,17 +4,17 @@
 //! person (`flycode history`, `flycode undo`). Here, in the sandbox, because recording reads the
 //! files and restoring writes them: through the roots' handles, never following a link.
 
+pub mod capture;
+pub mod change;
 pub mod image;
 pub mod record;
 pub mod restore;
 pub mod retention;
 pub mod store;
 
+pub use change::{ChangeRecord, PathChange};
 pub use image::Image;
-pub use record::{
-    ChangeRecord, Named, PathChange, Pending, Recorder, UndoError, UndoLimits, session_id,
-    settle_interrupted,
-};
+pub use record::{Named, Pending, Recorder, UndoError, UndoLimits, session_id, settle_interrupted};
 pub use restore::{Plan, Step, apply, describe, plan};
 pub use retention::{Pruned, prune, prune_if_due};
-pub use store::Store;
+pub use store::UndoStore;

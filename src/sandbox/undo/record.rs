@@ -9,94 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cap_std::fs::Dir;
-use serde::{Deserialize, Serialize};
 
-use super::image::{Capture, Image};
-use super::store::Store;
+use super::capture::ImageCapture;
+use super::change::{ChangeRecord, PathChange};
+use super::image::Image;
+use super::store::UndoStore;
 use crate::sandbox::error::SandboxError;
 use crate::sandbox::files::Sandbox;
 use crate::sandbox::resolve::LastComponent;
-
-/// One path of a change: what it held before and after.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PathChange {
-    /// The absolute path (resolved when the change began).
-    pub path: String,
-    /// What it held before.
-    pub before: Image,
-    /// What it held after; `None` while the change is under way.
-    #[serde(default)]
-    pub after: Option<Image>,
-}
-
-/// One change: a call of a file tool (or of a program, recorded without paths), or an undo.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChangeRecord {
-    /// `c-N`.
-    pub id: String,
-    /// `N`: the order changes were made in.
-    pub seq: u64,
-    /// Whether the after-images are in (false while the call runs, or if flycode was killed).
-    pub complete: bool,
-    /// Settled after flycode was killed during the change: the after-images were read later.
-    #[serde(default)]
-    pub recovered: bool,
-    /// The process that made it, and when that process started (to tell whether it still runs).
-    pub pid: u32,
-    /// The process's start time, as the kernel counts it.
-    pub start: u64,
-    /// `exec`, `watch`, `run`, `mcp` or `undo`.
-    pub door: String,
-    /// The run or session: one id per flycode process.
-    pub session: String,
-    /// The call's id, where it had one.
-    pub call: Option<String>,
-    /// The tool (`fs.write`), or `undo`.
-    pub tool: String,
-    /// When it began, in seconds since 1970.
-    pub time: u64,
-    /// The call ran a program: what the program changed is not recorded.
-    #[serde(default)]
-    pub program: bool,
-    /// The changes an undo took back.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub undoes: Vec<String>,
-    /// The paths, in the order the call named them.
-    pub paths: Vec<PathChange>,
-    /// Lines added (text files up to 1 MiB).
-    pub added: u64,
-    /// Lines removed.
-    pub removed: u64,
-    /// Bytes this change added to the store.
-    pub stored_bytes: u64,
-}
-
-impl ChangeRecord {
-    /// The contents the record needs from the store.
-    pub(crate) fn blobs(&self) -> Vec<String> {
-        fn walk(image: &Image, out: &mut Vec<String>) {
-            match image {
-                Image::File {
-                    sha256,
-                    stored: true,
-                    ..
-                } => out.push(sha256.clone()),
-                Image::Dir {
-                    entries: Some(entries),
-                    ..
-                } => entries.values().for_each(|child| walk(child, out)),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        for path in &self.paths {
-            walk(&path.before, &mut out);
-        }
-        out
-    }
-}
 
 /// How much the store keeps (`[undo]` in flycode.toml).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,7 +42,7 @@ impl Default for UndoLimits {
 /// Records the changes one door's calls make. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Recorder {
-    store: std::sync::Arc<Store>,
+    store: std::sync::Arc<UndoStore>,
     door: &'static str,
     limits: UndoLimits,
 }
@@ -168,7 +88,7 @@ pub enum UndoError {
     Sandbox(#[from] SandboxError),
     /// The store could not be written or a file read.
     #[error("the undo store {}: {source}", path.display())]
-    Store {
+    UndoStore {
         /// The store's folder.
         path: PathBuf,
         /// Why.
@@ -196,7 +116,7 @@ fn now_secs() -> u64 {
 
 impl Recorder {
     /// A recorder for `door`'s calls, storing in `store`.
-    pub fn new(store: Store, door: &'static str, limits: UndoLimits) -> Recorder {
+    pub fn new(store: UndoStore, door: &'static str, limits: UndoLimits) -> Recorder {
         Recorder {
             store: std::sync::Arc::new(store),
             door,
@@ -205,7 +125,7 @@ impl Recorder {
     }
 
     /// The store.
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &UndoStore {
         &self.store
     }
 
@@ -215,7 +135,7 @@ impl Recorder {
     }
 
     fn fail(&self, source: std::io::Error) -> UndoError {
-        UndoError::Store {
+        UndoError::UndoStore {
             path: self.store.dir().to_owned(),
             source,
         }
@@ -234,7 +154,7 @@ impl Recorder {
         let mut depth = Vec::new();
         for named in paths {
             let (path, parent, name) = entry_point(sandbox, named)?;
-            let mut capture = Capture {
+            let mut capture = ImageCapture {
                 store: Some(&self.store),
                 max_file_bytes: self.limits.max_file_bytes,
                 deep: named.deep,
@@ -377,7 +297,7 @@ pub(crate) fn capture_now(
         Err(error) if is_missing(&error) => return Ok(Image::Absent),
         Err(error) => return Err(error),
     };
-    Capture {
+    ImageCapture {
         store: None,
         max_file_bytes,
         deep,
@@ -429,7 +349,7 @@ fn count_lines(paths: &[PathChange], seen: &BTreeMap<String, Vec<u8>>) -> (u64, 
 /// paths hold now (the crash journal has already made each write whole old or whole new), a
 /// change that left everything as it was is removed, any other is completed and marked
 /// recovered. Returns a line for each record settled.
-pub fn settle_interrupted(store: &Store, limits: UndoLimits) -> Vec<String> {
+pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> {
     let mut lines = Vec::new();
     for id in store.marked_pending() {
         let Some(mut record) = store.record(&id) else {

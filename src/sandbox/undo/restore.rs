@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
 
+use super::capture::missing_content;
+use super::change::ChangeRecord;
 use super::image::Image;
-use super::record::{ChangeRecord, Named, Pending, Recorder, UndoError, capture_now};
-use super::store::Store;
+use super::record::{Named, Pending, Recorder, UndoError, capture_now};
+use super::store::UndoStore;
 use crate::sandbox::durability::sync_data;
 use crate::sandbox::error::SandboxError;
 use crate::sandbox::files::Sandbox;
@@ -64,7 +66,7 @@ impl Plan {
 }
 
 /// Plans the undo of `changes` (newest first), reading the paths as they are now.
-pub fn plan(store: &Store, changes: &[ChangeRecord], max_file_bytes: u64) -> Plan {
+pub fn plan(store: &UndoStore, changes: &[ChangeRecord], max_file_bytes: u64) -> Plan {
     let mut planned = Plan::default();
     let mut state: BTreeMap<String, Image> = BTreeMap::new();
     for change in changes {
@@ -77,8 +79,7 @@ pub fn plan(store: &Store, changes: &[ChangeRecord], max_file_bytes: u64) -> Pla
             let now = lookup(&state, &path.path)
                 .map_or_else(|| read_now(&path.path, deep, max_file_bytes), Ok)
                 .unwrap_or(Image::Special);
-            path.before
-                .missing_content(store, &path.path, &mut planned.unrestorable);
+            missing_content(&path.before, store, &path.path, &mut planned.unrestorable);
             state.retain(|key, _| !is_inside(key, &path.path));
             state.insert(path.path.clone(), path.before.clone());
             planned.steps.push(Step {
@@ -134,16 +135,23 @@ pub fn apply(
         .collect();
     let mut pending: Pending = recorder.begin(sandbox, "undo", None, &named)?;
     pending.undoes(undoes);
+    // A path moved away and now where the move put it goes back by a move.
+    let mut moved_to: Vec<Option<usize>> = vec![None; steps.len()];
+    for index in 0..steps.len() {
+        if let Some(from) = moved_here(&steps, index, &moved_to) {
+            moved_to[from] = Some(index);
+        }
+    }
     let mut result = Ok(());
     let mut done = vec![false; steps.len()];
     for (index, step) in steps.iter().enumerate() {
         if done[index] {
             continue;
         }
-        result = match moved_here(&steps, index, &done) {
-            Some(from) => {
-                done[from] = true;
-                sandbox.rename(&steps[from].path, &step.path, false)
+        result = match moved_to[index] {
+            Some(back) => {
+                done[back] = true;
+                sandbox.rename(&step.path, &steps[back].path, false)
             }
             None => restore(sandbox, recorder.store(), step),
         };
@@ -156,15 +164,15 @@ pub fn apply(
     Ok(id)
 }
 
-/// The later step of the same change whose path now holds exactly what `index` restores, and
-/// is to be emptied: a move, taken back by moving it again.
-fn moved_here(steps: &[&Step], index: usize, done: &[bool]) -> Option<usize> {
+/// The step of the same change whose path now holds exactly what `index` restores, and is to
+/// be emptied (not yet claimed by another): a move, taken back by moving it again.
+fn moved_here(steps: &[&Step], index: usize, claimed: &[Option<usize>]) -> Option<usize> {
     let step = steps[index];
     if step.restore == Image::Absent || step.now != Image::Absent {
         return None;
     }
     steps.iter().enumerate().position(|(other, candidate)| {
-        !done[other]
+        claimed[other].is_none()
             && other != index
             && candidate.change == step.change
             && candidate.restore == Image::Absent
@@ -173,7 +181,7 @@ fn moved_here(steps: &[&Step], index: usize, done: &[bool]) -> Option<usize> {
 }
 
 /// Puts one path back as `step.restore` says.
-fn restore(sandbox: &Sandbox, store: &Store, step: &Step) -> Result<(), SandboxError> {
+fn restore(sandbox: &Sandbox, store: &UndoStore, step: &Step) -> Result<(), SandboxError> {
     let input = step.path.as_str();
     let rooted = sandbox.resolve(input, LastComponent::NoFollow)?;
     if rooted.absolute != Path::new(input) || rooted.is_root() {
@@ -215,7 +223,7 @@ fn create(
     parent: &Dir,
     name: &Path,
     image: &Image,
-    store: &Store,
+    store: &UndoStore,
     sandbox: &Sandbox,
 ) -> std::io::Result<()> {
     match image {
@@ -261,7 +269,7 @@ fn set_mode(parent: &Dir, name: &Path, mode: u32) -> std::io::Result<()> {
 
 /// What the undo would do at `step.path`, as a unified diff for text files and a line for
 /// anything else.
-pub fn describe(store: &Store, step: &Step) -> String {
+pub fn describe(store: &UndoStore, step: &Step) -> String {
     match (&step.now, &step.restore) {
         (Image::File { sha256: a, .. }, Image::File { sha256: b, .. }) if a == b => {
             format!(

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use super::record::{ChangeRecord, UndoLimits};
-use super::store::Store;
+use super::change::ChangeRecord;
+use super::record::UndoLimits;
+use super::store::UndoStore;
 
 /// What pruning removed.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -26,7 +27,7 @@ pub struct Pruned {
 const STAMP: &str = "pruned";
 
 /// Prunes the store to `limits`, now.
-pub fn prune(store: &Store, limits: UndoLimits, now: SystemTime) -> Pruned {
+pub fn prune(store: &UndoStore, limits: UndoLimits, now: SystemTime) -> Pruned {
     let (records, _) = store.records();
     let sizes: BTreeMap<String, u64> = store
         .blob_files()
@@ -65,11 +66,10 @@ pub fn prune(store: &Store, limits: UndoLimits, now: SystemTime) -> Pruned {
         pruned.too_old += usize::from(old);
         pruned.changes.push(record.id.clone());
     }
-    let remaining: Vec<ChangeRecord> = records
+    let (dropped, remaining): (Vec<ChangeRecord>, Vec<ChangeRecord>) = records
         .into_iter()
-        .filter(|record| !pruned.changes.contains(&record.id))
-        .collect();
-    pruned.freed = store.sweep_blobs(&remaining);
+        .partition(|record| pruned.changes.contains(&record.id));
+    pruned.freed = store.sweep_blobs(&remaining, &dropped);
     pruned.kept = kept;
     pruned
 }
@@ -79,7 +79,7 @@ fn unique(record: &ChangeRecord) -> std::collections::BTreeSet<String> {
 }
 
 /// Prunes the store if it was not pruned in the last day (a door's start); `None` when not due.
-pub fn prune_if_due(store: &Store, limits: UndoLimits) -> Option<Pruned> {
+pub fn prune_if_due(store: &UndoStore, limits: UndoLimits) -> Option<Pruned> {
     let stamp = store.dir().join(STAMP);
     let due = std::fs::metadata(&stamp)
         .and_then(|m| m.modified())

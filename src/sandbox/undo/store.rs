@@ -9,22 +9,30 @@ use std::path::{Path, PathBuf};
 
 use super::super::durability::{Durability, sync_data, sync_dir};
 use super::super::seal::{Purpose, SealKey};
-use super::record::ChangeRecord;
+use super::change::ChangeRecord;
 
 /// The undo store in a state directory.
 #[derive(Debug)]
-pub struct Store {
+pub struct UndoStore {
     dir: PathBuf,
     durability: Durability,
 }
 
-impl Store {
+impl UndoStore {
     /// The store in `STATE/undo`, where there is a state directory.
-    pub fn open_default(durability: Durability) -> Option<Store> {
-        super::super::state::state_dir().map(|state| Store {
+    pub fn open_default(durability: Durability) -> Option<UndoStore> {
+        super::super::state::state_dir().map(|state| UndoStore {
             dir: state.join("undo"),
             durability,
         })
+    }
+
+    /// The store in `dir` (a benchmark's, a test's).
+    pub fn at(dir: &Path, durability: Durability) -> UndoStore {
+        UndoStore {
+            dir: dir.to_owned(),
+            durability,
+        }
     }
 
     /// The store's folder.
@@ -126,8 +134,15 @@ impl Store {
         Ok(())
     }
 
+    /// The state directory's key (the store lives in `STATE/undo`).
+    fn key(&self) -> Result<SealKey, crate::sandbox::seal::KeyError> {
+        SealKey::in_dir(self.dir.parent().unwrap_or(&self.dir))
+    }
+
     fn sealed(&self, record: &ChangeRecord) -> std::io::Result<String> {
-        let key = SealKey::of_state_dir().map_err(|e| std::io::Error::other(e.to_string()))?;
+        let key = self
+            .key()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         let body = serde_json::to_string(record).map_err(std::io::Error::other)?;
         Ok(key.wrap(Purpose::Undo, &record_name(&record.id), &body))
     }
@@ -181,7 +196,7 @@ impl Store {
     pub(crate) fn record(&self, id: &str) -> Option<ChangeRecord> {
         let name = record_name(id);
         let text = std::fs::read_to_string(self.changes().join(&name)).ok()?;
-        let key = SealKey::of_state_dir().ok()?;
+        let key = self.key().ok()?;
         key.unwrap(Purpose::Undo, &name, &text)
             .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
             .filter(|record| record.id == id)
@@ -195,7 +210,7 @@ impl Store {
         let Ok(entries) = std::fs::read_dir(self.changes()) else {
             return (records, notices);
         };
-        let key = match SealKey::of_state_dir() {
+        let key = match self.key() {
             Ok(key) => key,
             Err(error) => return (records, vec![format!("cannot check the records: {error}")]),
         };
@@ -221,13 +236,27 @@ impl Store {
         (records, notices)
     }
 
-    /// Removes every blob no record in `records` needs; the bytes freed.
-    pub(crate) fn sweep_blobs(&self, records: &[ChangeRecord]) -> u64 {
+    /// Removes every blob no record in `records` needs: those `dropped` needed at once, any
+    /// other once it is an hour old. The bytes freed.
+    pub(crate) fn sweep_blobs(&self, records: &[ChangeRecord], dropped: &[ChangeRecord]) -> u64 {
+        let was_needed: std::collections::BTreeSet<String> =
+            dropped.iter().flat_map(ChangeRecord::blobs).collect();
         let needed: std::collections::BTreeSet<String> =
             records.iter().flat_map(ChangeRecord::blobs).collect();
         let mut freed = 0;
+        let recent = |path: &Path| {
+            std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age.as_secs() < 3600)
+        };
         for (sha256, path, bytes) in self.blob_files() {
-            if !needed.contains(&sha256) && std::fs::remove_file(&path).is_ok() {
+            // A change being recorded now stores its contents before its record.
+            if !needed.contains(&sha256)
+                && (was_needed.contains(&sha256) || !recent(&path))
+                && std::fs::remove_file(&path).is_ok()
+            {
                 freed += bytes;
             }
         }

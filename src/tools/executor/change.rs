@@ -1,5 +1,5 @@
 //! The change record of a call (PROTOCOL.md §16 (Undo and history)): before a call that changes
-//! files runs, the door's [`Recorder`] stores what its paths hold; after it, what they hold
+//! files runs, the door's [`Recorder`](crate::sandbox::undo::Recorder) stores what its paths hold; after it, what they hold
 //! now, and the change's id goes into the result block (`[change] c-42`) and the terminal's
 //! line (`Wrote 12 lines · c-42`). A call that runs a program gets a record without paths: what
 //! a program changes is not recorded.
