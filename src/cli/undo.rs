@@ -72,7 +72,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failure);
     }
     if args.dry_run {
-        show(&store, &planned, "would restore");
+        show(&store, &planned, "would restore", true);
         return Ok(Outcome::Success);
     }
     if !args.force && planned.conflicts().next().is_some() {
@@ -88,7 +88,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failure);
     }
     let recorder = Recorder::new(store, "undo", config.undo);
-    show(recorder.store(), &planned, "restoring");
+    show(recorder.store(), &planned, "restoring", false);
     let id = apply(&recorder, &sandbox, &planned, ids.clone())
         .map_err(|error| anyhow::anyhow!("{error}"))
         .context("undo stopped part way (what was restored is recorded as a change)")?;
@@ -127,8 +127,8 @@ fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<Chang
     Ok(chosen)
 }
 
-/// Each path the undo changes, with its diff.
-fn show(store: &UndoStore, planned: &Plan, verb: &str) {
+/// Each path the undo changes, with its diff where asked.
+fn show(store: &UndoStore, planned: &Plan, verb: &str, diff: bool) {
     for step in planned.steps.iter().filter(|s| s.changes_anything()) {
         println!(
             "{verb} {} ({}, {} -> {})",
@@ -137,6 +137,8 @@ fn show(store: &UndoStore, planned: &Plan, verb: &str) {
             step.now.noun(),
             step.restore.noun()
         );
-        print!("{}", escape_for_terminal(&describe(store, step)));
+        if diff {
+            print!("{}", escape_for_terminal(&describe(store, step)));
+        }
     }
 }

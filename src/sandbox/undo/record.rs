@@ -314,35 +314,68 @@ fn is_missing(error: &std::io::Error) -> bool {
     )
 }
 
-/// Lines added and removed over the files the change touched (those whose contents were seen).
+/// Lines added and removed over the files the change touched (inside folders too), where their
+/// contents were seen.
 fn count_lines(paths: &[PathChange], seen: &BTreeMap<String, Vec<u8>>) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for change in paths {
+        if let Some(after) = &change.after {
+            count_in(&change.before, after, seen, &mut counts);
+        }
+    }
+    counts
+}
+
+fn count_in(
+    before: &Image,
+    after: &Image,
+    seen: &BTreeMap<String, Vec<u8>>,
+    counts: &mut (u64, u64),
+) {
+    if before.same_as(after) {
+        return;
+    }
+    if before.is_deep() || after.is_deep() {
+        let names: std::collections::BTreeSet<String> = [before, after]
+            .iter()
+            .filter_map(|image| match image {
+                Image::Dir {
+                    entries: Some(entries),
+                    ..
+                } => Some(entries.keys().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for name in names {
+            if let (Some(b), Some(a)) = (before.child(&name), after.child(&name)) {
+                count_in(b, a, seen, counts);
+            }
+        }
+        return;
+    }
     let text = |image: &Image| -> Option<String> {
         match image {
             Image::File { sha256, .. } => seen
                 .get(sha256)
                 .map(|bytes| String::from_utf8_lossy(bytes).into_owned()),
+            Image::Dir { .. } => None,
             _ => Some(String::new()),
         }
     };
-    let (mut added, mut removed) = (0, 0);
-    for change in paths {
-        let (Some(before), Some(after)) =
-            (text(&change.before), change.after.as_ref().and_then(&text))
-        else {
-            continue;
-        };
-        let diff = similar::TextDiff::configure()
-            .timeout(std::time::Duration::from_millis(100))
-            .diff_lines(&before, &after);
-        for change in diff.iter_all_changes() {
-            match change.tag() {
-                similar::ChangeTag::Insert => added += 1,
-                similar::ChangeTag::Delete => removed += 1,
-                similar::ChangeTag::Equal => {}
-            }
+    let (Some(old), Some(new)) = (text(before), text(after)) else {
+        return;
+    };
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(100))
+        .diff_lines(&old, &new);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => counts.0 += 1,
+            similar::ChangeTag::Delete => counts.1 += 1,
+            similar::ChangeTag::Equal => {}
         }
     }
-    (added, removed)
 }
 
 /// Settles the records that a flycode killed during a change left incomplete: from what the

@@ -267,27 +267,71 @@ fn set_mode(parent: &Dir, name: &Path, mode: u32) -> std::io::Result<()> {
     parent.set_permissions(name, cap_std::fs::Permissions::from_mode(mode & 0o777))
 }
 
-/// What the undo would do at `step.path`, as a unified diff for text files and a line for
-/// anything else.
+/// What the undo would do at `step.path`: a unified diff for each text file it changes (inside
+/// folders too), a line for anything else.
 pub fn describe(store: &UndoStore, step: &Step) -> String {
-    match (&step.now, &step.restore) {
+    let mut out = String::new();
+    describe_path(store, &step.path, &step.now, &step.restore, &mut out);
+    out
+}
+
+fn describe_path(store: &UndoStore, path: &str, now: &Image, before: &Image, out: &mut String) {
+    if now.same_as(before) {
+        return;
+    }
+    let is_tree = |image: &Image| image.is_deep();
+    match (now, before) {
         (Image::File { sha256: a, .. }, Image::File { sha256: b, .. }) if a == b => {
-            format!(
-                "mode {} -> {}\n",
-                mode_of(&step.now),
-                mode_of(&step.restore)
-            )
+            out.push_str(&format!(
+                "{path}: mode {} -> {}\n",
+                mode_of(now),
+                mode_of(before)
+            ));
         }
         (Image::File { .. } | Image::Absent, Image::File { .. } | Image::Absent) => {
-            let now = content_now(&step.path, &step.now);
-            let before = match &step.restore {
+            let current = content_now(path, now);
+            let restored = match before {
                 Image::File { sha256, .. } => store.blob(sha256).ok(),
                 _ => Some(Vec::new()),
             };
-            text_diff(&step.path, now.as_deref(), before.as_deref())
+            out.push_str(&text_diff(path, current.as_deref(), restored.as_deref()));
         }
-        (now, before) => format!("{} now, {} before\n", summary(now), summary(before)),
+        _ if (is_tree(now) || *now == Image::Absent)
+            && (is_tree(before) || *before == Image::Absent) =>
+        {
+            if mode_of(now) != mode_of(before) {
+                out.push_str(&format!(
+                    "{path}/: {} now, {} after undo\n",
+                    summary(now),
+                    summary(before)
+                ));
+            }
+            let names: std::collections::BTreeSet<&String> =
+                entries(now).chain(entries(before)).collect();
+            for name in names {
+                if let (Some(a), Some(b)) = (now.child(name), before.child(name)) {
+                    describe_path(store, &format!("{path}/{name}"), a, b, out);
+                }
+            }
+        }
+        _ => out.push_str(&format!(
+            "{path}: {} now, {} after undo\n",
+            summary(now),
+            summary(before)
+        )),
     }
+}
+
+fn entries(image: &Image) -> impl Iterator<Item = &String> {
+    match image {
+        Image::Dir {
+            entries: Some(entries),
+            ..
+        } => Some(entries.keys()),
+        _ => None,
+    }
+    .into_iter()
+    .flatten()
 }
 
 fn mode_of(image: &Image) -> String {
@@ -327,7 +371,7 @@ fn content_now(path: &str, image: &Image) -> Option<Vec<u8>> {
 
 fn text_diff(path: &str, now: Option<&[u8]>, before: Option<&[u8]>) -> String {
     let (Some(now), Some(before)) = (now, before) else {
-        return "(content not stored: cannot show the difference)\n".into();
+        return format!("{path}: content not stored, the difference cannot be shown\n");
     };
     match (std::str::from_utf8(now), std::str::from_utf8(before)) {
         (Ok(now), Ok(before)) => similar::TextDiff::from_lines(now, before)
@@ -336,7 +380,7 @@ fn text_diff(path: &str, now: Option<&[u8]>, before: Option<&[u8]>) -> String {
             .header(&format!("{path} (now)"), &format!("{path} (after undo)"))
             .to_string(),
         _ => format!(
-            "binary content: {} bytes now, {} bytes after undo\n",
+            "{path}: binary content, {} bytes now, {} bytes after undo\n",
             now.len(),
             before.len()
         ),
