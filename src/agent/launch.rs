@@ -138,6 +138,14 @@ impl Launch {
         })
     }
 
+    /// How many file changes the run's calls made (PROTOCOL.md §16 (Undo and history)): all of
+    /// them are taken back by `flycode undo --run` with [`crate::sandbox::undo::session_id`].
+    pub(crate) fn changes_recorded(&self) -> u64 {
+        self.recorder
+            .as_ref()
+            .map_or(0, crate::sandbox::undo::Recorder::recorded)
+    }
+
     /// Works on `task` until the model answers, a budget runs out, the API fails, or Ctrl-C;
     /// every event goes to `observer`.
     pub(crate) fn run(

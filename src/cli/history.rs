@@ -52,11 +52,23 @@ pub(crate) fn run(args: &HistoryArgs) -> anyhow::Result<Outcome> {
         .filter(|record| args.run.as_ref().is_none_or(|run| &record.session == run))
         .filter(|record| path.as_ref().is_none_or(|path| touches(record, path)))
         .take(args.count);
+    let mut any = false;
     for record in shown {
+        any = true;
         if args.json {
             println!("{}", as_json(record));
         } else {
             println!("{}", escape_for_terminal(&line(record)));
+        }
+    }
+    if !any && !args.json {
+        if records.is_empty() {
+            eprintln!(
+                "flycode history: no change recorded yet in {}",
+                escape_for_terminal(&store.dir().display().to_string())
+            );
+        } else {
+            eprintln!("flycode history: no recorded change matches");
         }
     }
     Ok(Outcome::Success)

@@ -89,6 +89,12 @@ fn a_run_is_recorded_and_undone_whole() {
     assert!(changes.iter().all(|c| c["door"] == "run"), "{changes:?}");
     let run = changes[0]["run"].as_str().unwrap().to_owned();
     assert_eq!(changes[1]["run"], run.as_str());
+    assert!(
+        stderr.contains(&format!(
+            "this run made 2 changes to files; `flycode undo --run {run}`"
+        )),
+        "{stderr}"
+    );
     let undone = flycode()
         .args(["undo", "--run", &run, "--root"])
         .arg(&place.root)

@@ -45,6 +45,8 @@ pub struct Recorder {
     store: std::sync::Arc<UndoStore>,
     door: &'static str,
     limits: UndoLimits,
+    /// How many changes it recorded (shared by its clones).
+    recorded: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A path a call names, and how it is looked at.
@@ -121,7 +123,13 @@ impl Recorder {
             store: std::sync::Arc::new(store),
             door,
             limits,
+            recorded: std::sync::Arc::default(),
         }
+    }
+
+    /// How many changes this recorder (and its clones) recorded.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store.
@@ -226,6 +234,8 @@ impl Recorder {
         record.complete = true;
         self.store.save(record).map_err(|e| self.fail(e))?;
         self.store.settled(&record.id).map_err(|e| self.fail(e))?;
+        self.recorded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Some(record.id.clone()))
     }
 }
