@@ -511,3 +511,26 @@ fn send_signal_if_running(child: &mut std::process::Child) -> bool {
     }
     false
 }
+
+#[test]
+fn several_changes_to_one_tree_are_undone_newest_first() {
+    let w = Workspace::new();
+    std::fs::create_dir_all(w.root.join("a")).unwrap();
+    std::fs::write(w.root.join("a/x.txt"), "x before\n").unwrap();
+    let before = snapshot(&w.root);
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a/x.txt"), "mode": "overwrite", "content": "x after\n"}),
+    );
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a/y.txt"), "mode": "overwrite", "content": "y\n"}),
+    );
+    exec(&w, "fs.rm", json!({"path": w.path("a"), "recursive": true}));
+    // The removed tree comes back as the removal found it, then each write is taken back.
+    let (code, out, err) = undo(&w, &["--last", "3"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(snapshot(&w.root), before, "{out}");
+}

@@ -386,3 +386,54 @@ fn text_diff(path: &str, now: Option<&[u8]>, before: Option<&[u8]>) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(sha: &str) -> Image {
+        Image::File {
+            mode: 0o644,
+            size: 1,
+            sha256: sha.into(),
+            stored: true,
+        }
+    }
+
+    #[test]
+    fn a_path_inside_a_folder_an_earlier_step_restores_is_read_from_that_folder() {
+        let mut state = BTreeMap::new();
+        let folder = Image::Dir {
+            mode: 0o755,
+            entries: Some(BTreeMap::from([("x.txt".to_owned(), file("aa"))])),
+        };
+        state.insert("/r/a".to_owned(), folder);
+        assert_eq!(lookup(&state, "/r/a/x.txt"), Some(file("aa")));
+        assert_eq!(lookup(&state, "/r/a/y.txt"), Some(Image::Absent));
+        assert_eq!(
+            lookup(&state, "/r/ab"),
+            None,
+            "a sibling with a longer name"
+        );
+        assert!(is_inside("/r/a/x", "/r/a") && !is_inside("/r/ab", "/r/a"));
+    }
+
+    #[test]
+    fn a_folder_recorded_without_its_entries_matches_on_its_mode() {
+        let shallow = Image::Dir {
+            mode: 0o755,
+            entries: None,
+        };
+        let deep = Image::Dir {
+            mode: 0o755,
+            entries: Some(BTreeMap::new()),
+        };
+        assert!(shallow.same_as(&deep));
+        let other_mode = Image::Dir {
+            mode: 0o700,
+            entries: None,
+        };
+        assert!(!shallow.same_as(&other_mode));
+        assert!(!file("aa").same_as(&file("bb")));
+    }
+}
