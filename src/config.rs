@@ -14,6 +14,9 @@
 //! | `max_reply_bytes` | 1024..=1073741824 bytes | 16777216 |
 //! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
 //! | `[state] keep_days` | 1..=36500 days | 30 |
+//! | `[undo] max_bytes` | 1048576..=1099511627776 bytes | 1073741824 |
+//! | `[undo] max_age_days` | 1..=36500 days | 30 |
+//! | `[undo] max_file_bytes` | 0..=1099511627776 bytes | 67108864 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
 //! | `[agent] max_parallel` | 1..=64 | 4 |
@@ -73,6 +76,11 @@
 //! [state]                            # the state directory (flycode gc)
 //! keep_days = 30                     # run files older than this are removed; an untrusted
 //!                                    # project file may raise it, never lower it
+//!
+//! [undo]                             # the undo store (flycode history, flycode undo)
+//! max_bytes = 1073741824             # the oldest changes go first beyond this
+//! max_age_days = 30                  # changes older than this are pruned
+//! max_file_bytes = 67108864          # a larger file is recorded by hash only
 //!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
@@ -148,6 +156,19 @@ struct FileConfig {
     durability: Option<Durability>,
     agent: Option<AgentConfig>,
     state: Option<StateConfig>,
+    undo: Option<UndoConfig>,
+}
+
+/// The `[undo]` table: how much the undo store keeps (PROTOCOL.md §16 (Undo and history)).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UndoConfig {
+    #[serde(default, deserialize_with = "range::undo_max_bytes")]
+    max_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "range::undo_max_age_days")]
+    max_age_days: Option<u32>,
+    #[serde(default, deserialize_with = "range::undo_max_file_bytes")]
+    max_file_bytes: Option<u64>,
 }
 
 /// The `[state]` table: how long the state directory keeps a run's files.
@@ -156,6 +177,16 @@ struct FileConfig {
 struct StateConfig {
     #[serde(default, deserialize_with = "range::keep_days")]
     keep_days: Option<u32>,
+}
+
+/// The undo store's limits: the table's, the defaults where it says nothing.
+fn undo_limits(table: UndoConfig) -> crate::sandbox::undo::UndoLimits {
+    let default = crate::sandbox::undo::UndoLimits::default();
+    crate::sandbox::undo::UndoLimits {
+        max_bytes: table.max_bytes.unwrap_or(default.max_bytes),
+        max_age_days: table.max_age_days.unwrap_or(default.max_age_days),
+        max_file_bytes: table.max_file_bytes.unwrap_or(default.max_file_bytes),
+    }
 }
 
 /// How long `flycode gc` keeps a file of the state directory, unless `[state] keep_days` says.
@@ -339,6 +370,8 @@ pub struct Config {
     pub durability: Durability,
     /// `[state] keep_days`: `flycode gc` removes the state directory's run files older than this.
     pub keep_days: u32,
+    /// `[undo]`: how much the undo store keeps (PROTOCOL.md §16 (Undo and history)).
+    pub undo: crate::sandbox::undo::UndoLimits,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -461,6 +494,7 @@ impl Config {
                 .state
                 .and_then(|state| state.keep_days)
                 .unwrap_or(DEFAULT_KEEP_DAYS),
+            undo: undo_limits(file.undo.unwrap_or_default()),
             agent,
             layers,
             flags: flags.clone(),

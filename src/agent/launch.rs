@@ -96,6 +96,8 @@ pub(crate) struct Launch {
     limits: Limits,
     prompt_context: PromptContext,
     max_reply_bytes: usize,
+    /// Records the changes of the run's calls (PROTOCOL.md §16 (Undo and history)).
+    recorder: Option<crate::sandbox::undo::Recorder>,
 }
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
@@ -155,7 +157,17 @@ impl Launch {
             sandbox,
             policy: config.policy.clone(),
             limits,
+            recorder: crate::sandbox::undo::UndoStore::open_default(config.durability)
+                .map(|store| crate::sandbox::undo::Recorder::new(store, "run", config.undo)),
         })
+    }
+
+    /// How many file changes the run's calls made (PROTOCOL.md §16 (Undo and history)): all of
+    /// them are taken back by `flycode undo --run` with [`crate::sandbox::undo::session_id`].
+    pub(crate) fn changes_recorded(&self) -> u64 {
+        self.recorder
+            .as_ref()
+            .map_or(0, crate::sandbox::undo::Recorder::recorded)
     }
 
     /// Works on `task` until the model answers, a budget runs out, the API fails, or Ctrl-C;
@@ -254,6 +266,7 @@ impl Launch {
                 .limits(limits)
                 .notebook(&memory)
                 .tasks(&tasks)
+                .undo(self.recorder.clone())
                 .build(),
             settings: &self.settings,
             lenient: options.lenient,

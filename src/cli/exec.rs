@@ -58,8 +58,12 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         .session(session.as_ref())
         .audit(AuditLog::default_location())
         .limits(config.limits())
+        .undo(super::undo_recorder(&config, "exec"))
         .build();
     let mut execution = executor.execute(&call);
+    if execution.change.is_some() {
+        eprintln!("└ {}", escape_for_display(&execution.summary));
+    }
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode: warning: {warning}");
     }

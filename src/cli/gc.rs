@@ -21,6 +21,12 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<Outcome> {
         .checked_sub(Duration::from_secs(u64::from(days) * 86_400))
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let collected = collect_garbage(&state, cutoff, args.dry_run);
+    if !args.dry_run
+        && let Some(store) = crate::sandbox::undo::UndoStore::open_default(config.durability)
+    {
+        let pruned = crate::sandbox::undo::prune(&store, config.undo, SystemTime::now());
+        report_pruned(&pruned, config.undo, "flycode gc: ");
+    }
     let verb = if args.dry_run {
         "would remove"
     } else {
@@ -65,4 +71,31 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Failure
     })
+}
+
+/// Says what pruning the undo store removed (PROTOCOL.md §16 (Undo and history), "Retention"),
+/// on standard error after `prefix`; nothing when it removed nothing.
+pub(crate) fn report_pruned(
+    pruned: &crate::sandbox::undo::Pruned,
+    limits: crate::sandbox::undo::UndoLimits,
+    prefix: &str,
+) {
+    let (Some(first), Some(last)) = (pruned.changes.first(), pruned.changes.last()) else {
+        return;
+    };
+    let range = if first == last {
+        first.clone()
+    } else {
+        format!("{first}..{last}")
+    };
+    eprintln!(
+        "{prefix}undo store: pruned {} change{} ({range}; {} older than {} days, the rest oldest first to keep under {}), freed {}; {} kept",
+        pruned.changes.len(),
+        if pruned.changes.len() == 1 { "" } else { "s" },
+        pruned.too_old,
+        limits.max_age_days,
+        human_size(limits.max_bytes),
+        human_size(pruned.freed),
+        human_size(pruned.kept),
+    );
 }

@@ -53,6 +53,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             audit: AuditLog::default_location(),
             config_file: settings_file(&config),
             configuration_note: crate::config::show::brief_notice(&config.layers),
+            undo: super::undo_recorder(&config, "mcp"),
             approve_flag: match approve {
                 Some(ApproveMode::Ask) => Some("--approve ask".to_owned()),
                 Some(ApproveMode::ReadOnly) => Some("--approve read-only".to_owned()),

@@ -6,12 +6,14 @@ pub(crate) mod check;
 pub(crate) mod config;
 pub mod exec;
 pub(crate) mod gc;
+pub mod history;
 pub(crate) mod log;
 pub(crate) mod mcp;
 pub(crate) mod progress;
 pub(crate) mod prompt;
 pub(crate) mod run;
 pub(crate) mod trust;
+pub mod undo;
 pub(crate) mod validate;
 pub(crate) mod watch;
 
@@ -66,6 +68,9 @@ pub enum Command {
     ///
     /// Never the audit log, the seal key or the journal's records.
     Gc(GcArgs),
+    /// List the changes flycode made to files, newest first: id, time, door, run, call, tool,
+    /// paths, lines added and removed (what programs changed is not recorded).
+    History(history::HistoryArgs),
     /// Print the most recent entries of the audit log (damaged lines are skipped and named on
     /// standard error).
     ///
@@ -86,6 +91,9 @@ pub enum Command {
     /// Trust the flycode.toml that applies in a folder (default: here), so that its settings that
     /// loosen safety apply too; a change to the file makes it untrusted again.
     Trust(TrustArgs),
+    /// Take changes back, newest first (default: the last one). A path changed since is a
+    /// conflict: nothing is touched unless --force. The undo is a change too. Exit 0 done, 1 not.
+    Undo(undo::UndoArgs),
     /// Check recorded conversations against the protocol (for CI). Exit 0 clean, 1 errors.
     Validate(ValidateArgs),
     /// Answer replies as they arrive: copied to the clipboard (the default) or dropped into a
@@ -455,6 +463,8 @@ fn run_command(command: Command) -> anyhow::Result<Outcome> {
         Command::Config(args) => config::run(&args),
         Command::Exec(args) => exec::run(&args),
         Command::Gc(args) => gc::run(&args),
+        Command::History(args) => history::run(&args),
+        Command::Undo(args) => undo::run(&args),
         Command::Log(args) => log::run(&args),
         Command::Mcp(args) => mcp::run(args),
         Command::Prompt(args) => prompt::run(&args),
@@ -642,6 +652,16 @@ pub(crate) fn open_sandbox(
     for line in crate::sandbox::journal::recover_interrupted(Some(roots.paths())) {
         eprintln!("flycode: {line}");
     }
+    // Then the change records a killed flycode left incomplete, from what the files now hold
+    // (PROTOCOL.md §16 (Undo and history)).
+    if let Some(store) = crate::sandbox::undo::UndoStore::open_default(config.durability) {
+        for line in crate::sandbox::undo::settle_interrupted(&store, config.undo) {
+            eprintln!("flycode: {line}");
+        }
+        if let Some(pruned) = crate::sandbox::undo::prune_if_due(&store, config.undo) {
+            gc::report_pruned(&pruned, config.undo, "flycode: ");
+        }
+    }
     if let Some(warning) =
         crate::sandbox::contain::startup_warning(config.process_sandbox, config.process_network)
     {
@@ -654,6 +674,16 @@ pub(crate) fn open_sandbox(
         .with_protection(protection)
         .with_durability(config.durability);
     Ok((config, sandbox))
+}
+
+/// The recorder of `door`'s changes (PROTOCOL.md §16 (Undo and history)), where there is a
+/// state directory.
+pub(crate) fn undo_recorder(
+    config: &crate::config::Config,
+    door: &'static str,
+) -> Option<crate::sandbox::undo::Recorder> {
+    crate::sandbox::undo::UndoStore::open_default(config.durability)
+        .map(|store| crate::sandbox::undo::Recorder::new(store, door, config.undo))
 }
 
 /// The tool set of a command that names no roots (`check`, `validate`): `--tools`, else

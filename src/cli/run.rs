@@ -103,6 +103,15 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             observer.as_mut(),
         ),
     };
+    let changes = launch.changes_recorded();
+    if changes > 0 {
+        eprintln!(
+            "flycode: this run made {changes} change{} to files; `flycode undo --run {}` takes {} back",
+            if changes == 1 { "" } else { "s" },
+            crate::sandbox::undo::session_id(),
+            if changes == 1 { "it" } else { "them all" },
+        );
+    }
     Ok(match report.ending {
         RunEnding::Answered => Outcome::Success,
         RunEnding::Cancelled => Outcome::Interrupted,

@@ -63,6 +63,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
             .session(Some(&session))
             .audit(AuditLog::default_location())
             .limits(config.limits())
+            .undo(super::undo_recorder(&config, "watch"))
             .build(),
         replay,
         lenient: args.run.lenient,
@@ -299,7 +300,13 @@ impl WatchTerminal {
         let ms = answer.duration.as_millis();
         let status = match (&answer.code, answer.replayed) {
             (_, true) => self.paint("33", &format!("replayed · {size}")),
-            (None, false) => self.paint("32", &format!("ok · {size} · {ms} ms")),
+            (None, false) => self.paint(
+                "32",
+                &match &answer.change {
+                    Some(change) => format!("ok · {size} · {ms} ms · {change}"),
+                    None => format!("ok · {size} · {ms} ms"),
+                },
+            ),
             (Some(code), false) => self.paint("31", &format!("failed: {code} · {ms} ms")),
         };
         if answer.announced {

@@ -79,6 +79,23 @@ pub(crate) fn loosens(
             (entry.value.as_integer().unwrap_or(0) < old)
                 .then(|| format!("fewer than keep_days = {old} (flycode gc would remove more)"))
         }
+        // Less would make the undo store forget more of the user's changes.
+        [
+            "undo",
+            setting @ ("max_bytes" | "max_age_days" | "max_file_bytes"),
+        ] => {
+            let default = crate::sandbox::undo::UndoLimits::default();
+            let fallback = match *setting {
+                "max_bytes" => default.max_bytes,
+                "max_age_days" => u64::from(default.max_age_days),
+                _ => default.max_file_bytes,
+            };
+            let old = lower(&entry.key)
+                .and_then(|applied| applied.value.as_integer())
+                .unwrap_or(i64::try_from(fallback).unwrap_or(i64::MAX));
+            (entry.value.as_integer().unwrap_or(0) < old)
+                .then(|| format!("less than {setting} = {old} (the undo store would forget more)"))
+        }
         ["tools", name] if *name != "set" => tool_rule(name, new_text, lower),
         ["roots"] => roots(entry, lower, project_dir),
         ["agent", "base_url" | "model" | "api_key_env" | "provider"]

@@ -111,6 +111,34 @@ pub(crate) const KEEP_DAYS: SettingRange = SettingRange {
     unit: "days the state directory keeps a run's files",
 };
 
+/// `[undo] max_bytes`: the undo store's size before the oldest changes are pruned
+/// (PROTOCOL.md §16 (Undo and history)); a megabyte at least, a tebibyte at most.
+pub(crate) const UNDO_MAX_BYTES: SettingRange = SettingRange {
+    key: "max_bytes",
+    flag: None,
+    min: 1 << 20,
+    max: 1 << 40,
+    unit: "bytes the undo store keeps",
+};
+
+/// `[undo] max_age_days`: changes older than this are pruned.
+pub(crate) const UNDO_MAX_AGE_DAYS: SettingRange = SettingRange {
+    key: "max_age_days",
+    flag: None,
+    min: 1,
+    max: 36_500,
+    unit: "days the undo store keeps a change",
+};
+
+/// `[undo] max_file_bytes`: a larger file is recorded by hash only (0: every file).
+pub(crate) const UNDO_MAX_FILE_BYTES: SettingRange = SettingRange {
+    key: "max_file_bytes",
+    flag: None,
+    min: 0,
+    max: 1 << 40,
+    unit: "bytes of a file whose content the undo store keeps",
+};
+
 /// `[agent] connect_timeout_ms`: zero would fail every connection.
 pub(crate) const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "connect_timeout_ms",
@@ -271,6 +299,9 @@ deserialize_in_range! {
     max_violations: u32 = MAX_VIOLATIONS;
     max_parallel: u32 = MAX_PARALLEL;
     keep_days: u32 = KEEP_DAYS;
+    undo_max_bytes: u64 = UNDO_MAX_BYTES;
+    undo_max_age_days: u32 = UNDO_MAX_AGE_DAYS;
+    undo_max_file_bytes: u64 = UNDO_MAX_FILE_BYTES;
     connect_timeout_ms: u64 = CONNECT_TIMEOUT_MS;
     read_timeout_ms: u64 = READ_TIMEOUT_MS;
     max_retries: u32 = MAX_RETRIES;

@@ -44,6 +44,9 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             Key::of(&["state", "keep_days"]),
             super::DEFAULT_KEEP_DAYS.into(),
         ),
+        (Key::of(&["undo", "max_bytes"]), number(1 << 30)),
+        (Key::of(&["undo", "max_age_days"]), toml::Value::Integer(30)),
+        (Key::of(&["undo", "max_file_bytes"]), number(64 << 20)),
     ];
     // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
     let agent: [(&str, toml::Value); 21] = [

@@ -77,6 +77,8 @@ pub struct McpSettings {
     /// What the server's instructions add about the configuration: the settings of an untrusted
     /// project file that were ignored (PROTOCOL.md §10 "Configuration").
     pub configuration_note: Option<String>,
+    /// Records the changes calls make (PROTOCOL.md §16 (Undo and history)).
+    pub undo: Option<crate::sandbox::undo::Recorder>,
 }
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
@@ -350,6 +352,7 @@ impl Shared {
             .audit(self.settings.audit.clone())
             .limits(limits)
             .hints(&self.hints)
+            .undo(self.settings.undo.clone())
             .build()
     }
 

@@ -121,6 +121,10 @@ impl ResultBlock {
         report.insert("ok".into(), Value::Bool(self.ok));
         report.insert("error".into(), error.unwrap_or(Value::Null));
         report.insert("result".into(), result.unwrap_or(Value::Null));
+        // The change the call made, for `flycode undo` (PROTOCOL.md §16 (Undo and history)).
+        if let Some((_, change)) = self.fields.iter().find(|(key, _)| key == "change") {
+            report.insert("change".into(), Value::String(change.clone()));
+        }
         Value::Object(report)
     }
 

@@ -275,7 +275,7 @@ fn store(file: &Path, record: &Record, durability: Durability) -> Result<File, S
 
 /// When this process started, as the kernel counts it (`0` where it is not known): with the pid,
 /// it names a process uniquely even after the pid is reused.
-fn own_start_time() -> u64 {
+pub(crate) fn own_start_time() -> u64 {
     static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *START.get_or_init(|| start_time(std::process::id()).unwrap_or(0))
 }
@@ -289,7 +289,7 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Whether the process that wrote a record named `pid-start-n.json` still runs.
-fn owner_is_alive(pid: u32, start: u64) -> bool {
+pub(crate) fn owner_is_alive(pid: u32, start: u64) -> bool {
     if pid == std::process::id() {
         return true;
     }

@@ -35,6 +35,7 @@ pub(crate) mod secret_env;
 pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod state_gc;
+pub mod undo;
 pub(crate) mod walk;
 pub(crate) mod write;
 pub(crate) mod write_mode;

@@ -68,6 +68,8 @@ pub enum Purpose {
     Session,
     /// A line of the audit log.
     Audit,
+    /// A change record of the undo store.
+    Undo,
 }
 
 impl Purpose {
@@ -77,6 +79,7 @@ impl Purpose {
             Purpose::Replay => b"flycode replay store",
             Purpose::Session => b"flycode session",
             Purpose::Audit => b"flycode audit line",
+            Purpose::Undo => b"flycode change record",
         }
     }
 }

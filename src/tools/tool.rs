@@ -25,6 +25,10 @@ pub struct Effects<'a> {
     pub creates: Vec<&'a str>,
     /// The program it runs, if it runs one.
     pub program: Option<Program<'a>>,
+    /// The call removes or moves what `writes` name themselves (a link, not its target; a
+    /// folder with everything in it): the undo store records those whole (PROTOCOL.md §16
+    /// (Undo and history)).
+    pub whole: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -47,6 +51,12 @@ impl<'a> Effects<'a> {
     /// Whether the call changes anything or runs a program (refused under `read-only`).
     pub fn is_mutating(&self) -> bool {
         !self.writes.is_empty() || !self.creates.is_empty() || self.program.is_some()
+    }
+
+    /// The same effects, acting on what the paths name themselves ([`Effects::whole`]).
+    pub fn on_whole_paths(mut self) -> Effects<'a> {
+        self.whole = true;
+        self
     }
 
     /// Every path the call changes.

@@ -83,6 +83,9 @@ pub struct Answer {
     pub legible_id: Option<String>,
     /// Set when the answer is to a call without its fence: what was seen and what to do.
     pub near_miss: Option<Notice>,
+    /// The change the call made (`c-42`), for the terminal line (PROTOCOL.md §16 (Undo and
+    /// history)).
+    pub change: Option<String>,
 }
 
 impl Answer {
@@ -104,6 +107,7 @@ impl Answer {
             announced: false,
             legible_id: None,
             near_miss: None,
+            change: None,
         }
     }
 }
@@ -203,6 +207,7 @@ impl Handler<'_> {
                 }
                 let execution = self.executor.execute(call);
                 answer.waited = execution.waited;
+                answer.change.clone_from(&execution.change);
                 let rendered = execution.block.render();
                 answer.advice = execution.advice().map(str::to_owned);
                 answer.store_error = self

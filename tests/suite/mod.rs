@@ -47,6 +47,8 @@ mod tool_sets;
 mod transcript_fixtures;
 mod trust;
 mod type_names;
+mod undo;
+mod undo_doors;
 mod validate_formats;
 mod validate_subagents;
 mod watch_sessions;

@@ -77,6 +77,7 @@ impl Executor<'_> {
             decided,
             duration,
             waited: std::time::Duration::ZERO,
+            change: None,
         }
     }
 

@@ -16,6 +16,7 @@
 //! calls (PROTOCOL.md §13 (The API loop: parallel calls)) share it safely. Everything it needs
 //! to know about a tool it asks the tool ([`super::registry`]).
 
+mod change;
 mod conclude;
 mod ruling;
 pub mod schedule;
@@ -63,6 +64,9 @@ pub struct Execution {
     pub duration: Duration,
     /// How long it waited for the person's answer.
     pub waited: Duration,
+    /// The id of the change it made (`c-42`), where it changed files and the door records
+    /// changes (PROTOCOL.md §16 (Undo and history)).
+    pub change: Option<String>,
 }
 
 /// Whether a call ran, or why not.
@@ -108,6 +112,8 @@ pub struct Executor<'a> {
     restriction: Option<Restriction>,
     /// The command the calls come through, for its words to the person.
     door: Door,
+    /// Records the changes calls make, where the door keeps an undo store.
+    recorder: Option<crate::sandbox::undo::Recorder>,
     /// The hints loaded through this executor (PROTOCOL.md §9 (hint.load)): each executor has
     /// its own, so a sub-agent's hints are its own, unless the door shares one across executors
     /// (`mcp` makes an executor a call).
@@ -187,6 +193,12 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
+    /// Records every change a call makes (PROTOCOL.md §16 (Undo and history)).
+    pub fn undo(mut self, recorder: Option<crate::sandbox::undo::Recorder>) -> Self {
+        self.executor.recorder = recorder;
+        self
+    }
+
     /// The command the calls come through (default `watch`'s words).
     pub fn door(mut self, door: Door) -> Self {
         self.executor.door = door;
@@ -224,6 +236,7 @@ impl<'a> Executor<'a> {
                 door: Door::default(),
                 hints: Shelf::Own(super::hint::HintShelf::default()),
                 condenser: None,
+                recorder: None,
             },
         }
     }
@@ -351,7 +364,12 @@ impl<'a> Executor<'a> {
             Granted::Refused(error) => (Err(error), Decided::Refused),
             Granted::Unanswered(error) => (Err(error), Decided::Unanswered),
             Granted::Run => {
-                let result = self.check_stale(invocation).and_then(|()| {
+                let stale = self.check_stale(invocation);
+                let change = match stale {
+                    Ok(()) => self.begin_change(invocation),
+                    Err(_) => change::Started::Nothing,
+                };
+                let result = stale.and_then(|()| {
                     invocation.bound.run(&ToolContext {
                         sandbox: self.sandbox,
                         limits: &self.limits,
@@ -365,7 +383,15 @@ impl<'a> Executor<'a> {
                 if let Ok(output) = &result {
                     self.update_session(invocation, output);
                 }
-                (result, Decided::Ran)
+                let mut execution = self.conclude(
+                    call,
+                    started,
+                    result,
+                    (Decided::Ran, permit.by),
+                    Some(invocation.tool()),
+                );
+                self.finish_change(invocation, change, &mut execution);
+                return execution;
             }
         };
         self.conclude(

@@ -45,7 +45,7 @@ impl Tool for FsMv {
     }
 
     fn effects<'a>(&self, args: &'a MvArgs) -> Effects<'a> {
-        Effects::writing([args.from_path.as_str(), args.to_path.as_str()])
+        Effects::writing([args.from_path.as_str(), args.to_path.as_str()]).on_whole_paths()
     }
 
     fn guarded_paths<'a>(&self, args: &'a MvArgs) -> Vec<&'a str> {

@@ -1,0 +1,103 @@
+//! What recording a change for undo costs (PROTOCOL.md §16 (Undo and history)): fs.write of
+//! 1 MB over an existing file, and fs.writeBatch of 100 files over existing ones, through the
+//! call service with the undo recorder and without it. Every write brings new content, so every
+//! iteration stores a new pre-image (no deduplication flatters the figure); the store is emptied
+//! outside the timed part.
+#![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
+#![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use flycode::protocol::{Call, ToolName};
+use flycode::sandbox::undo::{Recorder, UndoLimits, UndoStore};
+use flycode::sandbox::{Durability, Roots, Sandbox};
+use flycode::tools::executor::{Approval, Executor, FixedApprover};
+use flycode::tools::policy::{ApprovalMode, Policy};
+use serde_json::{Value, json};
+
+fn call(tool: ToolName, args: Value) -> Call {
+    Call {
+        id: Some("bench".into()),
+        tool,
+        args: args.as_object().cloned().expect("an object"),
+    }
+}
+
+/// Times `iterations` calls made by `make(n)`, emptying the store between them (not timed).
+fn timed(
+    executor: &Executor<'_>,
+    store: &Path,
+    iterations: u64,
+    make: &dyn Fn(u64) -> Call,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for n in 0..iterations {
+        let call = make(n);
+        let started = Instant::now();
+        let execution = executor.execute(&call);
+        total += started.elapsed();
+        assert!(execution.is_ok(), "{:?}", execution.block);
+        let _ = std::fs::remove_dir_all(store);
+    }
+    total
+}
+
+fn undo(c: &mut Criterion) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let base = std::fs::canonicalize(temp.path()).expect("canonical");
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).expect("root");
+    let store_dir = base.join("state/undo");
+    let big = root.join("big.txt");
+    std::fs::write(&big, vec![b'x'; 1 << 20]).expect("write");
+    for f in 0..100 {
+        std::fs::write(root.join(format!("f{f}.rs")), "fn f() {}\n".repeat(20)).expect("write");
+    }
+    let sandbox = Sandbox::open(&Roots::resolve(std::slice::from_ref(&root)).expect("roots"))
+        .expect("sandbox");
+    let policy = Policy {
+        approval: ApprovalMode::Auto,
+        ..Policy::default()
+    };
+    let approver = FixedApprover(Approval::Yes);
+    let plain = Executor::new(&sandbox, &policy, &approver);
+    let recorder = Recorder::new(
+        UndoStore::at(&store_dir, Durability::Full),
+        "bench",
+        UndoLimits::default(),
+    );
+    let recording = Executor::builder(&sandbox, &policy, &approver)
+        .undo(Some(recorder))
+        .build();
+    let write = |n: u64| {
+        let mut content = format!("{n:020}\n").into_bytes();
+        content.resize(1 << 20, b'y');
+        let content = String::from_utf8(content).expect("ascii");
+        call(
+            ToolName::FsWrite,
+            json!({"path": big, "mode": "overwrite", "content": content}),
+        )
+    };
+    let batch = |n: u64| {
+        let files: Vec<Value> = (0..100)
+            .map(|f| json!({"path": root.join(format!("f{f}.rs")), "content": format!("// {n}\n{}", "fn g() {}\n".repeat(20))}))
+            .collect();
+        call(ToolName::FsWriteBatch, json!({"files": files}))
+    };
+    let mut group = c.benchmark_group("undo");
+    group.sample_size(20);
+    for (name, executor) in [("off", &plain), ("recording", &recording)] {
+        group.bench_function(format!("fs.write_1MB_{name}"), |b| {
+            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &write))
+        });
+        group.bench_function(format!("fs.writeBatch_100_files_{name}"), |b| {
+            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &batch))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, undo);
+criterion_main!(benches);

@@ -1,0 +1,144 @@
+//! `flycode undo`: takes changes back, newest first (PROTOCOL.md §16 (Undo and history)). A path
+//! that is no longer as its change left it is a conflict: nothing is touched and the conflicts
+//! are shown as diffs, unless `--force`. `--dry-run` shows what would be put back and touches
+//! nothing. The undo is itself a change, so it can be undone.
+
+use anyhow::{Context, bail};
+
+use super::{Outcome, RootFlags, RunFlags, open_sandbox};
+use crate::protocol::display::escape_for_terminal;
+use crate::sandbox::undo::{ChangeRecord, Plan, Recorder, UndoStore, apply, describe, plan};
+
+/// `flycode undo` arguments.
+#[derive(Debug, clap::Args)]
+pub struct UndoArgs {
+    /// The change to take back (`c-42`, as `history` shows it); default: the last change.
+    #[arg(value_name = "CHANGE", conflicts_with_all = ["last", "call", "run"])]
+    pub change: Option<String>,
+    /// Take back the last N changes.
+    #[arg(long, value_name = "N", conflicts_with_all = ["call", "run"])]
+    pub last: Option<usize>,
+    /// Take back the changes of the call with this id.
+    #[arg(long, value_name = "ID", conflicts_with = "run")]
+    pub call: Option<String>,
+    /// Take back every change of one run or session (the id `history` shows under `run`).
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Show what would be put back, as diffs, and touch nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Put the paths back even where they changed since (conflicts).
+    #[arg(long)]
+    pub force: bool,
+    /// The allowed roots: undo writes only inside them.
+    #[command(flatten)]
+    pub roots: RootFlags,
+}
+
+/// Runs `flycode undo`.
+pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
+    let flags = RunFlags {
+        roots: RootFlags {
+            roots: args.roots.roots.clone(),
+            allow_filesystem_root: args.roots.allow_filesystem_root,
+        },
+        approve: None,
+        yes: false,
+        lenient: false,
+        tools: None,
+    };
+    let loaded = crate::config::Config::load(&super::config_flags(&flags));
+    let (config, sandbox) = open_sandbox(&flags, loaded)?;
+    let store = UndoStore::open_default(config.durability)
+        .context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
+    let (records, notices) = store.records();
+    for notice in notices {
+        eprintln!("flycode: {}", escape_for_terminal(&notice));
+    }
+    let chosen = choose(args, &records)?;
+    let ids: Vec<String> = chosen.iter().map(|r| r.id.clone()).collect();
+    let planned = plan(&store, &chosen, config.undo.max_file_bytes);
+    for id in &planned.programs {
+        println!("{id} ran a program: what it changed is not recorded, and is not undone");
+    }
+    if !planned.unrestorable.is_empty() {
+        for path in &planned.unrestorable {
+            eprintln!(
+                "flycode undo: cannot restore {}: its content was recorded by hash only (larger than [undo] max_file_bytes) or is no longer stored",
+                escape_for_terminal(path)
+            );
+        }
+        eprintln!("flycode undo: nothing was undone");
+        return Ok(Outcome::Failure);
+    }
+    if args.dry_run {
+        show(&store, &planned, "would restore", true);
+        return Ok(Outcome::Success);
+    }
+    if !args.force && planned.conflicts().next().is_some() {
+        for step in planned.conflicts() {
+            eprintln!(
+                "conflict: {} changed since {} left it",
+                escape_for_terminal(&step.path),
+                step.change
+            );
+            eprint!("{}", escape_for_terminal(&describe(&store, step)));
+        }
+        eprintln!("flycode undo: nothing was undone; --force puts the paths back anyway");
+        return Ok(Outcome::Failure);
+    }
+    let recorder = Recorder::new(store, "undo", config.undo);
+    show(recorder.store(), &planned, "restoring", false);
+    let id = apply(&recorder, &sandbox, &planned, ids.clone())
+        .map_err(|error| anyhow::anyhow!("{error}"))
+        .context("undo stopped part way (what was restored is recorded as a change)")?;
+    match id {
+        Some(id) => println!(
+            "undid {}: this undo is {id} (flycode undo {id} redoes)",
+            ids.join(", ")
+        ),
+        None => println!("undid {}: nothing needed to change", ids.join(", ")),
+    }
+    Ok(Outcome::Success)
+}
+
+/// The changes to take back, newest first.
+fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<ChangeRecord>> {
+    let undoable = records.iter().rev().filter(|r| r.complete);
+    let chosen: Vec<ChangeRecord> = if let Some(id) = &args.change {
+        undoable.filter(|r| &r.id == id).cloned().collect()
+    } else if let Some(call) = &args.call {
+        undoable
+            .filter(|r| r.call.as_ref() == Some(call))
+            .cloned()
+            .collect()
+    } else if let Some(run) = &args.run {
+        undoable.filter(|r| &r.session == run).cloned().collect()
+    } else {
+        undoable
+            .filter(|r| !r.program)
+            .take(args.last.unwrap_or(1))
+            .cloned()
+            .collect()
+    };
+    if chosen.is_empty() {
+        bail!("no change matches (flycode history lists them)");
+    }
+    Ok(chosen)
+}
+
+/// Each path the undo changes, with its diff where asked.
+fn show(store: &UndoStore, planned: &Plan, verb: &str, diff: bool) {
+    for step in planned.steps.iter().filter(|s| s.changes_anything()) {
+        println!(
+            "{verb} {} ({}, {} -> {})",
+            escape_for_terminal(&step.path),
+            step.change,
+            step.now.noun(),
+            step.restore.noun()
+        );
+        if diff {
+            print!("{}", escape_for_terminal(&describe(store, step)));
+        }
+    }
+}

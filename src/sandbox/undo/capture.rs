@@ -1,0 +1,139 @@
+//! Reading an [`Image`] of a path from the disk through a directory handle, links never
+//! followed (PROTOCOL.md §16 (Undo and history)); a file's content goes into the
+//! [`UndoStore`] when asked to.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+
+use super::super::handles::{open_file, open_subdir};
+use super::image::Image;
+use super::store::UndoStore;
+
+/// Every file content the image needs that the store does not hold (`(relative name,
+/// sha256)`): an undo cannot restore those.
+pub(crate) fn missing_content(image: &Image, store: &UndoStore, at: &str, out: &mut Vec<String>) {
+    match image {
+        Image::File { sha256, stored, .. } if !*stored || !store.has_blob(sha256) => {
+            out.push(at.to_owned());
+        }
+        Image::Dir {
+            entries: Some(entries),
+            ..
+        } => {
+            for (name, child) in entries {
+                missing_content(child, store, &format!("{at}/{name}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How an image is captured.
+pub(crate) struct ImageCapture<'s> {
+    /// Where file contents go; `None` records hashes only (an after-image, a check).
+    pub store: Option<&'s UndoStore>,
+    /// Files larger than this are recorded by hash only.
+    pub max_file_bytes: u64,
+    /// Whether a directory is captured with everything in it.
+    pub deep: bool,
+    /// Contents of small files seen (sha256 → bytes), for counting changed lines.
+    pub seen: Option<&'s mut BTreeMap<String, Vec<u8>>>,
+    /// Bytes newly written to the store.
+    pub stored_bytes: u64,
+}
+
+/// Files up to this size are kept in memory during a call, to count the lines it changed.
+const COUNTED_BYTES: u64 = 1 << 20;
+
+impl ImageCapture<'_> {
+    /// The image of `name` in `parent`, links not followed.
+    pub(crate) fn image(&mut self, parent: &Dir, name: &Path) -> std::io::Result<Image> {
+        use cap_std::fs::PermissionsExt;
+        let metadata = match parent.symlink_metadata(name) {
+            Ok(metadata) => metadata,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Image::Absent),
+            Err(error) => return Err(error),
+        };
+        let mode = metadata.permissions().mode() & 0o7777;
+        let kind = metadata.file_type();
+        if kind.is_symlink() {
+            let target = parent.read_link_contents(name)?;
+            return Ok(Image::Link {
+                target: utf8(target.as_os_str())?.to_owned(),
+            });
+        }
+        if kind.is_dir() {
+            let entries = if self.deep {
+                Some(self.entries(&open_subdir(parent, name.as_os_str())?)?)
+            } else {
+                None
+            };
+            return Ok(Image::Dir { mode, entries });
+        }
+        if !kind.is_file() {
+            return Ok(Image::Special);
+        }
+        self.file(parent, name, mode, metadata.len())
+    }
+
+    fn entries(&mut self, dir: &Dir) -> std::io::Result<BTreeMap<String, Image>> {
+        let mut entries = BTreeMap::new();
+        for entry in dir.entries()? {
+            let name = entry?.file_name();
+            let image = self.image(dir, Path::new(&name))?;
+            entries.insert(utf8(&name)?.to_owned(), image);
+        }
+        Ok(entries)
+    }
+
+    fn file(&mut self, parent: &Dir, name: &Path, mode: u32, size: u64) -> std::io::Result<Image> {
+        let (mut file, _) = open_file(parent, name.as_os_str())?;
+        if size > self.max_file_bytes || (self.store.is_none() && size > COUNTED_BYTES) {
+            let sha256 = super::super::content_hash::stream_sha256(&file)?;
+            return Ok(Image::File {
+                mode,
+                size,
+                sha256,
+                stored: false,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        let sha256 = super::super::content_hash::sha256_hex(&bytes);
+        let stored = match self.store {
+            Some(store) => {
+                self.stored_bytes += store.put_blob(&sha256, &bytes)?;
+                true
+            }
+            None => false,
+        };
+        let length = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if let Some(seen) = self.seen.as_deref_mut()
+            && length <= COUNTED_BYTES
+        {
+            seen.insert(sha256.clone(), bytes);
+        }
+        Ok(Image::File {
+            mode,
+            size: length,
+            sha256,
+            stored,
+        })
+    }
+}
+
+/// A name as UTF-8: a change record is JSON text, so a name that is not cannot be recorded.
+fn utf8(name: &std::ffi::OsStr) -> std::io::Result<&str> {
+    name.to_str().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} is not UTF-8, which a change record cannot hold",
+                name.to_string_lossy()
+            ),
+        )
+    })
+}

@@ -1,0 +1,450 @@
+//! Change records and the [`Recorder`] that makes them (PROTOCOL.md §16 (Undo and history)):
+//! before a call changes anything, the pre-image of every path it names goes into the store and
+//! a record marked incomplete is written; after the call, the after-images are added and the
+//! record is marked complete (or removed, if nothing changed). A record left incomplete by a
+//! killed flycode is settled by [`settle_interrupted`] from what the files hold.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cap_std::fs::Dir;
+
+use super::capture::ImageCapture;
+use super::change::{ChangeRecord, PathChange};
+use super::image::Image;
+use super::store::UndoStore;
+use crate::sandbox::error::SandboxError;
+use crate::sandbox::files::Sandbox;
+use crate::sandbox::resolve::LastComponent;
+
+/// How much the store keeps (`[undo]` in flycode.toml).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UndoLimits {
+    /// The store's size, at most (blobs), before the oldest changes are pruned.
+    pub max_bytes: u64,
+    /// Changes older than this are pruned.
+    pub max_age_days: u32,
+    /// A file larger than this is recorded by hash only, and cannot be restored.
+    pub max_file_bytes: u64,
+}
+
+impl Default for UndoLimits {
+    fn default() -> Self {
+        UndoLimits {
+            max_bytes: 1 << 30,
+            max_age_days: 30,
+            max_file_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Records the changes one door's calls make. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    store: std::sync::Arc<UndoStore>,
+    door: &'static str,
+    limits: UndoLimits,
+    /// How many changes it recorded (shared by its clones).
+    recorded: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A path a call names, and how it is looked at.
+#[derive(Clone, Copy, Debug)]
+pub struct Named<'a> {
+    /// The path as the call gave it.
+    pub input: &'a str,
+    /// The call removes or moves what the path names itself (a link, not its target);
+    /// otherwise links are followed.
+    pub whole: bool,
+    /// A folder is recorded with everything in it; otherwise only the folder itself (its mode)
+    /// of an existing folder matters.
+    pub deep: bool,
+}
+
+/// A change under way: its record (written, incomplete) and what is needed to finish it.
+#[derive(Debug)]
+pub struct Pending {
+    record: ChangeRecord,
+    depth: Vec<bool>,
+    seen: BTreeMap<String, Vec<u8>>,
+}
+
+impl Pending {
+    /// The change's id.
+    pub fn id(&self) -> &str {
+        &self.record.id
+    }
+
+    /// Notes the changes this one (an undo) takes back.
+    pub fn undoes(&mut self, ids: Vec<String>) {
+        self.record.undoes = ids;
+    }
+}
+
+/// Why a change could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    /// A path is outside the roots or protected (the call itself will say so).
+    #[error("{0}")]
+    Sandbox(#[from] SandboxError),
+    /// The store could not be written or a file read.
+    #[error("the undo store {}: {source}", path.display())]
+    UndoStore {
+        /// The store's folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The id of this process's run or session: its start time and process id.
+pub fn session_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let stamp: String = crate::protocol::time::format_rfc3339(SystemTime::now())
+            .chars()
+            .filter(|c| *c != '-' && *c != ':')
+            .collect();
+        format!("{stamp}-{}", std::process::id())
+    })
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Recorder {
+    /// A recorder for `door`'s calls, storing in `store`.
+    pub fn new(store: UndoStore, door: &'static str, limits: UndoLimits) -> Recorder {
+        Recorder {
+            store: std::sync::Arc::new(store),
+            door,
+            limits,
+            recorded: std::sync::Arc::default(),
+        }
+    }
+
+    /// How many changes this recorder (and its clones) recorded.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &UndoStore {
+        &self.store
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> UndoLimits {
+        self.limits
+    }
+
+    fn fail(&self, source: std::io::Error) -> UndoError {
+        UndoError::UndoStore {
+            path: self.store.dir().to_owned(),
+            source,
+        }
+    }
+
+    /// Records the pre-images of `paths` and writes the incomplete record, before the call runs.
+    pub fn begin(
+        &self,
+        sandbox: &Sandbox,
+        tool: &str,
+        call: Option<&str>,
+        paths: &[Named<'_>],
+    ) -> Result<Pending, UndoError> {
+        let mut seen = BTreeMap::new();
+        let mut record = self.blank(tool, call);
+        let mut depth = Vec::new();
+        for named in paths {
+            let (path, parent, name) = entry_point(sandbox, named)?;
+            let mut capture = ImageCapture {
+                store: Some(&self.store),
+                max_file_bytes: self.limits.max_file_bytes,
+                deep: named.deep,
+                seen: Some(&mut seen),
+                stored_bytes: 0,
+            };
+            let before = capture
+                .image(&parent, &name)
+                .map_err(|e| self.fail(with_path(e, &path)))?;
+            record.stored_bytes += capture.stored_bytes;
+            // What the call creates where nothing was is recorded whole afterwards.
+            depth.push(named.deep || before == Image::Absent);
+            record.paths.push(PathChange {
+                path: path.display().to_string(),
+                before,
+                after: None,
+            });
+        }
+        self.store.create(&mut record).map_err(|e| self.fail(e))?;
+        Ok(Pending {
+            record,
+            depth,
+            seen,
+        })
+    }
+
+    /// A record of a call that ran a program: no paths (what programs change is not recorded).
+    pub fn program(&self, tool: &str, call: Option<&str>) -> Result<String, UndoError> {
+        let mut record = self.blank(tool, call);
+        record.program = true;
+        record.complete = true;
+        self.store.create(&mut record).map_err(|e| self.fail(e))?;
+        Ok(record.id)
+    }
+
+    /// A record with nothing in it yet.
+    pub(crate) fn blank(&self, tool: &str, call: Option<&str>) -> ChangeRecord {
+        ChangeRecord {
+            pid: std::process::id(),
+            start: crate::sandbox::journal::own_start_time(),
+            door: self.door.to_owned(),
+            session: session_id().to_owned(),
+            call: call.map(str::to_owned),
+            tool: tool.to_owned(),
+            time: now_secs(),
+            ..ChangeRecord::default()
+        }
+    }
+
+    /// Adds the after-images and marks the record complete; removes it if nothing changed. The
+    /// change's id, if one remains.
+    pub fn finish(&self, mut pending: Pending) -> Result<Option<String>, UndoError> {
+        let record = &mut pending.record;
+        for (change, deep) in record.paths.iter_mut().zip(&pending.depth) {
+            let after = capture_now(
+                Path::new(&change.path),
+                *deep,
+                self.limits.max_file_bytes,
+                Some(&mut pending.seen),
+            )
+            .map_err(|e| self.fail(e))?;
+            change.after = Some(after);
+        }
+        if record.paths.iter().all(unchanged) {
+            self.store.remove(&record.id).map_err(|e| self.fail(e))?;
+            return Ok(None);
+        }
+        (record.added, record.removed) = count_lines(&record.paths, &pending.seen);
+        record.complete = true;
+        self.store.save(record).map_err(|e| self.fail(e))?;
+        self.store.settled(&record.id).map_err(|e| self.fail(e))?;
+        self.recorded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(record.id.clone()))
+    }
+}
+
+fn with_path(error: std::io::Error, path: &Path) -> std::io::Error {
+    std::io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// Whether a path holds after what it held before.
+fn unchanged(change: &PathChange) -> bool {
+    change
+        .after
+        .as_ref()
+        .is_some_and(|after| after.same_as(&change.before))
+}
+
+/// Where a named path is recorded: the path itself, or the highest folder on the way to it that
+/// does not exist yet (the call will create it, and the undo removes it), with its open parent.
+fn entry_point(sandbox: &Sandbox, named: &Named<'_>) -> Result<(PathBuf, Dir, PathBuf), UndoError> {
+    let last = if named.whole {
+        LastComponent::NoFollow
+    } else {
+        LastComponent::Follow
+    };
+    let resolved = sandbox.resolve(named.input, last)?;
+    let root = sandbox.root_dir(&resolved);
+    let mut relative = PathBuf::new();
+    for component in resolved.relative.components() {
+        relative.push(component);
+        if root.symlink_metadata(&relative).is_err() {
+            break;
+        }
+    }
+    let base = resolved
+        .absolute
+        .ancestors()
+        .nth(resolved.relative.components().count())
+        .unwrap_or(Path::new("/"))
+        .to_owned();
+    let name = relative
+        .file_name()
+        .map(PathBuf::from)
+        .ok_or_else(|| SandboxError::Denied {
+            path: named.input.to_owned(),
+            reason: "an allowed root itself is not recorded for undo".into(),
+        })?;
+    let parent_relative = relative.parent().unwrap_or(Path::new(""));
+    let parent = if parent_relative.as_os_str().is_empty() {
+        root.try_clone()
+    } else {
+        root.open_dir(parent_relative)
+    }
+    .map_err(|e| SandboxError::from_io(named.input, e))?;
+    Ok((base.join(&relative), parent, name))
+}
+
+/// What `path` holds now, by hash only; links on the way to it are followed, the last not.
+pub(crate) fn capture_now(
+    path: &Path,
+    deep: bool,
+    max_file_bytes: u64,
+    seen: Option<&mut BTreeMap<String, Vec<u8>>>,
+) -> std::io::Result<Image> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(Image::Absent);
+    };
+    let parent = match Dir::open_ambient_dir(parent, cap_std::ambient_authority()) {
+        Ok(parent) => parent,
+        Err(error) if is_missing(&error) => return Ok(Image::Absent),
+        Err(error) => return Err(error),
+    };
+    ImageCapture {
+        store: None,
+        max_file_bytes,
+        deep,
+        seen,
+        stored_bytes: 0,
+    }
+    .image(&parent, Path::new(name))
+}
+
+fn is_missing(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// Lines added and removed over the files the change touched (inside folders too), where their
+/// contents were seen.
+fn count_lines(paths: &[PathChange], seen: &BTreeMap<String, Vec<u8>>) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for change in paths {
+        if let Some(after) = &change.after {
+            count_in(&change.before, after, seen, &mut counts);
+        }
+    }
+    counts
+}
+
+fn count_in(
+    before: &Image,
+    after: &Image,
+    seen: &BTreeMap<String, Vec<u8>>,
+    counts: &mut (u64, u64),
+) {
+    if before.same_as(after) {
+        return;
+    }
+    if before.is_deep() || after.is_deep() {
+        let names: std::collections::BTreeSet<String> = [before, after]
+            .iter()
+            .filter_map(|image| match image {
+                Image::Dir {
+                    entries: Some(entries),
+                    ..
+                } => Some(entries.keys().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for name in names {
+            if let (Some(b), Some(a)) = (before.child(&name), after.child(&name)) {
+                count_in(b, a, seen, counts);
+            }
+        }
+        return;
+    }
+    let text = |image: &Image| -> Option<String> {
+        match image {
+            Image::File { sha256, .. } => seen
+                .get(sha256)
+                .map(|bytes| String::from_utf8_lossy(bytes).into_owned()),
+            Image::Dir { .. } => None,
+            _ => Some(String::new()),
+        }
+    };
+    let (Some(old), Some(new)) = (text(before), text(after)) else {
+        return;
+    };
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(100))
+        .diff_lines(&old, &new);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => counts.0 += 1,
+            similar::ChangeTag::Delete => counts.1 += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+}
+
+/// Settles the records that a flycode killed during a change left incomplete: from what the
+/// paths hold now (the crash journal has already made each write whole old or whole new), a
+/// change that left everything as it was is removed, any other is completed and marked
+/// recovered. Returns a line for each record settled.
+pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> {
+    let mut lines = Vec::new();
+    for id in store.marked_pending() {
+        let Some(mut record) = store.record(&id) else {
+            // No record (killed before it was written), or one that is not flycode's.
+            // (A marker younger than a minute may be a live process's, its record not yet written.)
+            let record_file = store.dir().join("changes").join(format!("{id}.json"));
+            let old_marker = std::fs::metadata(store.dir().join("pending").join(&id))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 60);
+            if old_marker && std::fs::metadata(record_file).is_err() {
+                let _ = store.settled(&id);
+            }
+            continue;
+        };
+        if record.complete {
+            let _ = store.settled(&id);
+            continue;
+        }
+        if crate::sandbox::journal::owner_is_alive(record.pid, record.start) {
+            continue;
+        }
+        let mut failed = false;
+        for change in &mut record.paths {
+            let deep = change.before.is_deep() || change.before == Image::Absent;
+            match capture_now(Path::new(&change.path), deep, limits.max_file_bytes, None) {
+                Ok(after) => change.after = Some(after),
+                Err(_) => failed = true,
+            }
+        }
+        if failed {
+            continue;
+        }
+        let outcome = if record.paths.iter().all(unchanged) {
+            store
+                .remove(&record.id)
+                .map(|()| "it had changed nothing: removed")
+        } else {
+            record.complete = true;
+            record.recovered = true;
+            store
+                .save(&record)
+                .and_then(|()| store.settled(&record.id))
+                .map(|()| "completed from what the files hold now")
+        };
+        if let Ok(what) = outcome {
+            lines.push(format!(
+                "change {} ({} by an interrupted flycode): {what}",
+                record.id, record.tool
+            ));
+        }
+    }
+    lines
+}

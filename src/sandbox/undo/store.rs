@@ -1,0 +1,297 @@
+//! The undo store's files (PROTOCOL.md §16 (Undo and history), "The store"): `STATE/undo/blobs/`
+//! holds file contents named by their sha256 (each written once, however many changes share
+//! it), `STATE/undo/changes/c-N.json` one sealed record per change. A blob is checked against its
+//! name when read back, and a record whose seal does not verify is never acted on: a program that
+//! writes into the state directory cannot make `flycode undo` write what it chose.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::super::durability::{Durability, sync_data, sync_dir};
+use super::super::seal::{Purpose, SealKey};
+use super::change::ChangeRecord;
+
+/// The undo store in a state directory.
+#[derive(Debug)]
+pub struct UndoStore {
+    dir: PathBuf,
+    durability: Durability,
+}
+
+impl UndoStore {
+    /// The store in `STATE/undo`, where there is a state directory.
+    pub fn open_default(durability: Durability) -> Option<UndoStore> {
+        super::super::state::state_dir().map(|state| UndoStore {
+            dir: state.join("undo"),
+            durability,
+        })
+    }
+
+    /// The store in `dir` (a benchmark's, a test's).
+    pub fn at(dir: &Path, durability: Durability) -> UndoStore {
+        UndoStore {
+            dir: dir.to_owned(),
+            durability,
+        }
+    }
+
+    /// The store's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn blob_path(&self, sha256: &str) -> PathBuf {
+        let shard = sha256.get(..2).unwrap_or("00");
+        self.dir.join("blobs").join(shard).join(sha256)
+    }
+
+    fn changes(&self) -> PathBuf {
+        self.dir.join("changes")
+    }
+
+    /// Whether the content with this hash is stored.
+    pub fn has_blob(&self, sha256: &str) -> bool {
+        is_hex_hash(sha256) && self.blob_path(sha256).is_file()
+    }
+
+    /// Stores `bytes` (whose sha256 is `sha256`) unless stored already; the bytes it added.
+    pub(crate) fn put_blob(&self, sha256: &str, bytes: &[u8]) -> std::io::Result<u64> {
+        let path = self.blob_path(sha256);
+        if path.is_file() {
+            return Ok(0);
+        }
+        let dir = path.parent().unwrap_or(&self.dir);
+        std::fs::create_dir_all(dir)?;
+        let mut temp = tempfile::Builder::new().prefix(".blob.").tempfile_in(dir)?;
+        temp.write_all(bytes)?;
+        sync_data(temp.as_file(), self.durability)?;
+        match temp.persist_noclobber(&path) {
+            Ok(_) => {}
+            Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(0),
+            Err(error) => return Err(error.error),
+        }
+        if let Ok(folder) = std::fs::File::open(dir) {
+            sync_dir(&folder, self.durability)?;
+        }
+        Ok(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
+    }
+
+    /// The content stored under `sha256`, checked against it.
+    pub fn blob(&self, sha256: &str) -> std::io::Result<Vec<u8>> {
+        if !is_hex_hash(sha256) {
+            return Err(invalid(format!("{sha256} is not a sha256")));
+        }
+        let bytes = std::fs::read(self.blob_path(sha256))?;
+        if super::super::content_hash::sha256_hex(&bytes) != sha256 {
+            return Err(invalid(format!(
+                "the stored content {sha256} is damaged (its hash differs)"
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Gives `record` the next free id (`c-N`) and writes it, sealed, as a new file: two
+    /// processes never take the same id (the file is created exclusively).
+    pub(crate) fn create(&self, record: &mut ChangeRecord) -> std::io::Result<()> {
+        let changes = self.changes();
+        std::fs::create_dir_all(&changes)?;
+        let counter = self.dir.join("next");
+        let mut seq = std::fs::read_to_string(&counter)
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .unwrap_or(1)
+            .max(1);
+        let pending = self.dir.join("pending");
+        std::fs::create_dir_all(&pending)?;
+        loop {
+            record.seq = seq;
+            record.id = format!("c-{seq}");
+            let path = changes.join(format!("{}.json", record.id));
+            // The marker first: a record it names is settled after a crash, and a marker
+            // without a record is simply dropped.
+            if !record.complete {
+                std::fs::write(pending.join(&record.id), b"")?;
+            }
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    file.write_all(self.sealed(record)?.as_bytes())?;
+                    sync_data(&file, self.durability)?;
+                    break;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
+                Err(error) => return Err(error),
+            }
+        }
+        // A hint only: a lost update costs a retry, never a reused id.
+        let _ = std::fs::write(&counter, format!("{}\n", seq + 1));
+        if let Ok(folder) = std::fs::File::open(&changes) {
+            sync_dir(&folder, self.durability)?;
+        }
+        Ok(())
+    }
+
+    /// The state directory's key (the store lives in `STATE/undo`).
+    fn key(&self) -> Result<SealKey, crate::sandbox::seal::KeyError> {
+        SealKey::in_dir(self.dir.parent().unwrap_or(&self.dir))
+    }
+
+    fn sealed(&self, record: &ChangeRecord) -> std::io::Result<String> {
+        let key = self
+            .key()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let body = serde_json::to_string(record).map_err(std::io::Error::other)?;
+        Ok(key.wrap(Purpose::Undo, &record_name(&record.id), &body))
+    }
+
+    /// Replaces a record already created, atomically.
+    pub(crate) fn save(&self, record: &ChangeRecord) -> std::io::Result<()> {
+        let changes = self.changes();
+        let mut temp = tempfile::Builder::new()
+            .prefix(".record.")
+            .tempfile_in(&changes)?;
+        temp.write_all(self.sealed(record)?.as_bytes())?;
+        sync_data(temp.as_file(), self.durability)?;
+        temp.persist(changes.join(record_name(&record.id)))
+            .map_err(|e| e.error)?;
+        if let Ok(folder) = std::fs::File::open(&changes) {
+            sync_dir(&folder, self.durability)?;
+        }
+        Ok(())
+    }
+
+    /// Removes a record (a call that changed nothing, a pruned change).
+    pub(crate) fn remove(&self, id: &str) -> std::io::Result<()> {
+        match std::fs::remove_file(self.changes().join(record_name(id))) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => self.settled(id),
+        }
+    }
+
+    /// Drops the marker of a change under way (it is complete, or gone).
+    pub(crate) fn settled(&self, id: &str) -> std::io::Result<()> {
+        match std::fs::remove_file(self.dir.join("pending").join(id)) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// The ids of the changes marked as under way.
+    pub(crate) fn marked_pending(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.join("pending"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.starts_with("c-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The record `id`, if it exists and its seal verifies.
+    pub(crate) fn record(&self, id: &str) -> Option<ChangeRecord> {
+        let name = record_name(id);
+        let text = std::fs::read_to_string(self.changes().join(&name)).ok()?;
+        let key = self.key().ok()?;
+        key.unwrap(Purpose::Undo, &name, &text)
+            .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
+            .filter(|record| record.id == id)
+    }
+
+    /// Every record whose seal verifies, oldest first, and a notice for each file that is not
+    /// one (left alone, never acted on).
+    pub fn records(&self) -> (Vec<ChangeRecord>, Vec<String>) {
+        let mut records = Vec::new();
+        let mut notices = Vec::new();
+        let Ok(entries) = std::fs::read_dir(self.changes()) else {
+            return (records, notices);
+        };
+        let key = match self.key() {
+            Ok(key) => key,
+            Err(error) => return (records, vec![format!("cannot check the records: {error}")]),
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("c-") || !name.ends_with(".json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let record = key
+                .unwrap(Purpose::Undo, &name, &text)
+                .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
+                .filter(|record| record_name(&record.id) == name);
+            match record {
+                Some(record) => records.push(record),
+                None => notices.push(format!(
+                    "{} was ignored: its seal does not verify (damaged, or not written by flycode)",
+                    entry.path().display()
+                )),
+            }
+        }
+        records.sort_by_key(|record| record.seq);
+        (records, notices)
+    }
+
+    /// Removes every blob no record in `records` needs: those `dropped` needed at once, any
+    /// other once it is an hour old. The bytes freed.
+    pub(crate) fn sweep_blobs(&self, records: &[ChangeRecord], dropped: &[ChangeRecord]) -> u64 {
+        let was_needed: std::collections::BTreeSet<String> =
+            dropped.iter().flat_map(ChangeRecord::blobs).collect();
+        let needed: std::collections::BTreeSet<String> =
+            records.iter().flat_map(ChangeRecord::blobs).collect();
+        let mut freed = 0;
+        let recent = |path: &Path| {
+            std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age.as_secs() < 3600)
+        };
+        for (sha256, path, bytes) in self.blob_files() {
+            // A change being recorded now stores its contents before its record.
+            if !needed.contains(&sha256)
+                && (was_needed.contains(&sha256) || !recent(&path))
+                && std::fs::remove_file(&path).is_ok()
+            {
+                freed += bytes;
+            }
+        }
+        freed
+    }
+
+    /// Every stored blob: its hash, file and size.
+    pub(crate) fn blob_files(&self) -> Vec<(String, PathBuf, u64)> {
+        let mut blobs = Vec::new();
+        let Ok(shards) = std::fs::read_dir(self.dir.join("blobs")) else {
+            return blobs;
+        };
+        for shard in shards.flatten() {
+            let Ok(files) = std::fs::read_dir(shard.path()) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let name = file.file_name().to_string_lossy().into_owned();
+                let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+                blobs.push((name, file.path(), bytes));
+            }
+        }
+        blobs
+    }
+}
+
+/// A record's file name.
+fn record_name(id: &str) -> String {
+    format!("{id}.json")
+}
+
+fn is_hex_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}

@@ -1,0 +1,102 @@
+//! The change record of a call (PROTOCOL.md §16 (Undo and history)): before a call that changes
+//! files runs, the door's [`Recorder`](crate::sandbox::undo::Recorder) stores what its paths hold; after it, what they hold
+//! now, and the change's id goes into the result block (`[change] c-42`) and the terminal's
+//! line (`Wrote 12 lines · c-42`). A call that runs a program gets a record without paths: what
+//! a program changes is not recorded.
+
+use super::{Execution, Executor};
+use crate::sandbox::undo::{Named, Pending, UndoError};
+use crate::tools::registry::Invocation;
+
+/// What recording a call came to before it ran.
+pub(super) enum Started {
+    /// Nothing to record (no recorder, a call that changes nothing).
+    Nothing,
+    /// The pre-images are stored.
+    Recording(Box<Pending>),
+    /// The call runs a program.
+    Program,
+    /// Recording failed: the call runs unrecorded, and says so.
+    Failed(String),
+}
+
+impl Executor<'_> {
+    /// Stores the pre-images of what `invocation` is about to change.
+    pub(super) fn begin_change(&self, invocation: &Invocation<'_>) -> Started {
+        let Some(recorder) = &self.recorder else {
+            return Started::Nothing;
+        };
+        let effects = invocation.effects();
+        if effects.program.is_some() {
+            return Started::Program;
+        }
+        let named: Vec<Named<'_>> = effects
+            .writes
+            .iter()
+            .map(|input| Named {
+                input,
+                whole: effects.whole,
+                deep: effects.whole,
+            })
+            .chain(effects.creates.iter().map(|input| Named {
+                input,
+                whole: false,
+                deep: false,
+            }))
+            .collect();
+        if named.is_empty() {
+            return Started::Nothing;
+        }
+        let call = invocation.call;
+        match recorder.begin(self.sandbox, call.tool.as_str(), call.id.as_deref(), &named) {
+            Ok(pending) => Started::Recording(Box::new(pending)),
+            // A path the sandbox refuses: the call fails on its own, with its own words.
+            Err(UndoError::Sandbox(_)) => Started::Nothing,
+            Err(error) => Started::Failed(error.to_string()),
+        }
+    }
+
+    /// Finishes the record begun for a call (after-images), and puts its id on the execution.
+    pub(super) fn finish_change(
+        &self,
+        invocation: &Invocation<'_>,
+        started: Started,
+        execution: &mut Execution,
+    ) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let call = invocation.call;
+        let id = match started {
+            Started::Nothing => return,
+            Started::Program => {
+                // Noted for `history`; nothing of it can be undone, so no id is shown.
+                let _ = recorder.program(call.tool.as_str(), call.id.as_deref());
+                return;
+            }
+            Started::Failed(why) => {
+                execution.summary = format!("{} · not recorded for undo: {why}", execution.summary);
+                return;
+            }
+            Started::Recording(pending) => match recorder.finish(*pending) {
+                Ok(Some(id)) => id,
+                Ok(None) => return,
+                Err(error) => {
+                    execution.summary =
+                        format!("{} · not recorded for undo: {error}", execution.summary);
+                    return;
+                }
+            },
+        };
+        execution
+            .block
+            .fields
+            .push(("change".to_owned(), id.clone()));
+        execution.summary = if execution.summary.is_empty() {
+            id.clone()
+        } else {
+            format!("{} · {id}", execution.summary)
+        };
+        execution.change = Some(id);
+    }
+}

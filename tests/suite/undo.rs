@@ -1,0 +1,536 @@
+//! `flycode history` and `flycode undo` (PROTOCOL.md §16 (Undo and history)): every file tool's
+//! change, through every door, taken back to the byte, the mode and the existence; conflicts;
+//! an undo undone; a whole run undone; retention; a flycode killed mid-change.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::common::{Workspace, flycode, send_signal};
+
+/// Every entry under `dir`: kind, mode, and content or link target.
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(base).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let value = if meta.file_type().is_symlink() {
+                format!("link {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                walk(base, &path, out);
+                format!("dir {mode:o}")
+            } else {
+                format!("file {mode:o} {}", hex(&std::fs::read(&path).unwrap()))
+            };
+            out.insert(name, value);
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs one call through `flycode exec --approve auto --yes`; its `--json` report.
+fn exec(w: &Workspace, tool: &str, args: Value) -> Value {
+    let (code, report) = w.exec_json(
+        &json!({"id": format!("call-{tool}"), "tool": tool, "args": args}),
+        &["--approve", "auto", "--yes", "--tools", "extended"],
+    );
+    assert_eq!(code, 0, "{report}");
+    report
+}
+
+/// One call through `flycode exec` with the user's configuration folder `config`.
+fn exec_with_config(w: &Workspace, call: &Value, config: &Path) -> (i32, Value) {
+    let output = w
+        .exec_command(&["--approve", "auto"])
+        .env("XDG_CONFIG_HOME", config)
+        .write_stdin(format!("```flycode-call\n{call}\n```\n"))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap(), report)
+}
+
+/// `flycode undo --root ROOT ARGS`: exit code, stdout, stderr.
+fn undo(w: &Workspace, args: &[&str]) -> (i32, String, String) {
+    let output = flycode()
+        .arg("undo")
+        .args(args)
+        .arg("--root")
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&w.root)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `flycode history --json ARGS`: the changes, newest first.
+fn history(w: &Workspace, args: &[&str]) -> Vec<Value> {
+    let output = flycode()
+        .args(["history", "--json", "-n", "1000"])
+        .args(args)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&w.root)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Changes then undoes: the tree is as it was, byte for byte, mode for mode.
+fn round_trip(w: &Workspace, tool: &str, args: Value) -> Value {
+    let before = snapshot(&w.root);
+    let report = exec(w, tool, args);
+    assert_ne!(snapshot(&w.root), before, "{tool} changed nothing");
+    let (code, out, err) = undo(w, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(snapshot(&w.root), before, "{tool}: {out}{err}");
+    report
+}
+
+#[test]
+fn a_write_is_undone_to_the_byte_and_mode_and_its_id_is_in_the_result() {
+    let w = Workspace::new();
+    let file = w.root.join("a.txt");
+    std::fs::write(&file, "one\ntwo\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let report = round_trip(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "one\nTWO\nthree\n"}),
+    );
+    assert!(
+        report["text"].as_str().unwrap().contains("[change] c-1"),
+        "{report}"
+    );
+    // A new file in new folders: undo removes what the write created.
+    round_trip(
+        &w,
+        "fs.write",
+        json!({"path": w.path("new/deep/b.txt"), "mode": "overwrite", "content": "b"}),
+    );
+    assert!(!w.root.join("new").exists());
+    let changes = history(&w, &[]);
+    let first = changes.iter().find(|c| c["id"] == "c-1").unwrap();
+    assert_eq!(first["tool"], "fs.write");
+    assert_eq!(first["door"], "exec");
+    assert_eq!(first["call"], "call-fs.write");
+    assert_eq!(
+        (first["added"].as_u64(), first["removed"].as_u64()),
+        (Some(2), Some(1))
+    );
+}
+
+#[test]
+fn an_edit_of_a_crlf_file_with_a_bom_is_undone_exactly() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("win.txt"), b"\xEF\xBB\xBFfirst\r\nsecond\r\n").unwrap();
+    round_trip(
+        &w,
+        "fs.edit",
+        json!({"path": w.path("win.txt"), "edits": [{"oldText": "second", "newText": "2nd"}]}),
+    );
+}
+
+#[test]
+fn a_batch_of_a_hundred_files_is_undone_whole() {
+    let w = Workspace::new();
+    for n in 0..50 {
+        std::fs::write(w.root.join(format!("f{n}.txt")), format!("old {n}\n")).unwrap();
+    }
+    let files: Vec<Value> = (0..100)
+        .map(|n| json!({"path": w.path(&format!("f{n}.txt")), "content": format!("new {n}\n")}))
+        .collect();
+    round_trip(&w, "fs.writeBatch", json!({"files": files}));
+}
+
+#[test]
+fn mkdir_chmod_and_a_move_across_folders_are_undone() {
+    let w = Workspace::new();
+    round_trip(
+        &w,
+        "fs.mkdir",
+        json!({"path": w.path("x/y/z"), "parents": true}),
+    );
+    std::fs::create_dir_all(w.root.join("from/sub")).unwrap();
+    std::fs::create_dir_all(w.root.join("to")).unwrap();
+    std::fs::write(w.root.join("from/sub/f.txt"), "f").unwrap();
+    std::fs::write(w.root.join("from/run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        w.root.join("from/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    round_trip(
+        &w,
+        "fs.chmod",
+        json!({"path": w.path("from/run.sh"), "mode": "600"}),
+    );
+    round_trip(
+        &w,
+        "fs.mv",
+        json!({"fromPath": w.path("from/run.sh"), "toPath": w.path("to/run.sh")}),
+    );
+    round_trip(
+        &w,
+        "fs.mv",
+        json!({"fromPath": w.path("from/sub"), "toPath": w.path("to/moved")}),
+    );
+}
+
+#[test]
+fn a_removed_tree_with_links_and_modes_comes_back_whole() {
+    let w = Workspace::new();
+    let tree = w.root.join("tree");
+    std::fs::create_dir_all(tree.join("inner/deeper")).unwrap();
+    std::fs::write(tree.join("inner/data.bin"), [0u8, 159, 146, 150, 255]).unwrap();
+    std::fs::write(tree.join("script.sh"), "echo hi\n").unwrap();
+    std::fs::set_permissions(
+        tree.join("script.sh"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    symlink("inner/data.bin", tree.join("relative-link")).unwrap();
+    symlink("/etc/hostname", tree.join("absolute-link")).unwrap();
+    symlink("missing", tree.join("dangling")).unwrap();
+    std::fs::set_permissions(
+        tree.join("inner/deeper"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    round_trip(
+        &w,
+        "fs.rm",
+        json!({"path": w.path("tree"), "recursive": true}),
+    );
+}
+
+#[test]
+fn a_conflict_stops_everything_and_force_goes_through() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "original\n").unwrap();
+    std::fs::write(w.root.join("b.txt"), "b original\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("b.txt"), "mode": "overwrite", "content": "b by flycode\n"}),
+    );
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "by flycode\n"}),
+    );
+    std::fs::write(w.root.join("a.txt"), "edited by the person\n").unwrap();
+    let (code, out, err) = undo(&w, &["--last", "2"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("conflict:") && err.contains("a.txt"), "{err}");
+    assert!(
+        err.contains("-edited by the person") && err.contains("+original"),
+        "{err}"
+    );
+    // Nothing was touched: not the conflicting file, not the other one.
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "edited by the person\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("b.txt")).unwrap(),
+        "b by flycode\n"
+    );
+    // A dry run shows the diff and touches nothing either.
+    let (code, out, _) = undo(&w, &["--last", "2", "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("would restore") && out.contains("+b original"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("b.txt")).unwrap(),
+        "b by flycode\n"
+    );
+    let (code, out, err) = undo(&w, &["--last", "2", "--force"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "original\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("b.txt")).unwrap(),
+        "b original\n"
+    );
+}
+
+#[test]
+fn an_undo_is_a_change_and_can_be_undone() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "before\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "after\n"}),
+    );
+    let (code, out, _) = undo(&w, &["c-1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("this undo is c-2"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "before\n"
+    );
+    let (code, out, _) = undo(&w, &["c-2"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "after\n"
+    );
+    let changes = history(&w, &[]);
+    assert_eq!(changes[0]["undoes"], json!(["c-2"]));
+    assert_eq!(changes[1]["undoes"], json!(["c-1"]));
+    assert_eq!(changes[1]["tool"], "undo");
+}
+
+#[test]
+fn undo_never_writes_outside_the_roots_it_runs_with() {
+    let w = Workspace::new();
+    std::fs::create_dir_all(w.root.join("sub")).unwrap();
+    std::fs::write(w.root.join("sub/a.txt"), "before\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("sub/a.txt"), "mode": "overwrite", "content": "after\n"}),
+    );
+    // A link planted where the folder was: the recorded path now leads elsewhere.
+    let elsewhere = w.state.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("a.txt"), "after\n").unwrap();
+    std::fs::rename(w.root.join("sub"), w.root.join("sub-moved")).unwrap();
+    symlink(&elsewhere, w.root.join("sub")).unwrap();
+    let (code, out, err) = undo(&w, &["--force"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("a.txt")).unwrap(),
+        "after\n"
+    );
+}
+
+#[test]
+fn a_call_that_runs_a_program_is_listed_as_not_recorded() {
+    let w = Workspace::new();
+    exec(
+        &w,
+        "process.run",
+        json!({"command": "sh", "args": ["-c", "echo x > made.txt"], "cwd": w.root}),
+    );
+    let changes = history(&w, &[]);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["program"], true);
+    let text = flycode()
+        .arg("history")
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("not recorded"), "{text}");
+}
+
+#[test]
+fn history_filters_by_path() {
+    let w = Workspace::new();
+    for name in ["a.txt", "b.txt"] {
+        exec(
+            &w,
+            "fs.write",
+            json!({"path": w.path(name), "mode": "overwrite", "content": name}),
+        );
+    }
+    let only_b = history(&w, &["--path", "b.txt"]);
+    assert_eq!(only_b.len(), 1, "{only_b:?}");
+    assert_eq!(only_b[0]["paths"], json!([w.path("b.txt")]));
+}
+
+#[test]
+fn retention_prunes_the_oldest_changes_and_says_so() {
+    let w = Workspace::new();
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(
+        config.join("flycode/flycode.toml"),
+        "[undo]\nmax_bytes = 1048576\n",
+    )
+    .unwrap();
+    let big = |n: u8| String::from_utf8(vec![b'a' + n; 600_000]).unwrap();
+    std::fs::write(w.root.join("big.txt"), big(0)).unwrap();
+    for n in 1..=3 {
+        let (code, report) = exec_with_config(
+            &w,
+            &json!({"id": "w", "tool": "fs.write", "args": {"path": w.path("big.txt"), "mode": "overwrite", "content": big(n)}}),
+            &config,
+        );
+        assert_eq!(code, 0, "{report}");
+    }
+    let output = flycode()
+        .arg("gc")
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains("undo store: pruned 2 changes (c-1..c-2"),
+        "{err}"
+    );
+    let left: Vec<Value> = history(&w, &[]).iter().map(|c| c["id"].clone()).collect();
+    assert_eq!(left, vec![json!("c-3")]);
+    // The newest change can still be undone.
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("big.txt")).unwrap(),
+        big(2)
+    );
+}
+
+#[test]
+fn a_file_over_max_file_bytes_is_recorded_by_hash_and_undo_says_it_cannot() {
+    let w = Workspace::new();
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(
+        config.join("flycode/flycode.toml"),
+        "[undo]\nmax_file_bytes = 10\n",
+    )
+    .unwrap();
+    std::fs::write(w.root.join("large.txt"), "more than ten bytes\n").unwrap();
+    let (code, report) = exec_with_config(
+        &w,
+        &json!({"id": "w", "tool": "fs.write", "args": {"path": w.path("large.txt"), "mode": "overwrite", "content": "x"}}),
+        &config,
+    );
+    assert_eq!(code, 0, "{report}");
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("cannot restore") && err.contains("max_file_bytes"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("large.txt")).unwrap(),
+        "x"
+    );
+}
+
+#[test]
+fn a_flycode_killed_during_a_batch_leaves_history_consistent_with_the_files() {
+    let w = Workspace::new();
+    let count = 60;
+    let old = |n: usize| format!("old {n} ").repeat(40_000);
+    for n in 0..count {
+        std::fs::write(w.root.join(format!("f{n}.txt")), old(n)).unwrap();
+    }
+    let files: Vec<Value> = (0..count)
+        .map(|n| json!({"path": w.path(&format!("f{n}.txt")), "content": format!("new {n} ").repeat(40_000)}))
+        .collect();
+    let call = json!({"id": "batch", "tool": "fs.writeBatch", "args": {"files": files}});
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["exec", "--approve", "auto", "--yes", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        write!(stdin, "```flycode-call\n{call}\n```\n").unwrap();
+    }
+    // Killed as soon as the change is under way (its marker exists), wherever it then is.
+    let pending = w.state.join("undo/pending");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline
+        && std::fs::read_dir(&pending).map_or(true, |mut d| d.next().is_none())
+        && child.try_wait().unwrap().is_none()
+    {
+        std::thread::yield_now();
+    }
+    let _ = send_signal_if_running(&mut child);
+    let _ = child.wait();
+    // The next start settles the record; then the history must agree with the files.
+    let changes = history(&w, &[]);
+    let news = (0..count)
+        .filter(|n| std::fs::read_to_string(w.root.join(format!("f{n}.txt"))).unwrap() != old(*n))
+        .count();
+    assert!(
+        news == 0 || news == count,
+        "a batch is all or nothing: {news} of {count} new"
+    );
+    match changes.first() {
+        None => assert_eq!(news, 0, "files changed, and no change was recorded"),
+        Some(change) => {
+            assert_eq!(change["tool"], "fs.writeBatch");
+            assert_eq!(change["complete"], true, "{change}");
+            let (code, out, err) = undo(&w, &[]);
+            assert_eq!(code, 0, "{out}{err}");
+        }
+    }
+    for n in 0..count {
+        assert_eq!(
+            std::fs::read_to_string(w.root.join(format!("f{n}.txt"))).unwrap(),
+            old(n)
+        );
+    }
+}
+
+fn send_signal_if_running(child: &mut std::process::Child) -> bool {
+    if child.try_wait().unwrap().is_none() {
+        send_signal(child.id(), "KILL");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn several_changes_to_one_tree_are_undone_newest_first() {
+    let w = Workspace::new();
+    std::fs::create_dir_all(w.root.join("a")).unwrap();
+    std::fs::write(w.root.join("a/x.txt"), "x before\n").unwrap();
+    let before = snapshot(&w.root);
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a/x.txt"), "mode": "overwrite", "content": "x after\n"}),
+    );
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a/y.txt"), "mode": "overwrite", "content": "y\n"}),
+    );
+    exec(&w, "fs.rm", json!({"path": w.path("a"), "recursive": true}));
+    // The removed tree comes back as the removal found it, then each write is taken back.
+    let (code, out, err) = undo(&w, &["--last", "3"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(snapshot(&w.root), before, "{out}");
+}
