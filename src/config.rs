@@ -14,6 +14,8 @@
 //! | `max_reply_bytes` | 1024..=1073741824 bytes | 16777216 |
 //! | `timeout_ms` | 100..=600000 ms (a call's `timeoutMs` may go down to 1) | 60000 |
 //! | `[state] keep_days` | 1..=36500 days | 30 |
+//! | `[jobs] log_bytes` | 65536..=1073741824 bytes | 8388608 |
+//! | `[jobs] max_running` | 1..=64 | 8 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
 //! | `[agent] max_parallel` | 1..=64 | 4 |
@@ -73,6 +75,10 @@
 //! [state]                            # the state directory (flycode gc)
 //! keep_days = 30                     # run files older than this are removed; an untrusted
 //!                                    # project file may raise it, never lower it
+//!
+//! [jobs]                             # background jobs (PROTOCOL.md §10 (Running calls:
+//! log_bytes = 8388608                # background jobs)): one job's output file at most
+//! max_running = 8                    # jobs running at once in one session
 //!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
@@ -148,6 +154,17 @@ struct FileConfig {
     durability: Option<Durability>,
     agent: Option<AgentConfig>,
     state: Option<StateConfig>,
+    jobs: Option<JobsConfig>,
+}
+
+/// The `[jobs]` table: the bounds of a session's background jobs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobsConfig {
+    #[serde(default, deserialize_with = "range::log_bytes")]
+    log_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "range::max_running")]
+    max_running: Option<u32>,
 }
 
 /// The `[state]` table: how long the state directory keeps a run's files.
@@ -316,6 +333,10 @@ pub struct Config {
     pub durability: Durability,
     /// `[state] keep_days`: `flycode gc` removes the state directory's run files older than this.
     pub keep_days: u32,
+    /// `[jobs] log_bytes`: what one background job's output file holds at most.
+    pub job_log_bytes: u64,
+    /// `[jobs] max_running`: how many background jobs a session runs at once.
+    pub max_running_jobs: u32,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -335,6 +356,8 @@ impl Config {
             program_sandbox: self.process_sandbox,
             program_network: self.process_network,
             tool_set: self.tool_set,
+            job_log_bytes: self.job_log_bytes,
+            max_running_jobs: self.max_running_jobs,
             ..crate::tools::Limits::default()
         }
     }
@@ -431,6 +454,16 @@ impl Config {
                 .state
                 .and_then(|state| state.keep_days)
                 .unwrap_or(DEFAULT_KEEP_DAYS),
+            job_log_bytes: file
+                .jobs
+                .as_ref()
+                .and_then(|jobs| jobs.log_bytes)
+                .unwrap_or(crate::tools::jobs::DEFAULT_LOG_BYTES),
+            max_running_jobs: file
+                .jobs
+                .as_ref()
+                .and_then(|jobs| jobs.max_running)
+                .unwrap_or(crate::tools::jobs::DEFAULT_MAX_RUNNING),
             agent,
             layers,
             flags: flags.clone(),

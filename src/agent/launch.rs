@@ -149,6 +149,10 @@ impl Launch {
             ..self.limits.clone()
         };
         let (relay, relayed) = mpsc::channel();
+        // The run is the session of its background jobs (PROTOCOL.md §10 (Running calls:
+        // background jobs)): they end when it returns, Ctrl-C included.
+        let jobs = limits.job_table();
+        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
         let tasks = Tasks {
             sandbox: &self.sandbox,
             policy: &self.policy,
@@ -164,6 +168,7 @@ impl Launch {
             lenient: options.lenient,
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(0),
+            jobs: Some(&jobs),
         };
         let mut run = AgentRun {
             provider: &mut self.provider,
@@ -174,6 +179,7 @@ impl Launch {
                 .limits(limits)
                 .notebook(&memory)
                 .tasks(&tasks)
+                .jobs(Some(&jobs))
                 .build(),
             settings: &self.settings,
             lenient: options.lenient,
@@ -184,7 +190,10 @@ impl Launch {
             kind: RunKind::Main,
             relay: Some(&relayed),
         };
-        run.run(task, observer)
+        let report = run.run(task, observer);
+        drop(run);
+        jobs.end_session();
+        report
     }
 }
 

@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "roots",
     "approval",
     "protected",
@@ -126,8 +126,10 @@ const TOP_KEYS: [&str; 13] = [
     "durability",
     "agent",
     "state",
+    "jobs",
 ];
 const STATE_KEYS: [&str; 1] = ["keep_days"];
+const JOBS_KEYS: [&str; 2] = ["log_bytes", "max_running"];
 const AGENT_KEYS: [&str; 23] = [
     "base_url",
     "model",
@@ -164,6 +166,7 @@ fn table_keys(parent: &[String]) -> Option<&'static [&'static str]> {
         [] => Some(&TOP_KEYS),
         ["agent"] => Some(&AGENT_KEYS),
         ["state"] => Some(&STATE_KEYS),
+        ["jobs"] => Some(&JOBS_KEYS),
         ["agent", "light"] => Some(&LIGHT_KEYS),
         ["agent", "subagent"] => Some(&SUBAGENT_TYPES),
         ["agent", "subagent", _] => Some(&ROLE_KEYS),

@@ -44,6 +44,14 @@ fn defaults() -> Vec<(Key, toml::Value)> {
             Key::of(&["state", "keep_days"]),
             super::DEFAULT_KEEP_DAYS.into(),
         ),
+        (
+            Key::of(&["jobs", "log_bytes"]),
+            number(crate::tools::jobs::DEFAULT_LOG_BYTES as usize),
+        ),
+        (
+            Key::of(&["jobs", "max_running"]),
+            crate::tools::jobs::DEFAULT_MAX_RUNNING.into(),
+        ),
     ];
     let agent: [(&str, toml::Value); 15] = [
         ("mode", "native".into()),

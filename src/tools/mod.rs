@@ -9,6 +9,7 @@ pub mod agent;
 pub mod approval;
 pub mod executor;
 pub mod fs;
+pub mod jobs;
 pub mod policy;
 pub(crate) mod preview;
 pub(crate) mod process;
@@ -76,9 +77,19 @@ pub struct Limits {
     /// `fs.edit` is no advice where it is not offered), and `flycode run`'s main agent is offered
     /// exactly these.
     pub tool_set: crate::protocol::ToolSet,
+    /// `[jobs] log_bytes`: what one background job's output file holds at most.
+    pub job_log_bytes: u64,
+    /// `[jobs] max_running`: how many background jobs a session runs at once.
+    pub max_running_jobs: u32,
 }
 
 impl Limits {
+    /// A job table for a session under these limits (PROTOCOL.md §10 (Running calls:
+    /// background jobs)).
+    pub fn job_table(&self) -> jobs::JobTable {
+        jobs::JobTable::new(self.job_log_bytes, self.max_running_jobs)
+    }
+
     /// Every environment variable holding a secret of flycode's: the API keys it knows, the
     /// variable `api_key_env` names and those `secret_env` names.
     pub fn secret_names(&self) -> Vec<String> {
@@ -105,6 +116,8 @@ impl Default for Limits {
             program_sandbox: crate::sandbox::contain::ProgramSandbox::default(),
             program_network: true,
             tool_set: crate::protocol::ToolSet::Seed,
+            job_log_bytes: jobs::DEFAULT_LOG_BYTES,
+            max_running_jobs: jobs::DEFAULT_MAX_RUNNING,
         }
     }
 }

@@ -20,7 +20,7 @@ use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
 
 /// Every tool, in the whitelist's order.
-pub(crate) static REGISTRY: [&dyn RegisteredTool; 18] = [
+pub(crate) static REGISTRY: [&dyn RegisteredTool; 22] = [
     &super::fs::ls::FsLs,
     &super::fs::mkdir::FsMkdir,
     &super::fs::read::FsRead,
@@ -35,6 +35,10 @@ pub(crate) static REGISTRY: [&dyn RegisteredTool; 18] = [
     &super::process::ShellExec,
     &super::fs::read_many::FsReadMany,
     &super::fs::edit::FsEdit,
+    &super::jobs::tools::JobLog,
+    &super::jobs::tools::JobList,
+    &super::jobs::tools::JobInput,
+    &super::jobs::tools::JobKill,
     &super::agent::AgentTodo,
     &super::agent::AgentNote,
     &super::agent::AgentTask,
@@ -115,6 +119,8 @@ mod tests {
                 ToolName::FsSearch,
                 ToolName::FsDiff,
                 ToolName::FsReadMany,
+                ToolName::JobLog,
+                ToolName::JobList,
                 ToolName::AgentTask,
             ]
         );

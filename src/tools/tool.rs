@@ -143,6 +143,8 @@ pub struct ToolContext<'a> {
     pub tasks: Option<&'a dyn TaskRunner>,
     /// The id of the call being run.
     pub call_id: Option<&'a str>,
+    /// The session's background jobs (`watch`, `run`, `mcp`; none in `exec`).
+    pub jobs: Option<&'a super::jobs::JobTable>,
 }
 
 /// A tool, as its file implements it, with typed arguments.

@@ -22,6 +22,9 @@ pub(crate) const NOTES_HEADING: &str =
 /// The heading of the folder notes message.
 pub(crate) const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYCODE.md in the allowed roots: the project's conventions; inserted by flycode, not the user)";
 
+/// The heading of the background jobs message.
+pub(crate) const JOBS_HEADING: &str = "[flycode] Background jobs (this session's, as they are now; read them with job.log; inserted by flycode, not the user)";
+
 /// The special messages of one request; a kind with nothing to say is `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpecialMessages {
@@ -36,6 +39,9 @@ pub struct SpecialMessages {
     pub notes: Option<String>,
     /// Special message 4: the folder notes.
     pub folder_notes: Option<String>,
+    /// The session's background jobs, when it has any (PROTOCOL.md §10 (Running calls:
+    /// background jobs)): after the four, under its own heading.
+    pub jobs: Option<String>,
 }
 
 impl SpecialMessages {
@@ -55,24 +61,47 @@ impl SpecialMessages {
             todo: render_todo(memory),
             notes: render_notes(&memory.notes),
             folder_notes: render_folder_notes(folder_notes),
+            jobs: None,
         }
+    }
+
+    /// The same with the message on the session's background jobs (`lines`: one per job);
+    /// none when there are none.
+    pub fn with_jobs(mut self, lines: &[String]) -> SpecialMessages {
+        self.jobs = (!lines.is_empty()).then(|| {
+            let body = fenced("text", &lines.join("\n"));
+            format!("{JOBS_HEADING}\n\n{body}")
+        });
+        self
     }
 
     /// The messages in their order: role definition, TODO list, useful information, folder
     /// notes, empty ones left out.
     pub fn messages(&self) -> Vec<Message> {
-        [&self.role, &self.todo, &self.notes, &self.folder_notes]
-            .into_iter()
-            .flatten()
-            .map(|text| Message::special(text.as_str()))
-            .collect()
+        [
+            &self.role,
+            &self.todo,
+            &self.notes,
+            &self.folder_notes,
+            &self.jobs,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|text| Message::special(text.as_str()))
+        .collect()
     }
 
     /// Whether there is no special message at all.
     pub fn is_empty(&self) -> bool {
-        [&self.role, &self.todo, &self.notes, &self.folder_notes]
-            .iter()
-            .all(|kind| kind.is_none())
+        [
+            &self.role,
+            &self.todo,
+            &self.notes,
+            &self.folder_notes,
+            &self.jobs,
+        ]
+        .iter()
+        .all(|kind| kind.is_none())
     }
 }
 

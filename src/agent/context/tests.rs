@@ -69,6 +69,7 @@ fn specials(names: &str) -> SpecialMessages {
         todo: has("S2").then(|| "S2".to_owned()),
         notes: has("S3").then(|| "S3".to_owned()),
         folder_notes: has("S4").then(|| "S4".to_owned()),
+        jobs: has("S5").then(|| "S5".to_owned()),
     }
 }
 

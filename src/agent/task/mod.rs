@@ -84,6 +84,9 @@ pub struct Tasks<'a> {
     pub max_reply_bytes: usize,
     /// Tasks started so far.
     pub started: Mutex<u32>,
+    /// The run's background jobs: a sub-agent may read them (job.log, job.list), never start
+    /// or end one.
+    pub jobs: Option<&'a crate::tools::jobs::JobTable>,
 }
 
 /// `<stem>.<task_id>.jsonl` next to `parent`: where a child of the run recorded in `parent` is
@@ -361,6 +364,7 @@ impl Tasks<'_> {
                 .limits(self.limits.clone())
                 .notebook(&memory)
                 .restriction(SUBAGENT_ONLY)
+                .jobs(self.jobs)
                 .build(),
             settings: &child_settings,
             lenient: self.lenient,

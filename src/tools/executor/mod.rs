@@ -108,6 +108,9 @@ pub struct Executor<'a> {
     restriction: Option<Restriction>,
     /// The command the calls come through, for its words to the person.
     door: Door,
+    /// The session's background jobs, where the door keeps a session (PROTOCOL.md §10
+    /// (Running calls: background jobs)).
+    jobs: Option<&'a super::jobs::JobTable>,
 }
 
 /// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
@@ -154,7 +157,13 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
-    /// The executor.
+    /// The session's background jobs: `process.run`/`shell.exec` may start jobs and the job
+    /// tools work, and the next result block tells the model of jobs that ended.
+    pub fn jobs(mut self, jobs: Option<&'a super::jobs::JobTable>) -> Self {
+        self.executor.jobs = jobs;
+        self
+    }
+
     /// The command the calls come through (default `watch`'s words).
     pub fn door(mut self, door: Door) -> Self {
         self.executor.door = door;
@@ -190,6 +199,7 @@ impl<'a> Executor<'a> {
                 tasks: None,
                 restriction: None,
                 door: Door::default(),
+                jobs: None,
             },
         }
     }
@@ -202,6 +212,11 @@ impl<'a> Executor<'a> {
         approver: &'a dyn Approver,
     ) -> Executor<'a> {
         Executor::builder(sandbox, policy, approver).build()
+    }
+
+    /// The session's background jobs, if the door keeps any.
+    pub fn job_table(&self) -> Option<&'a super::jobs::JobTable> {
+        self.jobs
     }
 
     /// The sandbox calls run in.
@@ -319,6 +334,7 @@ impl<'a> Executor<'a> {
                         notebook: self.notebook,
                         tasks: self.tasks,
                         call_id: call.id.as_deref(),
+                        jobs: self.jobs,
                     })
                 });
                 if let Ok(output) = &result {
