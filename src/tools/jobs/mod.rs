@@ -10,6 +10,9 @@
 
 pub(crate) mod tools;
 
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -270,6 +273,12 @@ impl JobTable {
                 ),
             })
             .collect()
+    }
+
+    /// The directory of the session's job logs, once a job was started.
+    #[cfg(test)]
+    pub(crate) fn log_dir(&self) -> Option<PathBuf> {
+        lock(&self.dir).as_ref().map(|dir| dir.path().to_owned())
     }
 
     /// How many jobs are running.

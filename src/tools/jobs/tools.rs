@@ -221,7 +221,7 @@ fn list(table: &JobTable) -> ToolOutput {
     ToolOutput {
         body: Some(body),
         fields: vec![
-            ("jobs".to_owned(), rows.len().to_string()),
+            ("count".to_owned(), rows.len().to_string()),
             ("running".to_owned(), table.running().to_string()),
         ],
         data: json!({ "jobs": rows }),
@@ -371,7 +371,7 @@ impl Tool for JobList {
     }
 
     fn summary(&self, output: &ToolOutput) -> String {
-        let jobs = field(output, "jobs").unwrap_or("0");
+        let jobs = field(output, "count").unwrap_or("0");
         let running = field(output, "running").unwrap_or("0");
         format!("{jobs} jobs · {running} running")
     }
