@@ -45,6 +45,8 @@ pub(crate) struct Job {
     pub(crate) started: Instant,
     /// `job.kill` ended it: the model knows, so no notice.
     killed_by_request: AtomicBool,
+    /// Its end was told to the model (a result block's `[jobs]` header).
+    told: AtomicBool,
     pub(crate) process: BackgroundProcess,
 }
 
@@ -98,7 +100,6 @@ impl Job {
 /// The shared part: the watcher threads hold it too.
 struct Inner {
     jobs: Mutex<Vec<Arc<Job>>>,
-    notices: Mutex<Vec<String>>,
     announce: Mutex<Option<Announce>>,
 }
 
@@ -135,7 +136,6 @@ impl JobTable {
         JobTable {
             inner: Arc::new(Inner {
                 jobs: Mutex::new(Vec::new()),
-                notices: Mutex::new(Vec::new()),
                 announce: Mutex::new(None),
             }),
             next: AtomicU64::new(1),
@@ -178,6 +178,7 @@ impl JobTable {
             pty: new.pty,
             started: Instant::now(),
             killed_by_request: AtomicBool::new(false),
+            told: AtomicBool::new(false),
             process,
         });
         lock(&self.inner.jobs).push(job.clone());
@@ -199,7 +200,7 @@ impl JobTable {
         path.ok_or_else(|| io_error("no job directory"))
     }
 
-    /// A thread that waits for the job's end, then keeps the notice and announces it.
+    /// A thread that waits for the job's end, then announces it (the terminal, MCP).
     fn watch_end(&self, job: &Arc<Job>) {
         let (inner, job) = (Arc::downgrade(&self.inner), Arc::downgrade(job));
         let _ = std::thread::Builder::new()
@@ -213,9 +214,6 @@ impl JobTable {
                     return;
                 };
                 let Some(notice) = job.notice() else { return };
-                if !job.killed_by_request.load(Ordering::SeqCst) {
-                    lock(&inner.notices).push(notice.clone());
-                }
                 if let Some(announce) = lock(&inner.announce).as_ref() {
                     announce(&notice);
                 }
@@ -250,9 +248,17 @@ impl JobTable {
     }
 
     /// The ends not yet told to the model, as one header value (`job-2 exited 0 after 12.3 s
-    /// (240 lines); job-3 ...`), and forgets them.
+    /// (240 lines); job-3 ...`); each is told once. A job `job.kill` ended is not told (its
+    /// answer said so). Read from the jobs' logs, so a call that saw a job end carries it.
     pub fn take_notices(&self) -> Option<String> {
-        let notices = std::mem::take(&mut *lock(&self.inner.notices));
+        let notices: Vec<String> = self
+            .jobs()
+            .iter()
+            .filter(|job| job.log().end().is_some())
+            .filter(|job| !job.killed_by_request.load(Ordering::SeqCst))
+            .filter(|job| !job.told.swap(true, Ordering::SeqCst))
+            .filter_map(|job| job.notice())
+            .collect();
         (!notices.is_empty()).then(|| notices.join("; "))
     }
 
