@@ -250,3 +250,89 @@ fn mcp_notifies_the_client_of_an_ended_job_and_its_disconnect_leaves_no_process(
     assert_eq!(started.len(), 1, "{seen:?}");
     assert_eq!(started[0]["result"]["isError"], false, "{seen:?}");
 }
+
+#[test]
+fn run_tells_the_model_of_an_ended_job_and_its_ctrl_c_leaves_no_process() {
+    use super::api_server::{Reply, ScriptedServer};
+    let place = place();
+    let script = server_script(&place.root);
+    let steps: Vec<(&str, String)> = vec![
+        (
+            "shell_exec",
+            json!({"command": script, "background": true}).to_string(),
+        ),
+        (
+            "shell_exec",
+            json!({"command": "echo done", "background": true}).to_string(),
+        ),
+        (
+            "job_log",
+            json!({"jobId": "job-2", "startLine": 2, "waitMs": 60000}).to_string(),
+        ),
+    ];
+    let server = ScriptedServer::start(move |_, index| match steps.get(index) {
+        Some((name, arguments)) => {
+            let id = format!("fc_{index}");
+            Reply::sse_tool_calls(&[(id.as_str(), name, arguments.as_str())])
+        }
+        None => Reply::sse_then_stall(&[json!({
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me look"}}]
+        })]),
+    });
+    let mut command = flycode(&place, &["run", "--base-url"]);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FLYCODE_") || name.starts_with("OPENAI_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .env("FLYCODE_STATE_DIR", place.base.join("state"))
+        .arg(server.base_url())
+        .args(["--model", "scripted-model", "--yes", "--root"])
+        .arg(&place.root)
+        .arg("Start the server and check it.")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.requests().len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the run never made its 4th request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids = pids(&place.root, 2);
+    assert!(pids.iter().all(|&pid| alive(pid)));
+    send_signal(child.id(), "INT");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("[jobs] job-2 exited 0 after "), "{stderr}");
+    for pid in pids {
+        assert!(!alive(pid), "{pid} outlived flycode run");
+    }
+    let request = &server.requests()[3];
+    let messages = request.body["messages"].as_array().unwrap();
+    let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+    let special = messages
+        .iter()
+        .map(text)
+        .find(|t| t.starts_with("[flycode] Background jobs"))
+        .unwrap_or_else(|| panic!("no jobs message: {messages:?}"));
+    assert!(special.contains("job-2 exited 0 after "), "{special}");
+    assert!(special.contains("job-1 running for "), "{special}");
+    let results: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(text)
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|t| t.contains("[jobs] job-2 exited 0 after ")),
+        "{results:?}"
+    );
+}
