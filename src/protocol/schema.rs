@@ -15,6 +15,8 @@
 //! - `x-flycode-exclusive`: groups `{"fields": [...], "required": bool}` of which at most one (or,
 //!   when required, exactly one) may be given;
 //! - `x-flycode-unique`: on an array of objects, a property whose value must not repeat;
+//! - `x-flycode-extended: true` on a property: an argument of the extended set only (`background`,
+//!   `pty`): the seed prompt leaves it out;
 //! - `x-flycode-read-only: true`: the tool only reads (the prompt leaves it out of the tools to
 //!   call only when asked; the registry's approval class agrees, a test holds it).
 

@@ -107,6 +107,7 @@ fn start_job(
         command,
         pty: args.pty,
         secrets: limits.secrets(),
+        process_error,
     })?;
     let terminal = if args.pty {
         " under a pseudo-terminal"

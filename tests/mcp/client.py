@@ -76,6 +76,11 @@ async def every_tool(client, root):
         ("fs_rm", {"path": p("b2.txt")}),
         ("process_run", {"command": "echo", "args": ["hello", "from", "mcp"]}),
         ("shell_exec", {"command": "echo $((6 * 7))"}),
+        ("shell_exec", {"command": "cat", "background": True}),
+        ("job_list", {}),
+        ("job_input", {"jobId": "job-1", "input": "ping\n", "waitMs": 5000}),
+        ("job_log", {"jobId": "job-1"}),
+        ("job_kill", {"jobId": "job-1"}),
     ]
     results = []
     for name, arguments in calls:

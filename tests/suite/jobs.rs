@@ -285,7 +285,7 @@ fn run_tells_the_model_of_an_ended_job_and_its_ctrl_c_leaves_no_process() {
             command.env_remove(name);
         }
     }
-    let mut child = command
+    let child = command
         .env("FLYCODE_STATE_DIR", place.base.join("state"))
         .arg(server.base_url())
         .args(["--model", "scripted-model", "--yes", "--root"])

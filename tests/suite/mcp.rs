@@ -182,7 +182,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "process_run",
                 "shell_exec",
                 "fs_read_many",
-                "fs_edit"
+                "fs_edit",
+                "job_log",
+                "job_list",
+                "job_input",
+                "job_kill"
             ]
         );
         for tool in tools {
@@ -195,8 +199,16 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
             );
             assert!(!tool["description"].as_str().unwrap().is_empty(), "{name}");
             let hints = &tool["annotations"];
-            let read_only =
-                ["fs_ls", "fs_read", "fs_search", "fs_diff", "fs_read_many"].contains(&name);
+            let read_only = [
+                "fs_ls",
+                "fs_read",
+                "fs_search",
+                "fs_diff",
+                "fs_read_many",
+                "job_log",
+                "job_list",
+            ]
+            .contains(&name);
             let destructive = [
                 "fs_rm",
                 "fs_mv",
@@ -206,9 +218,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "fs_edit",
                 "process_run",
                 "shell_exec",
+                "job_input",
+                "job_kill",
             ]
             .contains(&name);
-            let runs_program = ["process_run", "shell_exec"].contains(&name);
+            let runs_program = ["process_run", "shell_exec", "job_input"].contains(&name);
             assert_eq!(hints["readOnlyHint"], read_only, "{name}");
             assert_eq!(hints["destructiveHint"], destructive, "{name}");
             assert_eq!(hints["openWorldHint"], runs_program, "{name}");
@@ -237,6 +251,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
         assert!(text_of("fs_search").contains("a.txt:2:two"));
         assert!(text_of("process_run").contains("hello from mcp"));
         assert!(text_of("shell_exec").contains("42"));
+        assert!(
+            text_of("job_input").contains("ping"),
+            "{}",
+            text_of("job_input")
+        );
         assert_eq!(
             std::fs::read_to_string(place.root.join("a.txt")).unwrap(),
             "one\ndeux\nthree\n"
@@ -592,7 +611,7 @@ fn standard_output_carries_only_protocol_messages() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     let listed = messages.iter().find(|m| m["id"] == 2).unwrap();
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 14);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 18);
     // The server's own words went to standard error.
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("flycode mcp: serving extended tools")

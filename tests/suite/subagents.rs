@@ -72,6 +72,8 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
             "fs_read_many",
             "fs_search",
             "fs_diff",
+            "job_log",
+            "job_list",
             "agent_todo",
             "agent_note",
             "agent_complete"

@@ -49,7 +49,7 @@ pub(crate) enum StopSignal {
 }
 
 /// What the job's threads and its owner share.
-struct Shared {
+struct JobShared {
     pid: i32,
     run: RunId,
     group: Mutex<Option<CallGroup>>,
@@ -60,7 +60,7 @@ struct Shared {
     done_changed: Condvar,
 }
 
-impl Shared {
+impl JobShared {
     fn kill_tree(&self) {
         let group = lock(&self.group);
         let alive = !self.main_exited.load(Ordering::SeqCst);
@@ -87,7 +87,7 @@ impl Shared {
 
 /// A running (or ended) background program. Dropping it kills everything it started.
 pub(crate) struct BackgroundProcess {
-    shared: Arc<Shared>,
+    shared: Arc<JobShared>,
     stdin: Mutex<Option<File>>,
     log: Arc<JobOutputLog>,
 }
@@ -142,7 +142,7 @@ impl BackgroundProcess {
             Some(master) => terminal_ends(master),
             None => Ok(pipe_ends(&mut child)),
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(JobShared {
             pid,
             run,
             group: Mutex::new(group),
@@ -301,7 +301,7 @@ fn pipe_ends(child: &mut Child) -> Ends {
 fn watch(
     mut child: Child,
     readers: Vec<(Box<dyn Read + Send>, Origin)>,
-    shared: Arc<Shared>,
+    shared: Arc<JobShared>,
     log: Arc<JobOutputLog>,
 ) -> io::Result<()> {
     let (closed, all_closed) = mpsc::channel();

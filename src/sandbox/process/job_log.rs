@@ -66,7 +66,7 @@ pub(crate) struct LogView {
 
 /// One of the two files.
 #[derive(Debug)]
-struct Segment {
+struct LogSegment {
     file: File,
     /// Where each line starts.
     offsets: Vec<u64>,
@@ -76,15 +76,15 @@ struct Segment {
     len: u64,
 }
 
-impl Segment {
-    fn create(path: &Path, first: u64) -> io::Result<Segment> {
+impl LogSegment {
+    fn create(path: &Path, first: u64) -> io::Result<LogSegment> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(true)
             .read(true)
             .write(true)
             .open(path)?;
-        Ok(Segment {
+        Ok(LogSegment {
             file,
             offsets: Vec::new(),
             first,
@@ -117,8 +117,8 @@ impl Segment {
 struct LogState {
     paths: [PathBuf; 2],
     /// The older segment (dropped next), if any, and the current one.
-    older: Option<Segment>,
-    current: Segment,
+    older: Option<LogSegment>,
+    current: LogSegment,
     /// Which of `paths` the current segment is.
     current_path: usize,
     total: u64,
@@ -149,7 +149,7 @@ impl JobOutputLog {
         let name = base.file_name().map(|n| n.to_string_lossy().into_owned());
         let name = name.unwrap_or_else(|| "job".to_owned());
         let paths = [0, 1].map(|n| base.with_file_name(format!("{name}.{n}.log")));
-        let current = Segment::create(&paths[0], 1)?;
+        let current = LogSegment::create(&paths[0], 1)?;
         Ok(JobOutputLog {
             state: Mutex::new(LogState {
                 paths,
@@ -237,7 +237,7 @@ impl JobOutputLog {
             // The older segment's lines go; its file is reused for the new current one.
             let next = 1 - state.current_path;
             state.older = None;
-            let fresh = Segment::create(&state.paths[next], state.total)?;
+            let fresh = LogSegment::create(&state.paths[next], state.total)?;
             state.older = Some(std::mem::replace(&mut state.current, fresh));
             state.current_path = next;
         }

@@ -10,7 +10,7 @@
 
 pub(crate) mod tools;
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests;
 
 use std::path::PathBuf;
@@ -127,6 +127,8 @@ pub(crate) struct NewJob<'a> {
     pub(crate) command: String,
     pub(crate) pty: bool,
     pub(crate) secrets: Secrets,
+    /// How a program that could not be started is told (the process tools' words).
+    pub(crate) process_error: fn(crate::sandbox::ProcessError) -> ToolError,
 }
 
 impl JobTable {
@@ -171,7 +173,7 @@ impl JobTable {
         let log = JobOutputLog::create(&base, self.log_bytes, new.secrets)
             .map_err(|error| io_error(&format!("cannot create the job's log file: {error}")))?;
         let process = BackgroundProcess::start(new.spec, new.pty, Arc::new(log))
-            .map_err(super::process::process_error)?;
+            .map_err(|error| (new.process_error)(error))?;
         let job = Arc::new(Job {
             id,
             command: new.command,

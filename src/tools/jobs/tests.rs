@@ -1,6 +1,7 @@
 //! Background jobs through the call service with real processes: start, read, write, kill,
 //! the session's end, the bounds, the notice. No timing thresholds: outcomes and `/proc` only.
 
+#![cfg(target_os = "linux")]
 #![allow(clippy::disallowed_methods)] // fixtures are made and read directly
 
 use std::path::{Path, PathBuf};
