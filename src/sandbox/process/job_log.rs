@@ -214,9 +214,19 @@ impl JobOutputLog {
         self.changed.notify_all();
     }
 
-    /// Numbers, masks and writes one line (longer ones already cut to [`LINE_MAX`]).
-    fn store(&self, state: &mut LogState, origin: Origin, mut line: Vec<u8>) {
-        line.truncate(LINE_MAX);
+    /// Numbers, masks and writes one line; a line longer than [`LINE_MAX`] becomes several.
+    fn store(&self, state: &mut LogState, origin: Origin, line: Vec<u8>) {
+        if line.len() <= LINE_MAX {
+            self.store_piece(state, origin, line);
+        } else {
+            for piece in line.chunks(LINE_MAX) {
+                self.store_piece(state, origin, piece.to_vec());
+            }
+        }
+    }
+
+    /// Numbers, masks and writes one piece of at most [`LINE_MAX`] bytes.
+    fn store_piece(&self, state: &mut LogState, origin: Origin, mut line: Vec<u8>) {
         self.secrets.mask_bytes(&mut line);
         state.total += 1;
         let mut record = Vec::with_capacity(line.len() + 2);
@@ -413,6 +423,16 @@ mod tests {
         assert_eq!(log.stored_bytes(), on_disk);
         let last = log.view(100_000, 5);
         assert_eq!(last.lines[0].text, "line 00099999");
+    }
+
+    #[test]
+    fn a_long_line_becomes_several_and_loses_nothing() {
+        let (_dir, log) = log(1 << 20);
+        log.push(Origin::Out, &vec![b'a'; LINE_MAX - 10]);
+        log.push(Origin::Out, &[vec![b'b'; 30], b"\n".to_vec()].concat());
+        let view = log.view(1, 10);
+        let lengths: Vec<usize> = view.lines.iter().map(|l| l.text.len()).collect();
+        assert_eq!(lengths, [LINE_MAX, 20]);
     }
 
     #[test]
