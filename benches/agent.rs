@@ -368,6 +368,7 @@ fn subagent_turn(c: &mut Criterion) {
                 max_reply_bytes: flycode::config::reply_limit::DEFAULT_MAX_REPLY_BYTES,
                 started: Mutex::new(0),
                 condenser: None,
+                jobs: None,
             };
             // The envelope says what the child did: a bench of failing tasks measures nothing.
             let output = tasks.run_task(&task, Some("call-1")).expect("task");

@@ -17,6 +17,8 @@
 //! | `[undo] max_bytes` | 1048576..=1099511627776 bytes | 1073741824 |
 //! | `[undo] max_age_days` | 1..=36500 days | 30 |
 //! | `[undo] max_file_bytes` | 0..=1099511627776 bytes | 67108864 |
+//! | `[jobs] log_bytes` | 65536..=1073741824 bytes | 8388608 |
+//! | `[jobs] max_running` | 1..=64 | 8 |
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
 //! | `[agent] max_parallel` | 1..=64 | 4 |
@@ -81,6 +83,9 @@
 //! max_bytes = 1073741824             # the oldest changes go first beyond this
 //! max_age_days = 30                  # changes older than this are pruned
 //! max_file_bytes = 67108864          # a larger file is recorded by hash only
+//! [jobs]                             # background jobs (PROTOCOL.md §10 (Running calls:
+//! log_bytes = 8388608                # background jobs)): one job's output file at most
+//! max_running = 8                    # jobs running at once in one session
 //!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
@@ -156,6 +161,7 @@ struct FileConfig {
     durability: Option<Durability>,
     agent: Option<AgentConfig>,
     state: Option<StateConfig>,
+    jobs: Option<JobsConfig>,
     undo: Option<UndoConfig>,
 }
 
@@ -169,6 +175,16 @@ struct UndoConfig {
     max_age_days: Option<u32>,
     #[serde(default, deserialize_with = "range::undo_max_file_bytes")]
     max_file_bytes: Option<u64>,
+}
+
+/// The `[jobs]` table: the bounds of a session's background jobs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobsConfig {
+    #[serde(default, deserialize_with = "range::log_bytes")]
+    log_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "range::max_running")]
+    max_running: Option<u32>,
 }
 
 /// The `[state]` table: how long the state directory keeps a run's files.
@@ -372,6 +388,10 @@ pub struct Config {
     pub keep_days: u32,
     /// `[undo]`: how much the undo store keeps (PROTOCOL.md §16 (Undo and history)).
     pub undo: crate::sandbox::undo::UndoLimits,
+    /// `[jobs] log_bytes`: what one background job's output file holds at most.
+    pub job_log_bytes: u64,
+    /// `[jobs] max_running`: how many background jobs a session runs at once.
+    pub max_running_jobs: u32,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -398,6 +418,8 @@ impl Config {
                     .map(|(_, dir, trusted)| (dir.to_owned(), trusted)),
                 ..crate::tools::places::Places::from_environment()
             },
+            job_log_bytes: self.job_log_bytes,
+            max_running_jobs: self.max_running_jobs,
             ..crate::tools::Limits::default()
         }
     }
@@ -495,6 +517,16 @@ impl Config {
                 .and_then(|state| state.keep_days)
                 .unwrap_or(DEFAULT_KEEP_DAYS),
             undo: undo_limits(file.undo.unwrap_or_default()),
+            job_log_bytes: file
+                .jobs
+                .as_ref()
+                .and_then(|jobs| jobs.log_bytes)
+                .unwrap_or(crate::tools::jobs::DEFAULT_LOG_BYTES),
+            max_running_jobs: file
+                .jobs
+                .as_ref()
+                .and_then(|jobs| jobs.max_running)
+                .unwrap_or(crate::tools::jobs::DEFAULT_MAX_RUNNING),
             agent,
             layers,
             flags: flags.clone(),

@@ -235,6 +235,10 @@ impl Launch {
             &self.transcripts,
             options.cancel,
         );
+        // The run is the session of its background jobs (PROTOCOL.md §10 (Running calls:
+        // background jobs)): they end when it returns, Ctrl-C included.
+        let jobs = limits.job_table();
+        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
         let tasks = Tasks {
             sandbox: &self.sandbox,
             policy: &self.policy,
@@ -251,6 +255,7 @@ impl Launch {
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(start.tasks_started),
             condenser: Some(&condenser),
+            jobs: Some(&jobs),
         };
         let mut transcript = TranscriptWriter::new(self.transcripts.clone());
         if let Some(parent) = start.continues {
@@ -267,6 +272,7 @@ impl Launch {
                 .notebook(&memory)
                 .tasks(&tasks)
                 .undo(self.recorder.clone())
+                .jobs(Some(&jobs))
                 .build(),
             settings: &self.settings,
             lenient: options.lenient,
@@ -278,7 +284,10 @@ impl Launch {
             relay: Some(&relayed),
             compactor: tasks.compactor(),
         };
-        run.run_history(start.conversation, observer)
+        let report = run.run_history(start.conversation, observer);
+        drop(run);
+        jobs.end_session();
+        report
     }
 }
 

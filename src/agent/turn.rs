@@ -712,12 +712,18 @@ impl AgentRun<'_> {
     /// The request as sent: system message, history, special messages at their place.
     fn build_request(&self, progress: &TurnProgress) -> Vec<Message> {
         let notes = folder_notes(self.executor.sandbox());
+        let jobs = self
+            .executor
+            .job_table()
+            .map(|jobs| jobs.state_lines())
+            .unwrap_or_default();
         let specials = SpecialMessages::render(
             &self.prompt.role_definition,
             &self.memory.snapshot(),
             &notes,
         )
-        .with_hints(&self.executor.loaded_hints());
+        .with_hints(&self.executor.loaded_hints())
+        .with_jobs(&jobs);
         let mut request =
             assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
         let secrets = self.executor.limits().secrets();

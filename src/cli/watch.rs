@@ -17,6 +17,7 @@ use crate::protocol::result::INVALID_CALL_ID;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Session};
 use crate::tools::executor::{Approver, Executor};
+use crate::tools::jobs::JobTable;
 use crate::tools::secrets::Secrets;
 use crate::watch::clipboard::{Clipboard, SystemClipboard, keep_on_clipboard, run_clipboard};
 use crate::watch::handler::policy_key;
@@ -58,9 +59,14 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     );
     let secrets = config.limits().secrets();
     let on_start = |call: &Call| terminal.started(call, sandbox.roots(), &secrets);
+    // The watch process is the session of its background jobs (PROTOCOL.md §10 (Running calls:
+    // background jobs)): they end when it does.
+    let jobs: JobTable = config.limits().job_table();
+    jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
     let mut handler = Handler {
         executor: Executor::builder(&sandbox, &config.policy, approver.as_ref())
             .session(Some(&session))
+            .jobs(Some(&jobs))
             .audit(AuditLog::default_location())
             .limits(config.limits())
             .undo(super::undo_recorder(&config, "watch"))
@@ -81,6 +87,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         &terminal,
     )?;
     drop(handler);
+    jobs.end_session();
     session
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 14] = [
+const TOP_KEYS: [&str; 15] = [
     "roots",
     "approval",
     "protected",
@@ -127,9 +127,11 @@ const TOP_KEYS: [&str; 14] = [
     "agent",
     "state",
     "undo",
+    "jobs",
 ];
 const STATE_KEYS: [&str; 1] = ["keep_days"];
 const UNDO_KEYS: [&str; 3] = ["max_bytes", "max_age_days", "max_file_bytes"];
+const JOBS_KEYS: [&str; 2] = ["log_bytes", "max_running"];
 const AGENT_KEYS: [&str; 32] = [
     "provider",
     "compact_at",
@@ -176,6 +178,7 @@ fn table_keys(parent: &[String]) -> Option<&'static [&'static str]> {
         ["agent"] => Some(&AGENT_KEYS),
         ["state"] => Some(&STATE_KEYS),
         ["undo"] => Some(&UNDO_KEYS),
+        ["jobs"] => Some(&JOBS_KEYS),
         ["agent", "light"] => Some(&LIGHT_KEYS),
         ["agent", "subagent"] => Some(&SUBAGENT_TYPES),
         ["agent", "subagent", _] => Some(&ROLE_KEYS),

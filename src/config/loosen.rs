@@ -96,6 +96,18 @@ pub(crate) fn loosens(
             (entry.value.as_integer().unwrap_or(0) < old)
                 .then(|| format!("less than {setting} = {old} (the undo store would forget more)"))
         }
+        // More jobs at once, or larger job logs, take more of the machine than the user allowed.
+        ["jobs", "log_bytes" | "max_running"] => {
+            let default = match key[1] {
+                "log_bytes" => crate::tools::jobs::DEFAULT_LOG_BYTES as i64,
+                _ => i64::from(crate::tools::jobs::DEFAULT_MAX_RUNNING),
+            };
+            let old = lower(&entry.key)
+                .and_then(|applied| applied.value.as_integer())
+                .unwrap_or(default);
+            (entry.value.as_integer().unwrap_or(0) > old)
+                .then(|| format!("larger than {} = {old}", key[1]))
+        }
         ["tools", name] if *name != "set" => tool_rule(name, new_text, lower),
         ["roots"] => roots(entry, lower, project_dir),
         ["agent", "base_url" | "model" | "api_key_env" | "provider"]

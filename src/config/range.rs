@@ -139,6 +139,25 @@ pub(crate) const UNDO_MAX_FILE_BYTES: SettingRange = SettingRange {
     unit: "bytes of a file whose content the undo store keeps",
 };
 
+/// `[jobs] log_bytes`: one background job's output file. Below 64 KiB a line of 16 KiB (the
+/// longest kept whole) leaves no room for others; above 1 GiB one chatty job fills a disk.
+pub(crate) const LOG_BYTES: SettingRange = SettingRange {
+    key: "log_bytes",
+    flag: None,
+    min: 64 * 1024,
+    max: 1 << 30,
+    unit: "bytes of one background job's output file",
+};
+
+/// `[jobs] max_running`: a session with no job allowed would refuse every background call.
+pub(crate) const MAX_RUNNING: SettingRange = SettingRange {
+    key: "max_running",
+    flag: None,
+    min: 1,
+    max: 64,
+    unit: "background jobs running at once in one session",
+};
+
 /// `[agent] connect_timeout_ms`: zero would fail every connection.
 pub(crate) const CONNECT_TIMEOUT_MS: SettingRange = SettingRange {
     key: "connect_timeout_ms",
@@ -302,6 +321,8 @@ deserialize_in_range! {
     undo_max_bytes: u64 = UNDO_MAX_BYTES;
     undo_max_age_days: u32 = UNDO_MAX_AGE_DAYS;
     undo_max_file_bytes: u64 = UNDO_MAX_FILE_BYTES;
+    log_bytes: u64 = LOG_BYTES;
+    max_running: u32 = MAX_RUNNING;
     connect_timeout_ms: u64 = CONNECT_TIMEOUT_MS;
     read_timeout_ms: u64 = READ_TIMEOUT_MS;
     max_retries: u32 = MAX_RETRIES;

@@ -47,6 +47,14 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         (Key::of(&["undo", "max_bytes"]), number(1 << 30)),
         (Key::of(&["undo", "max_age_days"]), toml::Value::Integer(30)),
         (Key::of(&["undo", "max_file_bytes"]), number(64 << 20)),
+        (
+            Key::of(&["jobs", "log_bytes"]),
+            number(crate::tools::jobs::DEFAULT_LOG_BYTES as usize),
+        ),
+        (
+            Key::of(&["jobs", "max_running"]),
+            crate::tools::jobs::DEFAULT_MAX_RUNNING.into(),
+        ),
     ];
     // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
     let agent: [(&str, toml::Value); 21] = [

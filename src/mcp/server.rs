@@ -104,6 +104,9 @@ struct Shared {
     gate: Gate,
     /// Makes `requestState` unguessable: an answer is bound to the call it was asked for.
     state_key: String,
+    /// The connection's background jobs (PROTOCOL.md §10 (Running calls: background jobs)):
+    /// killed when the client disconnects.
+    jobs: crate::tools::jobs::JobTable,
 }
 
 /// What the client's roots leave.
@@ -123,8 +126,10 @@ impl McpServer {
         let full = Arc::new(sandbox);
         let tools = super::tools::tool_list(settings.tool_set);
         let state_key = random_key();
+        let jobs = settings.limits.job_table();
         McpServer {
             shared: Arc::new(Shared {
+                jobs,
                 settings,
                 full,
                 tools,
@@ -139,18 +144,38 @@ impl McpServer {
     }
 }
 
-/// Serves `server` on standard input and output until the client closes them.
+/// Serves `server` on standard input and output until the client closes them; then every
+/// background job of the connection is killed.
 pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
     let (reader, writer) = rmcp::transport::stdio_pipes();
+    let shared = Arc::clone(&server.shared);
     let running = server
         .serve(super::transport::LineTransport::new(reader, writer))
         .await
         .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
-    running
-        .waiting()
-        .await
-        .map_err(|error| anyhow::anyhow!("the MCP session ended abnormally: {error}"))?;
+    announce_jobs_to(&shared.jobs, running.peer().clone());
+    let ended = running.waiting().await;
+    shared.jobs.end_session();
+    ended.map_err(|error| anyhow::anyhow!("the MCP session ended abnormally: {error}"))?;
     Ok(())
+}
+
+/// A job's end goes to the terminal (standard error) and to the client as a logging
+/// notification (`notifications/message`, logger `flycode.jobs`, level `info`).
+fn announce_jobs_to(jobs: &crate::tools::jobs::JobTable, peer: rmcp::Peer<RoleServer>) {
+    let runtime = tokio::runtime::Handle::current();
+    jobs.set_announce(Box::new(move |notice| {
+        eprintln!("flycode mcp: [jobs] {notice}");
+        let message = rmcp::model::LoggingMessageNotificationParam::new(
+            rmcp::model::LoggingLevel::Info,
+            Value::String(format!("[jobs] {notice}")),
+        )
+        .with_logger("flycode.jobs");
+        let peer = peer.clone();
+        runtime.spawn(async move {
+            let _ = peer.notify_logging_message(message).await;
+        });
+    }));
 }
 
 impl ServerHandler for McpServer {
@@ -163,7 +188,12 @@ impl ServerHandler for McpServer {
             .map(|root| root.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
             .with_server_info(Implementation::new("flycode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "flycode's file and program tools, inside the allowed roots only: {roots}. Paths are absolute. Results are capped; a capped result says how to read on.{}",
@@ -353,6 +383,7 @@ impl Shared {
             .limits(limits)
             .hints(&self.hints)
             .undo(self.settings.undo.clone())
+            .jobs(Some(&self.jobs))
             .build()
     }
 

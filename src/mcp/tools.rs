@@ -38,11 +38,15 @@ pub(crate) fn mcp_tool(tool: ToolName) -> Tool {
 /// beyond the machine's allowed roots (`openWorldHint: false`), programs may (the network).
 pub(crate) fn annotations(tool: ToolName) -> ToolAnnotations {
     let read_only = is_read_only(tool);
-    let runs_program = matches!(tool, ToolName::ProcessRun | ToolName::ShellExec);
+    let runs_program = matches!(
+        tool,
+        ToolName::ProcessRun | ToolName::ShellExec | ToolName::JobInput
+    );
     let destructive = runs_program
         || matches!(
             tool,
-            ToolName::FsRm
+            ToolName::JobKill
+                | ToolName::FsRm
                 | ToolName::FsMv
                 | ToolName::FsChmod
                 | ToolName::FsWrite
@@ -66,7 +70,7 @@ mod tests {
     #[test]
     fn names_schemas_and_annotations_follow_the_contract() {
         let tools = tool_list(ToolSet::Extended);
-        assert_eq!(tools.len(), 18);
+        assert_eq!(tools.len(), 22);
         for (tool, &name) in tools.iter().zip(ToolSet::Extended.tools()) {
             assert_eq!(tool.name, name.mcp_name());
             assert!(

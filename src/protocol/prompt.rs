@@ -151,14 +151,15 @@ pub fn tool_reference_for(language: PromptLanguage, set: ToolSet) -> String {
     let mut out = String::new();
     for (number, &tool) in set.tools().iter().enumerate() {
         let schema = tool_schema(tool);
+        let document = offered_arguments(&schema.document, set);
         out.push_str(&format!(
             "\n{}. `{}` — {}\n- `{}`\n",
             number + 1,
             tool,
             schema.description,
-            compact_signature(&schema.document)
+            compact_signature(&document)
         ));
-        describe_properties(&mut out, &schema.document, "", language);
+        describe_properties(&mut out, &document, "", language);
         for rule in rules(schema, language) {
             out.push_str(&format!("- {rule}\n"));
         }
@@ -182,6 +183,18 @@ pub fn tool_signatures_for(set: ToolSet) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The schema without the arguments marked `x-flycode-extended` (`background`, `pty`) when `set`
+/// is not the extended one: the seed prompt stays the seed protocol's.
+fn offered_arguments(document: &Value, set: ToolSet) -> Value {
+    let mut document = document.clone();
+    if !set.contains(ToolName::JobLog)
+        && let Some(properties) = document["properties"].as_object_mut()
+    {
+        properties.retain(|_, property| property["x-flycode-extended"] != Value::Bool(true));
+    }
+    document
 }
 
 /// `{"path": string, "depth"?: integer}`, the seed's compact notation.

@@ -15,6 +15,8 @@
 //! - `x-flycode-exclusive`: groups `{"fields": [...], "required": bool}` of which at most one (or,
 //!   when required, exactly one) may be given;
 //! - `x-flycode-unique`: on an array of objects, a property whose value must not repeat;
+//! - `x-flycode-extended: true` on a property: an argument of the extended set only (`background`,
+//!   `pty`): the seed prompt leaves it out;
 //! - `x-flycode-read-only: true`: the tool only reads (the prompt leaves it out of the tools to
 //!   call only when asked; the registry's approval class agrees, a test holds it).
 
@@ -126,6 +128,10 @@ pub fn schema_source(tool: ToolName) -> &'static str {
         ToolName::HintLoad => include_str!("../../protocol/schemas/hint.load.json"),
         ToolName::HintUnload => include_str!("../../protocol/schemas/hint.unload.json"),
         ToolName::HintResource => include_str!("../../protocol/schemas/hint.resource.json"),
+        ToolName::JobLog => include_str!("../../protocol/schemas/job.log.json"),
+        ToolName::JobList => include_str!("../../protocol/schemas/job.list.json"),
+        ToolName::JobInput => include_str!("../../protocol/schemas/job.input.json"),
+        ToolName::JobKill => include_str!("../../protocol/schemas/job.kill.json"),
         ToolName::AgentTodo => include_str!("../../protocol/schemas/agent.todo.json"),
         ToolName::AgentNote => include_str!("../../protocol/schemas/agent.note.json"),
         ToolName::AgentTask => include_str!("../../protocol/schemas/agent.task.json"),

@@ -43,6 +43,14 @@ pub enum ToolName {
     HintUnload,
     /// `hint.resource`: a file of a loaded hint (the extended set).
     HintResource,
+    /// `job.log`: lines of a background job's output (the extended set).
+    JobLog,
+    /// `job.list`: the session's background jobs (the extended set).
+    JobList,
+    /// `job.input`: write to a background job's stdin (the extended set).
+    JobInput,
+    /// `job.kill`: end a background job and everything it started (the extended set).
+    JobKill,
     /// `agent.todo`: replace the agent's TODO list (`flycode run` only).
     AgentTodo,
     /// `agent.note`: save a piece of useful information (`flycode run` only).
@@ -60,16 +68,16 @@ pub enum ToolSet {
     /// the chat front ends (`prompt`, `check`, `exec`, `watch`, `validate`).
     #[default]
     Seed,
-    /// The twelve plus `fs.readMany`, `fs.edit`, `memory.query` and the hint tools (`--tools
-    /// extended`).
+    /// The twelve plus `fs.readMany`, `fs.edit`, `memory.query`, the hint tools and the job
+    /// tools (`job.log`, `job.list`, `job.input`, `job.kill`) (`--tools extended`).
     Extended,
     /// The extended set plus the agent's own tools (`agent.todo`, `agent.note`, `agent.task`):
     /// `flycode run` (its default, and `--tools extended`).
     Agent,
     /// The seed set plus the agent's own tools: `flycode run --tools seed`.
     SeedAgent,
-    /// What a sub-agent is offered (PROTOCOL.md §13 (The API loop: sub-agents)): the read-only file tools, `agent.todo`,
-    /// `agent.note` and `agent.complete`.
+    /// What a sub-agent is offered (PROTOCOL.md §13 (The API loop: sub-agents)): the read-only file tools, `job.log`,
+    /// `job.list`, `agent.todo`, `agent.note` and `agent.complete`.
     Subagent,
     /// Every tool: what a sub-agent's calls are read against, so that a call of a tool it is not
     /// offered is refused by its executor (`denied_by_policy`), not misread as unknown.
@@ -81,8 +89,10 @@ impl ToolSet {
     pub fn tools(self) -> &'static [ToolName] {
         match self {
             ToolSet::Seed => &ToolName::WITH_AGENT_TOOLS[..12],
-            ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..18],
-            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..21],
+            ToolSet::Extended => &ToolName::WITH_AGENT_TOOLS[..ToolName::EXTENDED.len()],
+            // The extended set, then agent.todo, agent.note and agent.task (agent.complete is a
+            // sub-agent's).
+            ToolSet::Agent => &ToolName::WITH_AGENT_TOOLS[..ToolName::EXTENDED.len() + 3],
             ToolSet::SeedAgent => &ToolName::SEED_AGENT,
             ToolSet::Subagent => &ToolName::SUBAGENT,
             ToolSet::All => &ToolName::WITH_AGENT_TOOLS,
@@ -131,9 +141,17 @@ impl ToolName {
     /// The seed whitelist, in the order the contract and the prompt list them.
     pub const ALL: [ToolName; 12] = ToolName::first_of_all::<12>();
 
-    /// The extended set: the seed whitelist, then `fs.readMany`, `fs.edit`, `memory.query` and
-    /// the hint tools.
-    pub const EXTENDED: [ToolName; 18] = ToolName::first_of_all::<18>();
+    /// The extended set: the seed whitelist, then `fs.readMany`, `fs.edit`, `memory.query`,
+    /// the hint tools and the job tools.
+    pub const EXTENDED: [ToolName; 22] = ToolName::first_of_all::<22>();
+
+    /// The tools of background jobs (PROTOCOL.md §9 (Tools: background jobs)).
+    pub const JOB_TOOLS: [ToolName; 4] = [
+        ToolName::JobLog,
+        ToolName::JobList,
+        ToolName::JobInput,
+        ToolName::JobKill,
+    ];
 
     /// The agent's own tools, known to `flycode run` only (`agent.complete` to its sub-agents
     /// only).
@@ -149,7 +167,7 @@ impl ToolName {
     pub const CONTEXT_TOOLS: [ToolName; 2] = [ToolName::HintLoad, ToolName::HintUnload];
 
     /// What a sub-agent may call (PROTOCOL.md §13 (The API loop: sub-agents)), in prompt order.
-    pub const SUBAGENT: [ToolName; 12] = [
+    pub const SUBAGENT: [ToolName; 14] = [
         ToolName::FsLs,
         ToolName::FsRead,
         ToolName::FsReadMany,
@@ -159,6 +177,8 @@ impl ToolName {
         ToolName::HintLoad,
         ToolName::HintUnload,
         ToolName::HintResource,
+        ToolName::JobLog,
+        ToolName::JobList,
         ToolName::AgentTodo,
         ToolName::AgentNote,
         ToolName::AgentComplete,
@@ -184,7 +204,7 @@ impl ToolName {
     ];
 
     /// Every tool: the extended set followed by the agent's own tools.
-    pub const WITH_AGENT_TOOLS: [ToolName; 22] = [
+    pub const WITH_AGENT_TOOLS: [ToolName; 26] = [
         ToolName::FsLs,
         ToolName::FsMkdir,
         ToolName::FsRead,
@@ -203,6 +223,10 @@ impl ToolName {
         ToolName::HintLoad,
         ToolName::HintUnload,
         ToolName::HintResource,
+        ToolName::JobLog,
+        ToolName::JobList,
+        ToolName::JobInput,
+        ToolName::JobKill,
         ToolName::AgentTodo,
         ToolName::AgentNote,
         ToolName::AgentTask,
@@ -253,6 +277,10 @@ impl ToolName {
             ToolName::HintLoad => "hint.load",
             ToolName::HintUnload => "hint.unload",
             ToolName::HintResource => "hint.resource",
+            ToolName::JobLog => "job.log",
+            ToolName::JobList => "job.list",
+            ToolName::JobInput => "job.input",
+            ToolName::JobKill => "job.kill",
             ToolName::AgentTodo => "agent.todo",
             ToolName::AgentNote => "agent.note",
             ToolName::AgentTask => "agent.task",

@@ -202,7 +202,11 @@ pub fn show_whole_call(invocation: &Invocation<'_>, command: &str, limits: &Limi
             Some(cwd) => format!("  cwd: {}", escape_for_display(cwd)),
             None => "  cwd: the first allowed root (no cwd given)".to_owned(),
         });
+        let background = call.args.get("background") == Some(&Value::Bool(true));
         lines.push(match timeout {
+            // PROTOCOL.md §10 (Running calls: background jobs): no deadline; the session's end
+            // kills it.
+            _ if background => "  runs in the background: until it ends, job.kill ends it, or this session ends (no timeout)".to_owned(),
             Some(ms) => format!("  timeout: {} ms", escape_for_display(&ms.to_string())),
             None => format!("  timeout: {default_timeout_ms} ms (flycode's default)"),
         });

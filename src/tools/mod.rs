@@ -10,6 +10,7 @@ pub mod approval;
 pub mod executor;
 pub mod fs;
 pub mod hint;
+pub mod jobs;
 pub mod memory;
 pub mod places;
 pub mod policy;
@@ -81,9 +82,19 @@ pub struct Limits {
     pub tool_set: crate::protocol::ToolSet,
     /// Where `memory.query`, the hint tools and predefined agents look.
     pub places: places::Places,
+    /// `[jobs] log_bytes`: what one background job's output file holds at most.
+    pub job_log_bytes: u64,
+    /// `[jobs] max_running`: how many background jobs a session runs at once.
+    pub max_running_jobs: u32,
 }
 
 impl Limits {
+    /// A job table for a session under these limits (PROTOCOL.md §10 (Running calls:
+    /// background jobs)).
+    pub fn job_table(&self) -> jobs::JobTable {
+        jobs::JobTable::new(self.job_log_bytes, self.max_running_jobs)
+    }
+
     /// Every environment variable holding a secret of flycode's: the API keys it knows, the
     /// variable `api_key_env` names and those `secret_env` names.
     pub fn secret_names(&self) -> Vec<String> {
@@ -111,6 +122,8 @@ impl Default for Limits {
             program_network: true,
             tool_set: crate::protocol::ToolSet::Seed,
             places: places::Places::from_environment(),
+            job_log_bytes: jobs::DEFAULT_LOG_BYTES,
+            max_running_jobs: jobs::DEFAULT_MAX_RUNNING,
         }
     }
 }

@@ -44,9 +44,97 @@ pub(crate) struct ProcessArgs {
     /// Extra environment variables.
     #[serde(default)]
     pub env: Map<String, Value>,
+    /// Start it as a background job of the session and answer at once.
+    #[serde(default)]
+    pub background: bool,
+    /// With `background`: under a pseudo-terminal.
+    #[serde(default)]
+    pub pty: bool,
 }
 
-/// Runs `process.run` (`shell` false) or `shell.exec` (`shell` true).
+/// Runs `process.run` (`shell` false) or `shell.exec` (`shell` true), in the foreground or,
+/// with `background`, as a job of the session.
+fn run_call(
+    context: &ToolContext<'_>,
+    args: &ProcessArgs,
+    shell: bool,
+) -> Result<ToolOutput, ToolError> {
+    if args.background {
+        start_job(context, args, shell)
+    } else if args.pty {
+        Err(ToolError::new(
+            ErrorCode::InvalidArgs,
+            "pty is for background jobs only: a foreground call's program has no terminal",
+            Some("add \"background\": true, or leave pty out"),
+        ))
+    } else {
+        run(context.sandbox, args, context.limits, shell)
+    }
+}
+
+/// Starts the call's program as a background job (PROTOCOL.md §10 (Running calls: background
+/// jobs)): contained, with its environment, exactly as in the foreground, but left running.
+fn start_job(
+    context: &ToolContext<'_>,
+    args: &ProcessArgs,
+    shell: bool,
+) -> Result<ToolOutput, ToolError> {
+    let limits = context.limits;
+    let jobs = context
+        .jobs
+        .ok_or_else(crate::tools::jobs::tools::no_session)?;
+    if !limits.tool_set.contains(ToolName::JobLog) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArgs,
+            format!(
+                "background jobs belong to the extended tool set, and this session offers the {} set",
+                limits.tool_set.as_str()
+            ),
+            Some("run the program in the foreground (without background)"),
+        ));
+    }
+    let cwd = working_directory(context.sandbox, args)?;
+    let spec = process_spec(context.sandbox, args, limits, shell, cwd, Duration::MAX);
+    let command = if shell {
+        args.command.clone()
+    } else {
+        std::iter::once(args.command.as_str())
+            .chain(args.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let job = jobs.start(crate::tools::jobs::NewJob {
+        spec: &spec,
+        command,
+        pty: args.pty,
+        secrets: limits.secrets(),
+        process_error,
+    })?;
+    let terminal = if args.pty {
+        " under a pseudo-terminal"
+    } else {
+        ""
+    };
+    let id = &job.id;
+    let body = format!(
+        "started {id} in the background{terminal}; it runs until it ends, job.kill ends it, or this session ends.\n\
+         read its output: job.log {{\"jobId\": \"{id}\", \"waitMs\": 2000}} (then startLine = nextLine)\n\
+         write to its stdin: job.input {{\"jobId\": \"{id}\", \"input\": \"...\\n\"}}\n\
+         end it: job.kill {{\"jobId\": \"{id}\"}}\n"
+    );
+    let pid = job.process.pid();
+    Ok(ToolOutput {
+        body: Some(body),
+        fields: vec![
+            ("job".to_owned(), id.clone()),
+            ("pid".to_owned(), pid.to_string()),
+        ],
+        data: json!({ "jobId": id, "pid": pid, "pty": args.pty }),
+        continue_hint: None,
+    })
+}
+
+/// Runs `process.run` (`shell` false) or `shell.exec` (`shell` true) in the foreground.
 pub(crate) fn run(
     sandbox: &Sandbox,
     args: &ProcessArgs,
@@ -135,7 +223,7 @@ fn process_spec(
 
 /// A program that could not be started, as the model's error (with a hint where there is one,
 /// and the person's advice for a machine that cannot contain programs).
-fn process_error(error: ProcessError) -> ToolError {
+pub(crate) fn process_error(error: ProcessError) -> ToolError {
     let hint = match &error {
         ProcessError::CommandNotFound { .. } => {
             Some("check the program's name, or run it through shell.exec if it is a shell built-in")
@@ -460,7 +548,7 @@ impl Tool for ProcessRun {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &ProcessArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args, context.limits, false)
+        run_call(context, args, false)
     }
 }
 
@@ -489,7 +577,7 @@ impl Tool for ShellExec {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &ProcessArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args, context.limits, true)
+        run_call(context, args, true)
     }
 }
 
@@ -505,8 +593,11 @@ fn program_effects(args: &ProcessArgs, shell: bool) -> Effects<'_> {
     }
 }
 
-/// `Exit 0 · 1.3 s`, `Killed by signal 9`.
+/// `Exit 0 · 1.3 s`, `Killed by signal 9`, `Started job-1 (pid 4242)`.
 fn process_summary(output: &ToolOutput) -> String {
+    if let (Some(job), Some(pid)) = (field(output, "job"), field(output, "pid")) {
+        return format!("Started {job} in the background (pid {pid})");
+    }
     let status = match (field(output, "exitCode"), field(output, "signal")) {
         (Some(code), _) => format!("Exit {code}"),
         (None, Some(signal)) => format!("Killed by signal {signal}"),

@@ -20,7 +20,7 @@ use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
 use crate::protocol::{Call, ToolName};
 
 /// Every tool, in the whitelist's order.
-pub(crate) static REGISTRY: [&dyn RegisteredTool; 22] = [
+pub(crate) static REGISTRY: [&dyn RegisteredTool; 26] = [
     &super::fs::ls::FsLs,
     &super::fs::mkdir::FsMkdir,
     &super::fs::read::FsRead,
@@ -39,6 +39,10 @@ pub(crate) static REGISTRY: [&dyn RegisteredTool; 22] = [
     &super::hint::HintLoad,
     &super::hint::HintUnload,
     &super::hint::HintResource,
+    &super::jobs::tools::JobLog,
+    &super::jobs::tools::JobList,
+    &super::jobs::tools::JobInput,
+    &super::jobs::tools::JobKill,
     &super::agent::AgentTodo,
     &super::agent::AgentNote,
     &super::agent::AgentTask,
@@ -121,6 +125,8 @@ mod tests {
                 ToolName::FsReadMany,
                 ToolName::MemoryQuery,
                 ToolName::HintResource,
+                ToolName::JobLog,
+                ToolName::JobList,
                 ToolName::AgentTask,
             ]
         );

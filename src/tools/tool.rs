@@ -157,6 +157,8 @@ pub struct ToolContext<'a> {
     pub hints: &'a super::hint::shelf::HintShelf,
     /// Condenses what `memory.query` finds (`flycode run` only).
     pub condenser: Option<&'a dyn super::memory::condenser::Condenser>,
+    /// The session's background jobs (`watch`, `run`, `mcp`; none in `exec`).
+    pub jobs: Option<&'a super::jobs::JobTable>,
 }
 
 /// A tool, as its file implements it, with typed arguments.

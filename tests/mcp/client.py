@@ -80,6 +80,11 @@ async def every_tool(client, root):
         ("hint_load", {"name": "mcp-hint"}),
         ("hint_resource", {"path": "HINT.md"}),
         ("hint_unload", {"name": "mcp-hint"}),
+        ("shell_exec", {"command": "cat", "background": True}),
+        ("job_list", {}),
+        ("job_input", {"jobId": "job-1", "input": "ping\n", "waitMs": 5000}),
+        ("job_log", {"jobId": "job-1"}),
+        ("job_kill", {"jobId": "job-1"}),
     ]
     results = []
     for name, arguments in calls:

@@ -190,7 +190,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "memory_query",
                 "hint_load",
                 "hint_unload",
-                "hint_resource"
+                "hint_resource",
+                "job_log",
+                "job_list",
+                "job_input",
+                "job_kill"
             ]
         );
         for tool in tools {
@@ -211,6 +215,8 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "fs_read_many",
                 "memory_query",
                 "hint_resource",
+                "job_log",
+                "job_list",
             ]
             .contains(&name);
             let destructive = [
@@ -222,9 +228,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
                 "fs_edit",
                 "process_run",
                 "shell_exec",
+                "job_input",
+                "job_kill",
             ]
             .contains(&name);
-            let runs_program = ["process_run", "shell_exec"].contains(&name);
+            let runs_program = ["process_run", "shell_exec", "job_input"].contains(&name);
             assert_eq!(hints["readOnlyHint"], read_only, "{name}");
             assert_eq!(hints["destructiveHint"], destructive, "{name}");
             assert_eq!(hints["openWorldHint"], runs_program, "{name}");
@@ -253,6 +261,11 @@ fn every_tool_is_listed_and_answers_in_both_protocol_eras() {
         assert!(text_of("fs_search").contains("a.txt:2:two"));
         assert!(text_of("process_run").contains("hello from mcp"));
         assert!(text_of("shell_exec").contains("42"));
+        assert!(
+            text_of("job_input").contains("ping"),
+            "{}",
+            text_of("job_input")
+        );
         assert_eq!(
             std::fs::read_to_string(place.root.join("a.txt")).unwrap(),
             "one\ndeux\nthree\n"
@@ -608,7 +621,7 @@ fn standard_output_carries_only_protocol_messages() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     let listed = messages.iter().find(|m| m["id"] == 2).unwrap();
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 18);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 22);
     // The server's own words went to standard error.
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("flycode mcp: serving extended tools")

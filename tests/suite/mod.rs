@@ -17,6 +17,7 @@ mod containment;
 mod crash_safety;
 mod edit;
 mod hostile;
+mod jobs;
 mod large_files;
 mod local_models;
 mod ls_hidden;

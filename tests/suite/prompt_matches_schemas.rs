@@ -37,6 +37,10 @@ fn schema_arguments(tool: ToolName) -> BTreeSet<String> {
     let schema = &tool_schema(tool).document;
     let mut names = BTreeSet::new();
     for (name, property) in schema["properties"].as_object().unwrap() {
+        // The extended set's own arguments (`background`, `pty`) are not the seed prompt's.
+        if property["x-flycode-extended"] == true {
+            continue;
+        }
         names.insert(name.clone());
         if let Some(items) = property["items"]["properties"].as_object() {
             names.extend(items.keys().map(|inner| format!("{name}[].{inner}")));

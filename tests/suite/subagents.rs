@@ -76,6 +76,8 @@ fn an_explore_child_reads_searches_and_completes_and_the_parent_answers_from_its
             "hint_load",
             "hint_unload",
             "hint_resource",
+            "job_log",
+            "job_list",
             "agent_todo",
             "agent_note",
             "agent_complete"

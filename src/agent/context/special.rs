@@ -24,6 +24,9 @@ pub(crate) const HINTS_HEADING: &str = "[flycode] Loaded hints (the HINT.md of e
 /// The heading of the folder notes message.
 pub(crate) const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYCODE.md in the allowed roots: the project's conventions; inserted by flycode, not the user)";
 
+/// The heading of the background jobs message.
+pub(crate) const JOBS_HEADING: &str = "[flycode] Background jobs (this session's, as they are now; read them with job.log; inserted by flycode, not the user)";
+
 /// The special messages of one request; a kind with nothing to say is `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpecialMessages {
@@ -40,6 +43,9 @@ pub struct SpecialMessages {
     pub folder_notes: Option<String>,
     /// Special message 5: the loaded hints' `HINT.md` (PROTOCOL.md §9 (hint.load)).
     pub hints: Option<String>,
+    /// The session's background jobs, when it has any (PROTOCOL.md §10 (Running calls:
+    /// background jobs)): after the four, under its own heading.
+    pub jobs: Option<String>,
 }
 
 impl SpecialMessages {
@@ -60,12 +66,23 @@ impl SpecialMessages {
             notes: render_notes(&memory.notes),
             folder_notes: render_folder_notes(folder_notes),
             hints: None,
+            jobs: None,
         }
     }
 
     /// The same messages with the loaded hints' `HINT.md` as the last special message.
     pub fn with_hints(mut self, hints: &[crate::tools::hint::LoadedHint]) -> SpecialMessages {
         self.hints = render_hints(hints);
+        self
+    }
+
+    /// The same with the message on the session's background jobs (`lines`: one per job);
+    /// none when there are none.
+    pub fn with_jobs(mut self, lines: &[String]) -> SpecialMessages {
+        self.jobs = (!lines.is_empty()).then(|| {
+            let body = fenced("text", &lines.join("\n"));
+            format!("{JOBS_HEADING}\n\n{body}")
+        });
         self
     }
 
@@ -78,6 +95,7 @@ impl SpecialMessages {
             &self.notes,
             &self.folder_notes,
             &self.hints,
+            &self.jobs,
         ]
         .into_iter()
         .flatten()
@@ -93,6 +111,7 @@ impl SpecialMessages {
             &self.notes,
             &self.folder_notes,
             &self.hints,
+            &self.jobs,
         ]
         .iter()
         .all(|kind| kind.is_none())

@@ -70,6 +70,7 @@ fn specials(names: &str) -> SpecialMessages {
         notes: has("S3").then(|| "S3".to_owned()),
         folder_notes: has("S4").then(|| "S4".to_owned()),
         hints: has("S5").then(|| "S5".to_owned()),
+        jobs: has("S6").then(|| "S6".to_owned()),
     }
 }
 

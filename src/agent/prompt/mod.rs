@@ -234,11 +234,22 @@ fn edit_guideline(set: ToolSet, naming: ToolNaming) -> String {
         ""
     };
     if set.contains(ToolName::FsEdit) {
-        format!(
+        let mut guideline = format!(
             "Read several files with one `{}`{call} instead of one `{read}` each. Change part of an existing file with `{}`, copying each `oldText` exactly from the file, instead of rewriting it with `{write}`; {placeholder}",
             name(ToolName::FsReadMany),
             name(ToolName::FsEdit),
-        )
+        );
+        if set.contains(ToolName::JobLog) {
+            guideline.push_str(&format!(
+                " A program that must keep running (a dev server, a watcher, a REPL) starts with `\"background\": true` on `{}` (`\"pty\": true` for one that needs a terminal): the answer names its job; read its output with `{}` (`startLine` = the last `nextLine`, `waitMs` to wait for lines), talk to it with `{}`, list jobs with `{}` and end it with `{}` when done. A `[jobs]` line tells you when a job ended.",
+                name(ToolName::ShellExec),
+                name(ToolName::JobLog),
+                name(ToolName::JobInput),
+                name(ToolName::JobList),
+                name(ToolName::JobKill),
+            ));
+        }
+        guideline
     } else {
         format!(
             "To change an existing file, read it first, then write it whole with `{write}`, every line written out; {placeholder}"

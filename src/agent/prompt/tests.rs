@@ -180,7 +180,7 @@ fn the_compact_profile_is_shorter_names_every_tool_and_shows_no_example() {
         .system
         .unwrap();
         assert!(
-            compact.len() * 3 < full.len() * 2,
+            compact.len() * 4 < full.len() * 3,
             "{mode:?}: {} vs {}",
             compact.len(),
             full.len()

@@ -89,6 +89,9 @@ pub struct Tasks<'a> {
     pub started: Mutex<u32>,
     /// Condenses what a child's `memory.query` finds (the run's light model), where there is one.
     pub condenser: Option<&'a dyn crate::tools::memory::Condenser>,
+    /// The run's background jobs: a sub-agent may read them (job.log, job.list), never start
+    /// or end one.
+    pub jobs: Option<&'a crate::tools::jobs::JobTable>,
 }
 
 /// `<stem>.<task_id>.jsonl` next to `parent`: where a child of the run recorded in `parent` is
@@ -436,7 +439,8 @@ impl Tasks<'_> {
             .audit(self.audit.clone())
             .limits(self.limits.clone())
             .notebook(memory)
-            .restriction(restriction);
+            .restriction(restriction)
+            .jobs(self.jobs);
         match self.condenser {
             Some(condenser) => builder.condenser(condenser).build(),
             None => builder.build(),

@@ -54,6 +54,10 @@ mod capture;
 #[cfg(unix)]
 mod cgroup;
 #[cfg(unix)]
+pub(crate) mod job;
+#[cfg(unix)]
+pub(crate) mod job_log;
+#[cfg(unix)]
 mod run;
 #[cfg(unix)]
 mod tree;

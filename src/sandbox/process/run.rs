@@ -80,7 +80,7 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     };
     let run = RunId::next();
     // Dropped at the end of the run (also an early one): kills what is left in it, removes it.
-    let (child, group) = spawn(spec, &run, prepared.as_mut())?;
+    let (child, group) = spawn(spec, &run, prepared.as_mut(), Stdios::piped())?;
     let pid = child_pid(&child);
 
     let (events, received) = mpsc::channel();
@@ -118,7 +118,7 @@ pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
 }
 
 /// Maps a containment that could not be set up to what the model should hear.
-fn containment_error(spec: &ProcessSpec, error: ContainError) -> ProcessError {
+pub(super) fn containment_error(spec: &ProcessSpec, error: ContainError) -> ProcessError {
     let program = spec.program.clone();
     match error {
         ContainError::Unsupported(why, advice) => ProcessError::Uncontainable {
@@ -201,22 +201,41 @@ fn watch(
     }
 }
 
-/// Starts the program in its own process group, stdin closed, pipes for stdout and stderr, the
-/// environment adjusted and tagged, inside its containment if it has one (with `TMPDIR`, `TMP`
+/// Where a program's stdin, stdout and stderr go.
+pub(super) struct Stdios {
+    pub(super) stdin: Stdio,
+    pub(super) stdout: Stdio,
+    pub(super) stderr: Stdio,
+}
+
+impl Stdios {
+    /// stdin on `/dev/null`, pipes for stdout and stderr: a foreground call's program.
+    pub(super) fn piped() -> Stdios {
+        Stdios {
+            stdin: Stdio::null(),
+            stdout: Stdio::piped(),
+            stderr: Stdio::piped(),
+        }
+    }
+}
+
+/// Starts the program in its own process group with `stdios` (a foreground call's: stdin
+/// closed, pipes for stdout and stderr), the environment adjusted and tagged, inside its containment if it has one (with `TMPDIR`, `TMP`
 /// and `TEMP` on the private temporary directory, over any the caller set), in a cgroup of its
 /// own where one can be made (returned with it), and registers it as a live main child.
-fn spawn(
+pub(super) fn spawn(
     spec: &ProcessSpec,
     run: &RunId,
     prepared: Option<&mut PreparedContainment>,
+    stdios: Stdios,
 ) -> Result<(Child, Option<CallGroup>), ProcessError> {
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdin(stdios.stdin)
+        .stdout(stdios.stdout)
+        .stderr(stdios.stderr)
         .process_group(0);
     for name in &spec.env_remove {
         command.env_remove(name);
@@ -321,6 +340,6 @@ fn box_pipe(pipe: Option<impl Read + Send + 'static>) -> Option<Box<dyn Read + S
 }
 
 /// The child's pid as the kernel's signed type.
-fn child_pid(child: &Child) -> i32 {
+pub(super) fn child_pid(child: &Child) -> i32 {
     i32::try_from(child.id()).unwrap_or(i32::MAX)
 }

@@ -59,6 +59,14 @@ impl Executor<'_> {
                 .map(|error| error.to_string());
         }
         let (mut block, summary) = self.render(call, &command, &mut result, tool);
+        // PROTOCOL.md §10 (Running calls: background jobs): jobs that ended since the model
+        // last heard are told in the session's next result block (the main agent's: a
+        // sub-agent's results do not take them).
+        if self.restriction.is_none()
+            && let Some(notices) = self.jobs.and_then(|jobs| jobs.take_notices())
+        {
+            block.fields.push(("jobs".to_owned(), notices));
+        }
         let (output, error) = match result {
             Ok(output) => (Some(output), None),
             Err(error) => (None, Some(error)),

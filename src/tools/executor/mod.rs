@@ -112,6 +112,9 @@ pub struct Executor<'a> {
     restriction: Option<Restriction>,
     /// The command the calls come through, for its words to the person.
     door: Door,
+    /// The session's background jobs, where the door keeps a session (PROTOCOL.md §10
+    /// (Running calls: background jobs)).
+    jobs: Option<&'a super::jobs::JobTable>,
     /// Records the changes calls make, where the door keeps an undo store.
     recorder: Option<crate::sandbox::undo::Recorder>,
     /// The hints loaded through this executor (PROTOCOL.md §9 (hint.load)): each executor has
@@ -199,6 +202,13 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
+    /// The session's background jobs: `process.run`/`shell.exec` may start jobs and the job
+    /// tools work, and the next result block tells the model of jobs that ended.
+    pub fn jobs(mut self, jobs: Option<&'a super::jobs::JobTable>) -> Self {
+        self.executor.jobs = jobs;
+        self
+    }
+
     /// The command the calls come through (default `watch`'s words).
     pub fn door(mut self, door: Door) -> Self {
         self.executor.door = door;
@@ -237,6 +247,7 @@ impl<'a> Executor<'a> {
                 hints: Shelf::Own(super::hint::HintShelf::default()),
                 condenser: None,
                 recorder: None,
+                jobs: None,
             },
         }
     }
@@ -249,6 +260,11 @@ impl<'a> Executor<'a> {
         approver: &'a dyn Approver,
     ) -> Executor<'a> {
         Executor::builder(sandbox, policy, approver).build()
+    }
+
+    /// The session's background jobs, if the door keeps any.
+    pub fn job_table(&self) -> Option<&'a super::jobs::JobTable> {
+        self.jobs
     }
 
     /// The sandbox calls run in.
@@ -378,6 +394,7 @@ impl<'a> Executor<'a> {
                         call_id: call.id.as_deref(),
                         hints: self.hints.get(),
                         condenser: self.condenser,
+                        jobs: self.jobs,
                     })
                 });
                 if let Ok(output) = &result {
