@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "roots",
     "approval",
     "protected",
@@ -124,6 +124,7 @@ const TOP_KEYS: [&str; 13] = [
     "process_network",
     "secret_env",
     "durability",
+    "dialect",
     "agent",
     "state",
 ];

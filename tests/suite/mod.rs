@@ -37,6 +37,7 @@ mod secrets;
 mod subagent_harness;
 mod subagents;
 mod subagents_flow;
+mod tag_fixtures;
 mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;
