@@ -665,15 +665,6 @@ pub(crate) fn dialect(
     flag.unwrap_or(config.dialect)
 }
 
-/// The tool set of a command that names no roots (`check`, `validate`): `--tools`, else
-/// flycode.toml's, else seed.
-pub(crate) fn tool_set(tools: Option<ToolSetChoice>) -> anyhow::Result<crate::protocol::ToolSet> {
-    if let Some(choice) = tools {
-        return Ok(choice.into());
-    }
-    Ok(load_config(&crate::config::Flags::default())?.tool_set)
-}
-
 /// `--yes` answers every question a person need not answer; otherwise the terminal asks
 /// (answers for the rest of the session where `asking` is a session, PROTOCOL.md §10 (Running
 /// calls)).

@@ -38,6 +38,8 @@ mod subagent_harness;
 mod subagents;
 mod subagents_flow;
 mod tag_fixtures;
+mod tag_properties;
+mod tags_watch;
 mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;
