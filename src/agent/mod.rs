@@ -25,6 +25,7 @@ pub mod parallel;
 pub mod prompt;
 pub mod settings;
 pub(crate) mod summary;
+pub(crate) mod tags_run;
 pub mod task;
 pub(crate) mod tools;
 pub(crate) mod transcript;

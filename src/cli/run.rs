@@ -20,6 +20,26 @@ use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
 
+/// The end of a tags run: the top agent's `<return>` on standard output (exit 0), or why it
+/// stopped on standard error.
+fn finish_tags(ending: crate::agent::tags_run::TagEnding) -> Outcome {
+    use crate::agent::tags_run::TagEnding;
+    match ending {
+        TagEnding::Returned(summary) => {
+            println!("{}", escape_for_terminal(&summary));
+            Outcome::Success
+        }
+        TagEnding::Stopped(why) => {
+            eprintln!("flycode: stopped: {}", escape_for_terminal(&why));
+            Outcome::Failure
+        }
+        TagEnding::Cancelled => {
+            eprintln!("flycode: stopped by Ctrl-C");
+            Outcome::Interrupted
+        }
+    }
+}
+
 /// Runs `flycode run`.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
@@ -74,6 +94,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
+    if super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags {
+        return Ok(finish_tags(launch.run_tags(&task, &options)));
+    }
     let report = launch.run(&task, &options, observer.as_mut());
     Ok(match report.ending {
         RunEnding::Answered => Outcome::Success,

@@ -39,6 +39,7 @@ mod subagents;
 mod subagents_flow;
 mod tag_fixtures;
 mod tag_properties;
+mod tags_run;
 mod tags_watch;
 mod tool_scenarios;
 mod tool_sets;
