@@ -60,7 +60,7 @@ impl TagLoop<'_> {
     fn converse(&self, task: &str, depth: usize, transcripts: Vec<PathBuf>) -> TagEnding {
         let transcript = TranscriptWriter::new(transcripts.clone());
         let mut messages = vec![Message::system(self.system.clone()), Message::user(task)];
-        let frame = Frame {
+        let frame = TagAgent {
             owner: self,
             used: Cell::new(0),
             depth,
@@ -140,7 +140,7 @@ impl TagLoop<'_> {
 }
 
 /// One agent of the loop: its own quota of sub-agents and its place in the tree.
-struct Frame<'l, 'a> {
+struct TagAgent<'l, 'a> {
     owner: &'l TagLoop<'a>,
     /// Sub-agents this agent started.
     used: Cell<u32>,
@@ -148,7 +148,7 @@ struct Frame<'l, 'a> {
     transcripts: Vec<PathBuf>,
 }
 
-impl Frame<'_, '_> {
+impl TagAgent<'_, '_> {
     /// Runs a reply's tool tags and renders their results, saying on stderr what ran.
     fn run_tags(&self, tags: &[crate::protocol::tags::Tag]) -> String {
         let indent = "  ".repeat(self.depth);
@@ -208,7 +208,7 @@ impl Frame<'_, '_> {
     }
 }
 
-impl ChildAgents for Frame<'_, '_> {
+impl ChildAgents for TagAgent<'_, '_> {
     fn run_child(&self, task: &str, name: Option<&str>, _id: &str) -> TagAnswer {
         let number = match self.claim() {
             Ok(number) => number,
