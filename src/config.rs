@@ -663,6 +663,28 @@ mod tests {
     }
 
     #[test]
+    fn the_dialect_is_flycode_unless_set_and_names_a_bad_word() {
+        use crate::protocol::dialect::Dialect;
+        assert_eq!(
+            load("", &Flags::default()).unwrap().dialect,
+            Dialect::Flycode
+        );
+        assert_eq!(
+            load("dialect = \"tags\"\n", &Flags::default())
+                .unwrap()
+                .dialect,
+            Dialect::Tags
+        );
+        let error = load("roots = []\ndialect = \"tagz\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("flycode.toml:2:") && error.contains("tags"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn reads_the_program_settings_and_checks_their_values() {
         let config = load("", &Flags::default()).unwrap();
         assert_eq!(config.process_sandbox, ProgramSandbox::WorkspaceWrite);
