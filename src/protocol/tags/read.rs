@@ -159,6 +159,12 @@ struct Scanner<'a> {
     unmatched: HashMap<usize, usize>,
     /// Line counting: the last position counted and its 1-based line.
     counted: (usize, usize),
+    /// The last search for the end of a paragraph: where it started and the end it found (there
+    /// is no blank line between them, so a later search starting between them ends there too).
+    paragraph: (usize, usize),
+    /// The last search for an opening tag's `>`: where it started and the first `>` or line end
+    /// after it.
+    tag_end: (usize, usize),
 }
 
 impl<'a> Scanner<'a> {
@@ -170,6 +176,8 @@ impl<'a> Scanner<'a> {
             forged: None,
             unmatched: HashMap::new(),
             counted: (0, 1),
+            paragraph: (usize::MAX, 0),
+            tag_end: (usize::MAX, 0),
         }
     }
 
@@ -211,16 +219,14 @@ impl<'a> Scanner<'a> {
         };
         let line = self.line_of(self.pos);
         let name_end = self.pos + 1 + kind.name().len();
-        let line_end = self.text[name_end..]
-            .find('\n')
-            .map_or(self.text.len(), |n| name_end + n);
-        let Some(close) = self.text[name_end..line_end].find('>') else {
+        let stop = self.first_of(name_end, &['>', '\n'], |s| &mut s.tag_end);
+        if self.text.as_bytes().get(stop) != Some(&b'>') {
             // `<bash_call` without `>` on its line: not a tag.
             self.pos += 1;
             return None;
-        };
-        let attributes_text = &self.text[name_end..name_end + close];
-        let body_start = name_end + close + 1;
+        }
+        let attributes_text = &self.text[name_end..stop];
+        let body_start = stop + 1;
         let (body_end, after) = match self.find_close(kind, body_start, line) {
             Ok(found) => found,
             Err(violation) => return Some(violation),
@@ -369,9 +375,7 @@ impl<'a> Scanner<'a> {
         let bytes = self.text.as_bytes();
         let run = bytes[at..].iter().take_while(|&&b| b == b'`').count();
         let after_run = at + run;
-        let paragraph_end = self.text[after_run..]
-            .find("\n\n")
-            .map_or(self.text.len(), |n| after_run + n);
+        let paragraph_end = self.paragraph_end(after_run);
         if self
             .unmatched
             .get(&run)
@@ -396,6 +400,39 @@ impl<'a> Scanner<'a> {
         }
         self.unmatched.insert(run, paragraph_end);
         after_run
+    }
+
+    /// Where the paragraph holding `from` ends (a blank line, or the end of the text); searched
+    /// once for every position before the end it finds.
+    fn paragraph_end(&mut self, from: usize) -> usize {
+        let (start, end) = self.paragraph;
+        if start <= from && from <= end {
+            return end;
+        }
+        let end = self.text[from..]
+            .find("\n\n")
+            .map_or(self.text.len(), |n| from + n);
+        self.paragraph = (from, end);
+        end
+    }
+
+    /// The first of `chars` at or after `from` (the end of the text when none), remembered in
+    /// `cache` for the searches that start before it.
+    fn first_of(
+        &mut self,
+        from: usize,
+        chars: &[char],
+        cache: fn(&mut Self) -> &mut (usize, usize),
+    ) -> usize {
+        let (start, found) = *cache(self);
+        if start <= from && from <= found {
+            return found;
+        }
+        let found = self.text[from..]
+            .find(chars)
+            .map_or(self.text.len(), |n| from + n);
+        *cache(self) = (from, found);
+        found
     }
 
     /// The 1-based line of byte `at` (positions asked for only grow, or restart the count).
@@ -622,6 +659,22 @@ mod tests {
             read_tags("<think>never closed <return>x</return>"),
             TagVerdict::None
         );
+    }
+
+    #[test]
+    fn adversarial_replies_are_read_in_linear_time() {
+        // Each of these took time quadratic in its size before the searches were remembered.
+        for reply in [
+            "`a` ".repeat(250_000),
+            "<bash_call".repeat(100_000),
+            "<builtin ".repeat(100_000),
+            format!("{}\n", "`".repeat(3000)).repeat(300),
+        ] {
+            assert!(matches!(
+                read_tags(&reply),
+                TagVerdict::None | TagVerdict::Invalid(_)
+            ));
+        }
     }
 
     #[test]
