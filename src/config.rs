@@ -39,6 +39,7 @@
 //! process_network = true             # false: programs get no TCP connect or bind (Linux 6.7+)
 //! secret_env = ["GITHUB_TOKEN"]      # more variables kept from programs, their values masked
 //!                                    # as *** in every result (8 characters or longer)
+//! dialect = "tags"                   # the protocol style: flycode (default) | tags (--dialect wins)
 //! durability = "full"                # full: a write survives a power loss (fsyncs) | process:
 //!                                    # no fsyncs, atomic only against a killed flycode
 //!
@@ -159,6 +160,7 @@ struct FileConfig {
     process_network: Option<bool>,
     secret_env: Option<Vec<String>>,
     durability: Option<Durability>,
+    dialect: Option<crate::protocol::dialect::Dialect>,
     agent: Option<AgentConfig>,
     state: Option<StateConfig>,
     jobs: Option<JobsConfig>,
@@ -384,6 +386,9 @@ pub struct Config {
     /// `durability`: what a write flushes before it answers (PROTOCOL.md §9 (fs.write), "What
     /// is synced"); `full` unless set.
     pub durability: Durability,
+    /// `dialect`: the protocol style of `check`, `exec`, `watch`, `run` and `validate` when
+    /// `--dialect` is not given (PROTOCOL.md §15 (The tag dialect)); `flycode` unless set.
+    pub dialect: crate::protocol::dialect::Dialect,
     /// `[state] keep_days`: `flycode gc` removes the state directory's run files older than this.
     pub keep_days: u32,
     /// `[undo]`: how much the undo store keeps (PROTOCOL.md §16 (Undo and history)).
@@ -512,6 +517,7 @@ impl Config {
             process_network: file.process_network.unwrap_or(true),
             secret_env: file.secret_env.unwrap_or_default(),
             durability: file.durability.unwrap_or_default(),
+            dialect: file.dialect.unwrap_or_default(),
             keep_days: file
                 .state
                 .and_then(|state| state.keep_days)
@@ -748,6 +754,28 @@ mod tests {
             .to_string();
         assert!(
             error.contains("flycode.toml:2:") && error.contains("process"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_dialect_is_flycode_unless_set_and_names_a_bad_word() {
+        use crate::protocol::dialect::Dialect;
+        assert_eq!(
+            load("", &Flags::default()).unwrap().dialect,
+            Dialect::Flycode
+        );
+        assert_eq!(
+            load("dialect = \"tags\"\n", &Flags::default())
+                .unwrap()
+                .dialect,
+            Dialect::Tags
+        );
+        let error = load("roots = []\ndialect = \"tagz\"\n", &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("flycode.toml:2:") && error.contains("tags"),
             "{error}"
         );
     }

@@ -8,6 +8,7 @@
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
 //! - [`tools`]: the whitelisted tools, working through the sandbox;
 //! - [`sandbox`]: allowed roots, containment, file access;
+//! - [`tags`]: seed 000's tag dialect run through the call service, answered in the tag form;
 //! - [`watch`]: replies from an inbox folder (and, next, the clipboard) answered once each;
 //! - [`agent`]: `flycode run`, the API-backed loop: client, prompt, special messages, transcript;
 //! - [`validate`]: recorded conversations checked against the protocol;
@@ -20,6 +21,7 @@ pub mod config;
 pub mod mcp;
 pub mod protocol;
 pub mod sandbox;
+pub mod tags;
 pub mod tools;
 pub mod validate;
 pub mod watch;

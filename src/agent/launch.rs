@@ -291,6 +291,38 @@ impl Launch {
     }
 }
 
+impl Launch {
+    /// Works on `task` in the tag dialect (PROTOCOL.md §15 (The tag dialect: run)) until the
+    /// top agent sends `<return>`, a budget runs out, the API fails, or Ctrl-C.
+    pub(crate) fn run_tags(
+        &mut self,
+        task: &str,
+        options: &RunOptions<'_>,
+    ) -> super::tags_run::TagEnding {
+        let session = Mutex::new(Session::in_memory());
+        let limits = Limits {
+            cancel: Some(Arc::clone(options.cancel)),
+            ..self.limits.clone()
+        };
+        let executor = Executor::builder(&self.sandbox, &self.policy, options.approver)
+            .door(Door::Run)
+            .session(Some(&session))
+            .audit(AuditLog::default_location())
+            .limits(limits)
+            .build();
+        let tag_loop = super::tags_run::TagLoop {
+            provider: Mutex::new(self.provider.as_mut()),
+            executor: &executor,
+            settings: &self.settings,
+            system: super::tags_run::system_prompt(&self.prompt_context.roots),
+            cancel: options.cancel,
+            started: Mutex::new(0),
+            max_reply_bytes: self.max_reply_bytes,
+        };
+        tag_loop.run(task, self.transcripts.clone())
+    }
+}
+
 fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchError> {
     crate::sandbox::host::read_to_string(path).map_err(|source| LaunchError::PromptFile {
         what,

@@ -201,7 +201,6 @@ impl TranscriptWriter {
 
     /// Replaces the record with `request` (as sent) followed by `after` (the replies and results
     /// since it was sent). Every path is attempted; the first failure is returned.
-    #[cfg(test)]
     pub(crate) fn save(
         &self,
         request: &[Message],

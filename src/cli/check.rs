@@ -18,6 +18,9 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
         tool_set: args.tools.map(Into::into),
         ..crate::config::Flags::default()
     })?;
+    if super::dialect(args.dialect, &config) == crate::protocol::dialect::Dialect::Tags {
+        return super::check_tags::run(args, &config);
+    }
     let reply = match read_input(args.input.as_ref(), config.max_reply_bytes)? {
         Ok(reply) => reply,
         Err(too_large) => return refuse_too_large(args.json, &too_large),

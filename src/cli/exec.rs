@@ -24,6 +24,14 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let loaded = crate::config::Config::load(&super::config_flags(&args.run));
     hand_off_secrets(loaded.as_ref().ok());
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
+    if args.slash.is_none()
+        && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags
+    {
+        return match super::exec_tags::run(args, &config, &sandbox)? {
+            Some(outcome) => Ok(outcome),
+            None => anyhow::bail!(NoCall),
+        };
+    }
 
     // A relative path's hint shows a path inside the first root.
     let first_root = sandbox

@@ -24,6 +24,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
         yes: false,
         lenient: false,
         tools: None,
+        dialect: None,
     };
     let loaded = crate::config::Config::load(&super::config_flags(&flags));
     hand_off_secrets(loaded.as_ref().ok());

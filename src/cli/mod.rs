@@ -3,8 +3,10 @@
 
 pub(crate) mod approve;
 pub(crate) mod check;
+pub(crate) mod check_tags;
 pub(crate) mod config;
 pub mod exec;
+pub(crate) mod exec_tags;
 pub(crate) mod gc;
 pub mod history;
 pub(crate) mod log;
@@ -227,6 +229,11 @@ pub struct ValidateArgs {
     /// Treat warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// The protocol style of the transcripts: flycode or tags; default: flycode.toml's
+    /// `dialect`, else detected per transcript (tags when its replies hold tags and no
+    /// flycode-call block).
+    #[arg(long, value_enum, value_name = "DIALECT")]
+    pub dialect: Option<crate::protocol::dialect::Dialect>,
     /// The tool set the calls in text blocks may name (native tool calls, which only `flycode
     /// run` makes, are judged against its set): seed (the twelve tools, the default) or extended (adds fs.readMany and
     /// fs.edit); default: flycode.toml's `tools`, else seed.
@@ -263,6 +270,11 @@ pub struct CheckArgs {
     /// fs.edit); default: flycode.toml's `tools`, else seed.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
+    /// The protocol style of the replies: flycode (fenced flycode-call blocks) or tags (seed
+    /// 000's bash_call, builtin, create_agent and return tags); default: flycode.toml's
+    /// `dialect`, else flycode.
+    #[arg(long, value_enum, value_name = "DIALECT")]
+    pub dialect: Option<crate::protocol::dialect::Dialect>,
 }
 
 /// `flycode exec` arguments.
@@ -318,6 +330,11 @@ pub struct RunFlags {
     /// file's `tools` is the chat front ends'), plus the agent's own tools.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
+    /// The protocol style of the replies: flycode (fenced flycode-call blocks) or tags (seed
+    /// 000's bash_call, builtin, create_agent and return tags); default: flycode.toml's
+    /// `dialect`, else flycode.
+    #[arg(long, value_enum, value_name = "DIALECT")]
+    pub dialect: Option<crate::protocol::dialect::Dialect>,
 }
 
 /// `flycode mcp` arguments.
@@ -686,13 +703,12 @@ pub(crate) fn undo_recorder(
         .map(|store| crate::sandbox::undo::Recorder::new(store, door, config.undo))
 }
 
-/// The tool set of a command that names no roots (`check`, `validate`): `--tools`, else
-/// flycode.toml's, else seed.
-pub(crate) fn tool_set(tools: Option<ToolSetChoice>) -> anyhow::Result<crate::protocol::ToolSet> {
-    if let Some(choice) = tools {
-        return Ok(choice.into());
-    }
-    Ok(load_config(&crate::config::Flags::default())?.tool_set)
+/// The dialect a command speaks: `--dialect`, else flycode.toml's `dialect`, else flycode.
+pub(crate) fn dialect(
+    flag: Option<crate::protocol::dialect::Dialect>,
+    config: &crate::config::Config,
+) -> crate::protocol::dialect::Dialect {
+    flag.unwrap_or(config.dialect)
 }
 
 /// `--yes` answers every question a person need not answer; otherwise the terminal asks

@@ -20,6 +20,26 @@ use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
 
+/// The end of a tags run: the top agent's `<return>` on standard output (exit 0), or why it
+/// stopped on standard error.
+fn finish_tags(ending: crate::agent::tags_run::TagEnding) -> Outcome {
+    use crate::agent::tags_run::TagEnding;
+    match ending {
+        TagEnding::Returned(summary) => {
+            println!("{}", escape_for_terminal(&summary));
+            Outcome::Success
+        }
+        TagEnding::Stopped(why) => {
+            eprintln!("flycode: stopped: {}", escape_for_terminal(&why));
+            Outcome::Failure
+        }
+        TagEnding::Cancelled => {
+            eprintln!("flycode: stopped by Ctrl-C");
+            Outcome::Interrupted
+        }
+    }
+}
+
 /// Runs `flycode run`.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
@@ -86,6 +106,16 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
+    if super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags {
+        if resumed.is_some() {
+            anyhow::bail!(
+                "--resume continues runs of the flycode dialect only; start the tags run anew (PROTOCOL.md §15 (The tag dialect))"
+            );
+        }
+        return Ok(finish_tags(
+            launch.run_tags(task.as_deref().unwrap_or_default(), &options),
+        ));
+    }
     let report = match resumed {
         Some(resumed) => {
             if !args.json {

@@ -46,6 +46,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
         yes: false,
         lenient: false,
         tools: None,
+        dialect: None,
     };
     let loaded = crate::config::Config::load(&super::config_flags(&flags));
     let (config, sandbox) = open_sandbox(&flags, loaded)?;

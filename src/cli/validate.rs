@@ -11,10 +11,19 @@ use crate::validate::{ValidateOptions, validate_files};
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Outcome> {
     let files = expand_inputs(&args.inputs)?;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let config = super::load_config(&crate::config::Flags {
+        tool_set: args.tools.map(Into::into),
+        ..crate::config::Flags::default()
+    })?;
     let options = ValidateOptions {
         lenient: args.lenient,
         strict: args.strict,
-        tools: super::tool_set(args.tools)?,
+        tools: config.tool_set,
+        // Without --dialect: flycode.toml's `dialect = "tags"`, else detected per transcript.
+        dialect: args
+            .dialect
+            .or((config.dialect == crate::protocol::dialect::Dialect::Tags)
+                .then_some(config.dialect)),
     };
     let report = validate_files(&files, options, threads)?;
     let format = match args.format {

@@ -77,6 +77,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         policy_key,
         max_reply_bytes: config.max_reply_bytes,
         on_start: Some(&on_start),
+        dialect: super::dialect(args.run.dialect, &config),
     };
     let last_result = watch_source(
         &mut source,

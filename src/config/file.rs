@@ -112,7 +112,7 @@ impl ParsedFile {
 
 /// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
 /// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 15] = [
+const TOP_KEYS: [&str; 16] = [
     "roots",
     "approval",
     "protected",
@@ -124,6 +124,7 @@ const TOP_KEYS: [&str; 15] = [
     "process_network",
     "secret_env",
     "durability",
+    "dialect",
     "agent",
     "state",
     "undo",

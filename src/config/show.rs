@@ -40,6 +40,7 @@ fn defaults() -> Vec<(Key, toml::Value)> {
         (Key::of(&["process_network"]), true.into()),
         (Key::of(&["secret_env"]), toml::Value::Array(Vec::new())),
         (Key::of(&["durability"]), "full".into()),
+        (Key::of(&["dialect"]), "flycode".into()),
         (
             Key::of(&["state", "keep_days"]),
             super::DEFAULT_KEEP_DAYS.into(),

@@ -60,6 +60,8 @@ error_codes! {
     MutuallyExclusive => "mutually_exclusive", "More than one argument of a mutually exclusive group.",
     RelativePath => "relative_path", "A path argument that is not absolute.",
     OutsideRoots => "outside_roots", "A path outside every allowed root.",
+    NestedTags => "nested_tags", "A tag of the tag dialect opened inside another one's body: tags never nest (PROTOCOL.md §15).",
+    ReturnWithOtherTags => "return_with_other_tags", "A tag-dialect reply with `<return>` and another tag: `<return>` must be alone (PROTOCOL.md §15).",
     UnsupportedPath => "unsupported_path", "A path of another platform's form (a Windows path on a Unix host or the reverse).",
     NotFound => "not_found", "The path does not exist.",
     AlreadyExists => "already_exists", "The path exists and the call needs it not to.",

@@ -28,6 +28,7 @@ pub(crate) mod salvage;
 pub mod schema;
 pub(crate) mod slash;
 pub(crate) mod stream;
+pub mod tags;
 pub mod text_calls;
 pub(crate) mod time;
 pub(crate) mod tool_name;

@@ -182,14 +182,21 @@ fn push_line_with_edges_cleaned(text: &mut String, line: &str, artefacts: &mut V
     push_edge(text, &line[trail_start.max(lead_end)..]);
 }
 
-enum Reasoning {
+/// Whether a reply opens with a reasoning element, and where it ends.
+pub(crate) enum Reasoning {
+    /// No reasoning element.
     Absent,
-    Closed { end: usize },
+    /// One that closes at byte `end`.
+    Closed {
+        /// The byte after its closing tag.
+        end: usize,
+    },
+    /// One that never closes: the whole reply is reasoning.
     Unclosed,
 }
 
 /// Recognizes a `<think>` / `<thinking>` element at the very start (after whitespace).
-fn skip_reasoning(text: &str) -> Reasoning {
+pub(crate) fn skip_reasoning(text: &str) -> Reasoning {
     let start = text.len() - text.trim_start_matches(is_reply_whitespace).len();
     let head = &text[start..];
     for name in ["think", "thinking"] {

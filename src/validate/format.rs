@@ -158,6 +158,19 @@ fn rules() -> Vec<(String, Severity, String)> {
                 ),
             )
         });
+    let tag_codes = [ErrorCode::NestedTags, ErrorCode::ReturnWithOtherTags]
+        .iter()
+        .map(|code| {
+            (
+                code.as_str().to_owned(),
+                Severity::Error,
+                format!(
+                    "An assistant reply is invalid under the tag dialect: {} See protocol/PROTOCOL.md §15.",
+                    code.summary()
+                ),
+            )
+        });
+    let reply_codes = reply_codes.chain(tag_codes);
     let reply_warnings = [
         (
             WarningCode::NormalizedWhitespace.as_str().to_owned(),

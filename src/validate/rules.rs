@@ -17,8 +17,10 @@ use serde_json::{Map, Value};
 use super::finding::{Finding, FindingCode, Severity};
 use super::transcript::{TranscriptMessage, TranscriptRole};
 use crate::protocol::call::{is_no_id, parse_native_call};
+use crate::protocol::dialect::Dialect;
 use crate::protocol::display::escape_for_display;
 use crate::protocol::parse::{BlockKind, parse_reply};
+use crate::protocol::tags::{TagVerdict, read_tags};
 use crate::protocol::verdict::native_text_call_warning;
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ResultParseError, ToolName, Verdict, classify_reply,
@@ -35,6 +37,9 @@ pub struct ValidateOptions {
     /// The tools a call block may name (native tool calls come from `flycode run` only and are
     /// judged against its set).
     pub tools: ToolSet,
+    /// The transcripts' dialect; `None` detects it per transcript (PROTOCOL.md §15 (The tag
+    /// dialect: validate)).
+    pub dialect: Option<Dialect>,
 }
 
 /// A call waiting for its result.
@@ -166,6 +171,14 @@ impl TranscriptChecker {
                 if message.index == 0 && is_native_prompt(&message.text) {
                     self.native = true;
                 }
+                // Seed 000's prompt shows its tags and no call block.
+                if message.index == 0
+                    && self.options.dialect.is_none()
+                    && message.text.contains("<bash_call")
+                    && !message.text.contains(crate::protocol::parse::CALL_TAG)
+                {
+                    self.options.dialect = Some(Dialect::Tags);
+                }
             }
             TranscriptRole::Assistant => self.push_assistant(message),
             TranscriptRole::User | TranscriptRole::Tool => self.push_user_or_tool(message),
@@ -232,6 +245,13 @@ impl TranscriptChecker {
     }
 
     fn push_assistant(&mut self, message: &TranscriptMessage) {
+        if self.options.dialect.is_none() {
+            self.options.dialect = detect_dialect(&message.text);
+        }
+        if self.options.dialect == Some(Dialect::Tags) {
+            self.judge_tags(message);
+            return;
+        }
         self.close_window();
         let mut calls = Vec::new();
         let mut invalid = Vec::new();
@@ -379,7 +399,24 @@ impl TranscriptChecker {
         });
     }
 
+    /// A tag-dialect reply: its violations (nesting, forged results, `<return>` with other
+    /// tags, an unclosed tag) are findings; its results carry no ids to pair.
+    fn judge_tags(&mut self, message: &TranscriptMessage) {
+        if let TagVerdict::Invalid(violation) = read_tags(&message.text) {
+            self.report(
+                FindingCode::Reply(violation.code),
+                Some(message.index),
+                message.line,
+                violation.message,
+                Some(excerpt(&message.text)),
+            );
+        }
+    }
+
     fn push_user_or_tool(&mut self, message: &TranscriptMessage) {
+        if self.options.dialect == Some(Dialect::Tags) {
+            return;
+        }
         let results = self.read_results(message);
         if results.is_empty() && message.role == TranscriptRole::User {
             self.close_window();
@@ -544,6 +581,19 @@ fn run_tool_set(prompt: &str) -> Option<ToolSet> {
         Some(ToolSet::Agent)
     } else {
         None
+    }
+}
+
+/// The dialect a reply shows: flycode when it holds a call or result block, tags when it holds
+/// tags (or a violation of them) and no block, `None` for prose.
+fn detect_dialect(text: &str) -> Option<Dialect> {
+    let parsed = parse_reply(text);
+    if parsed.call_blocks().next().is_some() || parsed.has_result_block() {
+        return Some(Dialect::Flycode);
+    }
+    match read_tags(text) {
+        TagVerdict::None => None,
+        _ => Some(Dialect::Tags),
     }
 }
 

@@ -344,6 +344,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
             on_start: None,
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let reply = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
@@ -397,6 +398,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 1024,
             on_start: None,
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let big_call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```\n{}",
@@ -480,6 +482,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
             on_start: None,
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         // fs.rm asks under the default policy.
         let reply = format!(

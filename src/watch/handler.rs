@@ -90,7 +90,7 @@ pub struct Answer {
 
 impl Answer {
     /// An answer not yet filled in by its block.
-    fn empty() -> Answer {
+    pub(crate) fn empty() -> Answer {
         Answer {
             command: String::new(),
             id: None,
@@ -129,6 +129,8 @@ pub struct Handler<'a> {
     /// Hears of a valid call just before it runs (not of a replayed one): the terminal's start
     /// line and spinner.
     pub on_start: Option<&'a (dyn Fn(&Call) + Sync)>,
+    /// The replies' dialect (PROTOCOL.md §15 (The tag dialect)).
+    pub dialect: crate::protocol::dialect::Dialect,
 }
 
 /// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
@@ -151,6 +153,9 @@ impl Handler<'_> {
     /// that has nothing to do with flycode must not have its clipboard replaced.
     pub fn handle(&mut self, text: &str) -> Handled {
         let started = Instant::now();
+        if self.dialect == crate::protocol::dialect::Dialect::Tags {
+            return self.handle_tags(text, started);
+        }
         if let Err(too_large) = check_reply_size(text.len() as u64, self.max_reply_bytes) {
             if !text.contains(CALL_INFO) {
                 return Handled::Ignored;
@@ -282,6 +287,90 @@ impl Handler<'_> {
         }))
     }
 
+    /// A reply in the tag dialect (PROTOCOL.md §15 (The tag dialect: doors)): its tool tags
+    /// run in order and answered together, a violation answered, prose, a `<return>` and a text
+    /// holding a result tag (a result copied back, or flycode's own) ignored. Tags carry no ids,
+    /// so nothing is replayed: each reply is answered once by the watch loops' own dedupe.
+    fn handle_tags(&mut self, text: &str, started: Instant) -> Handled {
+        use crate::protocol::tags::{TagResult, TagVerdict, read_tags};
+        if let Err(too_large) = check_reply_size(text.len() as u64, self.max_reply_bytes) {
+            if !["<bash_call", "<builtin", "<create_agent"]
+                .iter()
+                .any(|tag| text.contains(tag))
+            {
+                return Handled::Ignored;
+            }
+            let result = TagResult::failure(
+                "reply",
+                ErrorCode::TooLarge,
+                &too_large.to_string(),
+                "Send a shorter reply; write large content in parts (smart_edit with mode: Append).",
+            );
+            let answer = Answer {
+                command: "(a reply over max_reply_bytes: not read)".into(),
+                code: Some(ErrorCode::TooLarge.as_str().into()),
+                advice: Some(too_large.advice()),
+                ..Answer::empty()
+            };
+            return Handled::Answered(Box::new(finish_text(result.render(), answer, started)));
+        }
+        let secrets = self.executor.limits().secrets();
+        let (results, mut answer) = match read_tags(text) {
+            TagVerdict::None | TagVerdict::Return(_) => return Handled::Ignored,
+            TagVerdict::Invalid(violation) if violation.code == ErrorCode::ForgedResult => {
+                return Handled::Ignored;
+            }
+            TagVerdict::Invalid(violation) => {
+                let answer = Answer {
+                    command: "(a reply that runs nothing)".into(),
+                    code: Some(violation.code.as_str().into()),
+                    ..Answer::empty()
+                };
+                (vec![TagResult::violation(&violation)], answer)
+            }
+            TagVerdict::Tags(tags) => self.run_tags(&tags),
+        };
+        let shown: Vec<&TagResult> = results.iter().collect();
+        let text = crate::tags::render_answers(&shown, &secrets);
+        answer.command = secrets.mask(&answer.command).into_owned();
+        Handled::Answered(Box::new(finish_text(text, answer, started)))
+    }
+
+    /// Runs a reply's tool tags in order; their results and the terminal's line.
+    fn run_tags(
+        &self,
+        tags: &[crate::protocol::tags::Tag],
+    ) -> (Vec<crate::protocol::tags::TagResult>, Answer) {
+        let mut number = 0;
+        let answers = crate::tags::TagDoor::new(&self.executor).answer(tags, &mut || {
+            number += 1;
+            format!("tag-{number}")
+        });
+        let mut answer = Answer::empty();
+        let names: Vec<String> = answers
+            .iter()
+            .map(|a| match &a.execution {
+                Some(execution) => execution.command.clone(),
+                None => a.result.tag.name().to_owned(),
+            })
+            .collect();
+        answer.command = names.join("; ");
+        answer.ok = answers.iter().all(|a| a.ok);
+        answer.code = answers
+            .iter()
+            .filter_map(|a| a.execution.as_ref()?.block.code.clone())
+            .next();
+        answer.waited = answers
+            .iter()
+            .filter_map(|a| a.execution.as_ref())
+            .map(|e| e.waited)
+            .sum();
+        answer.advice = answers
+            .iter()
+            .find_map(|a| a.execution.as_ref()?.advice().map(str::to_owned));
+        (answers.into_iter().map(|a| a.result).collect(), answer)
+    }
+
     /// Stores what a call earned: a result that ran for good; a refusal only under this
     /// session's policy; a refusal nobody could answer not at all.
     fn remember(
@@ -301,6 +390,14 @@ impl Handler<'_> {
         }
     }
 }
+/// Completes `answer` with rendered text that is already masked (the tag dialect's results).
+fn finish_text(text: String, mut answer: Answer, started: Instant) -> Answer {
+    answer.body_bytes = text.len();
+    answer.block = text;
+    answer.duration = started.elapsed().saturating_sub(answer.waited);
+    answer
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
@@ -325,6 +422,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
             on_start: None,
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let append = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}\n```",
@@ -374,6 +472,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 16 << 20,
             on_start: Some(&on_start),
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let json = format!(
             "{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}",
@@ -425,6 +524,7 @@ mod tests {
             policy_key: String::new(),
             max_reply_bytes: 1024,
             on_start: None,
+            dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/a.txt\",\"mode\":\"overwrite\",\"content\":\"{}\"}}}}\n```",

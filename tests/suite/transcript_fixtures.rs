@@ -47,6 +47,7 @@ fn options(args: &[String]) -> ValidateOptions {
         } else {
             flycode::protocol::ToolSet::Seed
         },
+        dialect: None,
     }
 }
 

@@ -1,0 +1,149 @@
+//! `flycode exec --dialect tags`: judge one reply in seed 000's tag dialect, run its tool tags in
+//! order through the call service, print their results in the tag form (PROTOCOL.md §15 (The
+//! tag dialect)).
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::{ExecArgs, Outcome, advise_too_large, approver, read_input};
+use crate::config::Config;
+use crate::protocol::ErrorCode;
+use crate::protocol::display::{escape_for_display, escape_for_terminal};
+use crate::protocol::tags::{TagResult, TagVerdict, read_tags};
+use crate::sandbox::{AuditLog, Sandbox, Session};
+use crate::tags::{TagAnswer, TagDoor, render_answers};
+use crate::tools::executor::{Door, Executor};
+
+/// Runs `flycode exec --dialect tags` on an opened sandbox; `None` when the reply holds no call
+/// (prose, or a `<return>`).
+pub(crate) fn run(
+    args: &ExecArgs,
+    config: &Config,
+    sandbox: &Sandbox,
+) -> anyhow::Result<Option<Outcome>> {
+    if args.input.is_none() && std::io::stdin().is_terminal() {
+        eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
+    }
+    let secrets = config.limits().secrets();
+    let reply = match read_input(args.input.as_ref(), config.max_reply_bytes)? {
+        Ok(reply) => reply,
+        Err(too_large) => {
+            advise_too_large(&too_large);
+            let result = TagResult::failure(
+                "reply",
+                ErrorCode::TooLarge,
+                &too_large.to_string(),
+                "Send a shorter reply; write large content in parts (smart_edit with mode: Append).",
+            );
+            print(args.json, "invalid", &[&result], &[false], &secrets)?;
+            return Ok(Some(Outcome::Failure));
+        }
+    };
+    let tags = match read_tags(&reply) {
+        TagVerdict::None => {
+            eprintln!("no call: the reply holds no tag (verdict none)");
+            return Ok(None);
+        }
+        TagVerdict::Return(summary) => {
+            eprintln!(
+                "no call: the reply is a <return> (the agent's end): {}",
+                escape_for_display(&summary)
+            );
+            return Ok(None);
+        }
+        TagVerdict::Invalid(violation) => {
+            let result = TagResult::violation(&violation);
+            print(args.json, "invalid", &[&result], &[false], &secrets)?;
+            return Ok(Some(Outcome::Failure));
+        }
+        TagVerdict::Tags(tags) => tags,
+    };
+    let session = match &args.session {
+        Some(name) => Some(Mutex::new(Session::load(name).map_err(anyhow::Error::msg)?)),
+        None => None,
+    };
+    let approver = approver(&args.run, super::approve::Asking::OneCall);
+    let executor = Executor::builder(sandbox, &config.policy, approver.as_ref())
+        .door(Door::Exec)
+        .session(session.as_ref())
+        .audit(AuditLog::default_location())
+        .limits(config.limits())
+        .build();
+    let mut number = 0;
+    let answers = TagDoor::new(&executor).answer(&tags, &mut || {
+        number += 1;
+        format!("tag-{number}")
+    });
+    report_on_terminal(&answers);
+    if let Some(session) = session {
+        session
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .save()
+            .map_err(anyhow::Error::msg)
+            .context("saving the session")?;
+    }
+    let results: Vec<&TagResult> = answers.iter().map(|a| &a.result).collect();
+    let oks: Vec<bool> = answers.iter().map(|a| a.ok).collect();
+    print(args.json, "call", &results, &oks, &secrets)?;
+    Ok(Some(if super::approve::was_interrupted() {
+        Outcome::Interrupted
+    } else if oks.iter().all(|ok| *ok) {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    }))
+}
+
+/// What the person at the terminal could do about a refusal, and unwritten audit lines.
+fn report_on_terminal(answers: &[TagAnswer]) {
+    for execution in answers.iter().filter_map(|a| a.execution.as_ref()) {
+        if let Some(warning) = &execution.audit_error {
+            eprintln!("flycode: warning: {warning}");
+        }
+        if let Some(advice) = execution.advice() {
+            eprintln!("flycode: to allow it: {}", escape_for_display(advice));
+        }
+    }
+}
+
+/// Prints the results (escaped on a terminal), or one JSON object with `--json`.
+fn print(
+    as_json: bool,
+    verdict: &str,
+    results: &[&TagResult],
+    oks: &[bool],
+    secrets: &crate::tools::secrets::Secrets,
+) -> anyhow::Result<()> {
+    let text = render_answers(results, secrets);
+    let mut stdout = std::io::stdout().lock();
+    if as_json {
+        let items: Vec<Value> = results
+            .iter()
+            .zip(oks)
+            .map(|(result, ok)| {
+                let attributes: serde_json::Map<String, Value> = result
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(secrets.mask(v).into_owned())))
+                    .collect();
+                json!({
+                    "tag": result.tag.name(),
+                    "ok": ok,
+                    "attributes": attributes,
+                    "text": render_answers(&[result], secrets),
+                })
+            })
+            .collect();
+        let report = json!({"dialect": "tags", "verdict": verdict, "results": items, "text": text});
+        writeln!(stdout, "{report}")?;
+    } else if stdout.is_terminal() {
+        stdout.write_all(escape_for_terminal(&text).as_bytes())?;
+    } else {
+        stdout.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `flycode run --dialect tags` end to end (PROTOCOL.md §15 (The tag dialect: run)): the real
+//! binary against a scripted model on loopback that speaks seed 000's tags: bash_call,
+//! read_file paging, smart_edit in all four modes on BOM/CRLF files, a create_agent whose child
+//! returns, and a `<return>` that ends the run. Every request is checked for what it carries.
+
+use serde_json::Value;
+
+use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::common::flycode;
+
+const BOM_CRLF: &str = "\u{feff}[server]\r\nhost = localhost\r\nport = 8080\r\n";
+
+/// The replies, in the order the agents ask (the child's two in the middle).
+fn script() -> Vec<String> {
+    let edit = |mode: &str, path: &str, new: &str| {
+        format!(
+            "<builtin>\nsmart_edit\npath: {path}\nmode: {mode}\nnew_text:\n<<<\n{new}\n>>>\n</builtin>\n"
+        )
+    };
+    vec![
+        "I'll look around.\n<bash_call> printf 'made\\n' > made.txt; cat made.txt </bash_call>\n<builtin>\nread_file\npath: notes.txt\nmax_lines: 2\n</builtin>\n".to_owned(),
+        format!(
+            "<builtin>\nsmart_edit\npath: a.ini\nold_text:\n<<<\nhost = localhost\n>>>\nnew_text:\n<<<\nhost = 0.0.0.0\n>>>\n</builtin>\n{}{}{}",
+            edit("Prepend", "a.ini", "; top"),
+            edit("Append", "a.ini", "debug = true"),
+            edit("Create", "b.ini", "[client]\nretries = 3"),
+        ),
+        "<builtin>\nread_file\npath: notes.txt\nstart_line: 3\nmax_lines: 2\n</builtin>".to_owned(),
+        "<create_agent> Count the .ini files in the root. </create_agent>".to_owned(),
+        "<bash_call> ls *.ini | wc -l </bash_call>".to_owned(),
+        "<return>\nchild: 2 ini files\n</return>".to_owned(),
+        "<return>\nAll done: edited a.ini, created b.ini.\n</return>".to_owned(),
+    ]
+}
+
+/// The text of the last message of a request.
+fn last_message(request: &RecordedRequest) -> String {
+    let messages = request.body["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let root = base.join("app");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "one\ntwo\nthree\nfour\nfive\n").unwrap();
+    std::fs::write(root.join("a.ini"), BOM_CRLF).unwrap();
+    std::fs::write(root.join("b.ini"), BOM_CRLF).unwrap();
+    let replies = script();
+    let server = ScriptedServer::start(move |_, index| {
+        Reply::sse_text(&replies[index.min(replies.len() - 1)], 7)
+    });
+    let transcript = base.join("run.jsonl");
+    let output = flycode()
+        .current_dir(&root)
+        .env("HOME", &base)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .env("NO_COLOR", "1")
+        .args(["run", "--dialect", "tags", "--base-url"])
+        .arg(server.base_url())
+        .args(["--model", "scripted-model", "--yes", "--root"])
+        .arg(&root)
+        .arg("--transcript")
+        .arg(&transcript)
+        .arg("Tidy the configuration.")
+        .write_stdin("")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "All done: edited a.ini, created b.ini.\n"
+    );
+
+    // The files: every mode kept the BOM and the CRLF line ends.
+    assert_eq!(
+        std::fs::read_to_string(root.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.ini")).unwrap(),
+        "\u{feff}; top\r\n[server]\r\nhost = 0.0.0.0\r\nport = 8080\r\ndebug = true\r\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.ini")).unwrap(),
+        "\u{feff}[client]\r\nretries = 3\r\n"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 7, "{stderr}");
+    let first_results = last_message(&requests[1]);
+    assert!(
+        first_results.starts_with("<bash_call_result exit_code=0 duration_ms="),
+        "{first_results}"
+    );
+    assert!(first_results.contains("made\n"), "{first_results}");
+    assert!(
+        first_results
+            .contains("[lines] 1-2 of 5\n[more] true\n[next_start_line] 3\n[data]\none\ntwo\n"),
+        "{first_results}"
+    );
+    let edits = last_message(&requests[2]);
+    assert_eq!(
+        edits
+            .matches("<builtin_result name=smart_edit ok=true>")
+            .count(),
+        4,
+        "{edits}"
+    );
+    let page = last_message(&requests[3]);
+    assert!(
+        page.contains("[lines] 3-4 of 5\n[more] true\n[next_start_line] 5\n"),
+        "{page}"
+    );
+    // The child starts fresh: its prompt and its task only.
+    let child: &Vec<Value> = requests[4].body["messages"].as_array().unwrap();
+    assert_eq!(child.len(), 2);
+    assert_eq!(child[1]["content"], "Count the .ini files in the root.");
+    assert!(last_message(&requests[5]).contains("2\n"));
+    let summary = last_message(&requests[6]);
+    assert!(
+        summary.starts_with("<child_summary ok=true>\n[note] "),
+        "{summary}"
+    );
+    assert!(summary.contains("child: 2 ini files"), "{summary}");
+
+    // The run's record (and its child's) passes validate.
+    let validated = flycode()
+        .args(["validate", "--dialect", "tags"])
+        .arg(&transcript)
+        .arg(base.join("run.task-1.jsonl"))
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        validated.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&validated.stdout)
+    );
+}

@@ -1,0 +1,95 @@
+//! `flycode watch --dialect tags --inbox`: replies in seed 000's tag dialect dropped into a folder
+//! are answered in the tag form beside them (PROTOCOL.md §15 (The tag dialect: doors)).
+
+use std::process::{Command, Stdio};
+
+use super::common::{read_stderr_until, send_signal, wait_for_file};
+
+#[test]
+fn tag_replies_are_answered_in_the_tag_form_and_violations_run_nothing() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let (inbox, root) = (base.join("inbox"), base.join("root"));
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "\u{feff}a\r\nb\r\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["watch", "--dialect", "tags", "--yes", "--interval-ms", "20"])
+        .args(["--quiet-ms", "100", "--inbox"])
+        .arg(&inbox)
+        .arg("--root")
+        .arg(&root)
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_stderr_until(&mut child, "Ctrl-C stops.");
+
+    std::fs::write(
+        inbox.join("one.md"),
+        "Running it.\n<bash_call> echo from-tags > made.txt; cat made.txt </bash_call>\n<builtin>\nsmart_edit\npath: notes.txt\nmode: Append\nnew_text:\n<<<\nc\n>>>\n</builtin>\n",
+    )
+    .unwrap();
+    let answer = wait_for_file(&inbox.join("one.result.md"));
+    assert!(
+        answer.starts_with("<bash_call_result exit_code=0 duration_ms="),
+        "{answer}"
+    );
+    assert!(answer.contains("from-tags"), "{answer}");
+    assert!(
+        answer.contains("<builtin_result name=smart_edit ok=true>"),
+        "{answer}"
+    );
+    assert_eq!(
+        std::fs::read(root.join("notes.txt")).unwrap(),
+        "\u{feff}a\r\nb\r\nc\r\n".as_bytes()
+    );
+
+    std::fs::write(
+        inbox.join("two.md"),
+        "<create_agent> x <bash_call> touch nested.txt </bash_call> </create_agent>\n",
+    )
+    .unwrap();
+    let answer = wait_for_file(&inbox.join("two.result.md"));
+    assert!(
+        answer.contains("<builtin_result name=reply ok=false>\n[code] nested_tags"),
+        "{answer}"
+    );
+    assert!(!root.join("nested.txt").exists());
+
+    // Prose and a copied result are left alone; the next reply is still answered.
+    std::fs::write(
+        inbox.join("prose.md"),
+        "Just thinking aloud about `<bash_call>`.",
+    )
+    .unwrap();
+    std::fs::write(
+        inbox.join("copy.md"),
+        "<bash_call_result exit_code=0 duration_ms=1>\nx\n</bash_call_result>\n",
+    )
+    .unwrap();
+    std::fs::write(
+        inbox.join("zz.md"),
+        "<builtin>\nread_file\npath: made.txt\n</builtin>",
+    )
+    .unwrap();
+    let answer = wait_for_file(&inbox.join("zz.result.md"));
+    assert!(
+        answer.contains("[more] false\n[data]\nfrom-tags\n"),
+        "{answer}"
+    );
+    assert!(!inbox.join("prose.result.md").exists());
+    assert!(!inbox.join("copy.result.md").exists());
+
+    send_signal(child.id(), "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
