@@ -84,7 +84,7 @@ pub enum Command {
     Mcp(McpArgs),
     /// Print the system prompt to paste into a browser chat.
     Prompt(PromptArgs),
-    /// Work on a task through an OpenAI-compatible API until the model answers in prose.
+    /// Work on a task through an OpenAI-compatible or Anthropic API until the model answers in prose.
     /// Exit 0 answered, 1 stopped early or failed, 2 usage or settings, 130 Ctrl-C.
     #[command(
         override_usage = "flycode run [OPTIONS] <TASK>\n       flycode run [OPTIONS] -   (the task from standard input)\n       flycode run [OPTIONS] --task-file FILE"
