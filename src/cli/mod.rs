@@ -87,7 +87,7 @@ pub enum Command {
     /// Work on a task through an OpenAI-compatible or Anthropic API until the model answers in prose.
     /// Exit 0 answered, 1 stopped early or failed, 2 usage or settings, 130 Ctrl-C.
     #[command(
-        override_usage = "flycode run [OPTIONS] <TASK>\n       flycode run [OPTIONS] -   (the task from standard input)\n       flycode run [OPTIONS] --task-file FILE"
+        override_usage = "flycode run [OPTIONS] <TASK>\n       flycode run [OPTIONS] -   (the task from standard input)\n       flycode run [OPTIONS] --task-file FILE\n       flycode run [OPTIONS] --resume [TRANSCRIPT|latest] [--continue MESSAGE]"
     )]
     Run(Box<RunArgs>),
     /// Trust the flycode.toml that applies in a folder (default: here), so that its settings that
