@@ -17,9 +17,9 @@ use super::predefined::{PredefinedAgent, PredefinedError, find_agent};
 use super::settings::ResolvedSettings;
 use super::task::child_transcript_path;
 use super::transcript::TranscriptWriter;
-use crate::protocol::ErrorCode;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::tags::{TagError, TagKind, TagResult, TagVerdict, read_tags};
+use crate::protocol::{ErrorCode, ToolName};
 use crate::tags::{ChildAgents, TagAnswer, TagDoor, child_result, render_answers};
 use crate::tools::executor::{Executor, Restriction};
 
@@ -58,6 +58,7 @@ impl TagLoop<'_> {
         let top = AgentFrame {
             system: self.system.clone(),
             executor: self.executor,
+            may_delegate: true,
             depth: 0,
             transcripts,
         };
@@ -69,6 +70,7 @@ impl TagLoop<'_> {
         let AgentFrame {
             system,
             executor,
+            may_delegate,
             depth,
             transcripts,
         } = start;
@@ -77,6 +79,7 @@ impl TagLoop<'_> {
         let frame = TagAgent {
             owner: self,
             executor,
+            may_delegate,
             used: Cell::new(0),
             depth,
             transcripts,
@@ -160,6 +163,9 @@ impl TagLoop<'_> {
 struct AgentFrame<'e> {
     system: String,
     executor: &'e Executor<'e>,
+    /// Whether its `<create_agent>` runs: not for a predefined agent whose tools leave out
+    /// `agent.task`.
+    may_delegate: bool,
     depth: usize,
     transcripts: Vec<PathBuf>,
 }
@@ -169,6 +175,7 @@ struct TagAgent<'l, 'a> {
     owner: &'l TagLoop<'a>,
     /// Runs this agent's calls.
     executor: &'l Executor<'l>,
+    may_delegate: bool,
     /// Sub-agents this agent started.
     used: Cell<u32>,
     depth: usize,
@@ -237,6 +244,14 @@ impl TagAgent<'_, '_> {
 
 impl ChildAgents for TagAgent<'_, '_> {
     fn run_child(&self, task: &str, name: Option<&str>, _id: &str) -> TagAnswer {
+        if !self.may_delegate {
+            let error = TagError::new(
+                ErrorCode::DeniedByPolicy,
+                "<create_agent> was not run: this predefined agent's file does not name agent.task among its tools".into(),
+                "Do the work with the tools your role names, then <return>.".into(),
+            );
+            return TagAnswer::refused(TagKind::CreateAgent, "", &error);
+        }
         // A name that leads to no agent fails before the quota is touched.
         let predefined = match name.map(|name| self.predefined(name)).transpose() {
             Ok(predefined) => predefined,
@@ -279,6 +294,10 @@ impl ChildAgents for TagAgent<'_, '_> {
                 None => self.owner.system.clone(),
             },
             executor: narrowed.as_ref().unwrap_or(self.executor),
+            may_delegate: predefined
+                .as_ref()
+                .and_then(|agent| agent.tools.as_ref())
+                .is_none_or(|tools| tools.contains(&ToolName::AgentTask)),
             depth: self.depth + 1,
             transcripts,
         };

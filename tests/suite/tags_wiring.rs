@@ -192,6 +192,7 @@ fn create_agent_with_a_name_runs_the_predefined_agent_with_its_role_and_tools() 
         "<create_agent name=nobody> Count the files. </create_agent>".to_owned(),
         "<create_agent name=counter> Count the files. </create_agent>".to_owned(),
         "<bash_call> ls | wc -l </bash_call>".to_owned(),
+        "<create_agent> Help me count. </create_agent>".to_owned(),
         "<return>\nchild: counted none\n</return>".to_owned(),
         "<return>\nall done\n</return>".to_owned(),
     ]);
@@ -199,7 +200,7 @@ fn create_agent_with_a_name_runs_the_predefined_agent_with_its_role_and_tools() 
     ran(&output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "all done\n");
     let requests = server.requests();
-    assert_eq!(requests.len(), 5);
+    assert_eq!(requests.len(), 6);
     let unknown = last_message(&requests[1]);
     assert!(unknown.contains("ok=false"), "{unknown}");
     assert!(
@@ -221,7 +222,12 @@ fn create_agent_with_a_name_runs_the_predefined_agent_with_its_role_and_tools() 
             && refused.contains("fs.ls"),
         "{refused}"
     );
-    let summary = last_message(&requests[4]);
+    let delegated = last_message(&requests[4]);
+    assert!(
+        delegated.contains("ok=false") && delegated.contains("agent.task"),
+        "{delegated}"
+    );
+    let summary = last_message(&requests[5]);
     assert!(
         summary.starts_with("<child_summary ok=true agent=counter>"),
         "{summary}"
