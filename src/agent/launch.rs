@@ -26,6 +26,7 @@ use super::transcript::{TranscriptWriter, default_transcript_path};
 use super::turn::{AgentRun, Conversation, RunKind, RunObserver, RunReport};
 use crate::config::Config;
 use crate::protocol::ToolSet;
+use crate::protocol::prompt::PromptLanguage;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{AuditLog, Sandbox, Session};
 use crate::tools::Limits;
@@ -304,22 +305,46 @@ impl Launch {
             cancel: Some(Arc::clone(options.cancel)),
             ..self.limits.clone()
         };
+        let condenser = super::recall::LightCondenser::new(
+            &self.settings,
+            self.max_reply_bytes,
+            &self.transcripts,
+            options.cancel,
+        );
+        // The run is the session of its background jobs, as in the flycode dialect
+        // (PROTOCOL.md §10 (Running calls: background jobs)): they end when it returns.
+        let jobs = limits.job_table();
+        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+        // Seed 000's own prompt, in English: `run` has no language setting (PROTOCOL.md §15
+        // (The tag dialect: run)).
+        let system = super::tags_prompt::render_tags_prompt(
+            PromptLanguage::En,
+            self.sandbox.roots(),
+            &limits.places,
+        );
         let executor = Executor::builder(&self.sandbox, &self.policy, options.approver)
             .door(Door::Run)
+            .condenser(&condenser)
             .session(Some(&session))
             .audit(AuditLog::default_location())
             .limits(limits)
+            .undo(self.recorder.clone())
+            .jobs(Some(&jobs))
             .build();
         let tag_loop = super::tags_run::TagLoop {
             provider: Mutex::new(self.provider.as_mut()),
             executor: &executor,
             settings: &self.settings,
-            system: super::tags_run::system_prompt(&self.prompt_context.roots),
+            system,
             cancel: options.cancel,
             started: Mutex::new(0),
             max_reply_bytes: self.max_reply_bytes,
         };
-        tag_loop.run(task, self.transcripts.clone())
+        let ending = tag_loop.run(task, self.transcripts.clone());
+        drop(tag_loop);
+        drop(executor);
+        jobs.end_session();
+        ending
     }
 }
 

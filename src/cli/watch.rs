@@ -61,14 +61,16 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let on_start = |call: &Call| terminal.started(call, sandbox.roots(), &secrets);
     // The watch process is the session of its background jobs (PROTOCOL.md §10 (Running calls:
     // background jobs)): they end when it does.
-    let jobs: JobTable = config.limits().job_table();
+    let dialect = super::dialect(args.run.dialect, &config);
+    let limits = watch_limits(&config, dialect);
+    let jobs: JobTable = limits.job_table();
     jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
     let mut handler = Handler {
         executor: Executor::builder(&sandbox, &config.policy, approver.as_ref())
             .session(Some(&session))
             .jobs(Some(&jobs))
             .audit(AuditLog::default_location())
-            .limits(config.limits())
+            .limits(limits)
             .undo(super::undo_recorder(&config, "watch"))
             .build(),
         replay,
@@ -77,7 +79,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         policy_key,
         max_reply_bytes: config.max_reply_bytes,
         on_start: Some(&on_start),
-        dialect: super::dialect(args.run.dialect, &config),
+        dialect,
     };
     let last_result = watch_source(
         &mut source,
@@ -99,6 +101,23 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     }
     eprintln!("flycode: stopped");
     Ok(Outcome::Success)
+}
+
+/// The watch's limits. Seed 000's tags include background jobs (`background=true`,
+/// `get_job_log`), so in the tag dialect the tool set is at least the extended one, whatever
+/// `tools` says (PROTOCOL.md §15 (The tag dialect: doors)); `tools` chooses the flycode
+/// dialect's tools.
+fn watch_limits(
+    config: &crate::config::Config,
+    dialect: crate::protocol::dialect::Dialect,
+) -> crate::tools::Limits {
+    let mut limits = config.limits();
+    if dialect == crate::protocol::dialect::Dialect::Tags
+        && !limits.tool_set.contains(crate::protocol::ToolName::JobLog)
+    {
+        limits.tool_set = crate::protocol::ToolSet::Extended;
+    }
+    limits
 }
 
 /// The clipboard, or a folder: `--inbox`, else the inbox in the state directory when there is

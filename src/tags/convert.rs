@@ -10,7 +10,9 @@ use crate::tools::executor::Execution;
 use super::{TagAnswer, mode_name};
 
 /// Headers a `<bash_call_result>` carries as attributes.
-const BASH_ATTRIBUTES: [&str; 4] = ["exitCode", "durationMs", "truncated", "jobId"];
+/// `job` is what `shell.exec` with `background` answers (PROTOCOL.md §10 (Running calls:
+/// background jobs)).
+const BASH_ATTRIBUTES: [&str; 5] = ["exitCode", "durationMs", "truncated", "job", "jobId"];
 
 /// The answer to a tag that ran as `execution`.
 pub(super) fn answer_of(kind: TagKind, builtin: &str, execution: Execution) -> TagAnswer {
@@ -52,20 +54,37 @@ pub fn bash_result(execution: &Execution) -> TagResult {
         ),
     ];
     let job = block
-        .field("jobId")
+        .field("job")
+        .or_else(|| block.field("jobId"))
         .map(str::to_owned)
         .or_else(|| data.and_then(|d| d["jobId"].as_str()).map(str::to_owned));
-    if let Some(job) = job {
-        attributes.push(("job_id".into(), job));
-    }
     if block.field("truncated") == Some("true") {
         attributes.push(("truncated".into(), "true".into()));
+    }
+    let mut body = body_without(block, &BASH_ATTRIBUTES);
+    if let Some(job) = job {
+        if block.ok {
+            body = job_started_body(block, &job);
+        }
+        attributes.insert(2, ("job_id".into(), job));
     }
     TagResult {
         tag: ResultTag::BashCall,
         attributes,
-        body: body_without(block, &BASH_ATTRIBUTES),
+        body,
     }
+}
+
+/// A started job's body in the dialect's own words: the flycode dialect's body names `job.log`
+/// and JSON arguments, which the tag dialect does not have.
+fn job_started_body(block: &ResultBlock, job: &str) -> String {
+    let pid = block
+        .field("pid")
+        .map(|pid| format!("[pid] {pid}\n"))
+        .unwrap_or_default();
+    format!(
+        "{pid}[data]\nstarted {job} in the background; it runs until it ends or this run ends.\nread its output with the get_job_log builtin (job_id: {job}, start_line: 1, then the next start line it gives).\n"
+    )
 }
 
 /// `<builtin_result name=NAME ok=true|false>` with the block's headers and body.

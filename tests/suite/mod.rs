@@ -47,6 +47,7 @@ mod tag_fixtures;
 mod tag_properties;
 mod tags_run;
 mod tags_watch;
+mod tags_wiring;
 mod tool_scenarios;
 mod tool_sets;
 mod transcript_fixtures;

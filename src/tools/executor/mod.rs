@@ -282,6 +282,29 @@ impl<'a> Executor<'a> {
         self.hints.get().loaded()
     }
 
+    /// An executor like this one (same sandbox, policy, approver, session, jobs, audit, undo
+    /// and condenser) that runs only `restriction`'s tools and keeps its own hints: a predefined
+    /// agent of the tag dialect, whose agents share their run's executor (PROTOCOL.md §15 (The
+    /// tag dialect: run)).
+    pub fn narrowed(&self, restriction: Restriction) -> Executor<'a> {
+        Executor {
+            sandbox: self.sandbox,
+            policy: self.policy,
+            session: self.session,
+            audit: self.audit.clone(),
+            limits: self.limits.clone(),
+            approver: self.approver,
+            notebook: self.notebook,
+            tasks: self.tasks,
+            restriction: Some(restriction),
+            door: self.door,
+            hints: Shelf::Own(super::hint::HintShelf::default()),
+            condenser: self.condenser,
+            recorder: self.recorder.clone(),
+            jobs: self.jobs,
+        }
+    }
+
     /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
     pub fn restrict(&mut self, restriction: Restriction) {
         self.restriction = Some(restriction);
