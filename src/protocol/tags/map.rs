@@ -166,7 +166,7 @@ fn title_of(task: &str) -> String {
 fn builtin_call(body: &BuiltinBody, id: &str, base: Option<&str>) -> Result<TagAction, TagError> {
     let keys: &[&str] = match body.name.as_str() {
         "read_file" => &["path", "start_line", "max_lines"],
-        "get_job_log" => &["job_id", "start_line", "max_lines"],
+        "get_job_log" => &["job_id", "start_line", "max_lines", "wait_ms"],
         "smart_edit" => &["path", "mode", "old_text", "new_text"],
         "memory_query" => &[
             "query",
@@ -231,6 +231,11 @@ fn get_job_log(body: &BuiltinBody, id: &str) -> Result<TagAction, TagError> {
         "maxLines".into(),
         json!(optional_number(body, "max_lines", 1, DEFAULT_MAX_LINES)?),
     );
+    // flycode's addition to seed 000's get_job_log: wait up to this long for a line at or past
+    // start_line, or the job's end (job.log's waitMs), so a model need not poll.
+    if let Some(wait) = body.get("wait_ms") {
+        args.insert("waitMs".into(), json!(number("wait_ms", wait, 0, 60_000)?));
+    }
     registry_call(id, "job.log", args, None).map(TagAction::Call)
 }
 
@@ -540,6 +545,21 @@ mod tests {
         assert_eq!(call.args["path"], "/srv/app/src/a.rs");
         assert_eq!(call.args["lines"], "201-2200");
         assert_eq!(capped_from, Some(9000));
+    }
+
+    #[test]
+    fn get_job_log_is_job_log_and_may_wait() {
+        let c = call("<builtin>\nget_job_log\njob_id: job-2\nstart_line: 5\n</builtin>");
+        assert_eq!(c.tool, ToolName::JobLog);
+        assert_eq!(c.args["jobId"], "job-2");
+        assert_eq!(c.args["startLine"], 5);
+        assert!(c.args.get("waitMs").is_none());
+        let waiting = call("<builtin>\nget_job_log\njob_id: job-2\nwait_ms: 5000\n</builtin>");
+        assert_eq!(waiting.args["waitMs"], 5000);
+        let bad = mapped("<builtin>\nget_job_log\njob_id: job-2\nwait_ms: 90000\n</builtin>")
+            .action
+            .unwrap_err();
+        assert_eq!(bad.code, ErrorCode::InvalidArgs);
     }
 
     #[test]
