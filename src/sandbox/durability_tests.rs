@@ -95,3 +95,50 @@ fn the_setting_words_round_trip() {
     }
     assert_eq!(Durability::default(), Durability::Full);
 }
+
+#[test]
+fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
+    use crate::sandbox::undo::{Named, Recorder, UndoLimits, UndoStore};
+    let (_t, root, sandbox) = setup();
+    let state = tempfile::tempdir().unwrap();
+    let recorder = Recorder::new(
+        UndoStore::at(&state.path().join("undo"), Durability::Full),
+        "exec",
+        UndoLimits::default(),
+    );
+    let olds = ["old a\n", "old b\n", "old c\n"];
+    let paths: Vec<String> = ["a.txt", "b.txt", "c.txt"]
+        .iter()
+        .zip(olds)
+        .map(|(name, old)| {
+            std::fs::write(root.join(name), old).unwrap();
+            root.join(name).display().to_string()
+        })
+        .collect();
+    let named: Vec<Named<'_>> = paths
+        .iter()
+        .map(|input| Named {
+            input,
+            whole: false,
+            deep: false,
+        })
+        .collect();
+    let mut pending = None;
+    let before = count::during(|| {
+        pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
+    });
+    // Each content's data, the record's, then each blob shard folder, pending/ and changes/.
+    let shards: std::collections::BTreeSet<String> = olds
+        .iter()
+        .map(|old| super::content_hash::sha256_hex(old.as_bytes())[..2].to_owned())
+        .collect();
+    assert_eq!(before, 3 + 1 + shards.len() + 2);
+    for path in &paths {
+        std::fs::write(path, "new\n").unwrap();
+    }
+    // The completed record's data only.
+    let after = count::during(|| {
+        assert!(recorder.finish(pending.take().unwrap()).unwrap().is_some());
+    });
+    assert_eq!(after, 1);
+}

@@ -10,7 +10,7 @@ use cap_std::fs::Dir;
 
 use super::super::handles::{open_file, open_subdir};
 use super::image::Image;
-use super::store::UndoStore;
+use super::store::{StagedBlob, UndoStore};
 
 /// Every file content the image needs that the store does not hold (`(relative name,
 /// sha256)`): an undo cannot restore those.
@@ -43,6 +43,8 @@ pub(crate) struct ImageCapture<'s> {
     pub seen: Option<&'s mut BTreeMap<String, Vec<u8>>>,
     /// Bytes newly written to the store.
     pub stored_bytes: u64,
+    /// The contents written for the store, to be flushed and named together.
+    pub staged: Vec<StagedBlob>,
 }
 
 /// Files up to this size are kept in memory during a call, to count the lines it changed.
@@ -105,7 +107,7 @@ impl ImageCapture<'_> {
         let sha256 = super::super::content_hash::sha256_hex(&bytes);
         let stored = match self.store {
             Some(store) => {
-                self.stored_bytes += store.put_blob(&sha256, &bytes)?;
+                self.stored_bytes += store.stage_blob(&sha256, &bytes, &mut self.staged)?;
                 true
             }
             None => false,

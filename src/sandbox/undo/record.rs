@@ -160,19 +160,20 @@ impl Recorder {
         let mut seen = BTreeMap::new();
         let mut record = self.blank(tool, call);
         let mut depth = Vec::new();
+        let mut capture = ImageCapture {
+            store: Some(&self.store),
+            max_file_bytes: self.limits.max_file_bytes,
+            deep: false,
+            seen: Some(&mut seen),
+            stored_bytes: 0,
+            staged: Vec::new(),
+        };
         for named in paths {
             let (path, parent, name) = entry_point(sandbox, named)?;
-            let mut capture = ImageCapture {
-                store: Some(&self.store),
-                max_file_bytes: self.limits.max_file_bytes,
-                deep: named.deep,
-                seen: Some(&mut seen),
-                stored_bytes: 0,
-            };
+            capture.deep = named.deep;
             let before = capture
                 .image(&parent, &name)
                 .map_err(|e| self.fail(with_path(e, &path)))?;
-            record.stored_bytes += capture.stored_bytes;
             // What the call creates where nothing was is recorded whole afterwards.
             depth.push(named.deep || before == Image::Absent);
             record.paths.push(PathChange {
@@ -181,7 +182,12 @@ impl Recorder {
                 after: None,
             });
         }
-        self.store.create(&mut record).map_err(|e| self.fail(e))?;
+        record.stored_bytes = capture.stored_bytes;
+        let staged = std::mem::take(&mut capture.staged);
+        drop(capture);
+        self.store
+            .create(&mut record, staged)
+            .map_err(|e| self.fail(e))?;
         Ok(Pending {
             record,
             depth,
@@ -194,7 +200,9 @@ impl Recorder {
         let mut record = self.blank(tool, call);
         record.program = true;
         record.complete = true;
-        self.store.create(&mut record).map_err(|e| self.fail(e))?;
+        self.store
+            .create(&mut record, Vec::new())
+            .map_err(|e| self.fail(e))?;
         Ok(record.id)
     }
 
@@ -232,7 +240,7 @@ impl Recorder {
         }
         (record.added, record.removed) = count_lines(&record.paths, &pending.seen);
         record.complete = true;
-        self.store.save(record).map_err(|e| self.fail(e))?;
+        self.store.save(record, false).map_err(|e| self.fail(e))?;
         self.store.settled(&record.id).map_err(|e| self.fail(e))?;
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -313,6 +321,7 @@ pub(crate) fn capture_now(
         deep,
         seen,
         stored_bytes: 0,
+        staged: Vec::new(),
     }
     .image(&parent, Path::new(name))
 }
@@ -364,13 +373,12 @@ fn count_in(
         }
         return;
     }
-    let text = |image: &Image| -> Option<String> {
+    // Borrowed, not copied: a content that is not UTF-8 is counted through a lossy copy.
+    let text = |image: &Image| -> Option<std::borrow::Cow<'_, str>> {
         match image {
-            Image::File { sha256, .. } => seen
-                .get(sha256)
-                .map(|bytes| String::from_utf8_lossy(bytes).into_owned()),
+            Image::File { sha256, .. } => seen.get(sha256).map(|b| String::from_utf8_lossy(b)),
             Image::Dir { .. } => None,
-            _ => Some(String::new()),
+            _ => Some(std::borrow::Cow::Borrowed("")),
         }
     };
     let (Some(old), Some(new)) = (text(before), text(after)) else {
@@ -378,7 +386,7 @@ fn count_in(
     };
     let diff = similar::TextDiff::configure()
         .timeout(std::time::Duration::from_millis(100))
-        .diff_lines(&old, &new);
+        .diff_lines(old.as_ref(), new.as_ref());
     for change in diff.iter_all_changes() {
         match change.tag() {
             similar::ChangeTag::Insert => counts.0 += 1,
@@ -435,7 +443,7 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
             record.complete = true;
             record.recovered = true;
             store
-                .save(&record)
+                .save(&record, true)
                 .and_then(|()| store.settled(&record.id))
                 .map(|()| "completed from what the files hold now")
         };

@@ -4,6 +4,7 @@
 //! name when read back, and a record whose seal does not verify is never acted on: a program that
 //! writes into the state directory cannot make `flycode undo` write what it chose.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,26 +55,43 @@ impl UndoStore {
         is_hex_hash(sha256) && self.blob_path(sha256).is_file()
     }
 
-    /// Stores `bytes` (whose sha256 is `sha256`) unless stored already; the bytes it added.
-    pub(crate) fn put_blob(&self, sha256: &str, bytes: &[u8]) -> std::io::Result<u64> {
+    /// Writes `bytes` (whose sha256 is `sha256`) to a temporary file beside its blob, unless
+    /// stored (or staged) already; the bytes it will add. Nothing is flushed or named yet:
+    /// [`UndoStore::create`] does that for all of a change's contents at once.
+    pub(crate) fn stage_blob(
+        &self,
+        sha256: &str,
+        bytes: &[u8],
+        staged: &mut Vec<StagedBlob>,
+    ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if path.is_file() {
+        if path.is_file() || staged.iter().any(|blob| blob.path == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
         std::fs::create_dir_all(dir)?;
         let mut temp = tempfile::Builder::new().prefix(".blob.").tempfile_in(dir)?;
         temp.write_all(bytes)?;
-        sync_data(temp.as_file(), self.durability)?;
-        match temp.persist_noclobber(&path) {
-            Ok(_) => {}
-            Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(0),
-            Err(error) => return Err(error.error),
-        }
-        if let Ok(folder) = std::fs::File::open(dir) {
-            sync_dir(&folder, self.durability)?;
-        }
+        staged.push(StagedBlob { temp, path });
         Ok(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
+    }
+
+    /// Flushes the staged contents' data and gives each its name (a blob someone else stored
+    /// meanwhile is kept); the folders to flush.
+    fn name_blobs(&self, staged: Vec<StagedBlob>) -> std::io::Result<BTreeSet<PathBuf>> {
+        for blob in &staged {
+            sync_data(blob.temp.as_file(), self.durability)?;
+        }
+        let mut folders = BTreeSet::new();
+        for blob in staged {
+            folders.insert(blob.path.parent().unwrap_or(&self.dir).to_owned());
+            match blob.temp.persist_noclobber(&blob.path) {
+                Ok(_) => {}
+                Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error.error),
+            }
+        }
+        Ok(folders)
     }
 
     /// The content stored under `sha256`, checked against it.
@@ -90,9 +108,18 @@ impl UndoStore {
         Ok(bytes)
     }
 
-    /// Gives `record` the next free id (`c-N`) and writes it, sealed, as a new file: two
-    /// processes never take the same id (the file is created exclusively).
-    pub(crate) fn create(&self, record: &mut ChangeRecord) -> std::io::Result<()> {
+    /// Names the change's staged contents, gives `record` the next free id (`c-N`) and writes
+    /// it, sealed, as a new file: two processes never take the same id (the file is created
+    /// exclusively). Under `full`, the contents' data and the record's are flushed first, then
+    /// every folder that got a name (the blobs', `pending/`, `changes/`), so that all of it is
+    /// on the disk before the change lands; the folders go last, together, because on a
+    /// journalling file system the first folder flush commits the others' names too.
+    pub(crate) fn create(
+        &self,
+        record: &mut ChangeRecord,
+        staged: Vec<StagedBlob>,
+    ) -> std::io::Result<()> {
+        let mut folders = self.name_blobs(staged)?;
         let changes = self.changes();
         std::fs::create_dir_all(&changes)?;
         let counter = self.dir.join("next");
@@ -111,6 +138,7 @@ impl UndoStore {
             // without a record is simply dropped.
             if !record.complete {
                 std::fs::write(pending.join(&record.id), b"")?;
+                folders.insert(pending.clone());
             }
             match std::fs::OpenOptions::new()
                 .write(true)
@@ -128,8 +156,11 @@ impl UndoStore {
         }
         // A hint only: a lost update costs a retry, never a reused id.
         let _ = std::fs::write(&counter, format!("{}\n", seq + 1));
-        if let Ok(folder) = std::fs::File::open(&changes) {
-            sync_dir(&folder, self.durability)?;
+        folders.insert(changes);
+        for folder in &folders {
+            if let Ok(folder) = std::fs::File::open(folder) {
+                sync_dir(&folder, self.durability)?;
+            }
         }
         Ok(())
     }
@@ -147,17 +178,21 @@ impl UndoStore {
         Ok(key.wrap(Purpose::Undo, &record_name(&record.id), &body))
     }
 
-    /// Replaces a record already created, atomically.
-    pub(crate) fn save(&self, record: &ChangeRecord) -> std::io::Result<()> {
+    /// Replaces a record already created, atomically: its data is flushed (under `full`), its
+    /// folder only where `settling` (a crash's record, whose marker goes next).
+    pub(crate) fn save(&self, record: &ChangeRecord, settling: bool) -> std::io::Result<()> {
         let changes = self.changes();
         let mut temp = tempfile::Builder::new()
             .prefix(".record.")
             .tempfile_in(&changes)?;
         temp.write_all(self.sealed(record)?.as_bytes())?;
         sync_data(temp.as_file(), self.durability)?;
+        // The folder is not flushed: after a power loss the record is either this one or the
+        // incomplete one, whose marker was flushed with it, settled from the files at the next
+        // start (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
-        if let Ok(folder) = std::fs::File::open(&changes) {
+        if settling && let Ok(folder) = std::fs::File::open(&changes) {
             sync_dir(&folder, self.durability)?;
         }
         Ok(())
@@ -281,6 +316,13 @@ impl UndoStore {
         }
         blobs
     }
+}
+
+/// A content written to a temporary file beside its blob, not yet flushed nor named.
+#[derive(Debug)]
+pub(crate) struct StagedBlob {
+    temp: tempfile::NamedTempFile,
+    path: PathBuf,
 }
 
 /// A record's file name.
