@@ -200,6 +200,10 @@ impl Launch {
         options: &RunOptions<'_>,
         observer: &mut dyn RunObserver,
     ) -> RunReport {
+        // The earlier run's transcripts record other calls' content as this run's own do
+        // (PROTOCOL.md §13 (The API loop: resume)).
+        let parent_records = parent_records(&resumed.parent, self.settings.tasks.per_run);
+        self.sandbox.add_records(&parent_records);
         let notice = resume_notice(&resumed);
         let mut history = resumed.history;
         history.push(Message::user(notice));
@@ -209,6 +213,7 @@ impl Launch {
                 history,
                 archive: resumed.archive,
                 summary: resumed.summary,
+                used_ids: resumed.used_ids,
             },
             memory: SharedMemory::restored(resumed.memory),
             tasks_started: resumed.tasks_started,
@@ -412,6 +417,13 @@ fn run_transcripts(transcript: Option<&Path>) -> Result<Vec<PathBuf>, LaunchErro
         .collect();
     transcripts.extend(transcript.map(Path::to_path_buf));
     Ok(transcripts)
+}
+
+/// A resumed run's parent transcript and every transcript its sub-agents could have written.
+fn parent_records(parent: &Path, per_run: u32) -> Vec<PathBuf> {
+    std::iter::once(parent.to_path_buf())
+        .chain((1..=per_run).map(|n| child_transcript_path(parent, &format!("task-{n}"))))
+        .collect()
 }
 
 /// `sandbox`, with the files that tell the agent what to do or record what it did protected.

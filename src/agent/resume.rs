@@ -97,6 +97,9 @@ pub(crate) struct Resumed {
     pub tasks_started: u32,
     /// The calls answered as not run.
     pub not_run: usize,
+    /// The ids its calls used (native and text mode, compacted turns included): reserved, so
+    /// that the resumed run refuses a reused one as an unbroken run would.
+    pub used_ids: Vec<String>,
 }
 
 /// One transcript line as read.
@@ -163,6 +166,7 @@ pub(crate) fn load(path: &Path) -> Result<Resumed, ResumeError> {
         memory: AgentMemory::default(),
         tasks_started: 0,
         not_run: 0,
+        used_ids: Vec::new(),
     };
     let mut first = true;
     for (index, line) in text.lines().enumerate() {
@@ -189,7 +193,38 @@ pub(crate) fn load(path: &Path) -> Result<Resumed, ResumeError> {
     }
     resumed.not_run = complete_turns(&mut resumed.history);
     resumed.tasks_started = count_tasks(&resumed.history);
+    resumed.used_ids = used_ids(&resumed.history, &resumed.archive);
     Ok(resumed)
+}
+
+/// The ids the earlier run's calls claimed: every native call's, and the id of every text-mode
+/// call block that was a valid call (an invalid attempt claims no id in a run either, so the
+/// model may repeat it in its correction).
+fn used_ids(history: &[Message], archive: &[(Message, u32)]) -> Vec<String> {
+    let options = ClassifyOptions {
+        lenient: true,
+        tools: ToolSet::All,
+    };
+    history
+        .iter()
+        .chain(archive.iter().map(|(message, _)| message))
+        .filter(|message| message.role == Role::Assistant)
+        .flat_map(|message| {
+            let text_id = if message.tool_calls.is_empty() {
+                match crate::protocol::classify_reply(&message.content, options).verdict {
+                    Verdict::Call(call) => call.id,
+                    Verdict::None | Verdict::Invalid { .. } => None,
+                }
+            } else {
+                None
+            };
+            message
+                .tool_calls
+                .iter()
+                .map(|call| call.id.clone())
+                .chain(text_id)
+        })
+        .collect()
 }
 
 /// Files one line: replaced by a compaction, left out (system, special), or history.
@@ -379,5 +414,24 @@ mod tests {
             Message::assistant("done", Vec::new()),
         ];
         assert_eq!(complete_turns(&mut prose), 0);
+    }
+
+    #[test]
+    fn text_mode_ids_of_valid_calls_are_reserved_with_compacted_ones() {
+        let block = |id: &str, tool: &str| {
+            Message::assistant(
+                format!(
+                    "```flycode-call\n{{\"id\":\"{id}\",\"tool\":\"{tool}\",\"args\":{{\"path\":\"/a\"}}}}\n```"
+                ),
+                Vec::new(),
+            )
+        };
+        let history = vec![
+            Message::user("task"),
+            block("c1", "fs.read"),
+            block("bad", "no.such_tool"),
+        ];
+        let archive = vec![(block("c0", "fs.read"), 1)];
+        assert_eq!(used_ids(&history, &archive), ["c1", "c0"]);
     }
 }

@@ -101,6 +101,9 @@ pub(crate) struct Conversation {
     pub archive: Vec<(Message, u32)>,
     /// The latest compaction.
     pub summary: Option<SummaryRecord>,
+    /// Call ids an earlier run used that the history's native calls do not show (text-mode
+    /// call blocks, compacted turns): reserved like the history's own.
+    pub used_ids: Vec<String>,
 }
 
 /// The loop's state while it runs.
@@ -177,12 +180,14 @@ impl AgentRun<'_> {
             history,
             archive,
             summary,
+            used_ids,
         } = conversation;
         let started = Instant::now();
         let used_ids = history
             .iter()
             .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
             .chain(history.iter().filter_map(|m| m.tool_call_id.clone()))
+            .chain(used_ids)
             .collect();
         let mut progress = TurnProgress {
             turn_start: history.len(),

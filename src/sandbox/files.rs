@@ -53,6 +53,13 @@ impl Sandbox {
         self
     }
 
+    /// Adds `files` to the records no tool may read or change ([`Protection::with_records`]):
+    /// for a run that learns of a record after its sandbox was built (a resumed run's parent
+    /// transcript).
+    pub fn add_records(&mut self, files: &[PathBuf]) {
+        self.protection = self.protection.clone().with_records(files);
+    }
+
     /// What writes flush before they answer (PROTOCOL.md §9 (fs.write), "What is synced").
     pub fn with_durability(mut self, durability: Durability) -> Sandbox {
         self.durability = durability;

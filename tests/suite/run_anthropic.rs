@@ -1,6 +1,7 @@
 //! `flycode run` against a scripted Anthropic Messages server on loopback: streamed tool use with
 //! two parallel calls, the headers and prompt-caching marks of every request, an overloaded 529
-//! retried after its `retry-after`, text mode, and sub-agents on an Anthropic light model.
+//! retried after its `retry-after`, busy `error` events in a stream (retried before any content,
+//! ending a resumable run after it), text mode, and sub-agents on an Anthropic light model.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -391,4 +392,103 @@ fn sub_agents_run_on_an_anthropic_light_model() {
         .to_owned();
     assert!(envelope.contains("a.txt holds alpha"), "{envelope}");
     assert_validates(&workspace.transcript());
+}
+
+/// An `error` event of `kind` inside a stream, after `before`.
+fn stream_error_after(before: &[Value], kind: &str) -> Reply {
+    let mut events = vec![message_start()];
+    events.extend_from_slice(before);
+    events.push(json!({"type": "error", "error": {"type": kind, "message": "Overloaded now"}}));
+    anthropic_stream(&events)
+}
+
+fn anthropic_command(workspace: &Workspace, server: &ScriptedServer, extra: &[&str]) -> Command {
+    let mut args = vec![
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-test",
+        "--retry-base-ms",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let mut command = workspace.command(&args);
+    command
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ANTHROPIC_BASE_URL", server.base_url());
+    command
+}
+
+#[test]
+fn a_busy_error_event_before_any_content_is_retried_like_a_529() {
+    let workspace = Workspace::new();
+    let server = ScriptedServer::sequence(vec![
+        stream_error_after(&[json!({"type": "ping"})], "overloaded_error"),
+        stream_error_after(&[], "rate_limit_error"),
+        anthropic_text("Nothing to do."),
+    ]);
+    let finished = finish(anthropic_command(&workspace, &server, &["Say hi."]));
+    assert_eq!(finished.code, 0, "{}{}", finished.stdout, finished.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "both error events were retried");
+    assert_eq!(requests[0].body, requests[2].body, "the same request again");
+    assert!(
+        finished.stdout.contains("Nothing to do."),
+        "{}",
+        finished.stdout
+    );
+    assert_validates(&workspace.transcript());
+}
+
+#[test]
+fn a_busy_error_event_after_text_ends_the_run_and_it_can_be_resumed() {
+    let workspace = Workspace::new();
+    let partial = [
+        json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": "Let me th"}}),
+    ];
+    let server = ScriptedServer::sequence(vec![
+        stream_error_after(&partial, "overloaded_error"),
+        anthropic_text("never asked for"),
+    ]);
+    let finished = finish(anthropic_command(&workspace, &server, &["Say hi."]));
+    assert_ne!(finished.code, 0, "{}", finished.stdout);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "not retried once text had arrived"
+    );
+    assert!(
+        finished.stderr.contains("Overloaded now")
+            && finished.stderr.contains("broke off")
+            && finished.stderr.contains("flycode run --resume"),
+        "{}",
+        finished.stderr
+    );
+    assert!(finished.stdout.contains("Let me th"), "{}", finished.stdout);
+
+    let second = ScriptedServer::sequence(vec![anthropic_text("Hi.")]);
+    let record = workspace.base.join("resumed.jsonl");
+    let mut command = workspace.command_to(
+        &record,
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-test",
+            "--resume",
+        ],
+    );
+    command
+        .arg(workspace.transcript())
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ANTHROPIC_BASE_URL", second.base_url());
+    let resumed = finish(command);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(resumed.stdout.contains("Hi."), "{}", resumed.stdout);
+    let sent = second.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("Say hi."), "the history goes on: {sent}");
+    assert_validates(&record);
 }

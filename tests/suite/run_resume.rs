@@ -413,3 +413,108 @@ fn an_anthropic_run_resumes_with_the_same_history_and_no_call_run_twice() {
     assert_eq!(runs_of_the_counter(&workspace), 1, "toolu_1 ran once");
     assert_validates(&resumed_record);
 }
+
+/// A text-mode reply holding one `process.run` call block.
+fn text_call_reply(id: &str, args: &str) -> Reply {
+    let args: Value = serde_json::from_str(args).unwrap();
+    let block = json!({"id": id, "tool": "process.run", "args": args});
+    Reply::sse_text(&format!("```flycode-call\n{block}\n```"), 7)
+}
+
+#[test]
+fn a_resumed_text_mode_run_refuses_an_id_the_earlier_run_used() {
+    let workspace = Workspace::new();
+    let call = counting_call(&workspace, "");
+    let first = ScriptedServer::sequence(vec![text_call_reply("call-1", &call)]);
+    let mut args = model_args(&first);
+    args.extend(["--mode", "text", "--max-turns", "1", "Count."].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let finished = finish(workspace.command(&args));
+    assert_ne!(finished.code, 0, "the turn budget ran out");
+    assert_eq!(runs_of_the_counter(&workspace), 1);
+
+    let second = ScriptedServer::sequence(vec![
+        text_call_reply("call-1", &call),
+        Reply::sse_text("Stopping.", 7),
+    ]);
+    let mut args = model_args(&second);
+    args.extend(["--mode".into(), "text".into(), "--resume".into()]);
+    args.push(workspace.transcript().display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resumed_record = workspace.base.join("resumed.jsonl");
+    let finished = finish(workspace.command_to(&resumed_record, &args));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert_eq!(
+        runs_of_the_counter(&workspace),
+        1,
+        "the reused id was refused, not run"
+    );
+    let answer = last_user_texts(&second.requests()[1]).join("\n");
+    assert!(
+        answer.contains("an earlier call of this run used it"),
+        "{answer}"
+    );
+    // `validate` reads the resumed record as one run: the reuse is its duplicate_id, as in a
+    // run that never stopped.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .arg("validate")
+        .arg(&resumed_record)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        report.contains("duplicate_id") && report.contains("1 error"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_resumed_run_cannot_write_or_read_the_earlier_transcript() {
+    let workspace = Workspace::new();
+    // The earlier run is recorded inside the root, where the file tools reach.
+    let parent = workspace.root.join("parent.jsonl");
+    let first = ScriptedServer::sequence(vec![Reply::sse_text("Done.", 7)]);
+    let args = model_args(&first);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.push("Say done.");
+    let finished = finish(workspace.command_to(&parent, &args));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let before = std::fs::read(&parent).unwrap();
+
+    let target = parent.display().to_string();
+    let write = json!({"path": target, "mode": "overwrite", "content": "{}\n"}).to_string();
+    let read = json!({"path": target}).to_string();
+    let second = ScriptedServer::sequence(vec![
+        Reply::sse_tool_calls(&[("w1", "fs_write", write.as_str())]),
+        Reply::sse_tool_calls(&[("r1", "fs_read", read.as_str())]),
+        Reply::sse_text("Left it alone.", 7),
+    ]);
+    let mut args = model_args(&second);
+    args.extend(["--resume".into(), target.clone(), "Go on.".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resumed_record = workspace.base.join("resumed.jsonl");
+    let finished = finish(workspace.command_to(&resumed_record, &args));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert_eq!(
+        std::fs::read(&parent).unwrap(),
+        before,
+        "the parent is unchanged"
+    );
+    let requests = second.requests();
+    let answered = results(&requests[2]);
+    let of = |id: &str| {
+        answered
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, content)| content.clone())
+            .unwrap()
+    };
+    for id in ["w1", "r1"] {
+        let result = of(id);
+        assert!(
+            result.contains("[ok] false") && result.contains("transcript this run records"),
+            "{id}: {result}"
+        );
+    }
+    assert_validates(&resumed_record);
+}

@@ -246,6 +246,19 @@ enum Block {
     Other,
 }
 
+/// The `error.type`s of an `error` event that say the server is busy, not that the request is
+/// wrong: retried like a 529 while nothing has been passed on (PROTOCOL.md §13 (Anthropic
+/// Messages API)).
+const TRANSIENT_ERRORS: [&str; 3] = ["overloaded_error", "rate_limit_error", "api_error"];
+
+/// Whether an `error` event is one of [`TRANSIENT_ERRORS`].
+fn is_transient(value: &Value) -> bool {
+    value["type"] == "error"
+        && value["error"]["type"]
+            .as_str()
+            .is_some_and(|kind| TRANSIENT_ERRORS.contains(&kind))
+}
+
 /// Accumulates the events of a streamed message (`message_start`, `content_block_start`,
 /// `content_block_delta` with `text_delta` / `input_json_delta`, `content_block_stop`,
 /// `message_delta`, `message_stop`, `ping`, `error`).
@@ -264,7 +277,11 @@ impl MessageAssembler {
             ReplyError::NotJson(format!("{e} in data payload {}", excerpt(payload)))
         })?;
         if let Some(message) = error_message(&value) {
-            return Err(ReplyError::Server(message));
+            return Err(if is_transient(&value) {
+                ReplyError::Transient(message)
+            } else {
+                ReplyError::Server(message)
+            });
         }
         let index = value["index"].as_u64().unwrap_or(0);
         match value["type"].as_str() {
@@ -489,7 +506,21 @@ mod tests {
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(
             MessageAssembler::default().push(error),
-            Err(ReplyError::Server("Overloaded".into()))
+            Err(ReplyError::Transient("Overloaded".into()))
+        );
+        for kind in ["rate_limit_error", "api_error"] {
+            let event = format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"m"}}}}"#);
+            assert_eq!(
+                MessageAssembler::default().push(&event),
+                Err(ReplyError::Transient("m".into())),
+                "{kind}"
+            );
+        }
+        let refused =
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#;
+        assert_eq!(
+            MessageAssembler::default().push(refused),
+            Err(ReplyError::Server("bad".into()))
         );
         assert_eq!(
             parse_message(error.as_bytes()),

@@ -91,6 +91,18 @@ pub enum ClientError {
         /// What was wrong, naming the offending payload.
         detail: String,
     },
+    /// The server reported that it is busy (an Anthropic `overloaded_error`, `rate_limit_error`
+    /// or `api_error` event) after part of the reply had been passed on: not retried, as that
+    /// part may have been shown (PROTOCOL.md §13 (Anthropic Messages API)).
+    #[error(
+        "the server at {url} broke off its reply with an error after part of it had arrived: {message}; the reply was abandoned (not retried, as part of it may have been shown); the transcript is kept: continue with `flycode run --resume`"
+    )]
+    BrokenOff {
+        /// The endpoint.
+        url: String,
+        /// The server's message.
+        message: String,
+    },
     /// The stream ended before the reply was complete.
     #[error(
         "the stream from {url} ended before the reply was complete (no [DONE] and no finish_reason); try again"

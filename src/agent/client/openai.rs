@@ -14,7 +14,9 @@
 //!
 //! Retry rule: an attempt is retried (429, 408, 5xx, connect failures, timeouts, broken
 //! connections) only until a successful status arrives; once a stream has started, text may
-//! already be on the screen, so any failure after that ends the completion.
+//! already be on the screen, so any failure after that ends the completion. One exception: an
+//! Anthropic `error` event saying the server is busy (`overloaded_error`, `rate_limit_error`,
+//! `api_error`) before any text or tool call has been passed on is retried like a 529.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,6 +225,12 @@ enum AttemptFailure {
     Final(ClientError),
 }
 
+impl From<ClientError> for AttemptFailure {
+    fn from(error: ClientError) -> AttemptFailure {
+        AttemptFailure::Final(error)
+    }
+}
+
 impl AttemptFailure {
     fn retry(error: ClientError) -> AttemptFailure {
         AttemptFailure::Retryable {
@@ -371,9 +379,7 @@ impl Exchange<'_> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if is_event_stream {
-            self.read_stream(response, sent, on_event)
-                .await
-                .map_err(AttemptFailure::Final)
+            self.read_stream(response, sent, on_event).await
         } else {
             let allowance = super::framing_allowance(self.settings.max_reply_bytes);
             let body = self
@@ -386,7 +392,9 @@ impl Exchange<'_> {
                 })?;
             let completion = wire::parse_whole(self.settings.provider, &body).map_err(|e| {
                 AttemptFailure::Final(match e {
-                    ReplyError::Server(message) => self.server_error(&message),
+                    ReplyError::Server(message) | ReplyError::Transient(message) => {
+                        self.server_error(&message)
+                    }
                     ReplyError::NotJson(detail) => {
                         self.invalid_response(format!("not JSON: {detail}"))
                     }
@@ -556,7 +564,7 @@ impl Exchange<'_> {
         mut response: reqwest::Response,
         sent: tokio::time::Instant,
         on_event: &mut dyn FnMut(ClientEvent),
-    ) -> Result<Completion, ClientError> {
+    ) -> Result<Completion, AttemptFailure> {
         let mut decoder = SseDecoder::new();
         let mut assembler = Assembler::new(self.settings.provider);
         let mut watch = RepetitionWatch::new();
@@ -574,16 +582,16 @@ impl Exchange<'_> {
             };
             received = received.saturating_add(chunk.len());
             if received > allowance {
-                return Err(self.too_large(true));
+                return Err(self.too_large(true).into());
             }
             let events = decoder.feed(&chunk);
             match last_event {
                 _ if !events.is_empty() => last_event = Some(tokio::time::Instant::now()),
                 Some(at) if at.elapsed() > self.settings.read_timeout => {
-                    return Err(self.read_timeout());
+                    return Err(self.read_timeout().into());
                 }
                 None if sent.elapsed() > self.settings.first_byte_timeout => {
-                    return Err(self.first_byte_timeout());
+                    return Err(self.first_byte_timeout().into());
                 }
                 _ => {}
             }
@@ -592,7 +600,7 @@ impl Exchange<'_> {
                     return Ok(assembler.finish());
                 }
                 if assembler.reply_bytes() > self.settings.max_reply_bytes {
-                    return Err(self.too_large(false));
+                    return Err(self.too_large(false).into());
                 }
             }
             if let Some(reason) = self.cut_reason(&assembler, &mut watch) {
@@ -609,9 +617,9 @@ impl Exchange<'_> {
         if assembler.has_finish_reason() {
             Ok(assembler.finish())
         } else {
-            Err(ClientError::Truncated {
+            Err(AttemptFailure::Final(ClientError::Truncated {
                 url: self.url.to_owned(),
-            })
+            }))
         }
     }
 
@@ -636,21 +644,31 @@ impl Exchange<'_> {
         event: &SseEvent,
         assembler: &mut Assembler,
         on_event: &mut dyn FnMut(ClientEvent),
-    ) -> Result<StreamStep, ClientError> {
-        match assembler.push(&event.data) {
+    ) -> Result<StreamStep, AttemptFailure> {
+        let failure = match assembler.push(&event.data) {
             Ok(StreamStep::Text(text)) => {
                 if !text.is_empty() {
                     on_event(ClientEvent::TextDelta(text));
                 }
-                Ok(StreamStep::Text(String::new()))
+                return Ok(StreamStep::Text(String::new()));
             }
-            Ok(StreamStep::Done) => Ok(StreamStep::Done),
-            Err(ReplyError::Server(message)) => Err(self.server_error(&message)),
-            Err(ReplyError::NotJson(detail)) => Err(self.malformed(format!("not JSON: {detail}"))),
-            Err(ReplyError::WrongShape(detail)) => Err(self.malformed(format!(
+            Ok(StreamStep::Done) => return Ok(StreamStep::Done),
+            // A busy server before anything was passed on: retried like a 529; after, the
+            // reply is broken off (PROTOCOL.md §13 (Anthropic Messages API)).
+            Err(ReplyError::Transient(message)) if assembler.reply_bytes() == 0 => {
+                return Err(AttemptFailure::retry(self.server_error(&message)));
+            }
+            Err(ReplyError::Transient(message)) => ClientError::BrokenOff {
+                url: self.url.to_owned(),
+                message: reply::excerpt(&self.redact(&message)),
+            },
+            Err(ReplyError::Server(message)) => self.server_error(&message),
+            Err(ReplyError::NotJson(detail)) => self.malformed(format!("not JSON: {detail}")),
+            Err(ReplyError::WrongShape(detail)) => self.malformed(format!(
                 "JSON that is not a chat completion chunk: {detail}"
-            ))),
-        }
+            )),
+        };
+        Err(AttemptFailure::Final(failure))
     }
 
     fn transport_error(&self, error: &reqwest::Error) -> ClientError {
@@ -817,6 +835,58 @@ mod tests {
             waited >= limit && waited <= limit + CANCEL_POLL,
             "{waited:?}"
         );
+    }
+
+    fn event(data: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.to_owned(),
+            id: None,
+        }
+    }
+
+    #[test]
+    fn a_busy_error_event_is_retried_only_before_anything_was_passed_on() {
+        let provider = paused_provider();
+        let cancel = AtomicBool::new(false);
+        let exchange = exchange(&provider, &cancel);
+        let busy =
+            event(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+        let mut shown = Vec::new();
+        let mut on_event = |e: ClientEvent| shown.push(format!("{e:?}"));
+        let mut assembler = Assembler::new(ProviderKind::Anthropic);
+        let early = exchange.take_event(&busy, &mut assembler, &mut on_event);
+        assert!(
+            matches!(early, Err(AttemptFailure::Retryable { .. })),
+            "nothing shown yet: retried"
+        );
+        let mut assembler = Assembler::new(ProviderKind::Anthropic);
+        for data in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#,
+        ] {
+            assert!(
+                exchange
+                    .take_event(&event(data), &mut assembler, &mut on_event)
+                    .is_ok()
+            );
+        }
+        let late = exchange.take_event(&busy, &mut assembler, &mut on_event);
+        let Err(AttemptFailure::Final(error)) = late else {
+            panic!("text was shown: not retried");
+        };
+        assert!(matches!(error, ClientError::BrokenOff { .. }), "{error}");
+        assert!(
+            error.to_string().contains("flycode run --resume"),
+            "{error}"
+        );
+        let refused =
+            event(r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#);
+        let mut assembler = Assembler::new(ProviderKind::Anthropic);
+        assert!(matches!(
+            exchange.take_event(&refused, &mut assembler, &mut on_event),
+            Err(AttemptFailure::Final(ClientError::ServerError { .. }))
+        ));
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub enum ReplyError {
     WrongShape(String),
     /// The server's own error object, with its message.
     Server(String),
+    /// A streamed error event saying the server is busy rather than that the request is wrong
+    /// (Anthropic `overloaded_error`, `rate_limit_error`, `api_error`), with its message: worth
+    /// another try as long as nothing of the reply has been passed on.
+    Transient(String),
 }
 
 /// What one stream payload meant.
