@@ -306,6 +306,10 @@ pub(crate) fn signature(schema: &ToolSchema) -> String {
         .map(|a| {
             if a.is_required {
                 a.name.clone()
+            } else if a.schema["x-flycode-extended"] == Value::Bool(true) {
+                // `background`/`pty`: a call of the seed set that uses one is refused, so the
+                // hint must not read as if every set took it (PROTOCOL.md §6 (The schemas)).
+                format!("{}? (extended set)", a.name)
             } else {
                 format!("{}?", a.name)
             }
