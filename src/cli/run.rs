@@ -112,6 +112,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
                 "--resume continues runs of the flycode dialect only; start the tags run anew (PROTOCOL.md §15 (The tag dialect))"
             );
         }
+        if args.json {
+            anyhow::bail!(
+                "--json reports the events of the flycode dialect only; run --dialect tags without --json (its transcript holds the whole run, PROTOCOL.md §15 (The tag dialect))"
+            );
+        }
         return Ok(finish_tags(
             launch.run_tags(task.as_deref().unwrap_or_default(), &options),
         ));
