@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
-use super::common::send_signal;
+use super::common::{assert_validates, clean_run_command, send_signal};
 use flycode::protocol::{ClassifyOptions, ToolSet, Verdict, classify_reply};
 
 const BUGGY_LIB: &str = "add() { echo $(( $1 - $2 )); }\n";
@@ -53,21 +53,8 @@ impl Project {
 
     /// `flycode run` against `server`, in a clean environment.
     fn command(&self, server: &ScriptedServer, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("LLM_")
-            {
-                command.env_remove(name);
-            }
-        }
+        let mut command = clean_run_command(&self.base, &self.root);
         command
-            .current_dir(&self.root)
-            .env("HOME", &self.base)
-            .env_remove("XDG_CONFIG_HOME")
-            .env("FLYCODE_STATE_DIR", self.base.join("state"))
-            .env("NO_COLOR", "1")
             .args(["run", "--base-url"])
             .arg(server.base_url())
             .args(["--model", "scripted-model", "--yes", "--root"])
@@ -272,21 +259,6 @@ fn check_request(request: &RecordedRequest) {
             assert_eq!(count, 1, "call {id} has exactly one result");
         }
     }
-}
-
-fn assert_validates(path: &Path) {
-    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .arg("validate")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "flycode validate {}: {}{}",
-        path.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 fn run_fix(mode: &str) -> (Project, Vec<RecordedRequest>, Finished) {

@@ -135,3 +135,48 @@ pub(super) fn write_journal_record(state: &std::path::Path, name: &str, record: 
     let sealed = key.wrap(Purpose::Journal, name, &record.to_string());
     std::fs::write(state.join("journal").join(name), sealed).unwrap();
 }
+
+/// A fresh temporary folder (canonicalized, so paths compare with what flycode prints) and an
+/// empty folder `root_name` inside it: the temp-dir guard, the base and the root.
+pub(super) fn temp_base_with_root(root_name: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let root = base.join(root_name);
+    std::fs::create_dir_all(&root).unwrap();
+    (temp, base, root)
+}
+
+/// The real binary in a clean environment for `flycode run`: no inherited `FLYCODE_*`,
+/// `OPENAI_*` or `LLM_*` variables, `base` as HOME, `base/state` as the state folder, no
+/// `XDG_CONFIG_HOME`, no colour, run in `root`. The caller adds the arguments.
+pub(super) fn clean_run_command(base: &Path, root: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FLYCODE_") || name.starts_with("OPENAI_") || name.starts_with("LLM_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .current_dir(root)
+        .env("HOME", base)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .env("NO_COLOR", "1");
+    command
+}
+
+/// Asserts that `flycode validate PATH` accepts the file (a transcript, a seed).
+pub(super) fn assert_validates(path: &Path) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .arg("validate")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "flycode validate {}: {}{}",
+        path.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::common::{clean_run_command, temp_base_with_root};
 
 /// A project with one file to read.
 struct Place {
@@ -20,10 +21,7 @@ struct Place {
 
 impl Place {
     fn new() -> Place {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(&root).unwrap();
+        let (temp, base, root) = temp_base_with_root("app");
         std::fs::write(root.join("lib.sh"), "add() { echo $(( $1 + $2 )); }\n").unwrap();
         Place {
             _temp: temp,
@@ -42,21 +40,8 @@ impl Place {
 
     /// `flycode run` in a clean environment, without endpoint or model: `extra` gives them.
     fn bare_command(&self, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_flycode"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FLYCODE_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("LLM_")
-            {
-                command.env_remove(name);
-            }
-        }
+        let mut command = clean_run_command(&self.base, &self.root);
         command
-            .current_dir(&self.root)
-            .env("HOME", &self.base)
-            .env_remove("XDG_CONFIG_HOME")
-            .env("FLYCODE_STATE_DIR", self.base.join("state"))
-            .env("NO_COLOR", "1")
             .args(["run", "--yes", "--root"])
             .arg(&self.root)
             .arg("--transcript")

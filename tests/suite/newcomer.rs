@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::api_server::{Reply, ScriptedServer};
-use super::common::{Workspace, flycode};
+use super::common::{Workspace, flycode, temp_base_with_root};
 
 /// A root and a state folder for `flycode run` against a scripted server.
 struct Place {
@@ -18,10 +18,7 @@ struct Place {
 
 impl Place {
     fn new() -> Place {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(&root).unwrap();
+        let (temp, base, root) = temp_base_with_root("app");
         std::fs::write(root.join("lib.sh"), "add() { echo 1; }\n").unwrap();
         Place {
             _temp: temp,

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use serde_json::{Value, json};
 
 use super::api_server::{Reply, ScriptedServer};
-use super::common::{read_stderr_until, send_signal, wait_for_file};
+use super::common::{read_stderr_until, send_signal, temp_base_with_root, wait_for_file};
 use flycode::agent::client::{ChatRequest, ClientError, ClientSettings, OpenAiProvider, Provider};
 use flycode::agent::message::Message;
 
@@ -27,10 +27,7 @@ struct Place {
 
 impl Place {
     fn new() -> Place {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("root");
-        std::fs::create_dir_all(&root).unwrap();
+        let (temp, base, root) = temp_base_with_root("root");
         Place {
             _temp: temp,
             base,

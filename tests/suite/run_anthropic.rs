@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::common::assert_validates;
 
 const KEY: &str = "sk-ant-test-0123456789";
 
@@ -89,21 +90,6 @@ pub(super) fn finish(mut command: Command) -> Finished {
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
-}
-
-pub(super) fn assert_validates(path: &Path) {
-    let output = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .arg("validate")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "flycode validate {}: {}{}",
-        path.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A Messages API event stream (`event:` and `data:` lines), cut into 9-byte chunks.

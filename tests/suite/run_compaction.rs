@@ -8,10 +8,26 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
-use super::run_anthropic::{Workspace, assert_validates, finish};
+use super::common::assert_validates;
+use super::run_anthropic::{Workspace, finish};
 
 const BIG: usize = 40_000;
 const SUMMARY: &str = "SUMMARY-TEXT: the agent read big1.txt and big2.txt; nothing changed yet.";
+
+/// Writes the user's flycode.toml: a 40000-token context keeping `keep_turns` turns, and
+/// `light` as the light model that writes the summaries.
+fn write_compaction_config(workspace: &Workspace, light: &ScriptedServer, keep_turns: u32) {
+    let config_dir = workspace.base.join(".config/flycode");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("flycode.toml"),
+        format!(
+            "[agent]\ncontext_tokens = 40000\nkeep_turns = {keep_turns}\n\n[agent.light]\nmodel = \"light-model\"\nbase_url = \"{}\"\n",
+            light.base_url()
+        ),
+    )
+    .unwrap();
+}
 
 /// A streamed native call whose usage reports `prompt` tokens.
 fn call_with_usage(id: &str, name: &str, arguments: &str, prompt: u64) -> Reply {
@@ -77,16 +93,7 @@ fn a_full_context_is_compacted_by_the_light_model_keeping_pairs_and_the_todo_lis
         }
     });
     let light = ScriptedServer::always(Reply::completion_text(SUMMARY));
-    let config_dir = workspace.base.join(".config/flycode");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("flycode.toml"),
-        format!(
-            "[agent]\ncontext_tokens = 40000\nkeep_turns = 2\n\n[agent.light]\nmodel = \"light-model\"\nbase_url = \"{}\"\n",
-            light.base_url()
-        ),
-    )
-    .unwrap();
+    write_compaction_config(&workspace, &light, 2);
     let finished = finish(workspace.command(&[
         "--base-url",
         &main.base_url(),
@@ -258,16 +265,7 @@ fn a_sub_agent_compacts_its_own_conversation_the_same_way() {
         }
     });
     let light = ScriptedServer::always(Reply::completion_text(SUMMARY));
-    let config_dir = workspace.base.join(".config/flycode");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("flycode.toml"),
-        format!(
-            "[agent]\ncontext_tokens = 40000\nkeep_turns = 1\n\n[agent.light]\nmodel = \"light-model\"\nbase_url = \"{}\"\n",
-            light.base_url()
-        ),
-    )
-    .unwrap();
+    write_compaction_config(&workspace, &light, 1);
     let finished = finish(workspace.command(&[
         "--base-url",
         &main.base_url(),

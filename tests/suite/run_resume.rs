@@ -9,10 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
-use super::common::send_signal;
-use super::run_anthropic::{
-    Workspace, anthropic_text, anthropic_tool_uses, assert_validates, finish,
-};
+use super::common::{assert_validates, send_signal};
+use super::run_anthropic::{Workspace, anthropic_text, anthropic_tool_uses, finish};
 
 /// A `process_run` call that appends a line to `count.txt`, then runs `rest` (shell).
 fn counting_call(workspace: &Workspace, rest: &str) -> String {
@@ -111,6 +109,30 @@ fn first_line(path: &Path) -> Value {
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
+/// Starts a run of `task` against `server` (output streams made by `output`) and waits until the
+/// called program wrote its pid to `sleeper.pid`; the child and that file's path.
+fn start_until_sleeper(
+    workspace: &Workspace,
+    server: &ScriptedServer,
+    task: &str,
+    output: fn() -> Stdio,
+) -> (std::process::Child, std::path::PathBuf) {
+    let mut args = model_args(server);
+    args.push(task.into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = workspace
+        .command(&args)
+        .stdout(output())
+        .stderr(output())
+        .spawn()
+        .unwrap();
+    let pid_file = workspace.root.join("sleeper.pid");
+    wait_for("the program", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+    });
+    (child, pid_file)
+}
+
 fn model_args(server: &ScriptedServer) -> Vec<String> {
     vec![
         "--base-url".into(),
@@ -129,19 +151,7 @@ fn a_run_stopped_by_ctrl_c_mid_program_resumes_without_running_the_program_again
         Reply::sse_tool_calls(&[("todo_1", "agent_todo", todo.as_str())]),
         Reply::sse_tool_calls(&[("p1", "process_run", call.as_str())]),
     ]);
-    let mut args = model_args(&first);
-    args.push("Count once.".into());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = workspace
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid_file = workspace.root.join("sleeper.pid");
-    wait_for("the program", || {
-        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
-    });
+    let (mut child, _) = start_until_sleeper(&workspace, &first, "Count once.", Stdio::piped);
     send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
@@ -303,19 +313,7 @@ fn a_killed_run_reports_the_call_without_a_result_as_not_run() {
         "process_run",
         call.as_str(),
     )]));
-    let mut args = model_args(&first);
-    args.push("Count.".into());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = workspace
-        .command(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid_file = workspace.root.join("sleeper.pid");
-    wait_for("the program", || {
-        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
-    });
+    let (mut child, pid_file) = start_until_sleeper(&workspace, &first, "Count.", Stdio::null);
     send_signal(child.id(), "KILL");
     child.wait().unwrap();
     let sleeper = std::fs::read_to_string(&pid_file).unwrap();

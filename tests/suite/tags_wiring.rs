@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
-use super::common::flycode;
+use super::common::{flycode, temp_base_with_root};
 
 /// A temporary home with a project root, a configuration folder and a state folder.
 struct Place {
@@ -21,10 +21,7 @@ struct Place {
 
 impl Place {
     fn new() -> Place {
-        let temp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(temp.path()).unwrap();
-        let root = base.join("app");
-        std::fs::create_dir_all(&root).unwrap();
+        let (temp, base, root) = temp_base_with_root("app");
         Place {
             _temp: temp,
             base,
