@@ -121,6 +121,7 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
             input,
             whole: false,
             deep: false,
+            replaced: false,
         })
         .collect();
     let mut pending = None;
@@ -138,7 +139,52 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     }
     // The completed record's data only.
     let after = count::during(|| {
-        assert!(recorder.finish(pending.take().unwrap()).unwrap().is_some());
+        assert!(
+            recorder
+                .finish(pending.take().unwrap(), &Default::default())
+                .unwrap()
+                .is_some()
+        );
     });
     assert_eq!(after, 1);
+}
+
+#[test]
+fn recording_a_replacing_change_flushes_no_content_only_the_record_and_folders() {
+    use crate::sandbox::undo::{Named, Recorder, UndoLimits, UndoStore};
+    let (_t, root, sandbox) = setup();
+    let state = tempfile::tempdir().unwrap();
+    let recorder = Recorder::new(
+        UndoStore::at(&state.path().join("undo"), Durability::Full),
+        "exec",
+        UndoLimits::default(),
+    );
+    std::fs::write(root.join("a.txt"), "old a\n").unwrap();
+    let input = root.join("a.txt").display().to_string();
+    let named = [Named {
+        input: &input,
+        whole: false,
+        deep: false,
+        replaced: true,
+    }];
+    let mut pending = None;
+    let before = count::during(|| {
+        pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
+    });
+    // The old file is linked, not copied: the record's data, then its blob shard folder,
+    // pending/ and changes/.
+    assert_eq!(before, 1 + 1 + 2);
+    sandbox
+        .write_file(&input, b"new a\n", WriteMode::Overwrite, None)
+        .unwrap()
+        .unwrap();
+    let hash = super::content_hash::sha256_hex(b"old a\n");
+    let blob = state.path().join("undo/blobs").join(&hash[..2]).join(&hash);
+    assert_eq!(std::fs::read(&blob).unwrap(), b"old a\n");
+    assert!(
+        recorder
+            .finish(pending.take().unwrap(), &Default::default())
+            .unwrap()
+            .is_some()
+    );
 }

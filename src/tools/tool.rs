@@ -29,6 +29,10 @@ pub struct Effects<'a> {
     /// folder with everything in it): the undo store records those whole (PROTOCOL.md §16
     /// (Undo and history)).
     pub whole: bool,
+    /// The call replaces or removes the files `writes` name (a new file takes each name, or the
+    /// name goes), never changing an old file itself: the undo store keeps the old files by a
+    /// second name instead of copying them (PROTOCOL.md §16 (Undo and history), "The store").
+    pub replaces: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -56,6 +60,13 @@ impl<'a> Effects<'a> {
     /// The same effects, acting on what the paths name themselves ([`Effects::whole`]).
     pub fn on_whole_paths(mut self) -> Effects<'a> {
         self.whole = true;
+        self
+    }
+
+    /// Marks the call as one that replaces or removes the files it writes (see
+    /// [`Effects::replaces`]).
+    pub fn replacing_files(mut self) -> Effects<'a> {
+        self.replaces = true;
         self
     }
 

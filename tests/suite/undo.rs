@@ -534,3 +534,104 @@ fn several_changes_to_one_tree_are_undone_newest_first() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(snapshot(&w.root), before, "{out}");
 }
+
+/// The blobs in the store: (hash, number of names of the file).
+fn blobs(w: &Workspace) -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(w.state.join("undo/blobs")).unwrap() {
+        for blob in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let blob = blob.unwrap();
+            let links = blob.metadata().unwrap().nlink();
+            out.push((blob.file_name().to_string_lossy().into_owned(), links));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_replaced_file_is_kept_by_its_old_inode_and_nothing_shares_it_afterwards() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workspace::new();
+    let file = w.root.join("a.txt");
+    std::fs::write(&file, "old\n").unwrap();
+    let old_inode = std::fs::metadata(&file).unwrap().ino();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "new\n"}),
+    );
+    // The old file itself is the blob (no copy), and the only name it has left.
+    let stored = w.state.join("undo/blobs");
+    let blob = std::fs::read_dir(&stored)
+        .unwrap()
+        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+        .map(|blob| blob.unwrap().path())
+        .next()
+        .unwrap();
+    assert_eq!(std::fs::metadata(&blob).unwrap().ino(), old_inode);
+    assert_eq!(std::fs::read(&blob).unwrap(), b"old\n");
+    assert_eq!(blobs(&w).iter().map(|b| b.1).collect::<Vec<_>>(), [1]);
+    assert_eq!(std::fs::metadata(&file).unwrap().nlink(), 1);
+    // Appending to the new file (refused for a file with several names) goes through.
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "append", "content": "more\n"}),
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\nmore\n");
+    let (code, out, err) = undo(&w, &["--last", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+}
+
+#[test]
+fn a_call_that_fails_leaves_its_file_with_one_name_and_the_store_a_copy() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workspace::new();
+    let file = w.root.join("a.txt");
+    std::fs::write(&file, "kept\n").unwrap();
+    // The expectation fails after the pre-image is taken: nothing is written.
+    let (code, report) = w.exec_json(
+        &json!({"id": "c", "tool": "fs.write", "args": {"path": w.path("a.txt"), "mode": "overwrite", "content": "x", "expectedSha256": "0".repeat(64)}}),
+        &["--approve", "auto", "--yes"],
+    );
+    assert_ne!(code, 0, "{report}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept\n");
+    assert_eq!(std::fs::metadata(&file).unwrap().nlink(), 1);
+    assert!(
+        blobs(&w).iter().all(|(_, links)| *links == 1),
+        "{:?}",
+        blobs(&w)
+    );
+    // The file can be chmodded (refused for a file with several names).
+    exec(
+        &w,
+        "fs.chmod",
+        json!({"path": w.path("a.txt"), "mode": "600"}),
+    );
+}
+
+#[test]
+fn a_removed_file_with_another_name_comes_back_and_the_store_keeps_its_own_copy() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "shared\n").unwrap();
+    std::fs::hard_link(w.root.join("a.txt"), w.root.join("b.txt")).unwrap();
+    exec(&w, "fs.rm", json!({"path": w.path("a.txt")}));
+    // b.txt still names the old file: the store's blob is a copy, so writing to b.txt in
+    // place cannot reach it.
+    assert_eq!(std::fs::metadata(w.root.join("b.txt")).unwrap().nlink(), 1);
+    assert!(
+        blobs(&w).iter().all(|(_, links)| *links == 1),
+        "{:?}",
+        blobs(&w)
+    );
+    std::fs::write(w.root.join("b.txt"), "changed in place\n").unwrap();
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "shared\n"
+    );
+}

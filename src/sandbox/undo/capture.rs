@@ -39,6 +39,12 @@ pub(crate) struct ImageCapture<'s> {
     pub max_file_bytes: u64,
     /// Whether a directory is captured with everything in it.
     pub deep: bool,
+    /// Whether the call replaces or removes the files captured (a new file takes the name, or
+    /// the name goes): their contents are then kept by a second name rather than copied.
+    pub link: bool,
+    /// The sha256 of the file captured, where the tool that just wrote it said it: an
+    /// after-image takes it rather than reading the file again to hash it.
+    pub known_sha256: Option<&'s str>,
     /// Contents of small files seen (sha256 → bytes), for counting changed lines.
     pub seen: Option<&'s mut BTreeMap<String, Vec<u8>>>,
     /// Bytes newly written to the store.
@@ -68,6 +74,8 @@ impl ImageCapture<'_> {
             });
         }
         if kind.is_dir() {
+            // What a tool said it wrote is a file's hash, never a folder's content's.
+            self.known_sha256 = None;
             let entries = if self.deep {
                 Some(self.entries(&open_subdir(parent, name.as_os_str())?)?)
             } else {
@@ -92,6 +100,21 @@ impl ImageCapture<'_> {
     }
 
     fn file(&mut self, parent: &Dir, name: &Path, mode: u32, size: u64) -> std::io::Result<Image> {
+        let counted = self.seen.is_some() && size <= COUNTED_BYTES;
+        if let (None, Some(sha256)) = (self.store, self.known_sha256) {
+            if counted {
+                let (mut file, _) = open_file(parent, name.as_os_str())?;
+                let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                file.read_to_end(&mut bytes)?;
+                self.see(sha256, bytes);
+            }
+            return Ok(Image::File {
+                mode,
+                size,
+                sha256: sha256.to_owned(),
+                stored: false,
+            });
+        }
         let (mut file, _) = open_file(parent, name.as_os_str())?;
         if size > self.max_file_bytes || (self.store.is_none() && size > COUNTED_BYTES) {
             let sha256 = super::super::content_hash::stream_sha256(&file)?;
@@ -102,10 +125,21 @@ impl ImageCapture<'_> {
                 stored: false,
             });
         }
+        let before = file.metadata()?;
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         file.read_to_end(&mut bytes)?;
         let sha256 = super::super::content_hash::sha256_hex(&bytes);
         let stored = match self.store {
+            Some(store) if self.link => {
+                self.stored_bytes += store.stage_linked_blob(
+                    (parent, name, &file),
+                    &before,
+                    &sha256,
+                    &bytes,
+                    &mut self.staged,
+                )?;
+                true
+            }
             Some(store) => {
                 self.stored_bytes += store.stage_blob(&sha256, &bytes, &mut self.staged)?;
                 true
@@ -113,10 +147,8 @@ impl ImageCapture<'_> {
             None => false,
         };
         let length = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-        if let Some(seen) = self.seen.as_deref_mut()
-            && length <= COUNTED_BYTES
-        {
-            seen.insert(sha256.clone(), bytes);
+        if length <= COUNTED_BYTES {
+            self.see(&sha256, bytes);
         }
         Ok(Image::File {
             mode,
@@ -124,6 +156,13 @@ impl ImageCapture<'_> {
             sha256,
             stored,
         })
+    }
+
+    /// Keeps a small file's content for counting the lines the call changed.
+    fn see(&mut self, sha256: &str, bytes: Vec<u8>) {
+        if let Some(seen) = self.seen.as_deref_mut() {
+            seen.insert(sha256.to_owned(), bytes);
+        }
     }
 }
 

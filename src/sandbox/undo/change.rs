@@ -64,24 +64,9 @@ pub struct ChangeRecord {
 impl ChangeRecord {
     /// The contents the record needs from the store.
     pub(crate) fn blobs(&self) -> Vec<String> {
-        fn walk(image: &Image, out: &mut Vec<String>) {
-            match image {
-                Image::File {
-                    sha256,
-                    stored: true,
-                    ..
-                } => out.push(sha256.clone()),
-                Image::Dir {
-                    entries: Some(entries),
-                    ..
-                } => entries.values().for_each(|child| walk(child, out)),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        for path in &self.paths {
-            walk(&path.before, &mut out);
-        }
-        out
+        self.paths
+            .iter()
+            .flat_map(|path| path.before.blobs())
+            .collect()
     }
 }

@@ -44,6 +44,27 @@ pub enum Image {
 }
 
 impl Image {
+    /// The stored contents this image needs from the store (its files', inside folders too).
+    pub(crate) fn blobs(&self) -> Vec<String> {
+        fn walk(image: &Image, out: &mut Vec<String>) {
+            match image {
+                Image::File {
+                    sha256,
+                    stored: true,
+                    ..
+                } => out.push(sha256.clone()),
+                Image::Dir {
+                    entries: Some(entries),
+                    ..
+                } => entries.values().for_each(|child| walk(child, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+
     /// Whether `self` and `other` describe the same state (whether the content was stored does
     /// not matter; a directory recorded without its entries matches on its mode alone).
     pub fn same_as(&self, other: &Image) -> bool {

@@ -60,6 +60,10 @@ pub struct Named<'a> {
     /// A folder is recorded with everything in it; otherwise only the folder itself (its mode)
     /// of an existing folder matters.
     pub deep: bool,
+    /// The call replaces or removes the files at the path (a new file takes the name, or the
+    /// name goes; never an append or a chmod, which change the file itself): their old
+    /// contents are kept by a second name in the store instead of a copy.
+    pub replaced: bool,
 }
 
 /// A change under way: its record (written, incomplete) and what is needed to finish it.
@@ -67,6 +71,9 @@ pub struct Named<'a> {
 pub struct Pending {
     record: ChangeRecord,
     depth: Vec<bool>,
+    /// For each path recorded as the call named it (not a folder above it that the call
+    /// creates), the path as the call gave it: what the tool says it wrote there is found by it.
+    named: Vec<Option<String>>,
     seen: BTreeMap<String, Vec<u8>>,
 }
 
@@ -160,17 +167,22 @@ impl Recorder {
         let mut seen = BTreeMap::new();
         let mut record = self.blank(tool, call);
         let mut depth = Vec::new();
+        let mut inputs = Vec::new();
         let mut capture = ImageCapture {
             store: Some(&self.store),
             max_file_bytes: self.limits.max_file_bytes,
             deep: false,
+            link: false,
+            known_sha256: None,
             seen: Some(&mut seen),
             stored_bytes: 0,
             staged: Vec::new(),
         };
         for named in paths {
-            let (path, parent, name) = entry_point(sandbox, named)?;
+            let (path, parent, name, exact) = entry_point(sandbox, named)?;
             capture.deep = named.deep;
+            capture.link = named.replaced;
+            inputs.push(exact.then(|| named.input.to_owned()));
             let before = capture
                 .image(&parent, &name)
                 .map_err(|e| self.fail(with_path(e, &path)))?;
@@ -191,6 +203,7 @@ impl Recorder {
         Ok(Pending {
             record,
             depth,
+            named: inputs,
             seen,
         })
     }
@@ -221,19 +234,47 @@ impl Recorder {
     }
 
     /// Adds the after-images and marks the record complete; removes it if nothing changed. The
-    /// change's id, if one remains.
-    pub fn finish(&self, mut pending: Pending) -> Result<Option<String>, UndoError> {
+    /// change's id, if one remains. `written` holds the sha256 the tool reported for each file
+    /// it wrote, by the path it gave in its output or the path as the call named it: those
+    /// after-images take it rather than hashing the file again.
+    pub fn finish(
+        &self,
+        mut pending: Pending,
+        written: &BTreeMap<String, String>,
+    ) -> Result<Option<String>, UndoError> {
         let record = &mut pending.record;
-        for (change, deep) in record.paths.iter_mut().zip(&pending.depth) {
+        for ((change, deep), input) in record
+            .paths
+            .iter_mut()
+            .zip(&pending.depth)
+            .zip(&pending.named)
+        {
+            let known = input.as_ref().and_then(|input| {
+                written
+                    .get(&change.path)
+                    .or_else(|| written.get(input))
+                    .map(String::as_str)
+            });
             let after = capture_now(
                 Path::new(&change.path),
                 *deep,
                 self.limits.max_file_bytes,
+                known,
                 Some(&mut pending.seen),
             )
             .map_err(|e| self.fail(e))?;
             change.after = Some(after);
         }
+        // A blob still sharing its file with a name in the roots (the call failed, or the file
+        // had other names) gets a copy of its own.
+        let before: Vec<String> = record
+            .paths
+            .iter()
+            .flat_map(|change| change.before.blobs())
+            .collect();
+        self.store
+            .detach_shared(&before)
+            .map_err(|e| self.fail(e))?;
         if record.paths.iter().all(unchanged) {
             self.store.remove(&record.id).map_err(|e| self.fail(e))?;
             return Ok(None);
@@ -261,8 +302,12 @@ fn unchanged(change: &PathChange) -> bool {
 }
 
 /// Where a named path is recorded: the path itself, or the highest folder on the way to it that
-/// does not exist yet (the call will create it, and the undo removes it), with its open parent.
-fn entry_point(sandbox: &Sandbox, named: &Named<'_>) -> Result<(PathBuf, Dir, PathBuf), UndoError> {
+/// does not exist yet (the call will create it, and the undo removes it), with its open parent,
+/// and whether that is the path itself.
+fn entry_point(
+    sandbox: &Sandbox,
+    named: &Named<'_>,
+) -> Result<(PathBuf, Dir, PathBuf, bool), UndoError> {
     let last = if named.whole {
         LastComponent::NoFollow
     } else {
@@ -277,6 +322,7 @@ fn entry_point(sandbox: &Sandbox, named: &Named<'_>) -> Result<(PathBuf, Dir, Pa
             break;
         }
     }
+    let exact = relative == resolved.relative;
     let base = resolved
         .absolute
         .ancestors()
@@ -297,7 +343,7 @@ fn entry_point(sandbox: &Sandbox, named: &Named<'_>) -> Result<(PathBuf, Dir, Pa
         root.open_dir(parent_relative)
     }
     .map_err(|e| SandboxError::from_io(named.input, e))?;
-    Ok((base.join(&relative), parent, name))
+    Ok((base.join(&relative), parent, name, exact))
 }
 
 /// What `path` holds now, by hash only; links on the way to it are followed, the last not.
@@ -305,6 +351,7 @@ pub(crate) fn capture_now(
     path: &Path,
     deep: bool,
     max_file_bytes: u64,
+    known_sha256: Option<&str>,
     seen: Option<&mut BTreeMap<String, Vec<u8>>>,
 ) -> std::io::Result<Image> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
@@ -319,6 +366,8 @@ pub(crate) fn capture_now(
         store: None,
         max_file_bytes,
         deep,
+        link: false,
+        known_sha256,
         seen,
         stored_bytes: 0,
         staged: Vec::new(),
@@ -373,17 +422,19 @@ fn count_in(
         }
         return;
     }
-    // Borrowed, not copied: a content that is not UTF-8 is counted through a lossy copy.
-    let text = |image: &Image| -> Option<std::borrow::Cow<'_, str>> {
+    let bytes = |image: &Image| -> Option<&[u8]> {
         match image {
-            Image::File { sha256, .. } => seen.get(sha256).map(|b| String::from_utf8_lossy(b)),
+            Image::File { sha256, .. } => seen.get(sha256).map(Vec::as_slice),
             Image::Dir { .. } => None,
-            _ => Some(std::borrow::Cow::Borrowed("")),
+            _ => Some(&[]),
         }
     };
-    let (Some(old), Some(new)) = (text(before), text(after)) else {
+    let (Some(old), Some(new)) = (bytes(before), bytes(after)) else {
         return;
     };
+    let (old, new) = differing_lines(old, new);
+    // A content that is not UTF-8 is counted through a lossy copy.
+    let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
     let diff = similar::TextDiff::configure()
         .timeout(std::time::Duration::from_millis(100))
         .diff_lines(old.as_ref(), new.as_ref());
@@ -394,6 +445,27 @@ fn count_in(
             similar::ChangeTag::Equal => {}
         }
     }
+}
+
+/// `old` and `new` without the whole lines they begin and end with alike: the lines a diff
+/// would find equal anyway, so the diff (and the text conversion before it) looks at only the
+/// part that changed, not the whole of a large file around a small edit.
+fn differing_lines<'a>(old: &'a [u8], new: &'a [u8]) -> (&'a [u8], &'a [u8]) {
+    let common = common_prefix(old, new);
+    // Back to the start of the line the first difference is on.
+    let start = old[..common]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    let (old, new) = (&old[start..], &new[start..]);
+    let common = common_suffix(old, new);
+    // Forward to the start of a line in both: the suffix kept out is whole lines.
+    let whole_lines = |text: &[u8], from: usize| from == 0 || text[from - 1] == b'\n';
+    let mut cut = common;
+    while cut > 0 && !(whole_lines(old, old.len() - cut) && whole_lines(new, new.len() - cut)) {
+        cut -= 1;
+    }
+    (&old[..old.len() - cut], &new[..new.len() - cut])
 }
 
 /// Settles the records that a flycode killed during a change left incomplete: from what the
@@ -427,7 +499,13 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
         let mut failed = false;
         for change in &mut record.paths {
             let deep = change.before.is_deep() || change.before == Image::Absent;
-            match capture_now(Path::new(&change.path), deep, limits.max_file_bytes, None) {
+            match capture_now(
+                Path::new(&change.path),
+                deep,
+                limits.max_file_bytes,
+                None,
+                None,
+            ) {
                 Ok(after) => change.after = Some(after),
                 Err(_) => failed = true,
             }
@@ -435,6 +513,8 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
         if failed {
             continue;
         }
+        // A killed flycode may have left a linked pre-image sharing its file.
+        let _ = store.detach_shared(&record.blobs());
         let outcome = if record.paths.iter().all(unchanged) {
             store
                 .remove(&record.id)
@@ -455,4 +535,97 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
         }
     }
     lines
+}
+
+/// How many bytes `a` and `b` begin with alike (compared a block at a time: a large file around a
+/// small edit is mostly alike).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let length = a.len().min(b.len());
+    let mut alike = 0;
+    while alike + BLOCK <= length && a[alike..alike + BLOCK] == b[alike..alike + BLOCK] {
+        alike += BLOCK;
+    }
+    alike
+        + a[alike..length]
+            .iter()
+            .zip(&b[alike..length])
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
+/// How many bytes `a` and `b` end with alike.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let length = a.len().min(b.len());
+    let (a_end, b_end) = (a.len(), b.len());
+    let mut alike = 0;
+    while alike + BLOCK <= length
+        && a[a_end - alike - BLOCK..a_end - alike] == b[b_end - alike - BLOCK..b_end - alike]
+    {
+        alike += BLOCK;
+    }
+    alike
+        + a[..a_end - alike]
+            .iter()
+            .rev()
+            .zip(b[..b_end - alike].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::differing_lines;
+    use proptest::prelude::*;
+
+    fn counted(old: &[u8], new: &[u8]) -> (usize, usize) {
+        let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+        let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+        let changes: Vec<similar::ChangeTag> = diff.iter_all_changes().map(|c| c.tag()).collect();
+        (
+            changes
+                .iter()
+                .filter(|t| **t == similar::ChangeTag::Insert)
+                .count(),
+            changes
+                .iter()
+                .filter(|t| **t == similar::ChangeTag::Delete)
+                .count(),
+        )
+    }
+
+    #[test]
+    fn only_the_lines_that_differ_are_left_to_diff() {
+        let old = b"one\ntwo\nthree\nfour\n";
+        let new = b"one\nTWO\nthree\nfour\n";
+        assert_eq!(differing_lines(old, new), (&b"two\n"[..], &b"TWO\n"[..]));
+        assert_eq!(differing_lines(b"a\n", b"b\na\n"), (&b""[..], &b"b\n"[..]));
+        assert_eq!(differing_lines(b"x\ny", b"x\nz"), (&b"y"[..], &b"z"[..]));
+        assert_eq!(differing_lines(b"same\n", b"same\n"), (&b""[..], &b""[..]));
+        // Past the blocks compared at once.
+        let (long_old, long_new) = (
+            "x\n".repeat(100) + "a\n" + &"y\n".repeat(100),
+            "x\n".repeat(100) + "b\n" + &"y\n".repeat(100),
+        );
+        assert_eq!(
+            differing_lines(long_old.as_bytes(), long_new.as_bytes()),
+            (&b"a\n"[..], &b"b\n"[..])
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Trimming the alike lines at both ends never changes the lines counted as added and
+        /// removed.
+        #[test]
+        fn trimming_keeps_the_counts(
+            old in proptest::collection::vec(prop::sample::select(vec!["a\n", "b\n", "c", "\n", "é\n", "a", "long line of text that fills a block or more, long line of text\n"]), 0..40),
+            new in proptest::collection::vec(prop::sample::select(vec!["a\n", "b\n", "c", "\n", "é\n", "a", "long line of text that fills a block or more, long line of text\n"]), 0..40),
+        ) {
+            let (old, new) = (old.concat(), new.concat());
+            let (trimmed_old, trimmed_new) = differing_lines(old.as_bytes(), new.as_bytes());
+            prop_assert_eq!(counted(trimmed_old, trimmed_new), counted(old.as_bytes(), new.as_bytes()));
+        }
+    }
 }

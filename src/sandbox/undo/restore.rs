@@ -95,7 +95,7 @@ pub fn plan(store: &UndoStore, changes: &[ChangeRecord], max_file_bytes: u64) ->
 }
 
 fn read_now(path: &str, deep: bool, max_file_bytes: u64) -> std::io::Result<Image> {
-    capture_now(Path::new(path), deep, max_file_bytes, None)
+    capture_now(Path::new(path), deep, max_file_bytes, None, None)
 }
 
 fn is_inside(path: &str, folder: &str) -> bool {
@@ -131,6 +131,8 @@ pub fn apply(
             input: &step.path,
             whole: true,
             deep: !matches!(step.restore, Image::Dir { entries: None, .. }),
+            // Copied: a restore may write in place of what is there (a folder's mode).
+            replaced: false,
         })
         .collect();
     let mut pending: Pending = recorder.begin(sandbox, "undo", None, &named)?;
@@ -159,7 +161,7 @@ pub fn apply(
             break;
         }
     }
-    let id = recorder.finish(pending)?;
+    let id = recorder.finish(pending, &std::collections::BTreeMap::new())?;
     result?;
     Ok(id)
 }

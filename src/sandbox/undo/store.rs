@@ -65,27 +65,87 @@ impl UndoStore {
         staged: &mut Vec<StagedBlob>,
     ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if path.is_file() || staged.iter().any(|blob| blob.path == path) {
+        if path.is_file() || staged.iter().any(|blob| blob.path() == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
         std::fs::create_dir_all(dir)?;
         let mut temp = tempfile::Builder::new().prefix(".blob.").tempfile_in(dir)?;
         temp.write_all(bytes)?;
-        staged.push(StagedBlob { temp, path });
-        Ok(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
+        staged.push(StagedBlob::Copied { temp, path });
+        Ok(len(bytes))
     }
 
-    /// Flushes the staged contents' data and gives each its name (a blob someone else stored
-    /// meanwhile is kept); the folders to flush.
+    /// Keeps the file `name` in `parent` (open as `file`, `before` its metadata taken before
+    /// `bytes` were read from it, which hash to `sha256`) as its blob by giving it a second name in the store, rather than copying it:
+    /// for a call that replaces or removes the file, whose old content then lives on only
+    /// there (PROTOCOL.md §16 (Undo and history), "The store"). Nothing to flush but the
+    /// folder: the data is the file's own. Where the link cannot be made (another file
+    /// system, a file not flycode's user's, a file changed while it was read) the content is
+    /// copied as [`UndoStore::stage_blob`] does. The bytes it will add.
+    pub(crate) fn stage_linked_blob(
+        &self,
+        source: (&cap_std::fs::Dir, &Path, &std::fs::File),
+        before: &std::fs::Metadata,
+        sha256: &str,
+        bytes: &[u8],
+        staged: &mut Vec<StagedBlob>,
+    ) -> std::io::Result<u64> {
+        let path = self.blob_path(sha256);
+        if path.is_file() || staged.iter().any(|blob| blob.path() == path) {
+            return Ok(0);
+        }
+        let dir = path.parent().unwrap_or(&self.dir);
+        std::fs::create_dir_all(dir)?;
+        if link_unchanged(source, before, dir, sha256) {
+            staged.push(StagedBlob::Linked { path });
+            return Ok(len(bytes));
+        }
+        self.stage_blob(sha256, bytes, staged)
+    }
+
+    /// Gives each of `sha256s` that still shares its file with a name outside the store (the
+    /// call that linked it failed or changed nothing, or the file had other names) a copy of
+    /// its own, so that nothing written to that file later reaches the store, and so that the
+    /// file has one name again (flycode refuses to append to or chmod a file with several). A
+    /// blob that no longer matches its name is removed: it could not be restored anyway.
+    pub(crate) fn detach_shared(&self, sha256s: &[String]) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        for sha256 in sha256s {
+            let path = self.blob_path(sha256);
+            let shared = std::fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() > 1);
+            if !shared {
+                continue;
+            }
+            let bytes = std::fs::read(&path)?;
+            if super::super::content_hash::sha256_hex(&bytes) != *sha256 {
+                std::fs::remove_file(&path)?;
+                continue;
+            }
+            let dir = path.parent().unwrap_or(&self.dir);
+            let mut temp = tempfile::Builder::new().prefix(".blob.").tempfile_in(dir)?;
+            temp.write_all(&bytes)?;
+            sync_data(temp.as_file(), self.durability)?;
+            temp.persist(&path).map_err(|e| e.error)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the staged copies' data and gives each its name (a blob someone else stored
+    /// meanwhile is kept); the folders to flush (a linked blob's too: its name is new).
     fn name_blobs(&self, staged: Vec<StagedBlob>) -> std::io::Result<BTreeSet<PathBuf>> {
         for blob in &staged {
-            sync_data(blob.temp.as_file(), self.durability)?;
+            if let StagedBlob::Copied { temp, .. } = blob {
+                sync_data(temp.as_file(), self.durability)?;
+            }
         }
         let mut folders = BTreeSet::new();
         for blob in staged {
-            folders.insert(blob.path.parent().unwrap_or(&self.dir).to_owned());
-            match blob.temp.persist_noclobber(&blob.path) {
+            folders.insert(blob.path().parent().unwrap_or(&self.dir).to_owned());
+            let StagedBlob::Copied { temp, path } = blob else {
+                continue;
+            };
+            match temp.persist_noclobber(&path) {
                 Ok(_) => {}
                 Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(error.error),
@@ -318,11 +378,72 @@ impl UndoStore {
     }
 }
 
-/// A content written to a temporary file beside its blob, not yet flushed nor named.
+/// A content on its way into the store, not yet flushed nor (for a copy) named.
 #[derive(Debug)]
-pub(crate) struct StagedBlob {
-    temp: tempfile::NamedTempFile,
-    path: PathBuf,
+pub(crate) enum StagedBlob {
+    /// A copy in a temporary file beside its blob.
+    Copied {
+        /// The temporary file.
+        temp: tempfile::NamedTempFile,
+        /// The blob it becomes.
+        path: PathBuf,
+    },
+    /// The old file itself, under the blob's name already (a hard link).
+    Linked {
+        /// The blob.
+        path: PathBuf,
+    },
+}
+
+impl StagedBlob {
+    fn path(&self) -> &Path {
+        match self {
+            StagedBlob::Copied { path, .. } | StagedBlob::Linked { path } => path,
+        }
+    }
+}
+
+/// Links `name` in `parent` into `dir` as `sha256`, and keeps the link only where it names the
+/// very file that was read (`file`, by device and inode) and that file's size and modification
+/// time are still those of `before` (taken before it was read): a file swapped or written to
+/// meanwhile is copied instead, from the bytes that were hashed. (The link itself changes the
+/// file's change time, so that is not compared.)
+fn link_unchanged(
+    source: (&cap_std::fs::Dir, &Path, &std::fs::File),
+    before: &std::fs::Metadata,
+    dir: &Path,
+    sha256: &str,
+) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (parent, name, file) = source;
+    let Ok(store) = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()) else {
+        return false;
+    };
+    if parent.hard_link(name, &store, sha256).is_err() {
+        return false;
+    }
+    let identity = |m: &std::fs::Metadata| (m.dev(), m.ino());
+    let content = |m: &std::fs::Metadata| (m.size(), m.mtime(), m.mtime_nsec());
+    let linked = store.symlink_metadata(sha256).map(|m| {
+        use cap_std::fs::MetadataExt as _;
+        (m.dev(), m.ino())
+    });
+    let kept = match (linked, file.metadata()) {
+        (Ok(linked), Ok(now)) => {
+            linked == identity(before)
+                && identity(&now) == identity(before)
+                && content(&now) == content(before)
+        }
+        _ => false,
+    };
+    if !kept {
+        let _ = store.remove_file(sha256);
+    }
+    kept
+}
+
+fn len(bytes: &[u8]) -> u64 {
+    u64::try_from(bytes.len()).unwrap_or(u64::MAX)
 }
 
 /// A record's file name.

@@ -4,6 +4,10 @@
 //! line (`Wrote 12 lines · c-42`). A call that runs a program gets a record without paths: what
 //! a program changes is not recorded.
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
 use super::{Execution, Executor};
 use crate::sandbox::undo::{Named, Pending, UndoError};
 use crate::tools::registry::Invocation;
@@ -37,11 +41,13 @@ impl Executor<'_> {
                 input,
                 whole: effects.whole,
                 deep: effects.whole,
+                replaced: effects.replaces,
             })
             .chain(effects.creates.iter().map(|input| Named {
                 input,
                 whole: false,
                 deep: false,
+                replaced: false,
             }))
             .collect();
         if named.is_empty() {
@@ -78,7 +84,7 @@ impl Executor<'_> {
                 execution.summary = format!("{} · not recorded for undo: {why}", execution.summary);
                 return;
             }
-            Started::Recording(pending) => match recorder.finish(*pending) {
+            Started::Recording(pending) => match recorder.finish(*pending, &written(execution)) {
                 Ok(Some(id)) => id,
                 Ok(None) => return,
                 Err(error) => {
@@ -99,4 +105,24 @@ impl Executor<'_> {
         };
         execution.change = Some(id);
     }
+}
+
+/// The sha256 of each file the call says it wrote, by the path its output gives (`path` and
+/// `sha256`, at the top or in `files`): the after-images take these rather than hashing the
+/// files again.
+fn written(execution: &Execution) -> BTreeMap<String, String> {
+    let Some(output) = &execution.output else {
+        return BTreeMap::new();
+    };
+    let entry = |value: &Value| -> Option<(String, String)> {
+        Some((
+            value["path"].as_str()?.to_owned(),
+            value["sha256"].as_str()?.to_owned(),
+        ))
+    };
+    let files = output.data["files"].as_array().into_iter().flatten();
+    std::iter::once(&output.data)
+        .chain(files)
+        .filter_map(entry)
+        .collect()
 }

@@ -440,7 +440,7 @@ impl Tool for FsEdit {
         if args.dry_run {
             Effects::reading([args.path.as_str()])
         } else {
-            Effects::writing([args.path.as_str()])
+            Effects::writing([args.path.as_str()]).replacing_files()
         }
     }
 

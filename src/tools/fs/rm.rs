@@ -57,7 +57,9 @@ impl Tool for FsRm {
     }
 
     fn effects<'a>(&self, args: &'a RmArgs) -> Effects<'a> {
-        Effects::writing([args.path.as_str()]).on_whole_paths()
+        Effects::writing([args.path.as_str()])
+            .on_whole_paths()
+            .replacing_files()
     }
 
     fn guarded_paths<'a>(&self, args: &'a RmArgs) -> Vec<&'a str> {

@@ -170,7 +170,12 @@ impl Tool for FsWrite {
     }
 
     fn effects<'a>(&self, args: &'a WriteArgs) -> Effects<'a> {
-        Effects::writing([args.path.as_str()])
+        let effects = Effects::writing([args.path.as_str()]);
+        // An append refuses a file with other names, so its old file is copied, not linked.
+        match args.mode {
+            ModeArg::Overwrite => effects.replacing_files(),
+            ModeArg::Append => effects,
+        }
     }
 
     fn guarded_paths<'a>(&self, args: &'a WriteArgs) -> Vec<&'a str> {

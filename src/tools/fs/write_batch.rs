@@ -181,7 +181,17 @@ impl Tool for FsWriteBatch {
     }
 
     fn effects<'a>(&self, args: &'a WriteBatchArgs) -> Effects<'a> {
-        Effects::writing(args.files.iter().map(|file| file.path.as_str()))
+        let effects = Effects::writing(args.files.iter().map(|file| file.path.as_str()));
+        // An append refuses a file with other names, so its old file is copied, not linked.
+        if args
+            .files
+            .iter()
+            .any(|file| file.mode == Some(ModeArg::Append))
+        {
+            effects
+        } else {
+            effects.replacing_files()
+        }
     }
 
     fn guarded_paths<'a>(&self, args: &'a WriteBatchArgs) -> Vec<&'a str> {
