@@ -245,6 +245,7 @@ impl Sandbox {
         staged: &mut [Staged],
         created_dirs: &[CreatedDirs],
     ) -> Result<bool, SandboxError> {
+        super::landing::wait();
         for done in 0..staged.len() {
             if let Err(error) = replace(&mut staged[done]) {
                 for item in staged[..done].iter().rev() {
@@ -327,6 +328,7 @@ impl Sandbox {
                 }
             }
             if let Some(missing) = first_missing {
+                super::landing::wait();
                 root.create_dir_all(parent)
                     .map_err(|e| SandboxError::from_io(&file.path, e))?;
                 created_dirs.push(CreatedDirs {

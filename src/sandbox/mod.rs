@@ -19,6 +19,7 @@ pub(crate) mod files;
 pub(crate) mod handles;
 pub(crate) mod host;
 pub(crate) mod journal;
+pub mod landing;
 pub(crate) mod lock;
 pub mod mask;
 pub(crate) mod ops;

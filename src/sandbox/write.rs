@@ -163,6 +163,7 @@ impl Sandbox {
             None => None,
         };
         let _staged = stage(parent, &temp, &whole, permissions, input, self.durability())?;
+        super::landing::wait();
         let placed = match &locked {
             // Replacing the file whose lock is held: the name still leads to it (checked after
             // locking), and every other flycode writer waits for the lock.
@@ -242,13 +243,16 @@ impl Sandbox {
                 .map_err(|e| SandboxError::from_io(input, e))?;
             return Ok((dir, name));
         }
-        if create {
-            root.create_dir_all(parent_relative)
-                .map_err(|e| SandboxError::from_io(input, e))?;
+        let dir = match root.open_dir(parent_relative) {
+            Err(error) if create && error.kind() == std::io::ErrorKind::NotFound => {
+                // Creating a folder changes the roots: after the change's record.
+                super::landing::wait();
+                root.create_dir_all(parent_relative)
+                    .and_then(|()| root.open_dir(parent_relative))
+            }
+            opened => opened,
         }
-        let dir = root
-            .open_dir(parent_relative)
-            .map_err(|e| SandboxError::from_io(input, e))?;
+        .map_err(|e| SandboxError::from_io(input, e))?;
         Ok((dir, name))
     }
 }

@@ -33,6 +33,10 @@ pub struct Effects<'a> {
     /// name goes), never changing an old file itself: the undo store keeps the old files by a
     /// second name instead of copying them (PROTOCOL.md §16 (Undo and history), "The store").
     pub replaces: bool,
+    /// The call stages its new contents before it changes anything in the roots, and waits at
+    /// the sandbox's landing points ([`crate::sandbox::landing`]) before it does: its undo
+    /// record is written beside it rather than before it.
+    pub stages: bool,
 }
 
 impl<'a> Effects<'a> {
@@ -67,6 +71,13 @@ impl<'a> Effects<'a> {
     /// [`Effects::replaces`]).
     pub fn replacing_files(mut self) -> Effects<'a> {
         self.replaces = true;
+        self
+    }
+
+    /// Marks the call as one that stages its new contents before it lands them (see
+    /// [`Effects::stages`]).
+    pub fn staging_first(mut self) -> Effects<'a> {
+        self.stages = true;
         self
     }
 

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::{Execution, Executor};
+use crate::sandbox::landing;
 use crate::sandbox::undo::{Named, Pending, UndoError};
 use crate::tools::registry::Invocation;
 
@@ -25,14 +28,21 @@ pub(super) enum Started {
 }
 
 impl Executor<'_> {
-    /// Stores the pre-images of what `invocation` is about to change.
-    pub(super) fn begin_change(&self, invocation: &Invocation<'_>) -> Started {
+    /// Runs the tool (`run`) with its change recorded: the pre-images of what `invocation` is
+    /// about to change are stored first, or, for a tool that stages its new contents before it
+    /// changes anything, on a second thread while it stages, its first change to the roots
+    /// waiting for the record ([`landing`]).
+    pub(super) fn run_recorded<R>(
+        &self,
+        invocation: &Invocation<'_>,
+        run: impl FnOnce() -> R,
+    ) -> (R, Started) {
         let Some(recorder) = &self.recorder else {
-            return Started::Nothing;
+            return (run(), Started::Nothing);
         };
         let effects = invocation.effects();
         if effects.program.is_some() {
-            return Started::Program;
+            return (run(), Started::Program);
         }
         let named: Vec<Named<'_>> = effects
             .writes
@@ -51,15 +61,32 @@ impl Executor<'_> {
             }))
             .collect();
         if named.is_empty() {
-            return Started::Nothing;
+            return (run(), Started::Nothing);
         }
         let call = invocation.call;
-        match recorder.begin(self.sandbox, call.tool.as_str(), call.id.as_deref(), &named) {
-            Ok(pending) => Started::Recording(Box::new(pending)),
-            // A path the sandbox refuses: the call fails on its own, with its own words.
-            Err(UndoError::Sandbox(_)) => Started::Nothing,
-            Err(error) => Started::Failed(error.to_string()),
+        let record =
+            || match recorder.begin(self.sandbox, call.tool.as_str(), call.id.as_deref(), &named) {
+                Ok(pending) => Started::Recording(Box::new(pending)),
+                // A path the sandbox refuses: the call fails on its own, with its own words.
+                Err(UndoError::Sandbox(_)) => Started::Nothing,
+                Err(error) => Started::Failed(error.to_string()),
+            };
+        if !effects.stages {
+            let started = record();
+            return (run(), started);
         }
+        let gate = Arc::new(landing::Gate::default());
+        std::thread::scope(|scope| {
+            let recording = scope.spawn(|| {
+                let _open = gate.opener();
+                record()
+            });
+            let result = landing::behind(Arc::clone(&gate), run);
+            let started = recording.join().unwrap_or_else(|_| {
+                Started::Failed("the recorder stopped unexpectedly".to_owned())
+            });
+            (result, started)
+        })
     }
 
     /// Finishes the record begun for a call (after-images), and puts its id on the execution.

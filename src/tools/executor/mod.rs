@@ -403,12 +403,7 @@ impl<'a> Executor<'a> {
             Granted::Refused(error) => (Err(error), Decided::Refused),
             Granted::Unanswered(error) => (Err(error), Decided::Unanswered),
             Granted::Run => {
-                let stale = self.check_stale(invocation);
-                let change = match stale {
-                    Ok(()) => self.begin_change(invocation),
-                    Err(_) => change::Started::Nothing,
-                };
-                let result = stale.and_then(|()| {
+                let run = || {
                     invocation.bound.run(&ToolContext {
                         sandbox: self.sandbox,
                         limits: &self.limits,
@@ -419,7 +414,11 @@ impl<'a> Executor<'a> {
                         condenser: self.condenser,
                         jobs: self.jobs,
                     })
-                });
+                };
+                let (result, change) = match self.check_stale(invocation) {
+                    Ok(()) => self.run_recorded(invocation, run),
+                    Err(error) => (Err(error), change::Started::Nothing),
+                };
                 if let Ok(output) = &result {
                     self.update_session(invocation, output);
                 }

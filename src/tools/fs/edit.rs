@@ -440,7 +440,9 @@ impl Tool for FsEdit {
         if args.dry_run {
             Effects::reading([args.path.as_str()])
         } else {
-            Effects::writing([args.path.as_str()]).replacing_files()
+            Effects::writing([args.path.as_str()])
+                .replacing_files()
+                .staging_first()
         }
     }
 

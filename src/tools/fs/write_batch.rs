@@ -181,7 +181,8 @@ impl Tool for FsWriteBatch {
     }
 
     fn effects<'a>(&self, args: &'a WriteBatchArgs) -> Effects<'a> {
-        let effects = Effects::writing(args.files.iter().map(|file| file.path.as_str()));
+        let effects =
+            Effects::writing(args.files.iter().map(|file| file.path.as_str())).staging_first();
         // An append refuses a file with other names, so its old file is copied, not linked.
         if args
             .files
