@@ -46,6 +46,11 @@ fn timed(
     total
 }
 
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
 /// Removes every file in `dir` and below, keeping the folders.
 fn empty(dir: &Path) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -100,6 +105,28 @@ fn undo(c: &mut Criterion) {
             .collect();
         call(ToolName::FsWriteBatch, json!({"files": files}))
     };
+    // Side by side as well: the machine's fsync time drifts between criterion's runs of one
+    // function and the next, so each recorded call is paired with an unrecorded one made just
+    // before it, and the ratio is of the medians.
+    {
+        for (name, make, pairs) in [
+            ("fs.write_1MB", &write as &dyn Fn(u64) -> Call, 300),
+            ("fs.writeBatch_100_files", &batch, 40),
+        ] {
+            let (mut off, mut on) = (Vec::new(), Vec::new());
+            for n in 0..pairs {
+                off.push(timed(&plain, &store_dir, 1, &|_| make(2 * n)));
+                on.push(timed(&recording, &store_dir, 1, &|_| make(2 * n + 1)));
+            }
+            let (off, on) = (median(&mut off), median(&mut on));
+            println!(
+                "undo/paired/{name}: off {:.2} ms, recording {:.2} ms, ratio {:.2} ({pairs} pairs)",
+                off.as_secs_f64() * 1e3,
+                on.as_secs_f64() * 1e3,
+                on.as_secs_f64() / off.as_secs_f64()
+            );
+        }
+    }
     let mut group = c.benchmark_group("undo");
     group.sample_size(20);
     for (name, executor) in [("off", &plain), ("recording", &recording)] {

@@ -128,16 +128,13 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     let before = count::during(|| {
         pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
     });
-    // Each content's data, the record's, then each blob shard folder, pending/ and changes/.
-    let shards: std::collections::BTreeSet<String> = olds
-        .iter()
-        .map(|old| super::content_hash::sha256_hex(old.as_bytes())[..2].to_owned())
-        .collect();
-    assert_eq!(before, 3 + 1 + shards.len() + 2);
+    // Each content's data, the record's, then blobs/, pending/ and changes/: one folder for
+    // the contents however many there are.
+    assert_eq!(before, 3 + 1 + 3);
     for path in &paths {
         std::fs::write(path, "new\n").unwrap();
     }
-    // The completed record's data only.
+    // Nothing: the completed record is not flushed (the incomplete one and its marker are).
     let after = count::during(|| {
         assert!(
             recorder
@@ -146,7 +143,7 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
                 .is_some()
         );
     });
-    assert_eq!(after, 1);
+    assert_eq!(after, 0);
 }
 
 #[test]
@@ -171,15 +168,15 @@ fn recording_a_replacing_change_flushes_no_content_only_the_record_and_folders()
     let before = count::during(|| {
         pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
     });
-    // The old file is linked, not copied: the record's data, then its blob shard folder,
-    // pending/ and changes/.
+    // The old file is linked, not copied: the record's data, then blobs/, pending/ and
+    // changes/.
     assert_eq!(before, 1 + 1 + 2);
     sandbox
         .write_file(&input, b"new a\n", WriteMode::Overwrite, None)
         .unwrap()
         .unwrap();
     let hash = super::content_hash::sha256_hex(b"old a\n");
-    let blob = state.path().join("undo/blobs").join(&hash[..2]).join(&hash);
+    let blob = state.path().join("undo/blobs").join(&hash);
     assert_eq!(std::fs::read(&blob).unwrap(), b"old a\n");
     assert!(
         recorder

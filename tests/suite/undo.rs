@@ -535,18 +535,17 @@ fn several_changes_to_one_tree_are_undone_newest_first() {
     assert_eq!(snapshot(&w.root), before, "{out}");
 }
 
-/// The blobs in the store: (hash, number of names of the file).
-fn blobs(w: &Workspace) -> Vec<(String, u64)> {
+/// The blobs in the store: (file, number of names it has).
+fn blobs(w: &Workspace) -> Vec<(std::path::PathBuf, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    for shard in std::fs::read_dir(w.state.join("undo/blobs")).unwrap() {
-        for blob in std::fs::read_dir(shard.unwrap().path()).unwrap() {
-            let blob = blob.unwrap();
-            let links = blob.metadata().unwrap().nlink();
-            out.push((blob.file_name().to_string_lossy().into_owned(), links));
-        }
-    }
-    out
+    std::fs::read_dir(w.state.join("undo/blobs"))
+        .unwrap()
+        .map(|blob| {
+            let path = blob.unwrap().path();
+            let links = std::fs::metadata(&path).unwrap().nlink();
+            (path, links)
+        })
+        .collect()
 }
 
 #[test]
@@ -562,13 +561,7 @@ fn a_replaced_file_is_kept_by_its_old_inode_and_nothing_shares_it_afterwards() {
         json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "new\n"}),
     );
     // The old file itself is the blob (no copy), and the only name it has left.
-    let stored = w.state.join("undo/blobs");
-    let blob = std::fs::read_dir(&stored)
-        .unwrap()
-        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
-        .map(|blob| blob.unwrap().path())
-        .next()
-        .unwrap();
+    let blob = blobs(&w).remove(0).0;
     assert_eq!(std::fs::metadata(&blob).unwrap().ino(), old_inode);
     assert_eq!(std::fs::read(&blob).unwrap(), b"old\n");
     assert_eq!(blobs(&w).iter().map(|b| b.1).collect::<Vec<_>>(), [1]);

@@ -41,9 +41,25 @@ impl UndoStore {
         &self.dir
     }
 
+    /// Where a new blob goes: `blobs/` itself, one folder, so that a change that stores a
+    /// hundred contents flushes one folder, not a hundred.
     fn blob_path(&self, sha256: &str) -> PathBuf {
-        let shard = sha256.get(..2).unwrap_or("00");
-        self.dir.join("blobs").join(shard).join(sha256)
+        self.dir.join("blobs").join(sha256)
+    }
+
+    /// Where the blob `sha256` is: `blobs/`, or the shard folder (`blobs/ab/`) where the first
+    /// stores of this round put it.
+    fn stored_blob(&self, sha256: &str) -> Option<PathBuf> {
+        let flat = self.blob_path(sha256);
+        if flat.is_file() {
+            return Some(flat);
+        }
+        let shard = self
+            .dir
+            .join("blobs")
+            .join(sha256.get(..2).unwrap_or("00"))
+            .join(sha256);
+        shard.is_file().then_some(shard)
     }
 
     fn changes(&self) -> PathBuf {
@@ -52,7 +68,7 @@ impl UndoStore {
 
     /// Whether the content with this hash is stored.
     pub fn has_blob(&self, sha256: &str) -> bool {
-        is_hex_hash(sha256) && self.blob_path(sha256).is_file()
+        is_hex_hash(sha256) && self.stored_blob(sha256).is_some()
     }
 
     /// Writes `bytes` (whose sha256 is `sha256`) to a temporary file beside its blob, unless
@@ -65,7 +81,7 @@ impl UndoStore {
         staged: &mut Vec<StagedBlob>,
     ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if path.is_file() || staged.iter().any(|blob| blob.path() == path) {
+        if self.stored_blob(sha256).is_some() || staged.iter().any(|blob| blob.path() == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
@@ -92,7 +108,7 @@ impl UndoStore {
         staged: &mut Vec<StagedBlob>,
     ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if path.is_file() || staged.iter().any(|blob| blob.path() == path) {
+        if self.stored_blob(sha256).is_some() || staged.iter().any(|blob| blob.path() == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
@@ -112,7 +128,9 @@ impl UndoStore {
     pub(crate) fn detach_shared(&self, sha256s: &[String]) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         for sha256 in sha256s {
-            let path = self.blob_path(sha256);
+            let Some(path) = self.stored_blob(sha256) else {
+                continue;
+            };
             let shared = std::fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() > 1);
             if !shared {
                 continue;
@@ -159,7 +177,13 @@ impl UndoStore {
         if !is_hex_hash(sha256) {
             return Err(invalid(format!("{sha256} is not a sha256")));
         }
-        let bytes = std::fs::read(self.blob_path(sha256))?;
+        let path = self.stored_blob(sha256).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{sha256} is not stored"),
+            )
+        })?;
+        let bytes = std::fs::read(path)?;
         if super::super::content_hash::sha256_hex(&bytes) != sha256 {
             return Err(invalid(format!(
                 "the stored content {sha256} is damaged (its hash differs)"
@@ -238,18 +262,23 @@ impl UndoStore {
         Ok(key.wrap(Purpose::Undo, &record_name(&record.id), &body))
     }
 
-    /// Replaces a record already created, atomically: its data is flushed (under `full`), its
-    /// folder only where `settling` (a crash's record, whose marker goes next).
+    /// Replaces a record already created, atomically. Where `settling` (a crash's record, whose
+    /// marker goes next) its data and its folder are flushed (under `full`). A call's own
+    /// completion is not flushed: the change has landed with its incomplete record and its
+    /// marker on the disk, so after a power loss the next start completes that record from the
+    /// files, as after a kill, should the complete one not have reached the disk; a rename
+    /// that replaces a file reaches the disk after that file's data on the file systems that
+    /// hold state directories (ext4, XFS and btrfs order it so), so the record found is one or
+    /// the other whole (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
     pub(crate) fn save(&self, record: &ChangeRecord, settling: bool) -> std::io::Result<()> {
         let changes = self.changes();
         let mut temp = tempfile::Builder::new()
             .prefix(".record.")
             .tempfile_in(&changes)?;
         temp.write_all(self.sealed(record)?.as_bytes())?;
-        sync_data(temp.as_file(), self.durability)?;
-        // The folder is not flushed: after a power loss the record is either this one or the
-        // incomplete one, whose marker was flushed with it, settled from the files at the next
-        // start (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
+        if settling {
+            sync_data(temp.as_file(), self.durability)?;
+        }
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
         if settling && let Ok(folder) = std::fs::File::open(&changes) {
@@ -339,12 +368,16 @@ impl UndoStore {
         let needed: std::collections::BTreeSet<String> =
             records.iter().flat_map(ChangeRecord::blobs).collect();
         let mut freed = 0;
+        // By the change time: a blob that is an old file linked in a moment ago has that
+        // file's modification time, but its change time is the link's.
         let recent = |path: &Path| {
-            std::fs::metadata(path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_none_or(|age| age.as_secs() < 3600)
+            use std::os::unix::fs::MetadataExt;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            std::fs::symlink_metadata(path)
+                .map(|m| u64::try_from(m.ctime()).unwrap_or(0))
+                .is_ok_and(|changed| now.saturating_sub(changed) < 3600)
         };
         for (sha256, path, bytes) in self.blob_files() {
             // A change being recorded now stores its contents before its record.
@@ -358,14 +391,30 @@ impl UndoStore {
         freed
     }
 
-    /// Every stored blob: its hash, file and size.
+    /// Every stored blob: its hash, file and size (in `blobs/`, and in the shard folders of
+    /// older stores).
     pub(crate) fn blob_files(&self) -> Vec<(String, PathBuf, u64)> {
         let mut blobs = Vec::new();
-        let Ok(shards) = std::fs::read_dir(self.dir.join("blobs")) else {
+        let Ok(entries) = std::fs::read_dir(self.dir.join("blobs")) else {
             return blobs;
         };
-        for shard in shards.flatten() {
-            let Ok(files) = std::fs::read_dir(shard.path()) else {
+        let mut shards = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => shards.push(entry.path()),
+                // A blob, or the temporary file of a flycode killed while it stored one.
+                Ok(kind)
+                    if kind.is_file() && (is_hex_hash(&name) || name.starts_with(".blob.")) =>
+                {
+                    let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    blobs.push((name, entry.path(), bytes));
+                }
+                _ => {}
+            }
+        }
+        for shard in shards {
+            let Ok(files) = std::fs::read_dir(shard) else {
                 continue;
             };
             for file in files.flatten() {
@@ -457,4 +506,49 @@ fn is_hex_hash(text: &str) -> bool {
 
 fn invalid(message: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::content_hash::sha256_hex;
+
+    fn store() -> (tempfile::TempDir, UndoStore) {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        std::fs::create_dir_all(store.dir().join("blobs")).unwrap();
+        (state, store)
+    }
+
+    #[test]
+    fn a_blob_in_the_shard_folder_of_an_older_store_is_still_found() {
+        let (_state, store) = store();
+        let hash = sha256_hex(b"older\n");
+        let shard = store.dir().join("blobs").join(&hash[..2]);
+        std::fs::create_dir_all(&shard).unwrap();
+        std::fs::write(shard.join(&hash), b"older\n").unwrap();
+        assert!(store.has_blob(&hash));
+        assert_eq!(store.blob(&hash).unwrap(), b"older\n");
+        assert_eq!(store.blob_files()[0].0, hash);
+    }
+
+    #[test]
+    fn an_old_file_linked_in_a_moment_ago_is_not_swept_as_old() {
+        let (state, store) = store();
+        // A file last written two days ago, just linked in by a change whose record is not
+        // written yet.
+        let file = state.path().join("old.txt");
+        std::fs::write(&file, b"old\n").unwrap();
+        let two_days = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(two_days)
+            .unwrap();
+        let hash = sha256_hex(b"old\n");
+        std::fs::hard_link(&file, store.dir().join("blobs").join(&hash)).unwrap();
+        assert_eq!(store.sweep_blobs(&[], &[]), 0);
+        assert!(store.has_blob(&hash));
+    }
 }
