@@ -128,9 +128,9 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     let before = count::during(|| {
         pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
     });
-    // Each content's data, the record's, then blobs/, pending/ and changes/: one folder for
-    // the contents however many there are.
-    assert_eq!(before, 3 + 1 + 3);
+    // Each content's data, the record's, then blobs/ and changes/ (the record and its
+    // marker): one folder for the contents however many there are.
+    assert_eq!(before, 3 + 1 + 2);
     for path in &paths {
         std::fs::write(path, "new\n").unwrap();
     }
@@ -168,9 +168,8 @@ fn recording_a_replacing_change_flushes_no_content_only_the_record_and_folders()
     let before = count::during(|| {
         pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
     });
-    // The old file is linked, not copied: the record's data, then blobs/, pending/ and
-    // changes/.
-    assert_eq!(before, 1 + 1 + 2);
+    // The old file is linked, not copied: the record's data, then blobs/ and changes/.
+    assert_eq!(before, 1 + 2);
     sandbox
         .write_file(&input, b"new a\n", WriteMode::Overwrite, None)
         .unwrap()

@@ -104,7 +104,7 @@ impl ImageCapture<'_> {
         if let (None, Some(sha256)) = (self.store, self.known_sha256) {
             if counted {
                 let (mut file, _) = open_file(parent, name.as_os_str())?;
-                let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                let mut bytes = spare_buffer(size);
                 file.read_to_end(&mut bytes)?;
                 self.see(sha256, bytes);
             }
@@ -126,7 +126,7 @@ impl ImageCapture<'_> {
             });
         }
         let before = file.metadata()?;
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let mut bytes = spare_buffer(size);
         file.read_to_end(&mut bytes)?;
         let sha256 = super::super::content_hash::sha256_hex(&bytes);
         let stored = match self.store {
@@ -164,6 +164,35 @@ impl ImageCapture<'_> {
             seen.insert(sha256.to_owned(), bytes);
         }
     }
+}
+
+thread_local! {
+    /// A buffer a finished change gave back, for the next one to read into: a fresh buffer of a
+    /// megabyte costs more in page faults than reading the megabyte into it.
+    static SPARE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer for `size` bytes, the spare one if there is one.
+fn spare_buffer(size: u64) -> Vec<u8> {
+    let mut buffer = SPARE.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    buffer.reserve(usize::try_from(size).unwrap_or(0));
+    buffer
+}
+
+/// Keeps `buffer` (emptied) as this thread's spare, if it is larger than the one kept and at
+/// most twice the largest content counted.
+pub(crate) fn give_back(mut buffer: Vec<u8>) {
+    let limit = usize::try_from(2 * COUNTED_BYTES).unwrap_or(usize::MAX);
+    if buffer.capacity() > limit {
+        return;
+    }
+    buffer.clear();
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if buffer.capacity() > spare.capacity() {
+            *spare = buffer;
+        }
+    });
 }
 
 /// A name as UTF-8: a change record is JSON text, so a name that is not cannot be recorded.

@@ -280,6 +280,9 @@ impl Recorder {
             return Ok(None);
         }
         (record.added, record.removed) = count_lines(&record.paths, &pending.seen);
+        for bytes in std::mem::take(&mut pending.seen).into_values() {
+            super::capture::give_back(bytes);
+        }
         record.complete = true;
         self.store.save(record, false).map_err(|e| self.fail(e))?;
         self.store.settled(&record.id).map_err(|e| self.fail(e))?;
@@ -479,11 +482,7 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
             // No record (killed before it was written), or one that is not flycode's.
             // (A marker younger than a minute may be a live process's, its record not yet written.)
             let record_file = store.dir().join("changes").join(format!("{id}.json"));
-            let old_marker = std::fs::metadata(store.dir().join("pending").join(&id))
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age.as_secs() > 60);
+            let old_marker = store.marker_age(&id).is_some_and(|age| age.as_secs() > 60);
             if old_marker && std::fs::metadata(record_file).is_err() {
                 let _ = store.settled(&id);
             }

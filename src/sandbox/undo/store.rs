@@ -17,6 +17,8 @@ use super::change::ChangeRecord;
 pub struct UndoStore {
     dir: PathBuf,
     durability: Durability,
+    /// The state directory's key, once read.
+    key: std::sync::OnceLock<SealKey>,
 }
 
 impl UndoStore {
@@ -25,6 +27,7 @@ impl UndoStore {
         super::super::state::state_dir().map(|state| UndoStore {
             dir: state.join("undo"),
             durability,
+            key: std::sync::OnceLock::new(),
         })
     }
 
@@ -33,6 +36,7 @@ impl UndoStore {
         UndoStore {
             dir: dir.to_owned(),
             durability,
+            key: std::sync::OnceLock::new(),
         }
     }
 
@@ -195,7 +199,7 @@ impl UndoStore {
     /// Names the change's staged contents, gives `record` the next free id (`c-N`) and writes
     /// it, sealed, as a new file: two processes never take the same id (the file is created
     /// exclusively). Under `full`, the contents' data and the record's are flushed first, then
-    /// every folder that got a name (the blobs', `pending/`, `changes/`), so that all of it is
+    /// every folder that got a name (`blobs/`, and `changes/` with the record and its marker), so that all of it is
     /// on the disk before the change lands; the folders go last, together, because on a
     /// journalling file system the first folder flush commits the others' names too.
     pub(crate) fn create(
@@ -212,8 +216,6 @@ impl UndoStore {
             .and_then(|text| text.trim().parse::<u64>().ok())
             .unwrap_or(1)
             .max(1);
-        let pending = self.dir.join("pending");
-        std::fs::create_dir_all(&pending)?;
         loop {
             record.seq = seq;
             record.id = format!("c-{seq}");
@@ -221,8 +223,7 @@ impl UndoStore {
             // The marker first: a record it names is settled after a crash, and a marker
             // without a record is simply dropped.
             if !record.complete {
-                std::fs::write(pending.join(&record.id), b"")?;
-                folders.insert(pending.clone());
+                std::fs::write(self.marker(&record.id), b"")?;
             }
             match std::fs::OpenOptions::new()
                 .write(true)
@@ -251,7 +252,11 @@ impl UndoStore {
 
     /// The state directory's key (the store lives in `STATE/undo`).
     fn key(&self) -> Result<SealKey, crate::sandbox::seal::KeyError> {
-        SealKey::in_dir(self.dir.parent().unwrap_or(&self.dir))
+        if let Some(key) = self.key.get() {
+            return Ok(key.clone());
+        }
+        let key = SealKey::in_dir(self.dir.parent().unwrap_or(&self.dir))?;
+        Ok(self.key.get_or_init(|| key).clone())
     }
 
     fn sealed(&self, record: &ChangeRecord) -> std::io::Result<String> {
@@ -295,25 +300,57 @@ impl UndoStore {
         }
     }
 
+    /// The marker of a change under way: beside the records, so that one folder flush covers
+    /// both.
+    fn marker(&self, id: &str) -> PathBuf {
+        self.changes().join(format!("{id}.pending"))
+    }
+
+    /// Where the first stores of this round put the markers.
+    fn older_marker(&self, id: &str) -> PathBuf {
+        self.dir.join("pending").join(id)
+    }
+
     /// Drops the marker of a change under way (it is complete, or gone).
     pub(crate) fn settled(&self, id: &str) -> std::io::Result<()> {
-        match std::fs::remove_file(self.dir.join("pending").join(id)) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
-            _ => Ok(()),
+        for marker in [self.marker(id), self.older_marker(id)] {
+            match std::fs::remove_file(marker) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
         }
+        Ok(())
+    }
+
+    /// How long ago the marker of `id` was made, if there is one.
+    pub(crate) fn marker_age(&self, id: &str) -> Option<std::time::Duration> {
+        [self.marker(id), self.older_marker(id)]
+            .iter()
+            .find_map(|marker| std::fs::metadata(marker).and_then(|m| m.modified()).ok())
+            .and_then(|made| made.elapsed().ok())
     }
 
     /// The ids of the changes marked as under way.
     pub(crate) fn marked_pending(&self) -> Vec<String> {
-        std::fs::read_dir(self.dir.join("pending"))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                    .filter(|name| name.starts_with("c-"))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let names = |dir: PathBuf| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut ids: Vec<String> = names(self.changes())
+            .into_iter()
+            .filter_map(|name| name.strip_suffix(".pending").map(str::to_owned))
+            .chain(names(self.dir.join("pending")))
+            .filter(|id| id.starts_with("c-"))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     /// The record `id`, if it exists and its seal verifies.
@@ -530,6 +567,20 @@ mod tests {
         assert!(store.has_blob(&hash));
         assert_eq!(store.blob(&hash).unwrap(), b"older\n");
         assert_eq!(store.blob_files()[0].0, hash);
+    }
+
+    #[test]
+    fn markers_beside_the_records_and_in_an_older_store_s_folder_are_both_found() {
+        let (_state, store) = store();
+        std::fs::create_dir_all(store.dir().join("changes")).unwrap();
+        std::fs::create_dir_all(store.dir().join("pending")).unwrap();
+        std::fs::write(store.marker("c-2"), b"").unwrap();
+        std::fs::write(store.dir().join("pending/c-1"), b"").unwrap();
+        assert_eq!(store.marked_pending(), ["c-1", "c-2"]);
+        assert!(store.marker_age("c-1").is_some());
+        store.settled("c-1").unwrap();
+        store.settled("c-2").unwrap();
+        assert!(store.marked_pending().is_empty());
     }
 
     #[test]
