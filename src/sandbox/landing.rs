@@ -14,15 +14,15 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// Closed until the change's record is on the disk (or recording has given up).
 #[derive(Debug, Default)]
-pub struct Gate {
+pub struct LandingGate {
     open: Mutex<bool>,
     opened: Condvar,
 }
 
-impl Gate {
+impl LandingGate {
     /// A guard that opens the gate when dropped, however the recording ends (a panic too).
-    pub fn opener(&self) -> Opener<'_> {
-        Opener(self)
+    pub fn opener(&self) -> GateOpener<'_> {
+        GateOpener(self)
     }
 
     fn wait(&self) {
@@ -36,11 +36,11 @@ impl Gate {
     }
 }
 
-/// Opens its [`Gate`] when dropped.
+/// Opens its [`LandingGate`] when dropped.
 #[derive(Debug)]
-pub struct Opener<'g>(&'g Gate);
+pub struct GateOpener<'g>(&'g LandingGate);
 
-impl Drop for Opener<'_> {
+impl Drop for GateOpener<'_> {
     fn drop(&mut self) {
         *self.0.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.0.opened.notify_all();
@@ -48,11 +48,11 @@ impl Drop for Opener<'_> {
 }
 
 thread_local! {
-    static GATE: RefCell<Option<Arc<Gate>>> = const { RefCell::new(None) };
+    static GATE: RefCell<Option<Arc<LandingGate>>> = const { RefCell::new(None) };
 }
 
 /// Runs `run` (the tool) on this thread with `gate` in front of every change it lands.
-pub fn behind<R>(gate: Arc<Gate>, run: impl FnOnce() -> R) -> R {
+pub fn behind<R>(gate: Arc<LandingGate>, run: impl FnOnce() -> R) -> R {
     /// Takes the gate away again, also when `run` panics.
     struct Leave;
     impl Drop for Leave {
@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn a_landing_waits_for_the_gate_and_only_on_its_own_thread() {
-        let gate = Arc::new(Gate::default());
+        let gate = Arc::new(LandingGate::default());
         let recorded = &AtomicBool::new(false);
         let other_thread_went_on = &AtomicBool::new(false);
         let opened = &gate;

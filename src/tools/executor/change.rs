@@ -75,7 +75,7 @@ impl Executor<'_> {
             let started = record();
             return (run(), started);
         }
-        let gate = Arc::new(landing::Gate::default());
+        let gate = Arc::new(landing::LandingGate::default());
         std::thread::scope(|scope| {
             let recording = scope.spawn(|| {
                 let _open = gate.opener();
