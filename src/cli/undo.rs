@@ -65,7 +65,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
     if !planned.unrestorable.is_empty() {
         for path in &planned.unrestorable {
             eprintln!(
-                "flycode undo: cannot restore {}: its content was recorded by hash only (larger than [undo] max_file_bytes) or is no longer stored",
+                "flycode undo: cannot restore {}: its content was recorded by hash only (larger than [undo] max_file_bytes), is no longer stored, or was changed since in the store (a program wrote to the file it kept)",
                 escape_for_terminal(path)
             );
         }

@@ -3,6 +3,7 @@
 //! an undo undone; a whole run undone; retention; a flycode killed mid-change.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -627,4 +628,36 @@ fn a_removed_file_with_another_name_comes_back_and_the_store_keeps_its_own_copy(
         std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
         "shared\n"
     );
+}
+
+#[test]
+fn a_kept_file_written_to_since_is_not_restored_and_nothing_is_touched() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "a\n").unwrap();
+    std::fs::write(w.root.join("b.txt"), "b\n").unwrap();
+    exec(&w, "fs.rm", json!({"path": w.path("a.txt")}));
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("b.txt"), "mode": "overwrite", "content": "B\n"}),
+    );
+    // A program that still had a.txt open writes to it: the kept file changes in the store.
+    let kept = w.state.join("undo/blobs").join(sha256_hex(b"a\n"));
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&kept)
+        .unwrap()
+        .write_all(b"written later\n")
+        .unwrap();
+    let before = snapshot(&w.root);
+    let (code, out, err) = undo(&w, &["--last", "2"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("cannot restore"), "{err}");
+    assert!(err.contains("a.txt"), "{err}");
+    assert_eq!(snapshot(&w.root), before);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
 }

@@ -75,6 +75,17 @@ impl UndoStore {
         is_hex_hash(sha256) && self.stored_blob(sha256).is_some()
     }
 
+    /// Whether the content with this hash is stored and still hashes to its name (a kept file
+    /// a program wrote to since does not).
+    pub fn holds_intact(&self, sha256: &str) -> bool {
+        let Some(path) = self.stored_blob(sha256) else {
+            return false;
+        };
+        std::fs::File::open(path)
+            .and_then(|file| super::super::content_hash::stream_sha256(&file))
+            .is_ok_and(|actual| actual == sha256)
+    }
+
     /// Writes `bytes` (whose sha256 is `sha256`) to a temporary file beside its blob, unless
     /// stored (or staged) already; the bytes it will add. Nothing is flushed or named yet:
     /// [`UndoStore::create`] does that for all of a change's contents at once.
