@@ -1,8 +1,8 @@
 //! The moment a staged change lands in the roots (PROTOCOL.md §16 (Undo and history), "Order,
 //! and a crash"). A tool that stages its new contents before it changes anything (fs.write,
 //! fs.edit, fs.writeBatch) runs while the undo recorder stores the pre-images on a second
-//! thread, and the first thing it does to the roots (a rename into place, a folder created)
-//! waits here until that record is on the disk: the recording costs the time by which it
+//! thread, and the first change it makes to a path the call names (a rename into place, a
+//! folder created) waits here until that record is on the disk: the recording costs the time by which it
 //! outlasts the staging, not the sum of both. Everything else the sandbox changes is never
 //! behind a gate: the call service records those calls before it runs them.
 //!
@@ -53,15 +53,16 @@ thread_local! {
 
 /// Runs `run` (the tool) on this thread with `gate` in front of every change it lands.
 pub fn behind<R>(gate: Arc<LandingGate>, run: impl FnOnce() -> R) -> R {
-    /// Takes the gate away again, also when `run` panics.
-    struct Leave;
+    /// Puts back the gate there was before, also when `run` panics.
+    struct Leave(Option<Arc<LandingGate>>);
     impl Drop for Leave {
         fn drop(&mut self) {
-            GATE.with(|slot| slot.borrow_mut().take());
+            let outer = self.0.take();
+            GATE.with(|slot| *slot.borrow_mut() = outer);
         }
     }
-    GATE.with(|slot| *slot.borrow_mut() = Some(gate));
-    let _leave = Leave;
+    let outer = GATE.with(|slot| slot.borrow_mut().replace(gate));
+    let _leave = Leave(outer);
     run()
 }
 

@@ -30,8 +30,11 @@ fn open_existing(
 
 /// Checks an existing file before changing it and locks it exclusively: only regular files, and
 /// no appending to a file with other hard links (its other names may lie outside the roots;
-/// overwrite only replaces this name). The links are counted under the lock: a batch keeps a
-/// second name (its backup) of a file only while it holds that file's lock.
+/// overwrite only replaces this name). A batch keeps a second name (its backup) of a file only
+/// while it holds that file's lock; the undo recorder keeps one of a file a call is about to
+/// replace or remove, from just before the call's change lands until it has (PROTOCOL.md §16
+/// (Undo and history), "How a content is kept"), so an append or chmod by another call in that
+/// moment is refused, and can be made again.
 fn lock_for_change(
     file: &cap_std::fs::File,
     input: &str,

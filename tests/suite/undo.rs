@@ -661,3 +661,40 @@ fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(bytes))
 }
+
+#[test]
+fn a_batch_refused_for_a_path_outside_leaves_no_second_name_and_the_store_is_private() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workspace::new();
+    std::fs::write(w.root.join("inside.txt"), "inside\n").unwrap();
+    let outside = w.root.parent().unwrap().join("outside.txt");
+    let (code, report) = w.exec_json(
+        &json!({"id": "b", "tool": "fs.writeBatch", "args": {"files": [
+            {"path": w.path("inside.txt"), "content": "new\n"},
+            {"path": outside.display().to_string(), "content": "x\n"},
+        ]}}),
+        &["--approve", "auto", "--yes"],
+    );
+    assert_ne!(code, 0, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(
+        std::fs::metadata(w.root.join("inside.txt"))
+            .unwrap()
+            .nlink(),
+        1
+    );
+    // A kept file keeps its mode: only its owner may look into the store.
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("inside.txt"), "mode": "overwrite", "content": "new\n"}),
+    );
+    let mode = std::fs::metadata(w.state.join("undo"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+}

@@ -12,8 +12,8 @@ use super::super::handles::{open_file, open_subdir};
 use super::image::Image;
 use super::store::{StagedBlob, UndoStore};
 
-/// Every file content the image needs that the store does not hold, or holds damaged (`(relative
-/// name, sha256)`): an undo cannot restore those.
+/// The paths (`at` and below) of every file content the image needs that the store does not
+/// hold, or holds damaged: an undo cannot restore those.
 pub(crate) fn missing_content(image: &Image, store: &UndoStore, at: &str, out: &mut Vec<String>) {
     match image {
         Image::File { sha256, stored, .. } if !*stored || !store.holds_intact(sha256) => {

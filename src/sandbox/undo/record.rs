@@ -13,7 +13,7 @@ use cap_std::fs::Dir;
 use super::capture::ImageCapture;
 use super::change::{ChangeRecord, PathChange};
 use super::image::Image;
-use super::store::UndoStore;
+use super::store::{StagedBlob, UndoStore};
 use crate::sandbox::error::SandboxError;
 use crate::sandbox::files::Sandbox;
 use crate::sandbox::resolve::LastComponent;
@@ -156,7 +156,9 @@ impl Recorder {
         }
     }
 
-    /// Records the pre-images of `paths` and writes the incomplete record, before the call runs.
+    /// Records the pre-images of `paths` and writes the incomplete record, before the call's
+    /// change lands (before the tool runs, or on a thread beside it, see
+    /// [`crate::sandbox::landing`]). Where it fails, no file it linked keeps a second name.
     pub fn begin(
         &self,
         sandbox: &Sandbox,
@@ -178,7 +180,7 @@ impl Recorder {
             stored_bytes: 0,
             staged: Vec::new(),
         };
-        for named in paths {
+        let captured = paths.iter().try_for_each(|named| {
             let (path, parent, name, exact) = entry_point(sandbox, named)?;
             capture.deep = named.deep;
             capture.link = named.replaced;
@@ -193,13 +195,22 @@ impl Recorder {
                 before,
                 after: None,
             });
-        }
+            Ok::<(), UndoError>(())
+        });
         record.stored_bytes = capture.stored_bytes;
         let staged = std::mem::take(&mut capture.staged);
         drop(capture);
-        self.store
-            .create(&mut record, staged)
-            .map_err(|e| self.fail(e))?;
+        let linked: Vec<String> = staged.iter().filter_map(StagedBlob::linked).collect();
+        let created = captured.and_then(|()| {
+            self.store
+                .create(&mut record, staged)
+                .map_err(|e| self.fail(e))
+        });
+        if let Err(error) = created {
+            // No change will name the files linked so far: they must not keep a second name.
+            let _ = self.store.detach_shared(&linked);
+            return Err(error);
+        }
         Ok(Pending {
             record,
             depth,
@@ -243,6 +254,16 @@ impl Recorder {
         written: &BTreeMap<String, String>,
     ) -> Result<Option<String>, UndoError> {
         let record = &mut pending.record;
+        // First of all, a blob still sharing its file with a name in the roots (the call failed,
+        // or the file had other names) gets a copy of its own.
+        let before: Vec<String> = record
+            .paths
+            .iter()
+            .flat_map(|change| change.before.blobs())
+            .collect();
+        self.store
+            .detach_shared(&before)
+            .map_err(|e| self.fail(e))?;
         for ((change, deep), input) in record
             .paths
             .iter_mut()
@@ -265,16 +286,6 @@ impl Recorder {
             .map_err(|e| self.fail(e))?;
             change.after = Some(after);
         }
-        // A blob still sharing its file with a name in the roots (the call failed, or the file
-        // had other names) gets a copy of its own.
-        let before: Vec<String> = record
-            .paths
-            .iter()
-            .flat_map(|change| change.before.blobs())
-            .collect();
-        self.store
-            .detach_shared(&before)
-            .map_err(|e| self.fail(e))?;
         if record.paths.iter().all(unchanged) {
             self.store.remove(&record.id).map_err(|e| self.fail(e))?;
             return Ok(None);

@@ -75,6 +75,38 @@ impl UndoStore {
         is_hex_hash(sha256) && self.stored_blob(sha256).is_some()
     }
 
+    /// Whether the content `bytes` (whose sha256 is `sha256`) is stored, as far as its length
+    /// tells: a blob of another length is damaged (a program wrote to a kept file), and is
+    /// removed so that this change stores the content again.
+    fn holds_whole(&self, sha256: &str, bytes: &[u8]) -> bool {
+        let Some(path) = self.stored_blob(sha256) else {
+            return false;
+        };
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == len(bytes)) {
+            return true;
+        }
+        let _ = std::fs::remove_file(path);
+        false
+    }
+
+    /// Creates a folder of the store, and the store's own folder readable by its owner only:
+    /// a kept file keeps its mode, and the store holds what files held before they were
+    /// overwritten or removed.
+    fn make_dir(&self, dir: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if !self.dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.dir)?;
+        }
+        let own = std::fs::symlink_metadata(&self.dir)?;
+        if own.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        std::fs::create_dir_all(dir)
+    }
+
     /// Whether the content with this hash is stored and still hashes to its name (a kept file
     /// a program wrote to since does not).
     pub fn holds_intact(&self, sha256: &str) -> bool {
@@ -96,11 +128,11 @@ impl UndoStore {
         staged: &mut Vec<StagedBlob>,
     ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if self.stored_blob(sha256).is_some() || staged.iter().any(|blob| blob.path() == path) {
+        if self.holds_whole(sha256, bytes) || staged.iter().any(|blob| blob.path() == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
-        std::fs::create_dir_all(dir)?;
+        self.make_dir(dir)?;
         let mut temp = tempfile::Builder::new().prefix(".blob.").tempfile_in(dir)?;
         temp.write_all(bytes)?;
         staged.push(StagedBlob::Copied { temp, path });
@@ -108,12 +140,14 @@ impl UndoStore {
     }
 
     /// Keeps the file `name` in `parent` (open as `file`, `before` its metadata taken before
-    /// `bytes` were read from it, which hash to `sha256`) as its blob by giving it a second name in the store, rather than copying it:
-    /// for a call that replaces or removes the file, whose old content then lives on only
-    /// there (PROTOCOL.md §16 (Undo and history), "The store"). Nothing to flush but the
-    /// folder: the data is the file's own. Where the link cannot be made (another file
-    /// system, a file not flycode's user's, a file changed while it was read) the content is
-    /// copied as [`UndoStore::stage_blob`] does. The bytes it will add.
+    /// `bytes` were read from it, which hash to `sha256`) as its blob by giving it a second
+    /// name in the store rather than copying it: for a call that replaces or removes the file,
+    /// whose old content then lives on only there (PROTOCOL.md §16 (Undo and history), "How a
+    /// content is kept"). Its data is flushed (under `full`; nothing to write when it is on the
+    /// disk already), its name with the folder when the change is created. Where the link may
+    /// not or cannot be made (another user's file, an empty one, setuid bits, another file
+    /// system, a file changed while it was read) the content is copied as
+    /// [`UndoStore::stage_blob`] does. The bytes it will add.
     pub(crate) fn stage_linked_blob(
         &self,
         source: (&cap_std::fs::Dir, &Path, &std::fs::File),
@@ -123,12 +157,15 @@ impl UndoStore {
         staged: &mut Vec<StagedBlob>,
     ) -> std::io::Result<u64> {
         let path = self.blob_path(sha256);
-        if self.stored_blob(sha256).is_some() || staged.iter().any(|blob| blob.path() == path) {
+        if self.holds_whole(sha256, bytes) || staged.iter().any(|blob| blob.path() == path) {
             return Ok(0);
         }
         let dir = path.parent().unwrap_or(&self.dir);
-        std::fs::create_dir_all(dir)?;
-        if link_unchanged(source, before, dir, sha256) {
+        self.make_dir(dir)?;
+        if linkable(before) && link_unchanged(source, before, dir, sha256) {
+            // The old file's own data may not be on the disk yet (a program wrote it a moment
+            // ago): once the change lands, this is its only copy.
+            sync_data(source.2, self.durability)?;
             staged.push(StagedBlob::Linked { path });
             return Ok(len(bytes));
         }
@@ -220,7 +257,7 @@ impl UndoStore {
     ) -> std::io::Result<()> {
         let mut folders = self.name_blobs(staged)?;
         let changes = self.changes();
-        std::fs::create_dir_all(&changes)?;
+        self.make_dir(&changes)?;
         let counter = self.dir.join("next");
         let mut seq = std::fs::read_to_string(&counter)
             .ok()
@@ -278,23 +315,17 @@ impl UndoStore {
         Ok(key.wrap(Purpose::Undo, &record_name(&record.id), &body))
     }
 
-    /// Replaces a record already created, atomically. Where `settling` (a crash's record, whose
-    /// marker goes next) its data and its folder are flushed (under `full`). A call's own
-    /// completion is not flushed: the change has landed with its incomplete record and its
-    /// marker on the disk, so after a power loss the next start completes that record from the
-    /// files, as after a kill, should the complete one not have reached the disk; a rename
-    /// that replaces a file reaches the disk after that file's data on the file systems that
-    /// hold state directories (ext4, XFS and btrfs order it so), so the record found is one or
-    /// the other whole (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
+    /// Replaces a record already created, atomically, its data flushed (under `full`), and its
+    /// folder too where `settling` (a crash's record, whose marker goes next). The data is
+    /// flushed before the rename because a file system may otherwise put the rename on the disk
+    /// before the data, leaving an empty record in place of the incomplete one.
     pub(crate) fn save(&self, record: &ChangeRecord, settling: bool) -> std::io::Result<()> {
         let changes = self.changes();
         let mut temp = tempfile::Builder::new()
             .prefix(".record.")
             .tempfile_in(&changes)?;
         temp.write_all(self.sealed(record)?.as_bytes())?;
-        if settling {
-            sync_data(temp.as_file(), self.durability)?;
-        }
+        sync_data(temp.as_file(), self.durability)?;
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
         if settling && let Ok(folder) = std::fs::File::open(&changes) {
@@ -493,11 +524,30 @@ pub(crate) enum StagedBlob {
 }
 
 impl StagedBlob {
+    /// The sha256 of a file linked in (already under its blob's name).
+    pub(crate) fn linked(&self) -> Option<String> {
+        match self {
+            StagedBlob::Linked { path } => path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned()),
+            StagedBlob::Copied { .. } => None,
+        }
+    }
+
     fn path(&self) -> &Path {
         match self {
             StagedBlob::Copied { path, .. } | StagedBlob::Linked { path } => path,
         }
     }
+}
+
+/// Whether a file may be kept by a second name: one of flycode's user's own (another user's
+/// file is copied, never made to live on in this user's state directory), not empty (an empty
+/// file costs nothing to copy, and is the content most often shared), and without setuid,
+/// setgid or sticky bits.
+fn linkable(file: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.uid() == rustix::process::geteuid().as_raw() && file.len() > 0 && file.mode() & 0o7000 == 0
 }
 
 /// Links `name` in `parent` into `dir` as `sha256`, and keeps the link only where it names the

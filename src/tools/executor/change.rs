@@ -1,14 +1,14 @@
-//! The change record of a call (PROTOCOL.md §16 (Undo and history)): before a call that changes
-//! files runs, the door's [`Recorder`](crate::sandbox::undo::Recorder) stores what its paths hold; after it, what they hold
-//! now, and the change's id goes into the result block (`[change] c-42`) and the terminal's
-//! line (`Wrote 12 lines · c-42`). A call that runs a program gets a record without paths: what
-//! a program changes is not recorded.
+//! The change record of a call (PROTOCOL.md §16 (Undo and history)): before a call's change
+//! lands, the door's [`Recorder`](crate::sandbox::undo::Recorder) stores what its paths hold
+//! (before the tool runs, or, for a tool that stages its new contents first, beside it until
+//! its first change to the roots); after it, what they hold now, and the change's id goes into
+//! the result block (`[change] c-42`) and the terminal's line (`Wrote 12 lines · c-42`). A call
+//! that runs a program gets a record without paths: what a program changes is not recorded.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
-
-use std::sync::Arc;
 
 use super::{Execution, Executor};
 use crate::sandbox::landing;
@@ -77,10 +77,17 @@ impl Executor<'_> {
         }
         let gate = Arc::new(landing::LandingGate::default());
         std::thread::scope(|scope| {
-            let recording = scope.spawn(|| {
-                let _open = gate.opener();
-                record()
-            });
+            let recording = std::thread::Builder::new()
+                .name("undo-record".to_owned())
+                .spawn_scoped(scope, || {
+                    let _open = gate.opener();
+                    record()
+                });
+            // No thread to be had: record first, then run, as for the other tools.
+            let Ok(recording) = recording else {
+                let started = record();
+                return (run(), started);
+            };
             let result = landing::behind(Arc::clone(&gate), run);
             let started = recording.join().unwrap_or_else(|_| {
                 Started::Failed("the recorder stopped unexpectedly".to_owned())
@@ -142,10 +149,10 @@ fn written(execution: &Execution) -> BTreeMap<String, String> {
         return BTreeMap::new();
     };
     let entry = |value: &Value| -> Option<(String, String)> {
-        Some((
-            value["path"].as_str()?.to_owned(),
-            value["sha256"].as_str()?.to_owned(),
-        ))
+        let sha256 = value["sha256"].as_str()?;
+        let is_hash = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        let path = value["path"].as_str().filter(|_| is_hash)?;
+        Some((path.to_owned(), sha256.to_owned()))
     };
     let files = output.data["files"].as_array().into_iter().flatten();
     std::iter::once(&output.data)
