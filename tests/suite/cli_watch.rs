@@ -1,11 +1,12 @@
 //! `flycode watch --inbox`: the real binary watching a real folder.
 
+use super::common::spawn_watch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use super::common::{read_stderr_until, send_signal, wait_for_file};
+use super::common::{send_signal, wait_for_file};
 
 struct Watching {
     _temp: tempfile::TempDir,
@@ -24,28 +25,7 @@ fn start(existing_files: &[(&str, &str)], extra: &[&str]) -> Watching {
     for (name, text) in existing_files {
         std::fs::write(inbox.join(name), text).unwrap();
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args([
-            "watch",
-            "--yes",
-            "--interval-ms",
-            "20",
-            "--quiet-ms",
-            "100",
-            "--inbox",
-        ])
-        .arg(&inbox)
-        .arg("--root")
-        .arg(&root)
-        .args(extra)
-        .env("FLYCODE_STATE_DIR", base.join("state"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A file saved after this line is answered; one saved before it counts as present at start.
-    read_stderr_until(&mut child, "Ctrl-C stops.");
+    let child = spawn_watch(&inbox, &root, &base.join("state"), extra, &[]);
     Watching {
         _temp: temp,
         inbox,

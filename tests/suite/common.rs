@@ -180,3 +180,36 @@ pub(super) fn assert_validates(path: &Path) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Starts `flycode watch --yes --interval-ms 20 --quiet-ms 100 --inbox INBOX --root ROOT EXTRA`
+/// with `state` as its state folder, no user configuration unless `env` sets one, and its
+/// standard error piped; returns once it says it is watching ("Ctrl-C stops."): a file saved
+/// after that is answered, one saved before counts as present at the start.
+pub(super) fn spawn_watch(
+    inbox: &Path,
+    root: &Path,
+    state: &Path,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+) -> std::process::Child {
+    use std::process::Stdio;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"));
+    command
+        .args(["watch", "--yes", "--interval-ms", "20", "--quiet-ms", "100"])
+        .args(extra)
+        .arg("--inbox")
+        .arg(inbox)
+        .arg("--root")
+        .arg(root)
+        .env("FLYCODE_STATE_DIR", state)
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    read_stderr_until(&mut child, "Ctrl-C stops.");
+    child
+}

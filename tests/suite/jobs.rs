@@ -2,6 +2,7 @@
 //! the real binary in `watch`, `mcp` and `run`, its jobs' end told, and nothing left running when
 //! the session ends; `exec` refuses them. Real processes, pids checked in `/proc`.
 
+use super::common::spawn_watch;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::common::{read_stderr_until, send_signal, wait_for_file};
+use super::common::{send_signal, wait_for_file};
 
 /// A folder with the allowed root, the state and config folders and a home.
 struct Place {
@@ -113,29 +114,14 @@ fn exec_refuses_background_and_names_the_doors_that_keep_jobs() {
 fn watch_tells_of_an_ended_job_and_its_ctrl_c_leaves_no_process() {
     let place = place();
     let inbox = place.base.join("inbox");
-    let mut child = flycode(
-        &place,
-        &[
-            "watch",
-            "--yes",
-            "--tools",
-            "extended",
-            "--interval-ms",
-            "20",
-            "--quiet-ms",
-            "100",
-            "--inbox",
-        ],
-    )
-    .arg(&inbox)
-    .arg("--root")
-    .arg(&place.root)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    read_stderr_until(&mut child, "Ctrl-C stops.");
+    let (config, home) = (place.base.join("config"), place.base.join("home"));
+    let child = spawn_watch(
+        &inbox,
+        &place.root,
+        &place.base.join("state"),
+        &["--tools", "extended"],
+        &[("XDG_CONFIG_HOME", &config), ("HOME", &home)],
+    );
     let script = server_script(&place.root);
     let reply = call_block(
         "c1",

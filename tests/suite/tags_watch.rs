@@ -1,9 +1,9 @@
 //! `flycode watch --dialect tags --inbox`: replies in seed 000's tag dialect dropped into a folder
 //! are answered in the tag form beside them (PROTOCOL.md §15 (The tag dialect: doors)).
 
-use std::process::{Command, Stdio};
+use super::common::spawn_watch;
 
-use super::common::{read_stderr_until, send_signal, wait_for_file};
+use super::common::{send_signal, wait_for_file};
 
 #[test]
 fn tag_replies_are_answered_in_the_tag_form_and_violations_run_nothing() {
@@ -13,20 +13,13 @@ fn tag_replies_are_answered_in_the_tag_form_and_violations_run_nothing() {
     std::fs::create_dir_all(&inbox).unwrap();
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("notes.txt"), "\u{feff}a\r\nb\r\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args(["watch", "--dialect", "tags", "--yes", "--interval-ms", "20"])
-        .args(["--quiet-ms", "100", "--inbox"])
-        .arg(&inbox)
-        .arg("--root")
-        .arg(&root)
-        .env("FLYCODE_STATE_DIR", base.join("state"))
-        .env_remove("XDG_CONFIG_HOME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    read_stderr_until(&mut child, "Ctrl-C stops.");
+    let child = spawn_watch(
+        &inbox,
+        &root,
+        &base.join("state"),
+        &["--dialect", "tags"],
+        &[],
+    );
 
     std::fs::write(
         inbox.join("one.md"),

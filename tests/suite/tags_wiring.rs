@@ -285,25 +285,19 @@ fn memory_query_hint_and_get_resource_work_through_builtin() {
 
 #[test]
 fn watch_with_tags_keeps_background_jobs_until_it_stops() {
-    use super::common::{read_stderr_until, send_signal, wait_for_file};
-    use std::process::{Command, Stdio};
+    use super::common::{send_signal, spawn_watch, wait_for_file};
+
     let place = Place::new();
     let inbox = place.base.join("inbox");
     std::fs::create_dir_all(&inbox).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args(["watch", "--dialect", "tags", "--yes", "--interval-ms", "20"])
-        .args(["--quiet-ms", "100", "--inbox"])
-        .arg(&inbox)
-        .arg("--root")
-        .arg(&place.root)
-        .env("FLYCODE_STATE_DIR", place.base.join("state"))
-        .env("XDG_CONFIG_HOME", place.base.join("cfg"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    read_stderr_until(&mut child, "Ctrl-C stops.");
+    let config = place.base.join("cfg");
+    let child = spawn_watch(
+        &inbox,
+        &place.root,
+        &place.base.join("state"),
+        &["--dialect", "tags"],
+        &[("XDG_CONFIG_HOME", &config)],
+    );
     std::fs::write(
         inbox.join("one.md"),
         "<bash_call background=true> python3 -u -c \"print('ready'); open('flag', 'w').close(); import time; time.sleep(30)\" </bash_call>\n<bash_call timeout=60> while [ ! -f flag ]; do sleep 0.1; done; echo seen </bash_call>\n<builtin>\nget_job_log\njob_id: job-1\n</builtin>\n",

@@ -1,6 +1,7 @@
 //! Every door records its calls' changes (PROTOCOL.md §16 (Undo and history)): `watch`, `run`
 //! (and `flycode undo --run` takes a whole run back) and `mcp`; `exec` is in `undo.rs`.
 
+use super::common::spawn_watch;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,7 +9,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use super::api_server::{Reply, ScriptedServer};
-use super::common::{flycode, read_stderr_until, send_signal, wait_for_file};
+use super::common::{flycode, send_signal, wait_for_file};
 
 struct Place {
     _temp: tempfile::TempDir,
@@ -115,27 +116,7 @@ fn watch_records_its_calls_and_shows_the_id() {
     let place = place();
     let inbox = place.base.join("inbox");
     std::fs::create_dir_all(&inbox).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args([
-            "watch",
-            "--yes",
-            "--interval-ms",
-            "20",
-            "--quiet-ms",
-            "100",
-            "--inbox",
-        ])
-        .arg(&inbox)
-        .arg("--root")
-        .arg(&place.root)
-        .env("FLYCODE_STATE_DIR", &place.state)
-        .env_remove("XDG_CONFIG_HOME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    read_stderr_until(&mut child, "Ctrl-C stops.");
+    let child = spawn_watch(&inbox, &place.root, &place.state, &[], &[]);
     let call = json!({"id": "w1", "tool": "fs.write", "args": write_call(&place.root.join("lib.sh"), "watched\n")});
     std::fs::write(
         inbox.join("one.md"),
