@@ -126,18 +126,26 @@ fn fenced(info: &str, text: &str) -> String {
 }
 
 fn render_hints(hints: &[crate::tools::hint::LoadedHint]) -> Option<String> {
-    if hints.is_empty() {
-        return None;
+    fenced_entries(
+        HINTS_HEADING,
+        hints
+            .iter()
+            .map(|hint| (format!("Hint {}:\n", hint.name), hint.text.as_str())),
+    )
+}
+
+/// `heading`, then each entry's label and its text fenced as Markdown; nothing without entries.
+fn fenced_entries<'a>(
+    heading: &str,
+    entries: impl Iterator<Item = (String, &'a str)>,
+) -> Option<String> {
+    let mut out = String::from(heading);
+    let mut any = false;
+    for (label, text) in entries {
+        any = true;
+        out.push_str(&format!("\n\n{label}{}", fenced("markdown", text)));
     }
-    let mut out = String::from(HINTS_HEADING);
-    for hint in hints {
-        out.push_str(&format!(
-            "\n\nHint {}:\n{}",
-            hint.name,
-            fenced("markdown", &hint.text)
-        ));
-    }
-    Some(out)
+    any.then_some(out)
 }
 
 fn render_todo(memory: &AgentMemory) -> Option<String> {
@@ -189,18 +197,12 @@ fn render_notes(notes: &[String]) -> Option<String> {
 }
 
 fn render_folder_notes(notes: &[FolderNote]) -> Option<String> {
-    if notes.is_empty() {
-        return None;
-    }
-    let mut out = String::from(FOLDER_NOTES_HEADING);
-    for note in notes {
-        out.push_str(&format!(
-            "\n\nFrom `{}`:\n\n{}",
-            note.path,
-            fenced("markdown", &note.text)
-        ));
-    }
-    Some(out)
+    fenced_entries(
+        FOLDER_NOTES_HEADING,
+        notes
+            .iter()
+            .map(|note| (format!("From `{}`:\n\n", note.path), note.text.as_str())),
+    )
 }
 
 #[cfg(test)]
