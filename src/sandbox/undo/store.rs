@@ -19,6 +19,8 @@ pub struct UndoStore {
     durability: Durability,
     /// The state directory's key, once read.
     key: std::sync::OnceLock<SealKey>,
+    /// Set once the store's own folder is known to exist and be private.
+    private: std::sync::OnceLock<()>,
 }
 
 impl UndoStore {
@@ -28,6 +30,7 @@ impl UndoStore {
             dir: state.join("undo"),
             durability,
             key: std::sync::OnceLock::new(),
+            private: std::sync::OnceLock::new(),
         })
     }
 
@@ -37,6 +40,7 @@ impl UndoStore {
             dir: dir.to_owned(),
             durability,
             key: std::sync::OnceLock::new(),
+            private: std::sync::OnceLock::new(),
         }
     }
 
@@ -94,6 +98,9 @@ impl UndoStore {
     /// overwritten or removed.
     fn make_dir(&self, dir: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if self.private.get().is_some() && self.dir.is_dir() {
+            return std::fs::create_dir_all(dir);
+        }
         if !self.dir.is_dir() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -104,6 +111,7 @@ impl UndoStore {
         if own.permissions().mode() & 0o077 != 0 {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
         }
+        let _ = self.private.set(());
         std::fs::create_dir_all(dir)
     }
 
