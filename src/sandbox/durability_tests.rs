@@ -147,7 +147,7 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
 }
 
 #[test]
-fn recording_a_replacing_change_flushes_no_content_only_the_record_and_folders() {
+fn recording_a_replacing_change_links_the_old_file_and_takes_the_reported_hash() {
     use crate::sandbox::undo::{Named, Recorder, UndoLimits, UndoStore};
     let (_t, root, sandbox) = setup();
     let state = tempfile::tempdir().unwrap();
@@ -178,10 +178,20 @@ fn recording_a_replacing_change_flushes_no_content_only_the_record_and_folders()
     let hash = super::content_hash::sha256_hex(b"old a\n");
     let blob = state.path().join("undo/blobs").join(&hash);
     assert_eq!(std::fs::read(&blob).unwrap(), b"old a\n");
+    // The after-image takes the hash the tool reported for the path rather than hashing the
+    // file again (a made-up one here, to tell the two apart).
+    let reported = "ab".repeat(32);
+    let written = std::collections::BTreeMap::from([(input.clone(), reported.clone())]);
     assert!(
         recorder
-            .finish(pending.take().unwrap(), &Default::default())
+            .finish(pending.take().unwrap(), &written)
             .unwrap()
             .is_some()
+    );
+    let (records, _) = recorder.store().records();
+    let after = records[0].paths[0].after.as_ref().unwrap();
+    assert!(
+        matches!(after, crate::sandbox::undo::Image::File { sha256, .. } if *sha256 == reported),
+        "{after:?}"
     );
 }

@@ -8,12 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::{Execution, Executor};
 use crate::sandbox::landing;
 use crate::sandbox::undo::{Named, Pending, UndoError};
 use crate::tools::registry::Invocation;
+use crate::tools::tool::SessionChange;
 
 /// What recording a call came to before it ran.
 pub(super) enum Started {
@@ -118,15 +117,17 @@ impl Executor<'_> {
                 execution.summary = format!("{} · not recorded for undo: {why}", execution.summary);
                 return;
             }
-            Started::Recording(pending) => match recorder.finish(*pending, &written(execution)) {
-                Ok(Some(id)) => id,
-                Ok(None) => return,
-                Err(error) => {
-                    execution.summary =
-                        format!("{} · not recorded for undo: {error}", execution.summary);
-                    return;
+            Started::Recording(pending) => {
+                match recorder.finish(*pending, &written(invocation, execution)) {
+                    Ok(Some(id)) => id,
+                    Ok(None) => return,
+                    Err(error) => {
+                        execution.summary =
+                            format!("{} · not recorded for undo: {error}", execution.summary);
+                        return;
+                    }
                 }
-            },
+            }
         };
         execution
             .block
@@ -141,22 +142,23 @@ impl Executor<'_> {
     }
 }
 
-/// The sha256 of each file the call says it wrote, by the path its output gives (`path` and
-/// `sha256`, at the top or in `files`): the after-images take these rather than hashing the
-/// files again.
-fn written(execution: &Execution) -> BTreeMap<String, String> {
+/// The sha256 of each file the call says it wrote (what it tells the session's stale-read guard,
+/// [`SessionChange::Wrote`] and [`SessionChange::Appended`]), by the path it names: the
+/// after-images take these rather than hashing the files again.
+fn written(invocation: &Invocation<'_>, execution: &Execution) -> BTreeMap<String, String> {
     let Some(output) = &execution.output else {
         return BTreeMap::new();
     };
-    let entry = |value: &Value| -> Option<(String, String)> {
-        let sha256 = value["sha256"].as_str()?;
-        let is_hash = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        let path = value["path"].as_str().filter(|_| is_hash)?;
-        Some((path.to_owned(), sha256.to_owned()))
-    };
-    let files = output.data["files"].as_array().into_iter().flatten();
-    std::iter::once(&output.data)
-        .chain(files)
-        .filter_map(entry)
+    invocation
+        .bound
+        .session_changes(output)
+        .into_iter()
+        .filter_map(|change| match change {
+            SessionChange::Wrote(path, sha256) | SessionChange::Appended(path, sha256) => {
+                Some((path, sha256))
+            }
+            _ => None,
+        })
+        .filter(|(_, sha256)| sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit()))
         .collect()
 }
