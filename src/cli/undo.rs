@@ -16,8 +16,8 @@ pub struct UndoArgs {
     #[arg(value_name = "CHANGE", conflicts_with_all = ["last", "call", "run"])]
     pub change: Option<String>,
     /// Take back the last N changes.
-    #[arg(long, value_name = "N", conflicts_with_all = ["call", "run"])]
-    pub last: Option<usize>,
+    #[arg(long, value_name = "N", conflicts_with_all = ["call", "run"], value_parser = clap::value_parser!(u32).range(1..))]
+    pub last: Option<u32>,
     /// Take back the changes of the call with this id.
     #[arg(long, value_name = "ID", conflicts_with = "run")]
     pub call: Option<String>,
@@ -118,12 +118,18 @@ fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<Chang
     } else {
         undoable
             .filter(|r| !r.program)
-            .take(args.last.unwrap_or(1))
+            .take(usize::try_from(args.last.unwrap_or(1)).unwrap_or(usize::MAX))
             .cloned()
             .collect()
     };
     if chosen.is_empty() {
-        bail!("no change matches (flycode history lists them)");
+        let what = match (&args.change, &args.call, &args.run) {
+            (Some(id), _, _) => format!("no change {id} that can be undone"),
+            (_, Some(call), _) => format!("no change made by call {call}"),
+            (_, _, Some(run)) => format!("no change made by run {run}"),
+            _ => "no change recorded yet".to_owned(),
+        };
+        bail!("{what} (flycode history lists them)");
     }
     Ok(chosen)
 }

@@ -698,3 +698,30 @@ fn a_batch_refused_for_a_path_outside_leaves_no_second_name_and_the_store_is_pri
         .mode();
     assert_eq!(mode & 0o077, 0, "{mode:o}");
 }
+
+#[test]
+fn an_unknown_change_or_a_last_of_zero_is_a_clear_error() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "a\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "b\n"}),
+    );
+    let (code, _, err) = undo(&w, &["c-999"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no change c-999") && err.contains("flycode history"),
+        "{err}"
+    );
+    let (code, _, err) = undo(&w, &["--last", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--last"), "{err}");
+    let (code, _, err) = undo(&w, &["--call", "nope"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("call nope"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "b\n"
+    );
+}
