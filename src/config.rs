@@ -99,6 +99,7 @@ pub(crate) mod range;
 pub mod reply_limit;
 pub(crate) mod setting;
 pub(crate) mod show;
+pub(crate) mod table;
 pub(crate) mod trust;
 
 use std::collections::BTreeMap;

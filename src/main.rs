@@ -6,6 +6,8 @@ use clap::Parser;
 use flycode::cli::{self, Cli, Outcome};
 
 fn main() -> ExitCode {
+    // Before anything a project or the command line says (PROTOCOL.md §11 Security).
+    flycode::sandbox::own_places::decide_own_places();
     let outcome = match cli::run(Cli::parse()) {
         Ok(outcome) => outcome,
         Err(error) if is_broken_pipe(&error) => Outcome::Success,

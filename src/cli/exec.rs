@@ -22,7 +22,7 @@ use crate::tools::secrets::Secrets;
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let loaded = crate::config::Config::load(&super::config_flags(&args.run));
-    hand_off_secrets(loaded.as_ref().ok());
+    hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     if args.slash.is_none()
         && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags

@@ -27,7 +27,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
         dialect: None,
     };
     let loaded = crate::config::Config::load(&super::config_flags(&flags));
-    hand_off_secrets(loaded.as_ref().ok());
+    hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&flags, loaded)?;
     // flycode.toml's `tools` is the chat front ends' set; an MCP client gets the extended set.
     let tool_set = args.tools.map_or(ToolSet::Extended, Into::into);

@@ -634,7 +634,7 @@ fn allowed_roots(
 /// The secret variables are the fixed ones and those the command's configuration (loaded once,
 /// before) names (`api_key_env`, `secret_env`); a configuration that does not load gives the
 /// fixed ones alone (the command then reports the error itself).
-pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) {
+pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) -> anyhow::Result<()> {
     let limits = match config {
         Some(config) => crate::tools::Limits {
             extra_secrets: config
@@ -648,9 +648,7 @@ pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) {
         },
         None => crate::tools::Limits::default(),
     };
-    if let Some(warning) = crate::sandbox::secret_env::hand_off(&limits.secret_names()) {
-        eprintln!("flycode: warning: {warning}");
-    }
+    crate::sandbox::secret_env::hand_off(&limits.secret_names()).map_err(anyhow::Error::msg)
 }
 
 /// The configuration (`loaded` once, at the command's start) and the sandbox the run flags

@@ -47,7 +47,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         &args.run,
         crate::config::Config::load(&super::config_flags(&args.run)),
     );
-    hand_off_secrets(loaded.as_ref().ok());
+    hand_off_secrets(loaded.as_ref().ok())?;
     let resumed = args
         .resume
         .as_deref()

@@ -37,7 +37,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         &args.run,
         crate::config::Config::load(&super::config_flags(&args.run)),
     );
-    hand_off_secrets(loaded.as_ref().ok());
+    hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let (mut source, no_display) = choose_source(args, &state)?;

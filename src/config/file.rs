@@ -110,81 +110,35 @@ impl ParsedFile {
     }
 }
 
-/// The keys of the top level, of `[agent]`, of `[agent.light]`, of `[agent.subagent]` and of each
-/// `[agent.subagent.<type>]`; a table key is followed by the keys it may hold.
-const TOP_KEYS: [&str; 16] = [
-    "roots",
-    "approval",
-    "protected",
-    "output_cap",
-    "max_reply_bytes",
-    "timeout_ms",
-    "tools",
-    "process_sandbox",
-    "process_network",
-    "secret_env",
-    "durability",
-    "dialect",
-    "agent",
-    "state",
-    "undo",
-    "jobs",
-];
-const STATE_KEYS: [&str; 1] = ["keep_days"];
-const UNDO_KEYS: [&str; 3] = ["max_bytes", "max_age_days", "max_file_bytes"];
-const JOBS_KEYS: [&str; 2] = ["log_bytes", "max_running"];
-const AGENT_KEYS: [&str; 32] = [
-    "provider",
-    "compact_at",
-    "context_tokens",
-    "keep_turns",
-    "base_url",
-    "model",
-    "api_key_env",
-    "mode",
-    "max_turns",
-    "max_violations",
-    "max_parallel",
-    "stream",
-    "connect_timeout_ms",
-    "read_timeout_ms",
-    "max_retries",
-    "retry_base_ms",
-    "role",
-    "role_file",
-    "system_prompt_file",
-    "system_prompt",
-    "max_tasks_per_run",
-    "max_tasks_per_agent",
-    "subagent_max_turns",
-    "subagent_timeout_ms",
-    "light",
-    "subagent",
-    "strict",
-    "max_reply_tokens",
-    "first_byte_timeout_ms",
-    "turn_timeout_ms",
-    "prompt",
-    "insight",
-];
-const LIGHT_KEYS: [&str; 4] = ["model", "base_url", "api_key_env", "provider"];
-const SUBAGENT_TYPES: [&str; 4] = ["general", "explore", "summary", "plan"];
-const ROLE_KEYS: [&str; 2] = ["role", "role_file"];
+/// The keys a table at `parent` may hold: the settings table's ([`super::table::children`]).
+fn table_keys(parent: &[String]) -> Option<Vec<&'static str>> {
+    super::table::children(parent)
+}
 
-/// The keys whose values are tables.
-fn table_keys(parent: &[String]) -> Option<&'static [&'static str]> {
-    let parent = parent.iter().map(String::as_str).collect::<Vec<_>>();
-    match parent.as_slice() {
-        [] => Some(&TOP_KEYS),
-        ["agent"] => Some(&AGENT_KEYS),
-        ["state"] => Some(&STATE_KEYS),
-        ["undo"] => Some(&UNDO_KEYS),
-        ["jobs"] => Some(&JOBS_KEYS),
-        ["agent", "light"] => Some(&LIGHT_KEYS),
-        ["agent", "subagent"] => Some(&SUBAGENT_TYPES),
-        ["agent", "subagent", _] => Some(&ROLE_KEYS),
-        _ => None,
-    }
+/// The first variable a `secret_env` list or a key variable (`api_key_env`) names that flycode
+/// reads for itself (PROTOCOL.md §10 "Configuration"): a secret variable is taken out of
+/// flycode's own environment at start, so naming HOME or XDG_STATE_HOME would move flycode's
+/// state folder, its settings and its seal key where a program can reach them.
+fn reserved_variable(key: &Key, value: &toml::Value) -> Option<String> {
+    let names: Vec<&str> = if key.is(&["secret_env"]) {
+        value
+            .as_array()?
+            .iter()
+            .filter_map(toml::Value::as_str)
+            .collect()
+    } else if key.is(&["agent", "api_key_env"]) || key.is(&["agent", "light", "api_key_env"]) {
+        vec![value.as_str()?]
+    } else {
+        return None;
+    };
+    names
+        .into_iter()
+        // flycode's own key variables (FLYCODE_API_KEY…) are secrets already.
+        .find(|name| {
+            crate::sandbox::secret_env::is_own_variable(name)
+                && !crate::tools::process::SECRET_VARIABLES.contains(name)
+        })
+        .map(str::to_owned)
 }
 
 /// Reads `text`, the contents of `path`, key by key.
@@ -233,7 +187,7 @@ impl Reader<'_> {
                     [] => "the top level".to_owned(),
                     _ => format!("[{}]", parent.join(".")),
                 };
-                let hint = did_you_mean(name, known)
+                let hint = did_you_mean(name, &known)
                     .map(|near| format!(" (did you mean {near:?}?)"))
                     .unwrap_or_default();
                 self.file.push_mistake(
@@ -271,6 +225,18 @@ impl Reader<'_> {
                 return;
             }
         };
+        // The range is the settings table's; the file's types check the rest.
+        if let (Some(range), Some(number)) = (
+            super::table::lookup(&key.0).and_then(|setting| setting.range),
+            value.as_integer(),
+        ) && !range.contains(i128::from(number))
+        {
+            self.file.push_mistake(
+                line,
+                range.out_of_range(&format!("{} = {number}", range.key)),
+            );
+            return;
+        }
         let mut nested = value.clone();
         for part in key.0.iter().rev() {
             let mut table = toml::Table::new();
@@ -285,6 +251,15 @@ impl Reader<'_> {
                 format!("{key}: {message}")
             };
             self.file.push_mistake(line, message);
+            return;
+        }
+        if let Some(reserved) = reserved_variable(&key, &value) {
+            self.file.push_mistake(
+                line,
+                format!(
+                    "{key} names {reserved}, a variable flycode reads for itself (HOME, PATH, USER, LOGNAME, SHELL, TMPDIR, LANG, LC_*, DISPLAY, WAYLAND_DISPLAY, XDG_*, FLYCODE_*); remove it: hiding it would change where flycode keeps its own state and settings"
+                ),
+            );
             return;
         }
         self.file.entries.push(SettingEntry { key, value, line });

@@ -229,6 +229,21 @@ fn apply(
         path: path.to_owned(),
         line: entry.line,
     };
+    // Every setting of an untrusted file is judged, the lists that add up too.
+    if let Some(project_dir) = untrusted {
+        let settings = &layers.settings;
+        let lower = |key: &Key| settings.get(key);
+        if let Some(why) = loosen::loosens(entry, &lower, project_dir) {
+            layers.ignored.push(Ignored {
+                key: entry.key.clone(),
+                value: entry.value.clone(),
+                path: path.to_owned(),
+                line: entry.line,
+                why,
+            });
+            return;
+        }
+    }
     if adds_up(&entry.key) {
         let applied = layers
             .settings
@@ -248,20 +263,6 @@ fn apply(
         }
         applied.sources.push(source);
         return;
-    }
-    if let Some(project_dir) = untrusted {
-        let settings = &layers.settings;
-        let lower = |key: &Key| settings.get(key);
-        if let Some(why) = loosen::loosens(entry, &lower, project_dir) {
-            layers.ignored.push(Ignored {
-                key: entry.key.clone(),
-                value: entry.value.clone(),
-                path: path.to_owned(),
-                line: entry.line,
-                why,
-            });
-            return;
-        }
     }
     layers.settings.insert(
         entry.key.clone(),

@@ -1,14 +1,15 @@
 //! Which settings of an untrusted project file would loosen safety (PROTOCOL.md §10
 //! "Configuration"): each is judged against what the layers below it (defaults, the user's file)
-//! already say, so an untrusted file may repeat or tighten them but never widen them. Settings
-//! that neither loosen nor tighten (the tool set, turn and context budgets, prompt text) pass.
+//! already say, so an untrusted file may repeat or tighten them but never widen them. What each
+//! setting's value does to safety is declared once, in [`super::table`]; this file holds the
+//! comparisons.
 
 use std::path::{Path, PathBuf};
 
 use super::file::{Key, SettingEntry};
-use super::reply_limit::DEFAULT_MAX_REPLY_BYTES;
 use super::setting::AppliedSetting;
-use crate::protocol::{DEFAULT_BODY_CAP, ToolName};
+use super::table::{self, Rule, Safety};
+use crate::protocol::ToolName;
 use crate::tools::registry;
 use crate::tools::tool::ApprovalClass;
 
@@ -16,117 +17,75 @@ use crate::tools::tool::ApprovalClass;
 pub(crate) type Lower<'a> = &'a dyn Fn(&Key) -> Option<&'a AppliedSetting>;
 
 /// Why `entry`, from the untrusted project file in `project_dir`, would loosen what `lower`
-/// says; `None` when it may apply.
+/// says; `None` when it may apply. The setting's [`Safety`] in the table decides; a key the table
+/// does not hold is the person's alone (the table fails closed).
 pub(crate) fn loosens(
     entry: &SettingEntry,
     lower: Lower<'_>,
     project_dir: &Path,
 ) -> Option<String> {
-    let key = entry.key.0.iter().map(String::as_str).collect::<Vec<_>>();
-    let text = |key: &[&str]| {
-        lower(&Key::of(key)).and_then(|applied| applied.value.as_str().map(str::to_owned))
+    let Some(setting) = table::lookup(&entry.key.0) else {
+        return Some(format!(
+            "{} is not a setting an untrusted file may make; only your own flycode.toml may",
+            entry.key
+        ));
     };
-    let new_text = entry.value.as_str().unwrap_or_default();
-    match key.as_slice() {
-        ["approval"] => {
-            let old = text(&["approval"]).unwrap_or_else(|| "ask".to_owned());
-            let rank = |mode: &str| match mode {
-                "read-only" => 0,
-                "ask" => 1,
-                _ => 2,
+    let name = entry.key.0.last().map_or("", String::as_str);
+    match setting.safety {
+        Safety::Neutral | Safety::Tightens => None,
+        Safety::PersonOnly(why) => Some(why.to_owned()),
+        Safety::LargerLoosens | Safety::SmallerLoosens => {
+            let old = lower(&entry.key)
+                .and_then(|applied| applied.value.as_integer())
+                .or(setting.default.integer());
+            let new = entry.value.as_integer()?;
+            let Some(old) = old else {
+                // Nothing below to compare with (the default depends on the machine): a number
+                // the person did not choose cannot be judged, so it is theirs to set.
+                return Some(format!(
+                    "{name} has no value of yours to compare with; only your own flycode.toml may set it"
+                ));
             };
-            (rank(new_text) > rank(&old)).then(|| format!("looser than approval = {old:?}"))
+            if setting.safety == Safety::LargerLoosens {
+                (new > old).then(|| format!("larger than {name} = {old}"))
+            } else {
+                (new < old).then(|| match entry.key.0.first().map(String::as_str) {
+                    Some("undo") => {
+                        format!("less than {name} = {old} (the undo store would forget more)")
+                    }
+                    Some("state") => {
+                        format!("fewer than {name} = {old} (flycode gc would remove more)")
+                    }
+                    _ => format!("less than {name} = {old}"),
+                })
+            }
         }
-        ["process_sandbox"] => {
-            let old = text(&["process_sandbox"]).unwrap_or_else(|| "workspace-write".to_owned());
-            let rank = |mode: &str| match mode {
-                "read-only" => 0,
-                "workspace-write" => 1,
-                _ => 2,
-            };
-            (rank(new_text) > rank(&old)).then(|| format!("looser than process_sandbox = {old:?}"))
+        Safety::Ranked(order) => {
+            let old = lower(&entry.key)
+                .and_then(|applied| applied.value.as_str().map(str::to_owned))
+                .or_else(|| setting.default.text().map(str::to_owned))?;
+            let new = entry.value.as_str()?;
+            // An unknown word is the loosest: the file reader refuses it anyway.
+            let rank = |word: &str| order.iter().position(|w| *w == word).unwrap_or(order.len());
+            (rank(new) > rank(&old)).then(|| format!("looser than {} = {old:?}", entry.key))
         }
-        ["durability"] => {
-            // "process" gives up surviving a power loss (PROTOCOL.md §9 (fs.write)).
-            let old = text(&["durability"]).unwrap_or_else(|| "full".to_owned());
-            (new_text == "process" && old != "process")
-                .then(|| format!("looser than durability = {old:?}"))
-        }
-        ["process_network"] => {
+        Safety::Rule(Rule::Network) => {
             let old = lower(&entry.key)
                 .and_then(|applied| applied.value.as_bool())
                 .unwrap_or(true);
             (entry.value.as_bool() == Some(true) && !old)
                 .then(|| "turns on the network that process_network = false turned off".to_owned())
         }
-        ["output_cap" | "max_reply_bytes" | "timeout_ms"] => {
-            let default = match key[0] {
-                "output_cap" => DEFAULT_BODY_CAP as i64,
-                "max_reply_bytes" => DEFAULT_MAX_REPLY_BYTES as i64,
-                _ => 60_000,
-            };
-            let old = lower(&entry.key)
-                .and_then(|applied| applied.value.as_integer())
-                .unwrap_or(default);
-            (entry.value.as_integer().unwrap_or(0) > old)
-                .then(|| format!("larger than {} = {old}", key[0]))
+        Safety::Rule(Rule::PerTool) => {
+            tool_rule(name, entry.value.as_str().unwrap_or_default(), lower)
         }
-        // Fewer days would make `flycode gc` remove more of the user's records.
-        ["state", "keep_days"] => {
-            let old = lower(&entry.key)
-                .and_then(|applied| applied.value.as_integer())
-                .unwrap_or(i64::from(super::DEFAULT_KEEP_DAYS));
-            (entry.value.as_integer().unwrap_or(0) < old)
-                .then(|| format!("fewer than keep_days = {old} (flycode gc would remove more)"))
-        }
-        // Less would make the undo store forget more of the user's changes.
-        [
-            "undo",
-            setting @ ("max_bytes" | "max_age_days" | "max_file_bytes"),
-        ] => {
-            let default = crate::sandbox::undo::UndoLimits::default();
-            let fallback = match *setting {
-                "max_bytes" => default.max_bytes,
-                "max_age_days" => u64::from(default.max_age_days),
-                _ => default.max_file_bytes,
-            };
-            let old = lower(&entry.key)
-                .and_then(|applied| applied.value.as_integer())
-                .unwrap_or(i64::try_from(fallback).unwrap_or(i64::MAX));
-            (entry.value.as_integer().unwrap_or(0) < old)
-                .then(|| format!("less than {setting} = {old} (the undo store would forget more)"))
-        }
-        // More jobs at once, or larger job logs, take more of the machine than the user allowed.
-        ["jobs", "log_bytes" | "max_running"] => {
-            let default = match key[1] {
-                "log_bytes" => crate::tools::jobs::DEFAULT_LOG_BYTES as i64,
-                _ => i64::from(crate::tools::jobs::DEFAULT_MAX_RUNNING),
-            };
-            let old = lower(&entry.key)
-                .and_then(|applied| applied.value.as_integer())
-                .unwrap_or(default);
-            (entry.value.as_integer().unwrap_or(0) > old)
-                .then(|| format!("larger than {} = {old}", key[1]))
-        }
-        ["tools", name] if *name != "set" => tool_rule(name, new_text, lower),
-        ["roots"] => roots(entry, lower, project_dir),
-        ["agent", "base_url" | "model" | "api_key_env" | "provider"]
-        | [
-            "agent",
-            "light",
-            "model" | "base_url" | "api_key_env" | "provider",
-        ] => {
-            let old = text(&key);
-            (old.as_deref() != Some(new_text)).then(|| {
+        Safety::Rule(Rule::Roots) => roots(entry, lower, project_dir),
+        Safety::Rule(Rule::SameAsYours) => {
+            let old = lower(&entry.key).map(|applied| &applied.value);
+            (old != Some(&entry.value)).then(|| {
                 "chooses the model, the endpoint or the key variable (it could send your API key or your work elsewhere)".to_owned()
             })
         }
-        ["agent", "role_file" | "system_prompt_file"] | ["agent", "subagent", _, "role_file"] => {
-            let path = project_dir.join(new_text);
-            (!is_inside(&path, &[project_dir.to_owned()]))
-                .then(|| "reads a file outside the project folder into the prompt".to_owned())
-        }
-        _ => None,
     }
 }
 

@@ -9,7 +9,6 @@ use super::Config;
 use super::file::Key;
 use super::layers::Layers;
 use super::setting::SettingSource;
-use crate::protocol::DEFAULT_BODY_CAP;
 
 /// One effective setting.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,70 +22,10 @@ pub(crate) struct Row {
     pub source: String,
 }
 
-/// The defaults of the settings that have one, as a file would write them.
+/// The defaults of the settings that have one, as a file would write them: the settings
+/// table's ([`super::table::defaults`]).
 fn defaults() -> Vec<(Key, toml::Value)> {
-    let number = |n: usize| toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
-    let mut list = vec![
-        (Key::of(&["approval"]), "ask".into()),
-        (Key::of(&["protected"]), toml::Value::Array(Vec::new())),
-        (Key::of(&["output_cap"]), number(DEFAULT_BODY_CAP)),
-        (
-            Key::of(&["max_reply_bytes"]),
-            number(super::reply_limit::DEFAULT_MAX_REPLY_BYTES),
-        ),
-        (Key::of(&["timeout_ms"]), 60_000.into()),
-        (Key::of(&["tools", "set"]), "seed".into()),
-        (Key::of(&["process_sandbox"]), "workspace-write".into()),
-        (Key::of(&["process_network"]), true.into()),
-        (Key::of(&["secret_env"]), toml::Value::Array(Vec::new())),
-        (Key::of(&["durability"]), "full".into()),
-        (Key::of(&["dialect"]), "flycode".into()),
-        (
-            Key::of(&["state", "keep_days"]),
-            super::DEFAULT_KEEP_DAYS.into(),
-        ),
-        (Key::of(&["undo", "max_bytes"]), number(1 << 30)),
-        (Key::of(&["undo", "max_age_days"]), toml::Value::Integer(30)),
-        (Key::of(&["undo", "max_file_bytes"]), number(64 << 20)),
-        (
-            Key::of(&["jobs", "log_bytes"]),
-            number(crate::tools::jobs::DEFAULT_LOG_BYTES as usize),
-        ),
-        (
-            Key::of(&["jobs", "max_running"]),
-            crate::tools::jobs::DEFAULT_MAX_RUNNING.into(),
-        ),
-    ];
-    // `first_byte_timeout_ms` has no row: its default depends on the endpoint (PROTOCOL.md §13).
-    let agent: [(&str, toml::Value); 21] = [
-        ("compact_at", 80.into()),
-        ("keep_turns", 4.into()),
-        ("mode", "native".into()),
-        ("max_turns", 50.into()),
-        ("max_violations", 3.into()),
-        ("max_parallel", 4.into()),
-        ("stream", true.into()),
-        ("connect_timeout_ms", 10_000.into()),
-        ("read_timeout_ms", 120_000.into()),
-        ("max_retries", 4.into()),
-        ("retry_base_ms", 500.into()),
-        ("system_prompt", true.into()),
-        ("max_tasks_per_run", 32.into()),
-        ("max_tasks_per_agent", 16.into()),
-        ("subagent_max_turns", 30.into()),
-        ("subagent_timeout_ms", 600_000.into()),
-        ("strict", false.into()),
-        ("max_reply_tokens", 8192.into()),
-        ("turn_timeout_ms", 1_800_000.into()),
-        ("prompt", "full".into()),
-        ("insight", false.into()),
-    ];
-    list.extend(
-        agent
-            .into_iter()
-            .map(|(key, value)| (Key::of(&["agent", key]), value)),
-    );
-    list
+    super::table::defaults()
 }
 
 /// The variables that override a key of `[agent]` (PROTOCOL.md §13), first set one wins.

@@ -23,6 +23,7 @@ pub mod landing;
 pub(crate) mod lock;
 pub mod mask;
 pub(crate) mod ops;
+pub mod own_places;
 pub(crate) mod place;
 #[cfg(target_os = "linux")]
 mod privileges;

@@ -87,14 +87,10 @@ enum OwnDir {
     Config,
 }
 
-/// `$XDG_CONFIG_HOME/flycode` or `~/.config/flycode` (the platform's equivalent elsewhere).
+/// The person's configuration folder, decided once ([`super::own_places`]): `$FLYCODE_CONFIG_DIR`,
+/// else `$XDG_CONFIG_HOME/flycode`, else `~/.config/flycode`.
 pub(crate) fn user_config_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    let dir = base.join("flycode");
-    Some(std::fs::canonicalize(&dir).unwrap_or(dir))
+    super::own_places::own_places().config_dir.clone()
 }
 
 /// Why the `protected` patterns of flycode.toml cannot be used.

@@ -14,10 +14,13 @@
 //!    link), reads it, deletes it and holds the values in memory.
 //! 3. Whoever needs a secret's value asks [`value`]: the held value first, then the environment.
 //!
-//! The cost is one extra `execve` at start, only when a secret variable is set. If the hand-off
-//! cannot be made (no state directory, `execve` refused), flycode says so and goes on with the key
-//! in its environment: masking and Landlock still apply. Elsewhere than Linux this does nothing
-//! (no `/proc` to read a process's environment through).
+//! The cost is one extra `execve` at start, only when a secret variable is set. The restarted
+//! image is handed flycode's own places by name ([`super::own_places::carry`]), so it finds the
+//! file where the first image put it whatever variables were taken away. If the hand-off cannot
+//! be made (no state directory, `execve` refused) or received, flycode deletes the file and
+//! stops with an error: it never runs programs with a key it could not take back out of its
+//! environment. Elsewhere than Linux this does nothing (no `/proc` to read a process's
+//! environment through).
 
 use std::sync::OnceLock;
 
@@ -33,6 +36,25 @@ const MAX_HANDOFF_BYTES: u64 = 1 << 20;
 /// The secrets received through a hand-off, name and value.
 static HELD: OnceLock<Vec<(String, String)>> = OnceLock::new();
 
+/// Whether flycode reads the variable `name` for itself (where its state, its settings and its
+/// seal key are, how it talks, where it finds programs): such a variable is never a secret to
+/// take out of flycode's environment (PROTOCOL.md §10 "Configuration").
+pub(crate) fn is_own_variable(name: &str) -> bool {
+    const OWN: [&str; 9] = [
+        "HOME",
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "LANG",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+    ];
+    const OWN_PREFIXES: [&str; 3] = ["XDG_", "FLYCODE_", "LC_"];
+    OWN.contains(&name) || OWN_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+}
+
 /// The value of the secret variable `name`: the one handed off to this process first, then the
 /// environment's.
 pub(crate) fn value(name: &str) -> Option<String> {
@@ -46,10 +68,11 @@ pub(crate) fn value(name: &str) -> Option<String> {
 }
 
 /// Takes flycode's secrets (the variables `names`) out of its environment, as the module says:
-/// receives a hand-off made to this process, or makes one and does not return. `Some` is a warning
-/// for standard error: the hand-off failed and the secrets stay in the environment. Call it first
-/// thing in a command that runs programs, before reading standard input or starting threads.
-pub(crate) fn hand_off(names: &[String]) -> Option<String> {
+/// receives a hand-off made to this process, or makes one and does not return. `Err` says why
+/// the secrets could not be taken out (the command must stop: a program could read them). Call it
+/// first thing in a command that runs programs, before reading standard input or starting
+/// threads.
+pub(crate) fn hand_off(names: &[String]) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         linux::hand_off(names)
@@ -57,7 +80,7 @@ pub(crate) fn hand_off(names: &[String]) -> Option<String> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = names;
-        None
+        Ok(())
     }
 }
 
@@ -121,19 +144,30 @@ mod linux {
         }
     }
 
-    pub(super) fn hand_off(names: &[String]) -> Option<String> {
+    pub(super) fn hand_off(names: &[String]) -> Result<(), String> {
         if let Some(path) = std::env::var_os(HANDOFF_VARIABLE).map(PathBuf::from)
-            && is_for_this_process(&path)
+            && is_named_for_this_process(&path)
         {
-            // This image was started by a hand-off: never make another one.
+            // This image was started by a hand-off: never make another one. A file that cannot
+            // be taken is deleted all the same (a secret must not stay on disk), and the command
+            // stops.
+            if !is_in_state_dir(&path) {
+                return Err(format!(
+                    "the secrets handed over at start are in {}, outside flycode's state folder; flycode will not read them there. Start flycode again",
+                    path.display()
+                ));
+            }
             return match receive(&path) {
                 Ok(pairs) => {
                     let _ = HELD.set(pairs.into_iter().collect());
-                    None
+                    Ok(())
                 }
-                Err(why) => Some(format!(
-                    "the secrets handed over at start could not be read ({why}); they are not available"
-                )),
+                Err(why) => {
+                    let _ = std::fs::remove_file(&path);
+                    Err(format!(
+                        "the secrets handed over at start could not be read ({why}); the file is deleted. Start flycode again"
+                    ))
+                }
             };
         }
         // A variable left by another flycode (flycode run by a program flycode ran) names
@@ -148,16 +182,17 @@ mod linux {
             })
             .collect();
         if pairs.is_empty() {
-            return None;
+            return Ok(());
         }
-        let warn = |why: String| {
-            Some(format!(
-                "cannot take the API keys out of flycode's own environment ({why}); a program running as root may read them from /proc (its output is still masked)"
+        let refuse = |why: String| {
+            Err(format!(
+                "cannot take the secret variables ({}) out of flycode's own environment ({why}), where a program could read them from /proc; set FLYCODE_STATE_DIR to a folder of yours, or unset them",
+                pairs.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
         };
         let path = match write_handoff(&pairs) {
             Ok(path) => path,
-            Err(why) => return warn(why.to_string()),
+            Err(why) => return refuse(why.to_string()),
         };
         let error = match std::env::current_exe() {
             Ok(program) => {
@@ -168,24 +203,35 @@ mod linux {
                 for name in pairs.keys() {
                     command.env_remove(name);
                 }
+                // The restarted image decides the very places this one did.
+                crate::sandbox::own_places::carry(&mut command);
                 // Only returns on failure.
                 command.exec()
             }
             Err(error) => error,
         };
         let _ = std::fs::remove_file(&path);
-        warn(format!("restarting flycode failed: {error}"))
+        refuse(format!("restarting flycode failed: {error}"))
     }
 
-    /// Whether `path` names a hand-off file made for this pid in the state directory (the pid
-    /// survives `execve`; another process's variable, inherited, names another pid).
-    fn is_for_this_process(path: &Path) -> bool {
+    /// Whether `path` names a hand-off file made for this pid (the pid survives `execve`;
+    /// another process's variable, inherited, names another pid).
+    fn is_named_for_this_process(path: &Path) -> bool {
         let prefix = format!("{FILE_PREFIX}{}-", std::process::id());
-        let named = path
-            .file_name()
+        path.file_name()
             .and_then(|name| name.to_str())
-            .is_some_and(|name| name.starts_with(&prefix));
-        named && state_dir().is_some_and(|dir| path.parent() == Some(dir.as_path()))
+            .is_some_and(|name| name.starts_with(&prefix))
+    }
+
+    /// Whether `path` lies directly in the state directory.
+    fn is_in_state_dir(path: &Path) -> bool {
+        state_dir().is_some_and(|dir| path.parent() == Some(dir.as_path()))
+    }
+
+    /// Whether `path` names a hand-off file made for this pid in the state directory.
+    #[cfg(test)]
+    fn is_for_this_process(path: &Path) -> bool {
+        is_named_for_this_process(path) && is_in_state_dir(path)
     }
 
     /// Writes the pairs to a new file in the state directory, readable by this user alone.

@@ -1,5 +1,4 @@
-//! Where flycode keeps state between runs: `$FLYCODE_STATE_DIR`, else `$XDG_STATE_HOME/flycode`,
-//! else `~/.local/state/flycode` (the platform's local data directory elsewhere), and how its
+//! Where flycode keeps state between runs (decided once: [`super::own_places`]), and how its
 //! files are written (atomically) and, for the replay stores and sessions, sealed
 //! ([`save_sealed`], [`load_sealed`]): no file tool may read or change this directory
 //! ([`super::protect`]), and what a program writes there is never taken for flycode's own.
@@ -65,28 +64,10 @@ pub enum StateError {
     },
 }
 
-/// The state directory (not created here).
+/// The state directory (not created here): decided once, from the person's environment
+/// ([`super::own_places`]).
 pub(crate) fn state_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("FLYCODE_STATE_DIR").map(PathBuf::from) {
-        return Some(dir);
-    }
-    // The library's own unit tests write files through the sandbox, which journals every write:
-    // they keep their journal and sessions in a folder of their own, never in the user's.
-    if cfg!(test) {
-        return Some(
-            std::env::temp_dir().join(format!("flycode-unit-tests-{}", std::process::id())),
-        );
-    }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
-        return Some(dir.join("flycode"));
-    }
-    if cfg!(windows) {
-        return std::env::var_os("LOCALAPPDATA").map(|dir| PathBuf::from(dir).join("flycode"));
-    }
-    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state/flycode"))
+    super::own_places::own_places().state_dir.clone()
 }
 
 impl SealKey {

@@ -38,6 +38,7 @@ mod result_snapshots;
 mod run_anthropic;
 mod run_compaction;
 mod run_resume;
+mod safe_settings;
 mod search_race;
 mod secrets;
 mod subagent_harness;
