@@ -86,9 +86,11 @@ impl Layers {
     }
 }
 
-/// The lists that every layer adds to and none replaces.
+/// The lists that every layer adds to and none replaces: the settings whose every value adds
+/// safety ([`super::table::Safety::Tightens`]).
 fn adds_up(key: &Key) -> bool {
-    key.is(&["protected"]) || key.is(&["secret_env"])
+    super::table::lookup(&key.0)
+        .is_some_and(|setting| setting.safety == super::table::Safety::Tightens)
 }
 
 /// The nearest `flycode.toml` from `start` upward, stopping after the folder that holds `.git`

@@ -80,6 +80,14 @@ pub(crate) fn loosens(
             tool_rule(name, entry.value.as_str().unwrap_or_default(), lower)
         }
         Safety::Rule(Rule::Roots) => roots(entry, lower, project_dir),
+        Safety::Rule(Rule::ProjectPrompt) => {
+            if !name.ends_with("_file") {
+                return None;
+            }
+            let path = project_dir.join(entry.value.as_str().unwrap_or_default());
+            (!is_inside(&path, &[project_dir.to_owned()]))
+                .then(|| "reads a file outside the project folder into the prompt".to_owned())
+        }
         Safety::Rule(Rule::SameAsYours) => {
             let old = lower(&entry.key).map(|applied| &applied.value);
             (old != Some(&entry.value)).then(|| {

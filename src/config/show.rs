@@ -22,10 +22,17 @@ pub(crate) struct Row {
     pub source: String,
 }
 
-/// The defaults of the settings that have one, as a file would write them: the settings
-/// table's ([`super::table::defaults`]).
+/// The defaults of the settings that have one, as a file would write them, in the settings
+/// table's order.
 fn defaults() -> Vec<(Key, toml::Value)> {
-    super::table::defaults()
+    super::table::SETTINGS
+        .iter()
+        .filter(|setting| !setting.key.contains(&super::table::ANY))
+        .filter_map(|setting| {
+            let value = setting.default.value()?;
+            Some((Key::of(setting.key), value))
+        })
+        .collect()
 }
 
 /// The variables that override a key of `[agent]` (PROTOCOL.md §13), first set one wins.

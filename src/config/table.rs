@@ -45,6 +45,10 @@ pub(crate) enum Rule {
     /// The model, its endpoint, its key variable: only the value the layers below say (it could
     /// send the API key, or the work, elsewhere).
     SameAsYours,
+    /// The prompt's text and prompt files: a file must lie inside the project (it would carry a
+    /// file of the person's to the model's endpoint); the text itself counts as the project's
+    /// `AGENTS.md` does, and like it no model may change it (PROTOCOL.md §10).
+    ProjectPrompt,
 }
 
 /// A default as a file would write it.
@@ -60,13 +64,16 @@ pub(crate) enum DefaultValue {
     Bool(bool),
     /// An empty list.
     EmptyList,
+    /// Not shown (flycode chooses by the endpoint or the model), but the most flycode would
+    /// choose: what an untrusted file's number is compared with.
+    Unshown(i64),
 }
 
 impl DefaultValue {
     /// As `flycode config` shows it.
     pub(crate) fn value(self) -> Option<toml::Value> {
         match self {
-            DefaultValue::None => None,
+            DefaultValue::None | DefaultValue::Unshown(_) => None,
             DefaultValue::Text(text) => Some(text.into()),
             DefaultValue::Integer(number) => Some(number.into()),
             DefaultValue::Bool(flag) => Some(flag.into()),
@@ -77,7 +84,7 @@ impl DefaultValue {
     /// The number it is, for a numeric rule with nothing below it.
     pub(crate) fn integer(self) -> Option<i64> {
         match self {
-            DefaultValue::Integer(number) => Some(number),
+            DefaultValue::Integer(number) | DefaultValue::Unshown(number) => Some(number),
             _ => None,
         }
     }
@@ -167,12 +174,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &range::MAX_REPLY_BYTES,
     ),
     number(&["timeout_ms"], 60_000, &range::TIMEOUT_MS),
-    // The extended set adds background jobs and pseudo-terminals.
+    // The set only offers tools: whether a call of one runs is policy's, per call (the
+    // extended set's jobs ask as their commands do).
     setting(
         &["tools", "set"],
         DefaultValue::Text("seed"),
         None,
-        Safety::Ranked(&["seed", "extended"]),
+        Safety::Neutral,
     ),
     setting(
         &["process_sandbox"],
@@ -310,7 +318,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &["agent", "system_prompt"],
         DefaultValue::Bool(true),
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::PersonOnly(
+            "sends no system prompt, so the model is no longer told the protocol's rules or the allowed roots; only your own flycode.toml may",
+        ),
     ),
     number(
         &["agent", "max_tasks_per_run"],
@@ -352,13 +362,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &["agent", "prompt"],
         DefaultValue::Text("full"),
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
     setting(
         &["agent", "insight"],
         DefaultValue::Bool(false),
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
     // Without a default row.
     setting(
@@ -373,9 +383,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         None,
         Safety::Rule(Rule::PerTool),
     ),
+    // The context assumed for a model flycode does not know (known models may have more).
     setting(
         &["agent", "context_tokens"],
-        DefaultValue::None,
+        DefaultValue::Unshown(128_000),
         None,
         Safety::LargerLoosens,
     ),
@@ -383,24 +394,24 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &["agent", "role"],
         DefaultValue::None,
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
     setting(
         &["agent", "role_file"],
         DefaultValue::None,
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
     setting(
         &["agent", "system_prompt_file"],
         DefaultValue::None,
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
-    // Its default depends on the endpoint (PROTOCOL.md §13).
+    // Its default depends on the endpoint (PROTOCOL.md §13): 600000 at most.
     setting(
         &["agent", "first_byte_timeout_ms"],
-        DefaultValue::None,
+        DefaultValue::Unshown(600_000),
         Some(&range::FIRST_BYTE_TIMEOUT_MS),
         Safety::LargerLoosens,
     ),
@@ -432,13 +443,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &["agent", "subagent", ANY, "role"],
         DefaultValue::None,
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
     setting(
         &["agent", "subagent", ANY, "role_file"],
         DefaultValue::None,
         None,
-        Safety::PersonOnly(PROMPT),
+        Safety::Rule(Rule::ProjectPrompt),
     ),
 ];
 
@@ -495,18 +506,6 @@ pub(crate) fn children(parent: &[String]) -> Option<Vec<&'static str>> {
         return None;
     }
     (!names.is_empty()).then_some(names)
-}
-
-/// The settings that have a default, as a file would write them, in the table's order.
-pub(crate) fn defaults() -> Vec<(super::file::Key, toml::Value)> {
-    SETTINGS
-        .iter()
-        .filter(|setting| !setting.key.contains(&ANY))
-        .filter_map(|setting| {
-            let value = setting.default.value()?;
-            Some((super::file::Key::of(setting.key), value))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -585,7 +584,7 @@ mod tests {
     fn an_exact_entry_wins_over_a_pattern() {
         assert_eq!(
             lookup(&key(&["tools", "set"])).unwrap().safety,
-            Safety::Ranked(&["seed", "extended"])
+            Safety::Neutral
         );
         assert_eq!(
             lookup(&key(&["tools", "fs.rm"])).unwrap().safety,
