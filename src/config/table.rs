@@ -117,10 +117,6 @@ pub(crate) const ANY: &str = "*";
 /// The names that may stand for [`ANY`] under `[agent.subagent]`.
 pub(crate) const SUBAGENT_TYPES: [&str; 4] = ["general", "explore", "summary", "plan"];
 
-/// Why prompt text is the person's alone.
-const PROMPT: &str =
-    "puts instructions into the model's prompt; only your own flycode.toml or the flags may";
-
 const fn setting(
     key: &'static [&'static str],
     default: DefaultValue,
