@@ -6,6 +6,11 @@ use clap::Parser;
 use flycode::cli::{self, Cli, Outcome};
 
 fn main() -> ExitCode {
+    // flycode's own guardian and front (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode"): images of this binary started with a hidden first argument.
+    if let Some(status) = flycode::sandbox::hidden_mode() {
+        return ExitCode::from(status);
+    }
     let outcome = match cli::run(Cli::parse()) {
         Ok(outcome) => outcome,
         Err(error) if is_broken_pipe(&error) => Outcome::Success,
@@ -15,6 +20,10 @@ fn main() -> ExitCode {
             Outcome::Usage
         }
     };
+    // Stopped by a signal: 128 plus the signal, as a shell reports it.
+    if let Some(status) = flycode::cli::signals::exit_status() {
+        return ExitCode::from(status);
+    }
     ExitCode::from(outcome as u8)
 }
 

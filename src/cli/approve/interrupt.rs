@@ -55,6 +55,15 @@ pub(crate) fn install(default_outside_questions: bool) {
         } else {
             None
         };
+        // SIGTERM, SIGHUP and SIGQUIT stop flycode too (`cli/signals.rs`): a question they
+        // find waiting is cancelled the same way, rather than left waiting for its answer.
+        for signal in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+            signal_hook::consts::SIGQUIT,
+        ] {
+            signal_hook::low_level::pipe::register(signal, wake.try_clone().ok()?).ok()?;
+        }
         signal_hook::low_level::pipe::register(signal_hook::consts::SIGINT, wake).ok()?;
         Some(Interrupts {
             woken,
