@@ -22,6 +22,8 @@ const NOBODY: u32 = 65534;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Door {
     Exec,
+    /// `exec --dialect tags`.
+    ExecTags,
     Watch,
     Mcp,
 }
@@ -194,17 +196,24 @@ fn start(door: Door, scene: &Scene, user: Option<u32>) -> Running {
     let foreground = json!({"command": foreground_script(&scene.pid_file())});
     let job = json!({"command": job_script(&scene.pid_file()), "background": true});
     match door {
-        Door::Exec => {
-            let mut child = flycode(scene, user, &["exec", "--yes", "--root", &root])
+        Door::Exec | Door::ExecTags => {
+            let (args, reply) = if door == Door::Exec {
+                (vec!["exec", "--yes"], call_block("c1", &foreground))
+            } else {
+                let script = foreground_script(&scene.pid_file());
+                (
+                    vec!["exec", "--yes", "--dialect", "tags"],
+                    format!("<bash_call> {script} </bash_call>\n"),
+                )
+            };
+            let mut child = flycode(scene, user, &[args.as_slice(), &["--root", &root]].concat())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
             let mut stdin = child.stdin.take().unwrap();
-            stdin
-                .write_all(call_block("c1", &foreground).as_bytes())
-                .unwrap();
+            stdin.write_all(reply.as_bytes()).unwrap();
             drop(stdin);
             let pids = scene.wait_for_pids(3, &mut child);
             Running {
@@ -331,6 +340,18 @@ fn scenario(door: Door, target: Target, signal: (&str, i32), user: Option<u32>) 
     let context = format!("{door:?}, SIG{} to the {target:?}, user {user:?}", signal.0);
     let pids = running.pids.clone();
     assert!(pids.iter().all(|&pid| alive(pid)), "{context}: {pids:?}");
+    if let Some(uid) = user {
+        // The programs (so flycode) really run as the ordinary user.
+        for pid in &pids {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+            assert_eq!(
+                line.split_whitespace().nth(1),
+                Some(uid.to_string().as_str()),
+                "{context}"
+            );
+        }
+    }
     let pid = running.child.id();
     let whom = match target {
         Target::Process => pid.to_string(),
@@ -371,6 +392,11 @@ fn exec_signalled_leaves_no_program() {
 #[test]
 fn exec_process_group_signalled_leaves_no_program() {
     every_signal(Door::Exec, Target::Group, None);
+}
+
+#[test]
+fn exec_in_the_tag_dialect_signalled_leaves_no_program() {
+    every_signal(Door::ExecTags, Target::Process, None);
 }
 
 #[test]

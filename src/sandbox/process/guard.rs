@@ -347,6 +347,10 @@ const CHASE_LIMIT: Duration = Duration::from_secs(30);
 /// reparented, below this subreaper) by a later reading.
 #[cfg(target_os = "linux")]
 fn kill_descendants() {
+    // Every descendant has a living parent below us, so no child means none (the common end).
+    if !has_children() {
+        return;
+    }
     let me = rustix::process::getpid().as_raw_pid();
     let exe = std::fs::read_link("/proc/self/exe").ok();
     let give_up = Instant::now() + CHASE_LIMIT;
@@ -375,6 +379,19 @@ fn kill_descendants() {
         quiet = if alive == 0 { quiet + 1 } else { 0 };
         std::thread::sleep(Duration::from_millis(if alive == 0 { 2 } else { 1 }));
     }
+}
+
+/// Whether this process has a child, dead or alive (true when the lists cannot be read). Read
+/// once the child just waited for is reaped: a process reparented to us is listed by then.
+#[cfg(target_os = "linux")]
+fn has_children() -> bool {
+    let Ok(threads) = std::fs::read_dir("/proc/self/task") else {
+        return true;
+    };
+    threads.flatten().any(|thread| {
+        std::fs::read_to_string(thread.path().join("children"))
+            .map_or(true, |children| !children.trim().is_empty())
+    })
 }
 
 /// Whether `pid` is flycode's own `hold-clipboard` helper (this binary, that argument), the one
