@@ -20,7 +20,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
     // flycode").
     crate::sandbox::process::guard::guard_this_process();
-    super::signals::install(super::signals::Door::Mcp, None)?;
+    super::signals::install(super::signals::StopDoor::Mcp, None)?;
     let approve = args.approve;
     let flags = RunFlags {
         roots: args.roots,

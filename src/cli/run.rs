@@ -46,7 +46,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     // flycode").
     crate::sandbox::process::guard::guard_this_process();
     let cancel = Arc::new(AtomicBool::new(false));
-    super::signals::install(super::signals::Door::Run, Some(Arc::clone(&cancel)))?;
+    super::signals::install(super::signals::StopDoor::Run, Some(Arc::clone(&cancel)))?;
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,

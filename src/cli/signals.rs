@@ -28,7 +28,7 @@ use crate::sandbox::process;
 
 /// Which door installs the handling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Door {
+pub(crate) enum StopDoor {
     /// `flycode exec`, both dialects.
     Exec,
     /// `flycode watch`.
@@ -54,7 +54,7 @@ pub fn exit_status() -> Option<u8> {
 }
 
 /// What a door does with a stop signal.
-struct Plan {
+struct StopPlan {
     /// End the running call and the jobs now.
     end_programs: bool,
     /// Exit with 128 plus the signal.
@@ -65,27 +65,27 @@ struct Plan {
     give_up: Option<Duration>,
 }
 
-fn plan(door: Door, signal: i32) -> Plan {
+fn plan(door: StopDoor, signal: i32) -> StopPlan {
     match door {
-        Door::Exec => Plan {
+        StopDoor::Exec => StopPlan {
             end_programs: true,
             signal_status: true,
             exit_when_idle: false,
             give_up: Some(Duration::from_secs(5)),
         },
-        Door::Mcp => Plan {
+        StopDoor::Mcp => StopPlan {
             end_programs: true,
             signal_status: true,
             exit_when_idle: true,
             give_up: Some(Duration::from_secs(10)),
         },
-        Door::Run => Plan {
+        StopDoor::Run => StopPlan {
             end_programs: true,
             signal_status: true,
             exit_when_idle: false,
             give_up: None,
         },
-        Door::Watch => Plan {
+        StopDoor::Watch => StopPlan {
             end_programs: true,
             // SIGINT and SIGTERM are the ordinary way to stop watching (PROTOCOL.md §12).
             signal_status: signal == SIGHUP || signal == SIGQUIT,
@@ -97,7 +97,7 @@ fn plan(door: Door, signal: i32) -> Plan {
 
 /// Installs the handling of SIGINT, SIGTERM, SIGHUP and SIGQUIT for `door`; `flag` is the door's
 /// own stop flag (`run`'s cancel, `watch`'s shutdown), set on the first of them.
-pub(crate) fn install(door: Door, flag: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
+pub(crate) fn install(door: StopDoor, flag: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
         .context("installing the signal handler")?;
     let guardian = process::guard::guardian_pid();
@@ -137,7 +137,7 @@ pub(crate) fn install(door: Door, flag: Option<Arc<AtomicBool>>) -> anyhow::Resu
 }
 
 /// Exits (with 128 plus `signal` where the plan says so) once no call runs (`exit_when_idle`) or `give_up` has passed.
-fn exit_later(signal: i32, plan: &Plan) {
+fn exit_later(signal: i32, plan: &StopPlan) {
     let started = Instant::now();
     loop {
         let idle = plan.exit_when_idle && process::running_calls() == 0;

@@ -36,7 +36,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     // flycode").
     crate::sandbox::process::guard::guard_this_process();
     let shutdown = Arc::new(AtomicBool::new(false));
-    super::signals::install(super::signals::Door::Watch, Some(Arc::clone(&shutdown)))?;
+    super::signals::install(super::signals::StopDoor::Watch, Some(Arc::clone(&shutdown)))?;
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,

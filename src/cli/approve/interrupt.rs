@@ -3,9 +3,9 @@
 //!
 //! A signal handler only writes a byte to a socket pair; the question waits on the terminal and
 //! on that socket at once (`poll`), so a Ctrl-C that arrives at any moment, also just before the
-//! wait begins, ends the wait. `watch` and `run` keep their own handlers, which set their stop
-//! flags; `exec` has none, so outside a question Ctrl-C keeps its default action there (flycode
-//! ends at once, as before), and only during the question is it turned into a refusal.
+//! wait begins, ends the wait. SIGTERM, SIGHUP and SIGQUIT wake it the same way. Every door also
+//! has its own handler (`cli/signals.rs`), which stops it: outside a question that is all a
+//! signal does.
 
 use std::fs::File;
 use std::os::unix::net::UnixStream;
