@@ -478,3 +478,44 @@ fn mcp_client_closing_the_connection_leaves_no_program_nor_job() {
     );
     assert!(status.is_some(), "flycode mcp did not end");
 }
+
+/// The parent of `pid`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, fields) = stat.rsplit_once(')')?;
+    fields.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn a_crash_of_flycode_leaves_no_program() {
+    // The process that runs the call (flycode's worker) dies at once, without any clean-up of
+    // its own, as in a crash or at the hands of the OOM killer: SIGKILL to it alone.
+    let scene = Scene::new(None);
+    let mut running = start(Door::Exec, &scene, None);
+    let pids = running.pids.clone();
+    let worker = pids
+        .iter()
+        .filter_map(|&pid| parent_of(pid))
+        .find(|&parent| {
+            std::fs::read(format!("/proc/{parent}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).nth(1) == Some(b"exec"))
+        })
+        .expect("no program's parent is flycode exec");
+    let sent = Command::new("kill")
+        .args(["-KILL", &worker.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = wait_end(&mut running.child);
+    let deadline = Instant::now() + DEADLINE;
+    while pids.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivors: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+    assert!(
+        survivors.is_empty(),
+        "{survivors:?} of {pids:?} outlived flycode"
+    );
+    let status = status.expect("flycode did not end");
+    assert_eq!(status.code(), Some(128 + 9), "{status}");
+}
