@@ -6,7 +6,13 @@ use clap::Parser;
 use flycode::cli::{self, Cli, Outcome};
 
 fn main() -> ExitCode {
-    // Before anything a project or the command line says (PROTOCOL.md §11 Security).
+    // flycode's own guardian and front (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode"): images of this binary started with a hidden first argument.
+    if let Some(status) = flycode::sandbox::hidden_mode() {
+        return ExitCode::from(status);
+    }
+    // Before anything a project or the command line says (PROTOCOL.md §11 Security, "flycode's
+    // own places").
     flycode::sandbox::own_places::decide_own_places();
     let outcome = match cli::run(Cli::parse()) {
         Ok(outcome) => outcome,
@@ -17,6 +23,10 @@ fn main() -> ExitCode {
             Outcome::Usage
         }
     };
+    // Stopped by a signal: 128 plus the signal, as a shell reports it.
+    if let Some(status) = flycode::cli::signals::exit_status() {
+        return ExitCode::from(status);
+    }
     ExitCode::from(outcome as u8)
 }
 

@@ -17,8 +17,7 @@ use crate::tools::executor::{Approval, Approver, Question, Remembered};
 /// How many calls the command asks about: `exec` one, `watch` and `run` a session of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Asking {
-    /// `exec`: one call, so no answer for the rest of the session is offered; Ctrl-C outside a
-    /// question keeps its default action (flycode has no handler of its own there).
+    /// `exec`: one call, so no answer for the rest of the session is offered.
     OneCall,
     /// `watch`, `run`: answers for the rest of the session are offered; the command's own
     /// Ctrl-C handler stops it.
@@ -28,7 +27,8 @@ pub(crate) enum Asking {
 /// The approver for a command: `--yes` answers for the person (but for the calls only a person
 /// may allow), otherwise the terminal asks. Ctrl-C cancels a question from here on.
 pub(crate) fn approver(yes: bool, asking: Asking) -> Box<dyn Approver> {
-    interrupt::install(asking == Asking::OneCall);
+    // Every door has its own handler now (`cli/signals.rs`): Ctrl-C outside a question is its.
+    interrupt::install(false);
     let terminal = TerminalApprover::new(asking);
     if yes {
         Box::new(YesApprover { terminal })

@@ -21,6 +21,10 @@ use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
+    // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    crate::sandbox::process::guard::guard_this_process();
+    super::signals::install(super::signals::StopDoor::Exec, None)?;
     let loaded = crate::config::Config::load(&super::config_flags(&args.run));
     hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;

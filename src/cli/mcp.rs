@@ -17,6 +17,10 @@ fn settings_file(config: &crate::config::Config) -> std::path::PathBuf {
 
 /// Runs `flycode mcp` until the client closes the connection.
 pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
+    // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    crate::sandbox::process::guard::guard_this_process();
+    super::signals::install(super::signals::StopDoor::Mcp, None)?;
     let approve = args.approve;
     let flags = RunFlags {
         roots: args.roots,
@@ -65,6 +69,11 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve_stdio(server))?;
+    let served = runtime.block_on(serve_stdio(server));
+    // The client is gone: a call still under way ends with the connection (its program killed
+    // with its tree), as the jobs did (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    crate::sandbox::process::stop_all_programs();
+    served?;
     Ok(Outcome::Success)
 }

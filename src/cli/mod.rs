@@ -14,6 +14,7 @@ pub(crate) mod mcp;
 pub(crate) mod progress;
 pub(crate) mod prompt;
 pub(crate) mod run;
+pub mod signals;
 pub(crate) mod trust;
 pub mod undo;
 pub(crate) mod validate;

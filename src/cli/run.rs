@@ -42,6 +42,11 @@ fn finish_tags(ending: crate::agent::tags_run::TagEnding) -> Outcome {
 
 /// Runs `flycode run`.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
+    // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    crate::sandbox::process::guard::guard_this_process();
+    let cancel = Arc::new(AtomicBool::new(false));
+    super::signals::install(super::signals::StopDoor::Run, Some(Arc::clone(&cancel)))?;
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,
@@ -69,15 +74,6 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         args.transcript.as_deref(),
         &crate::sandbox::secret_env::value,
     )?;
-
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C while the first is being honoured ends flycode at once.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&cancel))
-            .context("installing the signal handler")?;
-        signal_hook::flag::register(signal, Arc::clone(&cancel))
-            .context("installing the signal handler")?;
-    }
 
     let settings = &launch.settings;
     let color =

@@ -32,6 +32,11 @@ enum ReplySource {
 
 /// Runs `flycode watch`.
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
+    // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    crate::sandbox::process::guard::guard_this_process();
+    let shutdown = Arc::new(AtomicBool::new(false));
+    super::signals::install(super::signals::StopDoor::Watch, Some(Arc::clone(&shutdown)))?;
     // Before the hand-off: a key variable that a file trusted now names is handed off too.
     let loaded = super::trust::offer_trust(
         &args.run,
@@ -50,7 +55,6 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         inner: asking.as_ref(),
         spinner: terminal.spinner.clone(),
     });
-    let shutdown = stop_on_signals()?;
     let policy_key = policy_key(
         sandbox.roots(),
         &config.policy,
@@ -157,16 +161,6 @@ fn load_session(args: &WatchArgs, state: &Path) -> anyhow::Result<(Session, Repl
         eprintln!("flycode: {notice}");
     }
     Ok((session, replay))
-}
-
-/// A flag set by SIGINT or SIGTERM: the watcher stops between calls.
-fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
-    let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&shutdown))
-            .context("installing the signal handler")?;
-    }
-    Ok(shutdown)
 }
 
 /// Answers what arrives from `source` until `shutdown`; returns the last result put on the

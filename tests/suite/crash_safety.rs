@@ -17,7 +17,34 @@ fn exec(root: &Path, state: &Path) -> Command {
         .args(["exec", "--approve", "auto", "--root"])
         .arg(root)
         .env("FLYCODE_STATE_DIR", state);
+    // Its own process group, killed whole: flycode is a front and a worker in it (PROTOCOL.md
+    // §11 (Security), "No program outlives flycode"), and the kill must land in the worker.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     command
+}
+
+/// Kills flycode's process group with SIGKILL (the front and the worker at once) and waits until
+/// no process of it is left: the kill has landed wherever the work was.
+fn kill_flycode(child: &mut std::process::Child) {
+    let group = i32::try_from(child.id()).unwrap();
+    if let Some(group) = rustix::process::Pid::from_raw(group) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let _ = child.wait();
+    let in_group = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let Some((_, fields)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let fields: Vec<&str> = fields.split_whitespace().collect();
+            // `state ppid pgrp`: a zombie has done its work.
+            fields.get(2) == Some(&group.to_string().as_str()) && fields.first() != Some(&"Z")
+        })
+    };
+    while in_group() {
+        std::thread::yield_now();
+    }
 }
 
 /// When the kill comes: after a delay from the start, from the moment the operation's journal
@@ -74,8 +101,7 @@ fn run_and_kill(root: &Path, state: &Path, reply: &str, kill: Kill) {
     std::thread::sleep(delay);
     // SIGKILL straight from this process: the renames of a batch take about a millisecond, less
     // than starting `kill` would.
-    let _ = child.kill();
-    let _ = child.wait();
+    kill_flycode(&mut child);
 }
 
 /// How long the phases of a run take: the whole run, the journal record's life, and the renames.

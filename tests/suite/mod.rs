@@ -25,6 +25,7 @@ mod mcp;
 mod mcp_framing;
 mod newcomer;
 mod one_judgement;
+mod outlive;
 mod own_files;
 mod process_output;
 mod prompt_matches_schemas;

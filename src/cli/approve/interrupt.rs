@@ -3,9 +3,9 @@
 //!
 //! A signal handler only writes a byte to a socket pair; the question waits on the terminal and
 //! on that socket at once (`poll`), so a Ctrl-C that arrives at any moment, also just before the
-//! wait begins, ends the wait. `watch` and `run` keep their own handlers, which set their stop
-//! flags; `exec` has none, so outside a question Ctrl-C keeps its default action there (flycode
-//! ends at once, as before), and only during the question is it turned into a refusal.
+//! wait begins, ends the wait. SIGTERM, SIGHUP and SIGQUIT wake it the same way. Every door also
+//! has its own handler (`cli/signals.rs`), which stops it: outside a question that is all a
+//! signal does.
 
 use std::fs::File;
 use std::os::unix::net::UnixStream;
@@ -55,6 +55,15 @@ pub(crate) fn install(default_outside_questions: bool) {
         } else {
             None
         };
+        // SIGTERM, SIGHUP and SIGQUIT stop flycode too (`cli/signals.rs`): a question they
+        // find waiting is cancelled the same way, rather than left waiting for its answer.
+        for signal in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+            signal_hook::consts::SIGQUIT,
+        ] {
+            signal_hook::low_level::pipe::register(signal, wake.try_clone().ok()?).ok()?;
+        }
         signal_hook::low_level::pipe::register(signal_hook::consts::SIGINT, wake).ok()?;
         Some(Interrupts {
             woken,

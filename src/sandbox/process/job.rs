@@ -85,6 +85,23 @@ impl JobShared {
     }
 }
 
+/// Every background job of this process that has not ended, for [`kill_all`].
+static JOBS: Mutex<Vec<std::sync::Weak<JobShared>>> = Mutex::new(Vec::new());
+
+/// Kills every background job of this process with its whole tree (flycode stopping on a
+/// signal, PROTOCOL.md §11 (Security), "No program outlives flycode").
+pub(super) fn kill_all() {
+    let jobs: Vec<Arc<JobShared>> = lock(&JOBS)
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    for job in jobs {
+        if !*lock(&job.done) {
+            job.kill_tree();
+        }
+    }
+}
+
 /// A running (or ended) background program. Dropping it kills everything it started.
 pub(crate) struct BackgroundProcess {
     shared: Arc<JobShared>,
@@ -114,6 +131,12 @@ impl BackgroundProcess {
         pty: bool,
         log: Arc<JobOutputLog>,
     ) -> Result<BackgroundProcess, ProcessError> {
+        if super::is_stopping() {
+            return Err(ProcessError::Io {
+                program: spec.program.clone(),
+                source: io::Error::new(io::ErrorKind::Interrupted, "flycode is stopping"),
+            });
+        }
         tree::become_subreaper();
         let mut prepared = match &spec.containment {
             Some(containment) => {
@@ -151,6 +174,11 @@ impl BackgroundProcess {
             done: Mutex::new(false),
             done_changed: Condvar::new(),
         });
+        {
+            let mut jobs = lock(&JOBS);
+            jobs.retain(|job| job.strong_count() > 0);
+            jobs.push(Arc::downgrade(&shared));
+        }
         let process = BackgroundProcess {
             shared: shared.clone(),
             stdin: Mutex::new(None),

@@ -53,6 +53,7 @@
 mod capture;
 #[cfg(unix)]
 mod cgroup;
+pub(crate) mod guard;
 #[cfg(unix)]
 pub(crate) mod job;
 #[cfg(unix)]
@@ -269,6 +270,48 @@ pub(crate) fn spawn_apart<T>(spawn: impl FnOnce() -> T) -> T {
     #[cfg(unix)]
     let _spawns = tree::live_children();
     spawn()
+}
+
+/// Set once flycode is stopping on a signal: no program starts any more, a running one is killed
+/// as on Ctrl-C (its result says `cancelled`).
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How many foreground runs are under way (from before the spawn to the end of the clean-up).
+static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Ends every program flycode runs, for a door stopping on a signal (PROTOCOL.md §11 (Security),
+/// "No program outlives flycode"): the foreground run under way is killed with its tree (as on
+/// Ctrl-C), every background job is killed with its tree, and no program starts from now on.
+pub(crate) fn stop_all_programs() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    #[cfg(unix)]
+    job::kill_all();
+}
+
+/// Whether [`stop_all_programs`] was called.
+pub(crate) fn is_stopping() -> bool {
+    STOPPING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// How many foreground runs are under way, clean-up included.
+pub(crate) fn running_calls() -> usize {
+    RUNNING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Counts one foreground run for [`running_calls`] while it lives.
+pub(crate) struct RunningCall;
+
+impl RunningCall {
+    pub(crate) fn start() -> RunningCall {
+        RUNNING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        RunningCall
+    }
+}
+
+impl Drop for RunningCall {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Makes this process non-dumpable (Linux), so the programs it starts, which run as the same

@@ -70,6 +70,19 @@ const CANCEL_POLL: Duration = Duration::from_millis(50);
 pub(super) fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, ProcessError> {
     let started = Instant::now();
     let deadline = started.checked_add(spec.timeout);
+    let _running = super::RunningCall::start();
+    // flycode is stopping on a signal: nothing starts any more.
+    if super::is_stopping() {
+        return Ok(ProcessOutcome {
+            exit_code: None,
+            signal: None,
+            stdout: super::StreamOutput::default(),
+            stderr: super::StreamOutput::default(),
+            timed_out: false,
+            cancelled: true,
+            duration: started.elapsed(),
+        });
+    }
     tree::become_subreaper();
     // Built before the spawn; a failure to build it is the call's, with nothing started.
     let mut prepared = match &spec.containment {
@@ -170,23 +183,19 @@ fn watch(
         if progress.is_complete() {
             return WaitEnding::Complete;
         }
-        if cancel.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+        if cancel.is_some_and(|flag| flag.load(Ordering::SeqCst)) || super::is_stopping() {
             return WaitEnding::Cancelled;
         }
         if progress.status.is_some() && grace_end.is_none() {
             grace_end = Some(Instant::now() + PIPE_GRACE);
         }
         let until = grace_end.or(deadline);
-        // With a cancel flag, wake up often enough to see it.
-        let wake = match (until, cancel) {
-            (Some(until), Some(_)) => Some(until.min(Instant::now() + CANCEL_POLL)),
-            (None, Some(_)) => Some(Instant::now() + CANCEL_POLL),
-            (until, None) => until,
+        // Wake up often enough to see the cancel flag and flycode stopping on a signal.
+        let wake = match until {
+            Some(until) => until.min(Instant::now() + CANCEL_POLL),
+            None => Instant::now() + CANCEL_POLL,
         };
-        let event = match wake {
-            Some(wake) => received.recv_timeout(wake.saturating_duration_since(Instant::now())),
-            None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
+        let event = received.recv_timeout(wake.saturating_duration_since(Instant::now()));
         match event {
             Ok(event) => progress.record(event),
             Err(RecvTimeoutError::Timeout) if until.is_some_and(|u| Instant::now() < u) => {}
@@ -242,6 +251,8 @@ pub(super) fn spawn(
     }
     command.envs(spec.env_set.iter().map(|(name, value)| (name, value)));
     command.env(tree::RUN_TAG_VAR, &run.tag);
+    // A flycode the program starts is not this one's worker: it guards its own programs.
+    command.env_remove(super::guard::WORKER_VAR);
     if let Some(prepared) = &prepared {
         for name in ["TMPDIR", "TMP", "TEMP"] {
             command.env(name, prepared.temp_dir());

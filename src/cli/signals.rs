@@ -1,0 +1,150 @@
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT in the doors that run programs (PROTOCOL.md §11
+//! (Security), "No program outlives flycode"): the running call and the background jobs are ended
+//! first, then flycode exits with the conventional status, 128 plus the signal (130 for Ctrl-C,
+//! 143 for SIGTERM). What a door does in between:
+//!
+//! - `exec`: the call under way is cancelled (its program killed with its tree), its result is
+//!   printed as usual; a door still busy 5 s later (reading its input, a question) exits then.
+//! - `mcp`: every program and job is killed, and flycode exits as soon as no call is running
+//!   (the client is gone or going; nothing is answered any more).
+//! - `run`: the run's own stop (PROTOCOL.md §13, "Ctrl-C"), for each of the four signals.
+//! - `watch`: the running call is ended (answered `cancelled`), the jobs too, the session saved;
+//!   SIGINT and SIGTERM are the ordinary way to stop watching and exit 0 (PROTOCOL.md §12,
+//!   "Stopping"), SIGHUP (the terminal went away) and SIGQUIT exit with 128 plus the signal.
+//!
+//! A second signal (not a forward of the first by flycode's guardian) ends flycode at once.
+//! Whatever is left then is killed by the guardian ([`crate::sandbox::process::guard`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+
+use crate::sandbox::process;
+
+/// Which door installs the handling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopDoor {
+    /// `flycode exec`, both dialects.
+    Exec,
+    /// `flycode watch`.
+    Watch,
+    /// `flycode run`.
+    Run,
+    /// `flycode mcp`.
+    Mcp,
+}
+
+/// The first stop signal received (0: none).
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// Whether the exit status is 128 plus [`STOPPED_BY`].
+static SIGNAL_STATUS: AtomicBool = AtomicBool::new(false);
+
+/// The exit status flycode must end with because a signal stopped it, if one did: 128 plus the
+/// signal.
+pub fn exit_status() -> Option<u8> {
+    let signal = STOPPED_BY.load(Ordering::SeqCst);
+    (signal != 0 && SIGNAL_STATUS.load(Ordering::SeqCst))
+        .then(|| u8::try_from(128 + signal).unwrap_or(u8::MAX))
+}
+
+/// What a door does with a stop signal.
+struct StopPlan {
+    /// End the running call and the jobs now.
+    end_programs: bool,
+    /// Exit with 128 plus the signal.
+    signal_status: bool,
+    /// Exit at once when no call is running any more.
+    exit_when_idle: bool,
+    /// Exit after this long if the door has not ended by itself.
+    give_up: Option<Duration>,
+}
+
+fn plan(door: StopDoor, signal: i32) -> StopPlan {
+    match door {
+        StopDoor::Exec => StopPlan {
+            end_programs: true,
+            signal_status: true,
+            exit_when_idle: false,
+            give_up: Some(Duration::from_secs(5)),
+        },
+        StopDoor::Mcp => StopPlan {
+            end_programs: true,
+            signal_status: true,
+            exit_when_idle: true,
+            give_up: Some(Duration::from_secs(10)),
+        },
+        StopDoor::Run => StopPlan {
+            end_programs: true,
+            signal_status: true,
+            exit_when_idle: false,
+            give_up: None,
+        },
+        StopDoor::Watch => StopPlan {
+            end_programs: true,
+            // SIGINT and SIGTERM are the ordinary way to stop watching (PROTOCOL.md §12).
+            signal_status: signal == SIGHUP || signal == SIGQUIT,
+            exit_when_idle: false,
+            give_up: Some(Duration::from_secs(10)),
+        },
+    }
+}
+
+/// Installs the handling of SIGINT, SIGTERM, SIGHUP and SIGQUIT for `door`; `flag` is the door's
+/// own stop flag (`run`'s cancel, `watch`'s shutdown), set on the first of them.
+pub(crate) fn install(door: StopDoor, flag: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        .context("installing the signal handler")?;
+    let guardian = process::guard::guardian_pid();
+    std::thread::Builder::new()
+        .name("flycode-signals".to_owned())
+        .spawn(move || {
+            for origin in signals.forever() {
+                let signal = origin.signal;
+                let first = STOPPED_BY.load(Ordering::SeqCst);
+                if first != 0 {
+                    // The guardian forwarding what the worker got from the terminal's group too.
+                    let forwarded =
+                        guardian.is_some() && origin.process.map(|sender| sender.pid) == guardian;
+                    if !forwarded {
+                        std::process::exit(128 + first);
+                    }
+                    continue;
+                }
+                STOPPED_BY.store(signal, Ordering::SeqCst);
+                let plan = plan(door, signal);
+                SIGNAL_STATUS.store(plan.signal_status, Ordering::SeqCst);
+                if let Some(flag) = &flag {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                if plan.end_programs {
+                    process::stop_all_programs();
+                }
+                if plan.exit_when_idle || plan.give_up.is_some() {
+                    let _ = std::thread::Builder::new()
+                        .name("flycode-stopping".to_owned())
+                        .spawn(move || exit_later(signal, &plan));
+                }
+            }
+        })
+        .context("installing the signal handler")?;
+    Ok(())
+}
+
+/// Exits (with 128 plus `signal` where the plan says so) once no call runs (`exit_when_idle`) or `give_up` has passed.
+fn exit_later(signal: i32, plan: &StopPlan) {
+    let started = Instant::now();
+    loop {
+        let idle = plan.exit_when_idle && process::running_calls() == 0;
+        let late = plan.give_up.is_some_and(|limit| started.elapsed() >= limit);
+        if idle || late {
+            std::process::exit(if plan.signal_status { 128 + signal } else { 0 });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
