@@ -148,27 +148,10 @@ mod linux {
         if let Some(path) = std::env::var_os(HANDOFF_VARIABLE).map(PathBuf::from)
             && is_named_for_this_process(&path)
         {
-            // This image was started by a hand-off: never make another one. A file that cannot
-            // be taken is deleted all the same (a secret must not stay on disk), and the command
-            // stops.
-            if !is_in_state_dir(&path) {
-                return Err(format!(
-                    "the secrets handed over at start are in {}, outside flycode's state folder; flycode will not read them there. Start flycode again",
-                    path.display()
-                ));
-            }
-            return match receive(&path) {
-                Ok(pairs) => {
-                    let _ = HELD.set(pairs.into_iter().collect());
-                    Ok(())
-                }
-                Err(why) => {
-                    let _ = std::fs::remove_file(&path);
-                    Err(format!(
-                        "the secrets handed over at start could not be read ({why}); the file is deleted. Start flycode again"
-                    ))
-                }
-            };
+            // This image was started by a hand-off: never make another one.
+            let pairs = take(&path)?;
+            let _ = HELD.set(pairs.into_iter().collect());
+            return Ok(());
         }
         // A variable left by another flycode (flycode run by a program flycode ran) names
         // another pid's file: ignored.
@@ -212,6 +195,24 @@ mod linux {
         };
         let _ = std::fs::remove_file(&path);
         refuse(format!("restarting flycode failed: {error}"))
+    }
+
+    /// Takes the hand-off file at `path`, made for this process: its pairs, or why the command
+    /// must stop. A file that cannot be taken is deleted all the same (a secret must not stay on
+    /// disk), unless it lies outside the state folder (then it is not flycode's to delete).
+    fn take(path: &Path) -> Result<BTreeMap<String, String>, String> {
+        if !is_in_state_dir(path) {
+            return Err(format!(
+                "the secrets handed over at start are in {}, outside flycode's state folder; flycode will not read them there. Start flycode again",
+                path.display()
+            ));
+        }
+        receive(path).map_err(|why| {
+            let _ = std::fs::remove_file(path);
+            format!(
+                "the secrets handed over at start could not be read ({why}); the file is deleted. Start flycode again"
+            )
+        })
     }
 
     /// Whether `path` names a hand-off file made for this pid (the pid survives `execve`;
@@ -305,6 +306,35 @@ mod linux {
             assert!(!is_for_this_process(Path::new(&format!(
                 "/tmp/{FILE_PREFIX}{pid}-abc"
             ))));
+        }
+
+        #[test]
+        fn a_hand_off_that_cannot_be_received_is_deleted_and_stops_the_command() {
+            let Some(dir) = state_dir() else { return };
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join(format!("{FILE_PREFIX}{}-planted", std::process::id()));
+            std::fs::write(&path, br#"{"FLYCODE_API_KEY":"sk-0123456789"}"#).unwrap();
+            // Readable by others: not a file flycode made.
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+            std::fs::set_permissions(&path, mode).unwrap();
+            let error = take(&path).unwrap_err();
+            assert!(
+                error.contains("could not be read") && error.contains("deleted"),
+                "{error}"
+            );
+            assert!(!path.exists());
+            // Outside the state folder: refused, and not flycode's to delete.
+            let temp = tempfile::tempdir().unwrap();
+            let outside = temp
+                .path()
+                .join(format!("{FILE_PREFIX}{}-x", std::process::id()));
+            std::fs::write(&outside, "{}").unwrap();
+            assert!(
+                take(&outside)
+                    .unwrap_err()
+                    .contains("outside flycode's state folder")
+            );
+            assert!(outside.exists());
         }
 
         #[test]

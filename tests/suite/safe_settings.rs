@@ -3,8 +3,8 @@
 //! declared once with what it does to safety, so an untrusted project file's loosening value is
 //! ignored with its line named whatever the setting; no file may name a variable flycode reads
 //! for itself as a secret; flycode's own places are decided before anything a project says, and
-//! a secret hand-off that cannot be made or received stops flycode instead of leaving the key
-//! behind. Each test has its own HOME and runs flycode with no terminal (`setsid`).
+//! a secret hand-off that cannot be made stops flycode instead of leaving the key in its
+//! environment (one that cannot be received: `sandbox::secret_env`'s unit tests). Each test has its own HOME and runs flycode with no terminal (`setsid`).
 
 use std::path::{Path, PathBuf};
 
@@ -183,43 +183,6 @@ fn an_untrusted_file_cannot_raise_budgets_nor_bring_a_prompt_from_outside() {
         });
         assert!(applied, "{key} should apply:\n{stdout}");
     }
-}
-
-#[test]
-fn a_handoff_that_cannot_be_received_is_deleted_and_nothing_runs() {
-    let home = Home::new();
-    let state = home.state();
-    std::fs::create_dir_all(&state).unwrap();
-    let victim = home.project.join("written.txt");
-    // A hand-off file named for the process but readable by others: not one flycode made.
-    let script = format!(
-        "f={state}/secret-handoff-$$-planted; printf '{{\"FLYCODE_API_KEY\":\"sk-planted-0123456789\"}}' > $f; chmod 644 $f; FLYCODE_SECRET_HANDOFF=$f exec {bin} exec --yes",
-        state = state.display(),
-        bin = env!("CARGO_BIN_EXE_flycode"),
-    );
-    let output = {
-        let mut command = Command::new("setsid");
-        command
-            .args(["sh", "-c", &script])
-            .env_clear()
-            .env("HOME", &home.home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .current_dir(&home.project)
-            .write_stdin(write_call(&victim));
-        command.output().unwrap()
-    };
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("could not be read") && stderr.contains("deleted"),
-        "{stderr}"
-    );
-    assert!(
-        home.handoff_files().is_empty(),
-        "{:?}",
-        home.handoff_files()
-    );
-    assert!(!victim.exists());
 }
 
 #[test]
