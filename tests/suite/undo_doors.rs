@@ -359,3 +359,47 @@ fn mcp_records_its_calls_and_returns_the_id() {
     );
     assert_recorded_logged_and_undone(&place, "mcp", "fs.write");
 }
+
+/// A door whose calls could be neither looked up nor undone does not run them: without a state
+/// directory for the audit log and the undo store, `exec` (either dialect) stops before the
+/// call, exit 2, and says why.
+#[test]
+fn without_a_state_directory_no_door_runs_a_call() {
+    let place = place();
+    let call = json!({"id": "n1", "tool": "fs.write", "args": write_call(&place.root.join("new.txt"), "x\n")});
+    for (flags, reply) in [
+        (vec![], format!("```flycode-call\n{call}\n```\n")),
+        (
+            vec!["--dialect", "tags"],
+            smart_edit_create(&place.root.join("new.txt"), "x"),
+        ),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(["exec", "--yes"])
+            .args(&flags)
+            .arg("--root")
+            .arg(&place.root)
+            .current_dir(&place.root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(reply.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("no state directory for the audit log and the undo store"),
+            "{stderr}"
+        );
+        assert!(!place.root.join("new.txt").exists(), "{flags:?}: {stderr}");
+    }
+}
