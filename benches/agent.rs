@@ -283,7 +283,7 @@ fn subagent_turn(c: &mut Criterion) {
     use flycode::agent::settings::{SettingFlags, resolve_settings};
     use flycode::agent::task::Tasks;
     use flycode::tools::agent::{SubagentType, TaskArgs, TaskRunner};
-    use flycode::tools::executor::{Approval, FixedApprover};
+    use flycode::tools::executor::{Approval, Executor, FixedApprover};
     use flycode::tools::policy::Policy;
     use std::sync::Mutex;
     use std::sync::atomic::AtomicBool;
@@ -353,11 +353,7 @@ fn subagent_turn(c: &mut Criterion) {
             };
             let (relay, relayed) = std::sync::mpsc::channel();
             let tasks = Tasks {
-                sandbox: &sandbox,
-                policy: &policy,
-                approver: &approver,
-                audit: None,
-                limits: flycode::tools::Limits::default(),
+                service: Executor::new(&sandbox, &policy, &approver),
                 settings: &settings,
                 prompt_context: prompt_context.clone(),
                 transcripts: transcripts.clone(),
@@ -367,8 +363,6 @@ fn subagent_turn(c: &mut Criterion) {
                 lenient: false,
                 max_reply_bytes: flycode::config::reply_limit::DEFAULT_MAX_REPLY_BYTES,
                 started: Mutex::new(0),
-                condenser: None,
-                jobs: None,
             };
             // The envelope says what the child did: a bench of failing tasks measures nothing.
             let output = tasks.run_task(&task, Some("call-1")).expect("task");

@@ -1,7 +1,8 @@
 //! Everything a run needs before its first request, put together from the resolved settings, the
 //! configuration and the sandbox: the system prompt (with the user's role or prompt files), the
 //! API client, where the run is recorded, and flycode's own files added to the protected paths.
-//! Then the run itself: the executor shared by the turn's calls, the agent's memory, the loop.
+//! Then the run itself: the run's door session and the executor it makes for the turn's calls,
+//! the agent's memory, the loop.
 //! The command line only parses, chooses a display and prints.
 
 use std::path::{Path, PathBuf};
@@ -28,10 +29,9 @@ use crate::config::Config;
 use crate::protocol::ToolSet;
 use crate::protocol::prompt::PromptLanguage;
 use crate::sandbox::state::state_dir;
-use crate::sandbox::{AuditLog, Sandbox, Session};
+use crate::sandbox::{Sandbox, Session};
 use crate::tools::Limits;
-use crate::tools::executor::{Approver, Door, Executor};
-use crate::tools::policy::Policy;
+use crate::tools::executor::{Approver, Door, DoorSession, Executor, NoStateDirectory};
 
 /// Why a run cannot start (exit 2).
 #[derive(Debug, Error)]
@@ -67,6 +67,9 @@ pub(crate) enum LaunchError {
     /// `--resume` names no run that can go on.
     #[error(transparent)]
     Resume(#[from] ResumeError),
+    /// The run's audit log and undo store have no state directory to live in.
+    #[error(transparent)]
+    Session(#[from] NoStateDirectory),
 }
 
 /// Reads the run `--resume ARG` names (`latest`, or a transcript's path).
@@ -93,12 +96,11 @@ pub(crate) struct Launch {
     pub transcripts: Vec<PathBuf>,
     provider: Box<dyn Provider>,
     sandbox: Sandbox,
-    policy: Policy,
-    limits: Limits,
+    /// The run's door session: policy, limits, audit log, the undo recorder of the run's
+    /// changes (PROTOCOL.md §16 (Undo and history)), stale-read memory, jobs and hints.
+    session: DoorSession,
     prompt_context: PromptContext,
     max_reply_bytes: usize,
-    /// Records the changes of the run's calls (PROTOCOL.md §16 (Undo and history)).
-    recorder: Option<crate::sandbox::undo::Recorder>,
 }
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
@@ -147,7 +149,12 @@ impl Launch {
                 .first_byte_timeout(&settings.base_url, settings.read_timeout),
             turn_timeout: Some(settings.bounds.turn_timeout),
         })?;
-        let limits = run_limits(&settings, config, tool_set);
+        let session = DoorSession::open(
+            Door::Run,
+            config,
+            run_limits(&settings, config, tool_set),
+            Some(Session::in_memory()),
+        )?;
         Ok(Launch {
             max_reply_bytes: config.max_reply_bytes,
             prompt_context,
@@ -156,19 +163,14 @@ impl Launch {
             transcripts,
             provider,
             sandbox,
-            policy: config.policy.clone(),
-            limits,
-            recorder: crate::sandbox::undo::UndoStore::open_default(config.durability)
-                .map(|store| crate::sandbox::undo::Recorder::new(store, "run", config.undo)),
+            session,
         })
     }
 
     /// How many file changes the run's calls made (PROTOCOL.md §16 (Undo and history)): all of
     /// them are taken back by `flycode undo --run` with [`crate::sandbox::undo::session_id`].
     pub(crate) fn changes_recorded(&self) -> u64 {
-        self.recorder
-            .as_ref()
-            .map_or(0, crate::sandbox::undo::Recorder::recorded)
+        self.session.changes_recorded()
     }
 
     /// Works on `task` until the model answers, a budget runs out, the API fails, or Ctrl-C;
@@ -228,12 +230,7 @@ impl Launch {
         options: &RunOptions<'_>,
         observer: &mut dyn RunObserver,
     ) -> RunReport {
-        let session = Mutex::new(Session::in_memory());
         let memory = start.memory;
-        let limits = Limits {
-            cancel: Some(Arc::clone(options.cancel)),
-            ..self.limits.clone()
-        };
         let (relay, relayed) = mpsc::channel();
         let condenser = super::recall::LightCondenser::new(
             &self.settings,
@@ -243,14 +240,11 @@ impl Launch {
         );
         // The run is the session of its background jobs (PROTOCOL.md §10 (Running calls:
         // background jobs)): they end when it returns, Ctrl-C included.
-        let jobs = limits.job_table();
-        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+        if let Some(jobs) = self.session.jobs() {
+            jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+        }
         let tasks = Tasks {
-            sandbox: &self.sandbox,
-            policy: &self.policy,
-            approver: options.approver,
-            audit: AuditLog::default_location(),
-            limits: limits.clone(),
+            service: run_service(&self.session, &self.sandbox, options, &condenser),
             settings: &self.settings,
             prompt_context: self.prompt_context.clone(),
             transcripts: self.transcripts.clone(),
@@ -260,8 +254,6 @@ impl Launch {
             lenient: options.lenient,
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(start.tasks_started),
-            condenser: Some(&condenser),
-            jobs: Some(&jobs),
         };
         let mut transcript = TranscriptWriter::new(self.transcripts.clone());
         if let Some(parent) = start.continues {
@@ -269,17 +261,8 @@ impl Launch {
         }
         let mut run = AgentRun {
             provider: self.provider.as_mut(),
-            executor: Executor::builder(&self.sandbox, &self.policy, options.approver)
-                .door(Door::Run)
-                .condenser(&condenser)
-                .session(Some(&session))
-                .audit(AuditLog::default_location())
-                .limits(limits)
-                .notebook(&memory)
-                .tasks(&tasks)
-                .undo(self.recorder.clone())
-                .jobs(Some(&jobs))
-                .build(),
+            executor: run_service(&self.session, &self.sandbox, options, &condenser)
+                .for_agent(&memory, Some(&tasks)),
             settings: &self.settings,
             lenient: options.lenient,
             prompt: self.prompt.clone(),
@@ -292,9 +275,25 @@ impl Launch {
         };
         let report = run.run_history(start.conversation, observer);
         drop(run);
-        jobs.end_session();
+        if let Some(jobs) = self.session.jobs() {
+            jobs.end_session();
+        }
         report
     }
+}
+
+/// The executor of a run's calls: the run's session in its sandbox, asking `options`' approver,
+/// stopped by its Ctrl-C, with the light model condensing `memory.query`'s findings.
+fn run_service<'s>(
+    session: &'s DoorSession,
+    sandbox: &'s Sandbox,
+    options: &RunOptions<'s>,
+    condenser: &'s dyn crate::tools::memory::Condenser,
+) -> Executor<'s> {
+    session
+        .executor(sandbox, options.approver)
+        .cancelled_by(Arc::clone(options.cancel))
+        .condensing_with(condenser)
 }
 
 impl Launch {
@@ -305,11 +304,6 @@ impl Launch {
         task: &str,
         options: &RunOptions<'_>,
     ) -> super::tags_run::TagEnding {
-        let session = Mutex::new(Session::in_memory());
-        let limits = Limits {
-            cancel: Some(Arc::clone(options.cancel)),
-            ..self.limits.clone()
-        };
         let condenser = super::recall::LightCondenser::new(
             &self.settings,
             self.max_reply_bytes,
@@ -318,24 +312,17 @@ impl Launch {
         );
         // The run is the session of its background jobs, as in the flycode dialect
         // (PROTOCOL.md §10 (Running calls: background jobs)): they end when it returns.
-        let jobs = limits.job_table();
-        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+        if let Some(jobs) = self.session.jobs() {
+            jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+        }
         // Seed 000's own prompt, in English: `run` has no language setting (PROTOCOL.md §15
         // (The tag dialect: run)).
         let system = super::tags_prompt::render_tags_prompt(
             PromptLanguage::En,
             self.sandbox.roots(),
-            &limits.places,
+            &self.session.limits().places,
         );
-        let executor = Executor::builder(&self.sandbox, &self.policy, options.approver)
-            .door(Door::Run)
-            .condenser(&condenser)
-            .session(Some(&session))
-            .audit(AuditLog::default_location())
-            .limits(limits)
-            .undo(self.recorder.clone())
-            .jobs(Some(&jobs))
-            .build();
+        let executor = run_service(&self.session, &self.sandbox, options, &condenser);
         let tag_loop = super::tags_run::TagLoop {
             provider: Mutex::new(self.provider.as_mut()),
             executor: &executor,
@@ -348,7 +335,9 @@ impl Launch {
         let ending = tag_loop.run(task, self.transcripts.clone());
         drop(tag_loop);
         drop(executor);
-        jobs.end_session();
+        if let Some(jobs) = self.session.jobs() {
+            jobs.end_session();
+        }
         ending
     }
 }

@@ -282,7 +282,7 @@ impl ChildAgents for TagAgent<'_, '_> {
             .as_ref()
             .and_then(|agent| agent.tools.clone())
             .map(|tools| {
-                self.executor.narrowed(Restriction {
+                self.executor.restricted(Restriction {
                     tools: std::borrow::Cow::Owned(tools),
                     reason: "this predefined agent's file names the tools it may use",
                     hint: "Use the tools your role names, or <return> and say what is left to do.",

@@ -199,7 +199,8 @@ impl Approver for TerminalApprover {
     fn ask(&self, question: &Question) -> Approval {
         // Masked already (PROTOCOL.md §9 (Secrets and masking)).
         let (shown, reason) = (&question.shown, &question.reason);
-        let preview = question.preview.as_deref();
+        let preview = question.preview.as_ref().map(|preview| preview.text());
+        let preview = preview.as_deref();
         let Some(allowed) = self.allowed.as_ref().filter(|_| !question.in_person) else {
             return self.ask_once(&approval_question(shown, reason, preview, None));
         };

@@ -2,7 +2,6 @@
 //! the `flycode-result` block.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
 
 use anyhow::Context;
 use serde_json::Value;
@@ -15,8 +14,8 @@ use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
-use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::{Door, Executor};
+use crate::sandbox::Session;
+use crate::tools::executor::{Door, DoorSession};
 use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
@@ -54,24 +53,19 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
             return Ok(code);
         }
     };
-    let session = match &args.session {
+    let memory = match &args.session {
         Some(name) => {
-            let session = Session::load(name).map_err(anyhow::Error::msg)?;
-            if let Some(notice) = session.notice() {
+            let memory = Session::load(name).map_err(anyhow::Error::msg)?;
+            if let Some(notice) = memory.notice() {
                 eprintln!("flycode: {notice}");
             }
-            Some(Mutex::new(session))
+            Some(memory)
         }
         None => None,
     };
+    let session = DoorSession::open(Door::Exec, &config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
-    let executor = Executor::builder(&sandbox, &config.policy, approver.as_ref())
-        .door(Door::Exec)
-        .session(session.as_ref())
-        .audit(AuditLog::default_location())
-        .limits(config.limits())
-        .undo(super::undo_recorder(&config, "exec"))
-        .build();
+    let executor = session.executor(&sandbox, approver.as_ref());
     let mut execution = executor.execute(&call);
     if execution.change.is_some() {
         eprintln!("└ {}", escape_for_display(&execution.summary));
@@ -82,14 +76,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     if let Some(advice) = execution.advice() {
         eprintln!("flycode: to allow it: {}", escape_for_display(advice));
     }
-    if let Some(session) = session {
-        session
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .save()
-            .map_err(anyhow::Error::msg)
-            .context("saving the session")?;
-    }
+    session.save_memory().context("saving the session")?;
     // Moved, not copied: a 1 MB read's content is in the data.
     let data = execution.output.take().map(|output| output.data);
     let succeeded = execution.is_ok();

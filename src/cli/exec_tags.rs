@@ -3,7 +3,6 @@
 //! tag dialect)).
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -13,9 +12,9 @@ use crate::config::Config;
 use crate::protocol::ErrorCode;
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::tags::{TagResult, TagVerdict, read_tags};
-use crate::sandbox::{AuditLog, Sandbox, Session};
+use crate::sandbox::{Sandbox, Session};
 use crate::tags::{TagAnswer, TagDoor, render_answers};
-use crate::tools::executor::{Door, Executor};
+use crate::tools::executor::{Door, DoorSession};
 
 /// Runs `flycode exec --dialect tags` on an opened sandbox; `None` when the reply holds no call
 /// (prose, or a `<return>`).
@@ -61,31 +60,20 @@ pub(crate) fn run(
         }
         TagVerdict::Tags(tags) => tags,
     };
-    let session = match &args.session {
-        Some(name) => Some(Mutex::new(Session::load(name).map_err(anyhow::Error::msg)?)),
+    let memory = match &args.session {
+        Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
         None => None,
     };
+    let session = DoorSession::open(Door::Exec, config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
-    let executor = Executor::builder(sandbox, &config.policy, approver.as_ref())
-        .door(Door::Exec)
-        .session(session.as_ref())
-        .audit(AuditLog::default_location())
-        .limits(config.limits())
-        .build();
+    let executor = session.executor(sandbox, approver.as_ref());
     let mut number = 0;
     let answers = TagDoor::new(&executor).answer(&tags, &mut || {
         number += 1;
         format!("tag-{number}")
     });
     report_on_terminal(&answers);
-    if let Some(session) = session {
-        session
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .save()
-            .map_err(anyhow::Error::msg)
-            .context("saving the session")?;
-    }
+    session.save_memory().context("saving the session")?;
     let results: Vec<&TagResult> = answers.iter().map(|a| &a.result).collect();
     let oks: Vec<bool> = answers.iter().map(|a| a.ok).collect();
     print(args.json, "call", &results, &oks, &secrets)?;

@@ -5,7 +5,8 @@
 use super::{ApproveMode, McpArgs, Outcome, RunFlags, hand_off_secrets, open_sandbox};
 use crate::mcp::{McpServer, McpSettings, serve_stdio};
 use crate::protocol::ToolSet;
-use crate::sandbox::AuditLog;
+use crate::sandbox::Session;
+use crate::tools::executor::{Door, DoorSession};
 
 /// The flycode.toml a user edits to allow a call: the trusted project file, else the user's
 /// configuration file (an untrusted project file cannot allow a call: PROTOCOL.md §10).
@@ -35,6 +36,16 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&flags, loaded)?;
     // flycode.toml's `tools` is the chat front ends' set; an MCP client gets the extended set.
     let tool_set = args.tools.map_or(ToolSet::Extended, Into::into);
+    // One server is one session (PROTOCOL.md §14 (The MCP server)).
+    let session = DoorSession::open(
+        Door::Mcp,
+        &config,
+        crate::tools::Limits {
+            tool_set,
+            ..config.limits()
+        },
+        Some(Session::in_memory()),
+    )?;
     let roots = sandbox
         .roots()
         .iter()
@@ -47,18 +58,12 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
     );
     let server = McpServer::new(
         sandbox,
+        session,
         McpSettings {
-            policy: config.policy.clone(),
-            limits: crate::tools::Limits {
-                tool_set,
-                ..config.limits()
-            },
             tool_set,
             protected: config.protected.clone(),
-            audit: AuditLog::default_location(),
             config_file: settings_file(&config),
             configuration_note: crate::config::show::brief_notice(&config.layers),
-            undo: super::undo_recorder(&config, "mcp"),
             approve_flag: match approve {
                 Some(ApproveMode::Ask) => Some("--approve ask".to_owned()),
                 Some(ApproveMode::ReadOnly) => Some("--approve read-only".to_owned()),

@@ -692,16 +692,6 @@ pub(crate) fn open_sandbox(
     Ok((config, sandbox))
 }
 
-/// The recorder of `door`'s changes (PROTOCOL.md §16 (Undo and history)), where there is a
-/// state directory.
-pub(crate) fn undo_recorder(
-    config: &crate::config::Config,
-    door: &'static str,
-) -> Option<crate::sandbox::undo::Recorder> {
-    crate::sandbox::undo::UndoStore::open_default(config.durability)
-        .map(|store| crate::sandbox::undo::Recorder::new(store, door, config.undo))
-}
-
 /// The dialect a command speaks: `--dialect`, else flycode.toml's `dialect`, else flycode.
 pub(crate) fn dialect(
     flag: Option<crate::protocol::dialect::Dialect>,

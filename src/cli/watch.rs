@@ -3,8 +3,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -14,10 +14,9 @@ use super::{Outcome, WatchArgs, approver, hand_off_secrets, open_sandbox};
 use crate::protocol::Call;
 use crate::protocol::display::escape_for_display;
 use crate::protocol::result::INVALID_CALL_ID;
+use crate::sandbox::Session;
 use crate::sandbox::state::state_dir;
-use crate::sandbox::{AuditLog, Session};
-use crate::tools::executor::{Approver, Executor};
-use crate::tools::jobs::JobTable;
+use crate::tools::executor::{Approver, Door, DoorSession};
 use crate::tools::secrets::Secrets;
 use crate::watch::clipboard::{Clipboard, SystemClipboard, keep_on_clipboard, run_clipboard};
 use crate::watch::handler::policy_key;
@@ -46,8 +45,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let (mut source, no_display) = choose_source(args, &state)?;
-    let (session, replay) = load_session(args, &state)?;
-    let session = Mutex::new(session);
+    let (memory, replay) = load_session(args, &state)?;
     let terminal = WatchTerminal::new();
     let asking = approver(&args.run, super::approve::Asking::Session);
     // The spinner stops while the person is asked.
@@ -66,17 +64,17 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     // The watch process is the session of its background jobs (PROTOCOL.md §10 (Running calls:
     // background jobs)): they end when it does.
     let dialect = super::dialect(args.run.dialect, &config);
-    let limits = watch_limits(&config, dialect);
-    let jobs: JobTable = limits.job_table();
-    jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+    let session = DoorSession::open(
+        Door::Watch,
+        &config,
+        watch_limits(&config, dialect),
+        Some(memory),
+    )?;
+    if let Some(jobs) = session.jobs() {
+        jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+    }
     let mut handler = Handler {
-        executor: Executor::builder(&sandbox, &config.policy, approver.as_ref())
-            .session(Some(&session))
-            .jobs(Some(&jobs))
-            .audit(AuditLog::default_location())
-            .limits(limits)
-            .undo(super::undo_recorder(&config, "watch"))
-            .build(),
+        executor: session.executor(&sandbox, approver.as_ref()),
         replay,
         lenient: args.run.lenient,
         tools: config.tool_set,
@@ -94,12 +92,10 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         &terminal,
     )?;
     drop(handler);
-    jobs.end_session();
-    session
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .save()
-        .map_err(anyhow::Error::msg)?;
+    if let Some(jobs) = session.jobs() {
+        jobs.end_session();
+    }
+    session.save_memory()?;
     if let (ReplySource::Clipboard(clipboard), Some(last)) = (source, last_result) {
         keep_last_result(clipboard, &last);
     }

@@ -4,21 +4,21 @@
 //! flycode.toml where the client cannot ask.
 //!
 //! The question is asked in the handler's async code, between the service's decision and its
-//! run, and its answer is given to that decision ([`Ruling::answered`](crate::tools::executor::Ruling::answered)):
+//! run, and its answer is given to that decision
+//! ([`Ruling::answered_in`](crate::tools::executor::Ruling::answered_in), with MCP's words for a
+//! question nobody answered, [`ClientWords`]):
 //! nothing decides again, so nothing has to match what was shown with what runs. The person may
 //! take minutes to answer: no thread and no lock is held meanwhile, so nothing can deadlock on a
 //! pending question, and the same answer serves both protocol eras (a server-to-client
 //! `elicitation/create` request before 2026-07-28, an `input_required` result from then on).
 
-use std::io::Read;
 use std::path::Path;
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
 
-use crate::protocol::ToolName;
-use crate::sandbox::Sandbox;
-use crate::tools::executor::{Approval, Question};
-use crate::tools::registry::Invocation;
+use crate::protocol::{ErrorCode, ToolName};
+use crate::tools::ToolError;
+use crate::tools::executor::{Approval, DoorWords, Question};
 
 /// The person's answer in an elicitation result: accept runs the call; decline and cancel
 /// refuse it.
@@ -39,91 +39,44 @@ pub(crate) fn elicitation(message: String) -> ElicitRequestParams {
 }
 
 /// The message of the form: why, the call in full (its paths among its arguments), and for a
-/// write the size of the change where it is cheap to tell and the diff the terminal shows.
-pub(crate) fn elicitation_message(
-    question: &Question,
-    invocation: &Invocation<'_>,
-    sandbox: &Sandbox,
-) -> String {
+/// write the size of the change and the diff the terminal shows: both from the question's
+/// preview, the tool's plan of its change (PROTOCOL.md §10 (Running calls), "The diff in the
+/// question").
+pub(crate) fn elicitation_message(question: &Question) -> String {
     let mut message = format!(
         "flycode asks before this call ({}). Accept to run it, decline to refuse it.\n\n{}",
         question.reason, question.shown
     );
-    if let Some(stat) = change_stat(invocation, sandbox) {
+    let Some(preview) = &question.preview else {
+        return message;
+    };
+    if let Some(stat) = preview.stat() {
         message.push_str("\n\n");
         message.push_str(&stat);
     }
-    // The same diff the terminal shows, masked and capped (PROTOCOL.md §10 (Running calls)).
-    if let Some(preview) = &question.preview {
-        message.push_str("\n\nIt would change:\n");
-        message.push_str(preview);
-    }
+    // The same diff the terminal shows, masked and capped.
+    message.push_str("\n\nIt would change:\n");
+    message.push_str(&preview.text());
     message
 }
 
-/// Files (and new contents) larger than this are not compared for a diff stat.
-const DIFF_STAT_LIMIT: u64 = 1 << 20;
+/// MCP's words for a question nobody answered, per call: the client cannot ask (and how to
+/// allow the call instead), or its form brought no answer.
+pub(crate) struct ClientWords<'a> {
+    /// The client can show the person a form.
+    pub can_ask: bool,
+    /// Where the setting that would allow the call goes.
+    pub advice: AllowAdvice<'a>,
+}
 
-/// The longest a diff stat may take.
-const DIFF_STAT_TIME: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// `change: +3 -1 lines` for an overwrite of a file small enough to compare; a count for a batch
-/// or an edit.
-fn change_stat(invocation: &Invocation<'_>, sandbox: &Sandbox) -> Option<String> {
-    let args = &invocation.call.args;
-    match invocation.call.tool {
-        ToolName::FsWrite => {
-            let path = args.get("path")?.as_str()?;
-            let content = args.get("content")?.as_str()?;
-            if content.len() as u64 > DIFF_STAT_LIMIT {
-                return None;
-            }
-            let appending = args.get("mode").and_then(|m| m.as_str()) == Some("append");
-            let old = match sandbox.open_for_reading(path) {
-                Ok(file) => {
-                    let mut bytes = Vec::new();
-                    file.take(DIFF_STAT_LIMIT + 1)
-                        .read_to_end(&mut bytes)
-                        .ok()?;
-                    if bytes.len() as u64 > DIFF_STAT_LIMIT {
-                        return None;
-                    }
-                    String::from_utf8(bytes).ok()?
-                }
-                Err(_) => String::new(),
-            };
-            let new = if appending {
-                std::borrow::Cow::Owned(format!("{old}{content}"))
-            } else {
-                std::borrow::Cow::Borrowed(content)
-            };
-            let (mut added, mut removed) = (0usize, 0usize);
-            // The question is asked on the server's one thread: a diff that would take long is
-            // cut short (its counts are then an upper bound, which is still a fair stat).
-            let diff = similar::TextDiff::configure()
-                .timeout(DIFF_STAT_TIME)
-                .diff_lines(old.as_str(), new.as_ref());
-            for change in diff.iter_all_changes() {
-                match change.tag() {
-                    similar::ChangeTag::Insert => added += 1,
-                    similar::ChangeTag::Delete => removed += 1,
-                    similar::ChangeTag::Equal => {}
-                }
-            }
-            Some(format!("change: +{added} -{removed} lines"))
-        }
-        ToolName::FsWriteBatch => {
-            let files = args.get("files")?.as_array()?;
-            Some(format!(
-                "change: {} files written all or nothing",
-                files.len()
-            ))
-        }
-        ToolName::FsEdit => {
-            let edits = args.get("edits")?.as_array()?;
-            Some(format!("change: {} exact-text edits", edits.len()))
-        }
-        _ => None,
+impl DoorWords for ClientWords<'_> {
+    fn unanswered(&self, question: &Question) -> ToolError {
+        let (message, hint) = if self.can_ask {
+            unanswered_form(question)
+        } else {
+            unanswerable(question.judged_as, question, &self.advice)
+        };
+        ToolError::new(ErrorCode::DeniedByPolicy, message, Some(&hint))
     }
 }
 
@@ -138,7 +91,7 @@ pub(crate) struct AllowAdvice<'a> {
 
 /// What a refusal says when a client that can ask got no answer for this exact call (its form
 /// failed).
-pub(crate) fn unanswered_form(question: &Question) -> (String, String) {
+fn unanswered_form(question: &Question) -> (String, String) {
     (
         format!(
             "{} needs the user's approval ({}), and the client's approval form brought no answer for this exact call (the form failed); nothing was run",
@@ -150,7 +103,7 @@ pub(crate) fn unanswered_form(question: &Question) -> (String, String) {
 
 /// What a refusal says when the client cannot ask the person (no elicitation): the message
 /// the model and the person read, and the hint for the model.
-pub(crate) fn unanswerable(
+fn unanswerable(
     judged_as: ToolName,
     question: &Question,
     advice: &AllowAdvice<'_>,

@@ -1,12 +1,17 @@
 //! The MCP handler: `tools/list` and `tools/call` over flycode's registry and call service.
 //!
+//! The server is one door session ([`DoorSession`]: the policy, the audit log, the undo
+//! recorder, the stale-read memory, the hints and the jobs of the connection), whose executors
+//! are made one a call, in the sandbox narrowed to the client's roots.
+//!
 //! A call goes: name and arguments checked against the schema (a bad one is an `isError`
-//! result, never run); the client's roots narrow the sandbox ([`super::roots`]); the call service
-//! decides it ([`Executor::decide`]); its question, if any, is asked through elicitation
-//! ([`super::approval`]) and the answer given to that decision; then the call waits for its turn
-//! at the service's [`Gate`] (read-only calls run side by side, every other call alone) and the
-//! service runs it on a blocking thread, which records it in the audit log like every other
-//! call. A cancelled request (`notifications/cancelled`) sets the call's cancel flag, which kills
+//! result, never run) and bound to its tool ([`Invocation`]); the client's roots narrow the
+//! sandbox ([`super::roots`]); the call service decides it ([`Executor::decide`]); its question,
+//! if any, is asked through elicitation ([`super::approval`]) and the answer given to that
+//! decision, which makes the permit for that invocation; then the call waits for its turn at the
+//! service's [`Gate`] (read-only calls run side by side, every other call alone) and the
+//! service runs it with its permit on a blocking thread, which records it in the audit log like
+//! every other call. A cancelled request (`notifications/cancelled`) sets the call's cancel flag, which kills
 //! a running program and everything it started. While a program runs, a request that carries a
 //! progress token gets a progress notification every second.
 
@@ -30,22 +35,18 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
-use super::approval::{
-    AllowAdvice, answer_of, elicitation, elicitation_message, unanswerable, unanswered_form,
-};
+use super::approval::{AllowAdvice, ClientWords, answer_of, elicitation, elicitation_message};
 use super::result::{call_tool_result, execution_result};
 use super::roots::{file_uri_path, narrow};
 use crate::protocol::args::validate_args;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet};
-use crate::sandbox::{AuditLog, Protection, Roots, Sandbox, Session};
+use crate::sandbox::{Protection, Roots, Sandbox};
+use crate::tools::ToolError;
 use crate::tools::executor::schedule::{CallClass, Gate};
 use crate::tools::executor::{
-    Approval, Execution, Executor, FixedApprover, Permit, Question, Ruling,
+    Approval, DoorSession, Execution, Executor, FixedApprover, Permit, Question, Ruling,
 };
-use crate::tools::policy::Policy;
 use crate::tools::registry::Invocation;
-use crate::tools::tool::BoundCall;
-use crate::tools::{Limits, ToolError};
 use sha2::{Digest, Sha256};
 
 /// The key of the approval question in an `input_required` result.
@@ -55,19 +56,13 @@ const ROOTS_KEY: &str = "flycode_roots";
 /// How often a running program reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// What the server serves besides the sandbox: policy and limits, the tool set and the audit
-/// log.
+/// What the server serves besides its sandbox and door session: the tool set, and what its
+/// words about the configuration say.
 pub struct McpSettings {
-    /// The approval policy.
-    pub policy: Policy,
-    /// Output cap and default timeout (each call gets its own cancel flag).
-    pub limits: Limits,
     /// The tools served (`extended` unless `--tools seed`).
     pub tool_set: ToolSet,
     /// The configured protected-path globs, for sandboxes narrowed to the client's roots.
     pub protected: Vec<String>,
-    /// Where executed calls are logged.
-    pub audit: Option<AuditLog>,
     /// The flycode.toml a setting that allows a call belongs in: the file read at start, else
     /// the user's (named in the refusal of a call the client cannot ask about).
     pub config_file: PathBuf,
@@ -77,8 +72,6 @@ pub struct McpSettings {
     /// What the server's instructions add about the configuration: the settings of an untrusted
     /// project file that were ignored (PROTOCOL.md §10 "Configuration").
     pub configuration_note: Option<String>,
-    /// Records the changes calls make (PROTOCOL.md §16 (Undo and history)).
-    pub undo: Option<crate::sandbox::undo::Recorder>,
 }
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
@@ -89,14 +82,14 @@ pub struct McpServer {
 
 struct Shared {
     settings: McpSettings,
+    /// The connection's session: policy, limits, audit log, undo recorder, the stale-read
+    /// memory, the hints the client's calls loaded (PROTOCOL.md §9 (hint.load)) and the
+    /// background jobs (PROTOCOL.md §10 (Running calls: background jobs)), killed when the
+    /// client disconnects. Kept across calls, whose executors are made one a call.
+    session: DoorSession,
     /// The sandbox on flycode's roots, for calls the client's roots do not narrow.
     full: Arc<Sandbox>,
     tools: Vec<Tool>,
-    /// The stale-read guard's memory: one server is one session.
-    session: Mutex<Session>,
-    /// The hints the client's calls loaded (PROTOCOL.md §9 (hint.load)): kept across calls,
-    /// whose executors are made one a call.
-    hints: crate::tools::hint::HintShelf,
     client_roots: Mutex<ClientRoots>,
     /// Bumped when the client says its roots changed, so a list fetched before is not kept.
     roots_generation: AtomicU64,
@@ -104,9 +97,6 @@ struct Shared {
     gate: Gate,
     /// Makes `requestState` unguessable: an answer is bound to the call it was asked for.
     state_key: String,
-    /// The connection's background jobs (PROTOCOL.md §10 (Running calls: background jobs)):
-    /// killed when the client disconnects.
-    jobs: crate::tools::jobs::JobTable,
 }
 
 /// What the client's roots leave.
@@ -121,20 +111,18 @@ enum ClientRoots {
 }
 
 impl McpServer {
-    /// A server over `sandbox` (flycode's roots) and `settings`.
-    pub fn new(sandbox: Sandbox, settings: McpSettings) -> McpServer {
+    /// A server over `sandbox` (flycode's roots), in the door session `session`, with
+    /// `settings`.
+    pub fn new(sandbox: Sandbox, session: DoorSession, settings: McpSettings) -> McpServer {
         let full = Arc::new(sandbox);
         let tools = super::tools::tool_list(settings.tool_set);
         let state_key = random_key();
-        let jobs = settings.limits.job_table();
         McpServer {
             shared: Arc::new(Shared {
-                jobs,
                 settings,
+                session,
                 full,
                 tools,
-                session: Mutex::new(Session::in_memory()),
-                hints: crate::tools::hint::HintShelf::default(),
                 client_roots: Mutex::new(ClientRoots::Unknown),
                 roots_generation: AtomicU64::new(0),
                 gate: Gate::default(),
@@ -153,9 +141,13 @@ pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
         .serve(super::transport::LineTransport::new(reader, writer))
         .await
         .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
-    announce_jobs_to(&shared.jobs, running.peer().clone());
+    if let Some(jobs) = shared.session.jobs() {
+        announce_jobs_to(jobs, running.peer().clone());
+    }
     let ended = running.waiting().await;
-    shared.jobs.end_session();
+    if let Some(jobs) = shared.session.jobs() {
+        jobs.end_session();
+    }
     ended.map_err(|error| anyhow::anyhow!("the MCP session ended abnormally: {error}"))?;
     Ok(())
 }
@@ -233,16 +225,14 @@ const ROOTS_WAIT: Duration = Duration::from_secs(10);
 
 /// A decided call, waiting for its answer.
 struct Ruled {
-    /// What the call service ruled.
+    /// The call bound to its tool: what was decided, and what runs.
+    invocation: Invocation<'static>,
+    /// What the call service ruled for it.
     ruling: Ruling,
     /// The form's message, where a form will be shown.
     message: String,
-    judged_as: ToolName,
     class: CallClass,
     runs_program: bool,
-    /// The call bound to its tool, for the run to use rather than parse the arguments again;
-    /// `None` where the tool cannot read the arguments (the service answers that).
-    bound: Option<Box<dyn BoundCall>>,
 }
 
 impl Shared {
@@ -256,6 +246,17 @@ impl Shared {
         let call = match self.read_call(&mut request, &context) {
             Ok(call) => call,
             Err(refused) => return Ok((*refused).into()),
+        };
+        // Arguments the schema let through but the tool cannot read (a schema bug): answered
+        // with the tool's error, nothing decided or run.
+        let invocation = match Invocation::owned(call) {
+            Ok(invocation) => invocation,
+            Err(unbound) => {
+                let execution = self
+                    .executor(&self.full)
+                    .unreadable(&unbound.call, unbound.error);
+                return Ok(answer_of_execution(execution).into());
+            }
         };
         let capabilities = context.client_capabilities();
         let can_ask = can_elicit(capabilities.as_ref());
@@ -273,13 +274,19 @@ impl Shared {
         {
             SandboxFor::Call(sandbox) => sandbox,
             SandboxFor::Pending => self.full.clone(),
-            SandboxFor::Refused(client) => return Ok(self.refuse_disjoint(&call, &client).into()),
+            SandboxFor::Refused(client) => {
+                return Ok(self.refuse_disjoint(invocation.call(), &client).into());
+            }
         };
-        let mut ruled = self.decide(&call, &sandbox, can_ask);
+        let mut ruled = self.decide(invocation, &sandbox, can_ask);
         // The token binding an answer to its call: needed only where something is asked (it
         // hashes the whole call, a 1 MB write's content included).
         let state = if ruled.ruling.question().is_some() || !pending.is_empty() {
-            self.request_state(&request.name, &call.args, ruled.ruling.question())
+            self.request_state(
+                &request.name,
+                &ruled.invocation.call().args,
+                ruled.ruling.question(),
+            )
         } else {
             String::new()
         };
@@ -295,18 +302,20 @@ impl Shared {
             .answer(ruled.ruling.question(), message, &mut pending)
             .await
         else {
-            return Ok(self.cancelled_before_running(&call).into());
+            return Ok(self
+                .cancelled_before_running(ruled.invocation.call())
+                .into());
         };
         if !pending.is_empty() {
             return Ok(InputRequiredResult::new(Some(pending), Some(state)).into());
         }
-        let permit = self.permit(ruled.ruling, answer, can_ask, ruled.judged_as);
+        let permit = self.permit(ruled.ruling, answer, can_ask);
         // Only a call that runs waits for its turn; a refusal is answered at once.
         let pass = if permit.runs() {
             tokio::select! {
                 pass = self.gate.enter(ruled.class) => Some(pass),
                 () = context.ct.cancelled() => {
-                    return Ok(self.cancelled_before_running(&call).into());
+                    return Ok(self.cancelled_before_running(ruled.invocation.call()).into());
                 }
             }
         } else {
@@ -314,8 +323,7 @@ impl Shared {
         };
         let execution = self
             .run(
-                call,
-                ruled.bound,
+                ruled.invocation,
                 sandbox,
                 permit,
                 ruled.runs_program,
@@ -335,7 +343,7 @@ impl Shared {
     ) -> Result<Call, Box<rmcp::model::CallToolResult>> {
         let id = format!("mcp-{}", request_id_text(&context.id));
         let set = self.settings.tool_set;
-        let secrets = self.settings.limits.secrets();
+        let secrets = self.session.limits().secrets();
         let Some(tool) = ToolName::from_mcp_name(&request.name, set) else {
             let names: Vec<String> = set.tools().iter().map(|t| t.mcp_name()).collect();
             let block = ResultBlock::failure(
@@ -373,85 +381,47 @@ impl Shared {
         }
     }
 
-    /// An executor of the call service for a call in `sandbox`. It never asks anyone itself:
-    /// the server asks through the client and gives the answer to the service's decision.
-    fn executor<'s>(&'s self, sandbox: &'s Sandbox, limits: Limits) -> Executor<'s> {
+    /// An executor of the session for a call in `sandbox`. It never asks anyone itself: the
+    /// server asks through the client and gives the answer to the service's decision.
+    fn executor<'s>(&'s self, sandbox: &'s Sandbox) -> Executor<'s> {
         static NOBODY: FixedApprover = FixedApprover(Approval::Unavailable);
-        Executor::builder(sandbox, &self.settings.policy, &NOBODY)
-            .session(Some(&self.session))
-            .audit(self.settings.audit.clone())
-            .limits(limits)
-            .hints(&self.hints)
-            .undo(self.settings.undo.clone())
-            .jobs(Some(&self.jobs))
-            .build()
+        self.session.executor(sandbox, &NOBODY)
     }
 
-    /// The service's ruling on the call, the form's message (only where a form will be shown:
-    /// it may read the file for a diff stat), and what the call is.
-    fn decide(&self, call: &Call, sandbox: &Sandbox, can_ask: bool) -> Ruled {
-        let Ok(invocation) = Invocation::new(call) else {
-            return Ruled {
-                ruling: Ruling::Run,
-                message: String::new(),
-                judged_as: call.tool,
-                class: CallClass::of(call.tool),
-                runs_program: false,
-                bound: None,
-            };
-        };
-        let ruling = self
-            .executor(sandbox, self.settings.limits.clone())
-            .decide(&invocation);
+    /// The service's ruling on the invocation, the form's message (only where a form will be
+    /// shown), and what the call is.
+    fn decide(&self, invocation: Invocation<'static>, sandbox: &Sandbox, can_ask: bool) -> Ruled {
+        let ruling = self.executor(sandbox).decide(&invocation);
         let message = ruling
             .question()
             .filter(|_| can_ask)
-            .map(|question| elicitation_message(question, &invocation, sandbox))
+            .map(elicitation_message)
             .unwrap_or_default();
         // The form goes through the client, as every answer does: masked like them
         // (PROTOCOL.md §9 (Secrets and masking)).
-        let message = self.settings.limits.secrets().mask(&message).into_owned();
+        let message = self.session.limits().secrets().mask(&message).into_owned();
+        let call = invocation.call();
         Ruled {
-            ruling,
-            message,
-            judged_as: invocation.bound.judged_as(),
             class: CallClass::of(call.tool),
             runs_program: invocation.effects().program.is_some(),
-            bound: Some(invocation.bound),
+            invocation,
+            ruling,
+            message,
         }
     }
 
     /// What the ruling comes to with `answer`; a question nobody answered is refused in MCP's
-    /// words: the client cannot ask (and how to allow the call instead), or its form brought no
-    /// answer.
-    fn permit(
-        &self,
-        ruling: Ruling,
-        answer: Approval,
-        can_ask: bool,
-        judged_as: ToolName,
-    ) -> Permit {
-        let question = match &ruling {
-            Ruling::Ask(question) if answer == Approval::Unavailable => question,
-            _ => return ruling.answered(answer),
+    /// words ([`ClientWords`]): the client cannot ask (and how to allow the call instead), or
+    /// its form brought no answer.
+    fn permit(&self, ruling: Ruling, answer: Approval, can_ask: bool) -> Permit {
+        let words = ClientWords {
+            can_ask,
+            advice: AllowAdvice {
+                config_file: &self.settings.config_file,
+                approve_flag: self.settings.approve_flag.as_deref(),
+            },
         };
-        let (message, hint) = if can_ask {
-            unanswered_form(question)
-        } else {
-            unanswerable(
-                judged_as,
-                question,
-                &AllowAdvice {
-                    config_file: &self.settings.config_file,
-                    approve_flag: self.settings.approve_flag.as_deref(),
-                },
-            )
-        };
-        Permit::unanswered(ToolError::new(
-            ErrorCode::DeniedByPolicy,
-            message,
-            Some(&hint),
-        ))
+        ruling.answered_in(answer, &words)
     }
 
     /// The sandbox a call runs in: flycode's, or narrowed to the client's roots (asked for once,
@@ -607,25 +577,20 @@ impl Shared {
     /// a program that runs long reports progress.
     async fn run(
         self: &Arc<Self>,
-        call: Call,
-        bound: Option<Box<dyn BoundCall>>,
+        invocation: Invocation<'static>,
         sandbox: Arc<Sandbox>,
         permit: Permit,
         runs_program: bool,
         context: &RequestContext<RoleServer>,
     ) -> Result<Execution, McpError> {
         let cancel = Arc::new(AtomicBool::new(false));
-        let limits = Limits {
-            cancel: Some(Arc::clone(&cancel)),
-            ..self.settings.limits.clone()
-        };
         let shared = Arc::clone(self);
+        let flag = Arc::clone(&cancel);
         let mut handle = tokio::task::spawn_blocking(move || {
-            let executor = shared.executor(&sandbox, limits);
-            match bound {
-                Some(bound) => executor.run(&Invocation { call: &call, bound }, permit),
-                None => executor.execute(&call),
-            }
+            shared
+                .executor(&sandbox)
+                .cancelled_by(flag)
+                .run(&invocation, permit)
         });
         let progress_token = context.meta.get_progress_token().filter(|_| runs_program);
         let started = Instant::now();
@@ -649,7 +614,9 @@ impl Shared {
                 }
             }
         };
-        joined.map_err(|error| McpError::internal_error(format!("the call stopped: {error}"), None))
+        joined
+            .map_err(|error| McpError::internal_error(format!("the call stopped: {error}"), None))?
+            .map_err(|mismatch| McpError::internal_error(mismatch.to_string(), None))
     }
 
     /// A call refused because none of the client's roots lies inside flycode's: recorded in
@@ -698,9 +665,7 @@ impl Shared {
     /// A refusal the server decided before the call could run, answered and logged by the
     /// call service like its own.
     fn refuse(&self, call: &Call, error: ToolError) -> rmcp::model::CallToolResult {
-        let execution = self
-            .executor(&self.full, self.settings.limits.clone())
-            .refuse(call, error);
+        let execution = self.executor(&self.full).refuse(call, error);
         answer_of_execution(execution)
     }
 }

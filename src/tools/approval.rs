@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 
-use super::Limits;
+use super::preview::Preview;
 use super::registry::Invocation;
-use crate::protocol::ToolName;
+use super::{Limits, ToolError};
+use crate::protocol::{ErrorCode, ToolName};
 
 /// Asks the person whether a call may run.
 pub trait Approver: Send + Sync {
@@ -31,8 +32,9 @@ pub trait Approver: Send + Sync {
     }
 }
 
-/// The command a call came through, for the words that tell the person what to do about a call
-/// no one could answer ([`Approval::Unavailable`]).
+/// The command a call came through: its name in the undo store (PROTOCOL.md §16 (Undo and
+/// history), a change's `door`) and its words to the person about a call no one could answer
+/// ([`Approval::Unavailable`], see [`DoorWords`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Door {
     /// `flycode exec`: the person runs the command again.
@@ -42,9 +44,22 @@ pub enum Door {
     Watch,
     /// `flycode run`: the person re-runs the task.
     Run,
+    /// `flycode mcp`: the client asks the person in its form; the server words its own refusals
+    /// per call (what the client can do), through [`DoorWords`] of its own.
+    Mcp,
 }
 
 impl Door {
+    /// The door's name: a change's `door` in the undo store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Door::Exec => "exec",
+            Door::Watch => "watch",
+            Door::Run => "run",
+            Door::Mcp => "mcp",
+        }
+    }
+
     /// What the person is told to do; `in_person`: the call needs a person at a terminal,
     /// which `--yes` is not.
     pub fn unanswered_advice(self, in_person: bool) -> &'static str {
@@ -65,7 +80,55 @@ impl Door {
             (Door::Watch, false) => {
                 "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)"
             }
+            (Door::Mcp, true) => {
+                "only the user can allow this call, in the MCP client's approval form: use a client that can ask (elicitation)"
+            }
+            (Door::Mcp, false) => {
+                "the MCP client could not ask the user: set approval = \"auto\" in flycode.toml, or use a client that can ask (elicitation)"
+            }
         }
+    }
+}
+
+/// What a door says about a question nobody could answer ([`Approval::Unavailable`]): the
+/// refusal the model reads, and what the person could do about it. The terminal doors' words
+/// are their [`Door`]'s; `flycode mcp` words its own per call (whether the client can ask, the
+/// setting that would allow the call).
+pub trait DoorWords: Send + Sync {
+    /// The refusal of the call `question` asked about.
+    fn unanswered(&self, question: &Question) -> ToolError;
+}
+
+impl DoorWords for Door {
+    fn unanswered(&self, question: &Question) -> ToolError {
+        let Question {
+            tool,
+            reason,
+            in_person,
+            ..
+        } = question;
+        let error = if *in_person {
+            ToolError::new(
+                ErrorCode::DeniedByPolicy,
+                format!(
+                    "{tool} needs the user's approval at the terminal ({reason}), and no one was there to give it"
+                ),
+                Some(
+                    "only the user can allow this call, in person; do without it, or ask the user to make the change",
+                ),
+            )
+        } else {
+            ToolError::new(
+                ErrorCode::DeniedByPolicy,
+                format!(
+                    "{tool} needs the user's approval ({reason}), and no one was at the terminal to give it"
+                ),
+                Some(
+                    "tell the user what you want to run and why, and wait for them to allow it; or do without this call",
+                ),
+            )
+        };
+        error.with_advice(self.unanswered_advice(*in_person))
     }
 }
 
@@ -87,9 +150,9 @@ pub struct Question {
     /// Only a person may answer, never `--yes` nor any setting: the call would change what the
     /// agent is told (`AGENTS.md`, `FLYCODE.md`) or what a program loads (`LD_PRELOAD`...).
     pub in_person: bool,
-    /// What it would change in files, for fs.write, fs.edit and fs.writeBatch
-    /// ([`write_preview`](crate::tools::preview::write_preview)).
-    pub preview: Option<String>,
+    /// What it would change in files, for a tool that writes files' content (fs.write, fs.edit,
+    /// fs.writeBatch): its [`Tool::preview`](crate::tools::tool::Tool::preview), masked.
+    pub preview: Option<Preview>,
     /// The sha256 of the call as shown before masking: what an answer "this exact command for
     /// the session" remembers (two calls that differ only in a secret's value look alike masked).
     pub identity: String,
@@ -178,7 +241,7 @@ impl Approver for FixedApprover {
 /// ([`program_containment`](crate::sandbox::process::program_containment)). Hidden characters
 /// are escaped in every line; the line breaks are the listing's own.
 pub fn show_whole_call(invocation: &Invocation<'_>, command: &str, limits: &Limits) -> String {
-    let call = invocation.call;
+    let call = invocation.call();
     let default_timeout_ms = limits.default_timeout_ms;
     use crate::protocol::display::{escape_for_display, show_arguments};
     use crate::sandbox::process::program_containment;

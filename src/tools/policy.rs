@@ -138,8 +138,8 @@ impl Policy {
         invocation: &Invocation<'_>,
         resolved: &[std::path::PathBuf],
     ) -> Judgement {
-        let named = invocation.call.tool;
-        let tool = invocation.bound.judged_as();
+        let named = invocation.call().tool;
+        let tool = invocation.bound().judged_as();
         let effects = invocation.effects();
         if self.approval == ApprovalMode::ReadOnly && effects.is_mutating() {
             return Judgement::Deny {

@@ -1,24 +1,22 @@
 //! What a write would change, shown in the approval question (PROTOCOL.md §10 (Running calls),
-//! "The diff in the question"): for `fs.write`, `fs.edit` and `fs.writeBatch`, the unified diff
-//! of each file's current content, read through the sandbox, against what the call would leave,
-//! with flycode's secrets masked, capped at [`PREVIEW_LINES`] lines.
+//! "The diff in the question") and in `flycode mcp`'s approval form: for a tool that writes files'
+//! content (`fs.write`, `fs.edit`, `fs.writeBatch`), the unified diff of each file's current
+//! content, read through the sandbox, against what the call would leave, with flycode's secrets
+//! masked, capped at [`PREVIEW_LINES`] lines, and the lines it adds and removes.
 //!
-//! It only reads: nothing is written, locked or remembered, and a file the sandbox refuses (out
-//! of the roots, flycode's own, a special file) adds nothing to the question. The call is judged
-//! and run afterwards exactly as it would have been without the preview.
+//! Each tool makes its own ([`Tool::preview`](super::tool::Tool::preview)) from a plan of its
+//! change, never by running itself: it only reads. Nothing is written, locked or remembered, and a
+//! file the sandbox refuses (out of the roots, flycode's own, a special file) adds nothing to the
+//! question. The call is judged and run afterwards exactly as it would have been without the
+//! preview.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-use similar::TextDiff;
+use similar::{DiffTag, TextDiff};
 
-use super::fs::edit::{self, EditArgs};
-use super::fs::write::{ModeArg, WriteArgs};
-use super::fs::write_batch::WriteBatchArgs;
 use super::secrets::Secrets;
-use crate::protocol::{Call, ErrorCode, ToolName};
+use crate::protocol::ErrorCode;
 use crate::sandbox::Sandbox;
 
 /// The most diff lines a question shows; the rest is counted in a last line,
@@ -34,53 +32,72 @@ const DIFF_TIME: Duration = Duration::from_millis(500);
 /// Unchanged lines around each change.
 const CONTEXT_LINES: usize = 3;
 
-/// The diff the question about `call` shows, in lines (at most [`PREVIEW_LINES`] of diff, then
-/// `… N more lines`), or `None` for a call that writes no file's content or whose files the
-/// sandbox refuses. Hidden characters are left as they are: the question escapes every line.
-pub(crate) fn write_preview(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<String> {
-    let lines = match call.tool {
-        ToolName::FsWrite => {
-            let args: WriteArgs = typed(call)?;
-            let append = args.mode == ModeArg::Append;
-            file_diff(sandbox, secrets, &args.path, &args.content, append)?
-        }
-        ToolName::FsWriteBatch => {
-            let args: WriteBatchArgs = typed(call)?;
-            let diffs: Vec<Vec<String>> = args
-                .files
-                .iter()
-                .filter_map(|file| {
-                    let append = file.mode == Some(ModeArg::Append);
-                    file_diff(sandbox, secrets, &file.path, &file.content, append)
-                })
-                .collect();
-            if diffs.is_empty() {
-                return None;
-            }
-            diffs.concat()
-        }
-        ToolName::FsEdit => edit_diff(sandbox, secrets, typed(call)?)?,
-        _ => return None,
-    };
-    Some(capped(lines).join("\n"))
+/// What a call would change in files, masked: the diff of each file in lines, and the lines
+/// added and removed where every file could be compared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preview {
+    /// The diff, in lines, without line ends; hidden characters are left as they are (the
+    /// question escapes every line).
+    lines: Vec<String>,
+    /// Lines added and removed, where every file was compared (not one over 1 MiB, or not
+    /// UTF-8 text).
+    counts: Option<(usize, usize)>,
+    /// How many files the call writes.
+    files: usize,
 }
 
-/// The call's arguments as its tool reads them.
-fn typed<T: DeserializeOwned>(call: &Call) -> Option<T> {
-    serde_json::from_value(Value::Object(call.args.clone())).ok()
-}
-
-/// At most [`PREVIEW_LINES`] lines, then a line counting the rest.
-fn capped(mut lines: Vec<String>) -> Vec<String> {
-    if lines.len() > PREVIEW_LINES {
-        let more = lines.len() - PREVIEW_LINES;
-        lines.truncate(PREVIEW_LINES);
-        lines.push(format!(
-            "… {more} more line{}",
-            if more == 1 { "" } else { "s" }
-        ));
+impl Preview {
+    /// The preview of one file: its diff in lines, and the lines added and removed, if known.
+    pub(crate) fn file(lines: Vec<String>, counts: Option<(usize, usize)>) -> Preview {
+        Preview {
+            lines,
+            counts,
+            files: 1,
+        }
     }
-    lines
+
+    /// The previews of several files written together, in turn (`None` when there are none).
+    pub(crate) fn files(previews: impl IntoIterator<Item = Preview>) -> Option<Preview> {
+        previews.into_iter().reduce(|mut all, one| {
+            all.lines.extend(one.lines);
+            all.counts = all
+                .counts
+                .zip(one.counts)
+                .map(|((a, r), (more_a, more_r))| (a + more_a, r + more_r));
+            all.files += one.files;
+            all
+        })
+    }
+
+    /// The diff as the question shows it: at most [`PREVIEW_LINES`] lines, then
+    /// `… N more lines`.
+    pub fn text(&self) -> String {
+        let shown = self.lines.len().min(PREVIEW_LINES);
+        let mut text = self.lines[..shown].join("\n");
+        if self.lines.len() > PREVIEW_LINES {
+            let more = self.lines.len() - PREVIEW_LINES;
+            text.push_str(&format!(
+                "\n… {more} more line{}",
+                if more == 1 { "" } else { "s" }
+            ));
+        }
+        text
+    }
+
+    /// The size of the change, `change: +3 -1 lines` (`… in 2 files` for several), where every
+    /// file could be compared; `change: 2 files` for several files that could not all be.
+    pub fn stat(&self) -> Option<String> {
+        let files = if self.files > 1 {
+            format!(" in {} files", self.files)
+        } else {
+            String::new()
+        };
+        match self.counts {
+            Some((added, removed)) => Some(format!("change: +{added} -{removed} lines{files}")),
+            None if self.files > 1 => Some(format!("change: {} files", self.files)),
+            None => None,
+        }
+    }
 }
 
 /// A file as the preview found it.
@@ -115,19 +132,23 @@ fn current(sandbox: &Sandbox, path: &str) -> Option<Current> {
     Some(Current::Bytes(bytes))
 }
 
-/// The diff of one file that `fs.write` (or a batch entry) would write `content` to, in lines.
-fn file_diff(
+/// The preview of writing `content` to the file at `path` (appending it, with `append`): what
+/// `fs.write` and each entry of `fs.writeBatch` show. `None` where the sandbox refuses the file.
+pub(crate) fn file_write(
     sandbox: &Sandbox,
     secrets: &Secrets,
     path: &str,
     content: &str,
     append: bool,
-) -> Option<Vec<String>> {
+) -> Option<Preview> {
     let (old, new, old_name) = match current(sandbox, path)? {
         Current::TooLarge(size) => {
-            return Some(vec![format!(
-                "{path}: {size} bytes now, more than the question compares ({PREVIEW_MAX_BYTES}): no diff shown"
-            )]);
+            return Some(Preview::file(
+                vec![format!(
+                    "{path}: {size} bytes now, more than the question compares ({PREVIEW_MAX_BYTES}): no diff shown"
+                )],
+                None,
+            ));
         }
         Current::Missing => (Vec::new(), content.as_bytes().to_vec(), "/dev/null"),
         Current::Bytes(old) => {
@@ -140,14 +161,19 @@ fn file_diff(
         }
     };
     let (Some(old), Some(new)) = (masked_text(old, secrets), masked_text(new, secrets)) else {
-        return Some(vec![format!("{path}: not UTF-8 text now: no diff shown")]);
+        return Some(Preview::file(
+            vec![format!("{path}: not UTF-8 text now: no diff shown")],
+            None,
+        ));
     };
     if old == new {
-        return Some(vec![format!(
-            "{path}: no change (it already holds this content)"
-        )]);
+        return Some(Preview::file(
+            vec![format!("{path}: no change (it already holds this content)")],
+            Some((0, 0)),
+        ));
     }
-    Some(unified(&old, &new, old_name, path))
+    let (lines, counts) = unified(&old, &new, old_name, path);
+    Some(Preview::file(lines, Some(counts)))
 }
 
 /// `bytes` with their secrets masked byte for byte (PROTOCOL.md §9 (Secrets and masking)), as
@@ -161,27 +187,32 @@ fn masked_text(mut bytes: Vec<u8>, secrets: &Secrets) -> Option<String> {
     )
 }
 
-/// The unified diff of `old` against `new`, in lines, without line ends.
-fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> Vec<String> {
+/// The unified diff of `old` against `new`, in lines, without line ends, and the lines added
+/// and removed.
+fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> (Vec<String>, (usize, usize)) {
     let diff = TextDiff::configure()
         .deadline(Instant::now() + DIFF_TIME)
         .diff_lines(old, new);
-    diff.unified_diff()
+    let lines = diff
+        .unified_diff()
         .context_radius(CONTEXT_LINES)
         .header(old_name, new_name)
         .to_string()
         .lines()
         .map(str::to_owned)
-        .collect()
+        .collect();
+    (lines, line_counts(&diff))
 }
 
-/// `fs.edit`'s own diff, from a dry run of the same edits (nothing is written), masked as
-/// composed text as its result is (PROTOCOL.md §9 (Secrets and masking)).
-fn edit_diff(sandbox: &Sandbox, secrets: &Secrets, mut args: EditArgs) -> Option<Vec<String>> {
-    args.dry_run = true;
-    let output = edit::run(sandbox, &args, secrets).ok()?;
-    let body = output.body?;
-    Some(secrets.mask(&body).lines().map(str::to_owned).collect())
+/// The lines a diff adds and removes.
+fn line_counts(diff: &TextDiff<'_, '_, str>) -> (usize, usize) {
+    diff.ops()
+        .iter()
+        .map(|op| op.as_tag_tuple())
+        .filter(|(tag, _, _)| *tag != DiffTag::Equal)
+        .fold((0, 0), |(added, removed), (_, old, new)| {
+            (added + new.len(), removed + old.len())
+        })
 }
 
 #[cfg(test)]
@@ -190,7 +221,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::protocol::{Call, ToolName};
     use crate::sandbox::Roots;
+    use crate::tools::registry::Invocation;
+    use serde_json::Value;
 
     struct Fixture {
         _temp: tempfile::TempDir,
@@ -216,6 +250,19 @@ mod tests {
             tool,
             args: args.as_object().cloned().unwrap(),
         }
+    }
+
+    /// The call's preview as the tool plans it.
+    fn preview_of(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<Preview> {
+        Invocation::new(call)
+            .unwrap()
+            .bound()
+            .preview(sandbox, secrets)
+    }
+
+    /// The question's diff.
+    fn write_preview(call: &Call, sandbox: &Sandbox, secrets: &Secrets) -> Option<String> {
+        preview_of(call, sandbox, secrets).map(|preview| preview.text())
     }
 
     #[test]
@@ -324,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_shows_its_dry_run_diff_and_changes_nothing() {
+    fn an_edit_shows_its_planned_diff_and_changes_nothing() {
         let f = fixture();
         let path = f.root.join("main.rs");
         std::fs::write(&path, "fn main() {\n    println!(\"hi\");\n}\n").unwrap();
@@ -401,6 +448,53 @@ mod tests {
         .unwrap();
         assert!(!edit.contains(key), "{edit}");
         assert!(edit.contains("+B=3"), "{edit}");
+    }
+
+    #[test]
+    fn the_size_of_the_change_counts_the_lines_of_every_file() {
+        let f = fixture();
+        let a = f.root.join("a.txt");
+        std::fs::write(&a, "one\ntwo\nthree\n").unwrap();
+        let write = preview_of(
+            &call(
+                ToolName::FsWrite,
+                json!({"path": a, "mode": "overwrite", "content": "one\n2\nthree\nfour\n"}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert_eq!(write.stat().as_deref(), Some("change: +2 -1 lines"));
+        let edit = preview_of(
+            &call(
+                ToolName::FsEdit,
+                json!({"path": a, "edits": [{"oldText": "two\nthree\n", "newText": "2\n"}]}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert_eq!(edit.stat().as_deref(), Some("change: +1 -2 lines"));
+        let batch = preview_of(
+            &call(
+                ToolName::FsWriteBatch,
+                json!({"files": [{"path": a, "content": "one\n"}, {"path": f.root.join("b.txt"), "content": "b\nc\n"}]}),
+            ),
+            &f.sandbox,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            batch.stat().as_deref(),
+            Some("change: +2 -2 lines in 2 files")
+        );
+        // An edit that would fail shows nothing.
+        let failing = call(
+            ToolName::FsEdit,
+            json!({"path": a, "edits": [{"oldText": "absent", "newText": "x"}]}),
+        );
+        assert_eq!(preview_of(&failing, &f.sandbox, &Secrets::default()), None);
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "one\ntwo\nthree\n");
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! (`protocol/tool_name.rs`, the layer beneath the tools that parses calls), one new file with the
 //! `Tool` implementation, and one line in [`REGISTRY`].
 
+use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ToolError;
 use super::tool::{ApprovalClass, BoundCall, Effects, RegisteredTool};
@@ -59,26 +61,89 @@ pub(crate) fn is_read_only(name: ToolName) -> bool {
     tool(name).is_some_and(|tool| tool.approval() == ApprovalClass::Read)
 }
 
-/// A validated call bound to its tool: what the executor runs.
+/// A validated call bound to its tool: what the executor decides and runs. Made only here
+/// ([`Invocation::new`], [`Invocation::owned`]), each with an [`InvocationId`] of its own, so that
+/// a [`Permit`](super::executor::Permit) names the invocation it was decided for and runs no
+/// other.
 pub struct Invocation<'c> {
-    /// The call as it arrived.
-    pub call: &'c Call,
+    /// The call as it arrived (borrowed, or owned where the invocation outlives the caller's
+    /// frame: an MCP call decided on the server's thread and run on a blocking one).
+    call: Cow<'c, Call>,
     /// The call bound to its tool, its arguments parsed once.
-    pub bound: Box<dyn BoundCall>,
+    bound: Box<dyn BoundCall>,
+    /// Which invocation this is.
+    id: InvocationId,
+}
+
+/// The identity of one [`Invocation`]: unique in the process, never reused. Two invocations
+/// of the same call are two identities: a permit answers one decision, not a look-alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvocationId(u64);
+
+impl InvocationId {
+    /// The next identity.
+    fn next() -> InvocationId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        InvocationId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A call whose tool cannot read its arguments (a schema bug), handed back with the reason.
+#[derive(Debug)]
+pub struct UnboundCall {
+    /// The call.
+    pub call: Call,
+    /// Why it could not be bound.
+    pub error: ToolError,
+}
+
+/// Looks the call's tool up and parses its arguments.
+fn bind(call: &Call) -> Result<Box<dyn BoundCall>, ToolError> {
+    let tool = tool(call.tool).ok_or_else(|| {
+        ToolError::new(
+            crate::protocol::ErrorCode::UnknownTool,
+            format!("{} has no implementation in this flycode", call.tool),
+            None,
+        )
+    })?;
+    tool.bind(&call.args)
 }
 
 impl<'c> Invocation<'c> {
     /// Looks the call's tool up and parses its arguments.
     pub fn new(call: &'c Call) -> Result<Invocation<'c>, ToolError> {
-        let tool = tool(call.tool).ok_or_else(|| {
-            ToolError::new(
-                crate::protocol::ErrorCode::UnknownTool,
-                format!("{} has no implementation in this flycode", call.tool),
-                None,
-            )
-        })?;
-        let bound = tool.bind(&call.args)?;
-        Ok(Invocation { call, bound })
+        Ok(Invocation {
+            bound: bind(call)?,
+            call: Cow::Borrowed(call),
+            id: InvocationId::next(),
+        })
+    }
+
+    /// The same for a call it takes (not a copy: a 1 MB write's content moves with it).
+    pub fn owned(call: Call) -> Result<Invocation<'static>, Box<UnboundCall>> {
+        match bind(&call) {
+            Ok(bound) => Ok(Invocation {
+                bound,
+                call: Cow::Owned(call),
+                id: InvocationId::next(),
+            }),
+            Err(error) => Err(Box::new(UnboundCall { call, error })),
+        }
+    }
+
+    /// The call as it arrived.
+    pub fn call(&self) -> &Call {
+        &self.call
+    }
+
+    /// The call bound to its tool.
+    pub fn bound(&self) -> &dyn BoundCall {
+        self.bound.as_ref()
+    }
+
+    /// Which invocation this is.
+    pub fn id(&self) -> InvocationId {
+        self.id
     }
 
     /// The call's tool.

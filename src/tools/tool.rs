@@ -1,5 +1,6 @@
 //! What a tool is: the [`Tool`] trait each tool's file implements (typed arguments, effects,
-//! approval class, stale-read paths, session changes, subject, summary, `run`), its object-safe
+//! approval class, stale-read paths, session changes, subject, summary, the preview of its
+//! change, `run`), its object-safe
 //! face [`RegisteredTool`] and the call bound to it, [`BoundCall`], plus the small helpers the
 //! tools share for their one-line subjects and summaries. A leaf of `tools`: the tools build on it,
 //! and the registry lists them.
@@ -9,6 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::preview::Preview;
+use super::secrets::Secrets;
 use super::{Limits, ToolError, ToolOutput, parse_args};
 use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::Sandbox;
@@ -230,6 +233,19 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// What the call would change in files' content, for its approval question
+    /// ([`super::preview`]): made from a plan of the change, read through `sandbox` and masked
+    /// with `secrets`, never by running the call. `None` for a tool that writes no file's
+    /// content, a file the sandbox refuses, or a change that would fail.
+    fn preview(
+        &self,
+        _args: &Self::Args,
+        _sandbox: &Sandbox,
+        _secrets: &Secrets,
+    ) -> Option<Preview> {
+        None
+    }
+
     /// Runs the call.
     fn run(&self, context: &ToolContext<'_>, args: &Self::Args) -> Result<ToolOutput, ToolError>;
 }
@@ -263,6 +279,8 @@ pub trait BoundCall: Send + Sync {
     fn session_changes(&self, output: &ToolOutput) -> Vec<SessionChange<'_>>;
     /// See [`Tool::subject`].
     fn subject(&self, roots: &[PathBuf]) -> String;
+    /// See [`Tool::preview`].
+    fn preview(&self, sandbox: &Sandbox, secrets: &Secrets) -> Option<Preview>;
     /// See [`Tool::run`].
     fn run(&self, context: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 }
@@ -319,6 +337,10 @@ impl<T: Tool> BoundCall for Bound<T> {
 
     fn subject(&self, roots: &[PathBuf]) -> String {
         self.tool.subject(&self.args, roots)
+    }
+
+    fn preview(&self, sandbox: &Sandbox, secrets: &Secrets) -> Option<Preview> {
+        self.tool.preview(&self.args, sandbox, secrets)
     }
 
     fn run(&self, context: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {

@@ -60,6 +60,41 @@ fn no_source_files_import_each_other_in_a_circle() {
     );
 }
 
+/// No door assembles the call service by hand (ARCHITECTURE.md, "Where to add a door"): a
+/// door opens a `DoorSession`, which cannot be opened without its audit log and undo recorder,
+/// and takes its executors from it, so no door can forget either (PROTOCOL.md §16 (Undo and
+/// history)). `Executor::builder` and `Executor::new` are for tests and benchmarks: outside the
+/// call service (`src/tools/executor/`) only test code may call them.
+#[test]
+fn no_door_builds_an_executor_by_hand() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let krate = read_crate(&src);
+    let mut found = Vec::new();
+    for (module, (path, file)) in &krate.files {
+        if module.starts_with(&["tools".to_owned(), "executor".to_owned()]) {
+            continue;
+        }
+        for window in file.tokens.windows(3) {
+            if window[0] == "Executor"
+                && window[1] == "::"
+                && matches!(window[2].as_str(), "builder" | "new")
+            {
+                found.push(format!(
+                    "{}: Executor::{}",
+                    path.strip_prefix(&src).unwrap().display(),
+                    window[2]
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "doors build executors by hand instead of taking them from their DoorSession \
+         (DoorSession::executor):\n{}",
+        found.join("\n")
+    );
+}
+
 /// The detector itself finds circles written in every way a path can be written, and draws no
 /// arrow for what is no dependency: a face's re-export of its children, a module and its own
 /// children, test code, comments and strings.

@@ -513,6 +513,73 @@ fn a_write_question_shows_the_diff_capped_with_secrets_masked() {
 }
 
 #[test]
+fn an_edit_question_shows_the_planned_diff_and_a_no_leaves_the_file_untouched() {
+    if !has_script() {
+        return;
+    }
+    let place = Place::new();
+    // An `ask` rule tightens, so it applies from an untrusted project file.
+    std::fs::write(
+        place.root.join("flycode.toml"),
+        "[tools]\n\"fs.edit\" = \"ask\"\n",
+    )
+    .unwrap();
+    let file = place.root.join("main.rs");
+    let old = "fn main() {\n    println!(\"hi\");\n}\n";
+    std::fs::write(&file, old).unwrap();
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let reply = place.reply(
+        "reply.md",
+        &json!({"id": "e1", "tool": "fs.edit", "args": {"path": file, "edits": [{"oldText": "\"hi\"", "newText": "\"hello\""}]}}),
+    );
+    let mut terminal = place.terminal(
+        &args(
+            &["exec", "--tools", "extended", "--root"],
+            &[&place.root, &reply],
+        ),
+        &[],
+    );
+    terminal.wait_for("Run it? [y/N]", 1);
+    let output = terminal.output();
+    let question = &output[output.find("flycode wants to run:").unwrap()..];
+    let changes = &question[question
+        .find("It would change:\n")
+        .unwrap_or_else(|| panic!("no diff in the question:\n{question}"))..];
+    let diff: Vec<&str> = changes
+        .lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .collect();
+    assert_eq!(diff[0], format!("  --- {}", file.display()), "{question}");
+    assert_eq!(diff[1], format!("  +++ {}", file.display()), "{question}");
+    assert!(diff.contains(&"  -    println!(\"hi\");"), "{question}");
+    assert!(diff.contains(&"  +    println!(\"hello\");"), "{question}");
+    // Deciding only planned the edit: nothing was written while the question waited.
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), old);
+    terminal.type_keys(b"n\n");
+    terminal.wait_for("denied_by_policy", 1);
+    let status = terminal.finish();
+    let output = terminal.output();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{output}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), old, "{output}");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&place.root)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["flycode.toml", "main.rs"], "{output}");
+    let audit = place.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0]["tool"], "fs.edit");
+    assert_eq!(audit[0]["outcome"], "denied");
+    assert_eq!(audit[0]["approval"], "declined");
+}
+
+#[test]
 fn ctrl_c_at_runs_question_refuses_the_call_and_stops_the_run() {
     if !has_script() {
         return;

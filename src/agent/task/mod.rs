@@ -5,9 +5,10 @@
 //! retries, the same prompt builder (its role from `subagent-<type>.md` or `[agent.subagent]`, the
 //! sub-agent capabilities module, its own tool list), the same special messages in the same
 //! places (its own role, TODO list and notes, the roots' folder notes), its own transcript. Its
-//! executor runs only the read-only tools ([`SUBAGENT_ONLY`]), whatever the model sends, and has
-//! no task runner, so a child can never start a task. Its events reach the parent's observer as
-//! [`RunEvent::Child`], through the relay the parent's turn passes on.
+//! executor is a restriction of the run's ([`Executor::subagent`]: the same policy, audit log,
+//! undo recorder, limits and jobs), runs only the read-only tools ([`SUBAGENT_ONLY`]), whatever
+//! the model sends, and has no task runner, so a child can never start a task. Its events reach
+//! the parent's observer as [`RunEvent::Child`], through the relay the parent's turn passes on.
 //!
 //! [`Tasks`] is the run's [`TaskRunner`]: it counts the quotas, picks the model (light or main,
 //! with the fallback), sets the child up, runs it, and turns its report into the [`Envelope`].
@@ -33,11 +34,10 @@ use super::settings::{ResolvedSettings, RoleChoice, SystemPromptChoice};
 use super::transcript::TranscriptWriter;
 use super::turn::{AgentRun, RunKind};
 use crate::protocol::{ErrorCode, ToolName, ToolSet};
-use crate::sandbox::{AuditLog, Sandbox, Session};
+use crate::sandbox::Session;
 use crate::tools::agent::{ModelChoice, SubagentType, TaskArgs, TaskRunner};
-use crate::tools::executor::{Approver, Door, Executor, Restriction};
-use crate::tools::policy::Policy;
-use crate::tools::{Limits, ToolError, ToolOutput};
+use crate::tools::executor::{Executor, Restriction};
+use crate::tools::{ToolError, ToolOutput};
 pub use envelope::{Envelope, TaskContext, TaskStats, TaskStatus, ToolTally, fit_result};
 
 /// What a sub-agent's executor runs: the read-only tools, its notes and `agent.complete`.
@@ -59,16 +59,12 @@ pub fn http_provider(settings: &ClientSettings) -> Result<Box<dyn Provider>, Cli
 
 /// The sub-agent layer of one run: everything a child is made from, and the run's count.
 pub struct Tasks<'a> {
-    /// The parent's sandbox: children work under the same roots.
-    pub sandbox: &'a Sandbox,
-    /// The parent's policy: children's calls are judged by it too.
-    pub policy: &'a Policy,
-    /// Answers approval questions (a policy may ask even for reads).
-    pub approver: &'a dyn Approver,
-    /// The audit log children's calls go to.
-    pub audit: Option<AuditLog>,
-    /// Output cap, timeouts, secrets, Ctrl-C.
-    pub limits: Limits,
+    /// The run's executor without its agent's notes and tasks, whose restriction each child's
+    /// is: the same sandbox (children work under the same roots), policy, approver (a policy may
+    /// ask even for reads), audit log, undo recorder, limits (output cap, timeouts, secrets,
+    /// Ctrl-C), background jobs (a sub-agent may read them, never start or end one) and
+    /// condenser (the run's light model, where there is one).
+    pub service: Executor<'a>,
     /// The run's settings (models, quotas, budgets, roles).
     pub settings: &'a ResolvedSettings,
     /// The parent's prompt context (working directory, roots, date, mode).
@@ -87,11 +83,6 @@ pub struct Tasks<'a> {
     pub max_reply_bytes: usize,
     /// Tasks started so far.
     pub started: Mutex<u32>,
-    /// Condenses what a child's `memory.query` finds (the run's light model), where there is one.
-    pub condenser: Option<&'a dyn crate::tools::memory::Condenser>,
-    /// The run's background jobs: a sub-agent may read them (job.log, job.list), never start
-    /// or end one.
-    pub jobs: Option<&'a crate::tools::jobs::JobTable>,
 }
 
 /// `<stem>.<task_id>.jsonl` next to `parent`: where a child of the run recorded in `parent` is
@@ -265,7 +256,7 @@ impl Tasks<'_> {
         let envelope = |status, result: &str, tallies, stats, context| {
             Envelope::new(
                 status,
-                &fit_result(result, self.limits.output_cap),
+                &fit_result(result, self.service.limits().output_cap),
                 (tallies, model.used, task.subagent_type),
                 stats,
                 context,
@@ -405,7 +396,7 @@ impl Tasks<'_> {
         let session = Mutex::new(Session::in_memory());
         let mut run = AgentRun {
             provider,
-            executor: self.child_executor(&session, &memory, restriction),
+            executor: self.service.subagent(restriction, &session, &memory),
             settings: &child_settings,
             lenient: self.lenient,
             prompt,
@@ -424,30 +415,6 @@ impl Tasks<'_> {
     }
 }
 
-impl Tasks<'_> {
-    /// A child's executor: its own session and notes, only `restriction`'s tools, the run's
-    /// condenser.
-    fn child_executor<'e>(
-        &'e self,
-        session: &'e Mutex<Session>,
-        memory: &'e SharedMemory,
-        restriction: Restriction,
-    ) -> Executor<'e> {
-        let builder = Executor::builder(self.sandbox, self.policy, self.approver)
-            .door(Door::Run)
-            .session(Some(session))
-            .audit(self.audit.clone())
-            .limits(self.limits.clone())
-            .notebook(memory)
-            .restriction(restriction)
-            .jobs(self.jobs);
-        match self.condenser {
-            Some(condenser) => builder.condenser(condenser).build(),
-            None => builder.build(),
-        }
-    }
-}
-
 impl TaskRunner for Tasks<'_> {
     fn run_task(
         &self,
@@ -458,7 +425,7 @@ impl TaskRunner for Tasks<'_> {
         let predefined = task
             .name
             .as_deref()
-            .map(|name| find_agent(&self.limits.places, name))
+            .map(|name| find_agent(&self.service.limits().places, name))
             .transpose()
             .map_err(predefined_error)?;
         let number = self.claim()?;

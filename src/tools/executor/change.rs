@@ -62,7 +62,7 @@ impl Executor<'_> {
         if named.is_empty() {
             return (run(), Started::Nothing);
         }
-        let call = invocation.call;
+        let call = invocation.call();
         let record =
             || match recorder.begin(self.sandbox, call.tool.as_str(), call.id.as_deref(), &named) {
                 Ok(pending) => Started::Recording(Box::new(pending)),
@@ -105,7 +105,7 @@ impl Executor<'_> {
         let Some(recorder) = &self.recorder else {
             return;
         };
-        let call = invocation.call;
+        let call = invocation.call();
         let id = match started {
             Started::Nothing => return,
             Started::Program => {
@@ -150,7 +150,7 @@ fn written(invocation: &Invocation<'_>, execution: &Execution) -> BTreeMap<Strin
         return BTreeMap::new();
     };
     invocation
-        .bound
+        .bound()
         .session_changes(output)
         .into_iter()
         .filter_map(|change| match change {

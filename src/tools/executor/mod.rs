@@ -1,13 +1,18 @@
 //! The call service: every door (`flycode exec`, `watch`, `run` and its sub-agents, `mcp`)
 //! runs its calls here, and only here is a call decided, run and recorded.
 //!
+//! A door opens its [`DoorSession`] once (policy, limits and secrets, the audit log, the undo
+//! recorder, the stale-read memory, jobs, hints) and takes its executors from it
+//! ([`DoorSession::executor`]; a sub-agent's is a restriction of its parent's).
+//!
 //! A call is bound to its tool once ([`Invocation`]), then *decided* ([`Executor::decide`]: run,
 //! ask the person, or refuse, with the reason; a sub-agent's [`Restriction`] and policy), then,
 //! once its question is answered ([`Ruling::answered`], whoever answers: the terminal, `--yes`,
-//! an MCP client's form), *run* ([`Executor::run`]): the stale-read guard, the tool, the
-//! session's memory, and at the one exit the masking of flycode's secrets, the one audit line and
-//! the result block. [`Executor::execute`] does all of it for the doors that ask on the
-//! terminal; what may run beside what is [`schedule`]'s to say.
+//! an MCP client's form), *run* ([`Executor::run`], with the [`Permit`] the answer made for that
+//! invocation and no other): the stale-read guard, the tool, the session's memory, the change
+//! record, and at the one exit the masking of flycode's secrets, the one audit line and the
+//! result block. [`Executor::execute`] does all of it for the doors that ask on the terminal;
+//! what may run beside what is [`schedule`]'s to say.
 //!
 //! One executor serves every caller, also several at once: it is `Send + Sync` and runs calls
 //! through `&self`. The session's memory is behind a lock, and the person is asked one question
@@ -18,25 +23,28 @@
 
 mod change;
 mod conclude;
+mod door;
 mod ruling;
 pub mod schedule;
 mod session;
 
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use self::ruling::{Granted, denied};
-pub use self::ruling::{Permit, Restriction, Ruling};
+pub use self::door::{DoorSession, NoStateDirectory};
+use self::ruling::Granted;
+pub use self::ruling::{Permit, PermitMismatch, Restriction, Ruling};
 pub use super::approval::{
-    Approval, Approver, Decider, Door, FixedApprover, Question, Remembered, show_whole_call,
+    Approval, Approver, Decider, Door, DoorWords, FixedApprover, Question, Remembered,
+    show_whole_call,
 };
-use super::policy::{Judgement, Policy};
+use super::policy::Policy;
 use super::registry::Invocation;
 use super::tool::{Notebook, TaskRunner, ToolContext};
 use super::{Limits, ToolError, ToolOutput};
-use crate::protocol::{Call, ResultBlock, ToolName, render_command};
-use crate::sandbox::{AuditLog, LastComponent, Sandbox, Session};
+use crate::protocol::{Call, ResultBlock, ToolName};
+use crate::sandbox::{AuditLog, Sandbox, Session};
 
 /// What running a call produced.
 #[derive(Debug)]
@@ -93,7 +101,8 @@ impl Execution {
     }
 }
 
-/// Runs calls against one sandbox and policy. Made by [`Executor::builder`].
+/// Runs calls against one sandbox and policy. A door's executors come from its
+/// [`DoorSession`]; [`Executor::builder`] is for tests and benchmarks.
 pub struct Executor<'a> {
     sandbox: &'a Sandbox,
     policy: &'a Policy,
@@ -140,9 +149,12 @@ impl Shelf<'_> {
     }
 }
 
-/// Builds an [`Executor`]: the sandbox, policy and approver it cannot do without, the rest as the
-/// door has them (no session memory, no audit log, the default limits, no notebook, no tasks and
-/// no restriction unless set).
+/// Builds an [`Executor`] part by part, for a test or a benchmark: the sandbox, policy and
+/// approver it cannot do without, the rest as the caller sets it (no session memory, no audit
+/// log, no undo store, the default limits, no notebook, no tasks and no restriction unless set).
+/// A door never builds one: it opens a [`DoorSession`], which cannot be opened without its audit
+/// log and undo recorder (`tests/suite/architecture.rs` holds that no door calls
+/// [`Executor::builder`] or [`Executor::new`]).
 pub struct ExecutorBuilder<'a> {
     executor: Executor<'a>,
 }
@@ -166,33 +178,9 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
-    /// The agent's TODO list and notes (`agent.todo`, `agent.note`).
-    pub fn notebook(mut self, notebook: &'a dyn Notebook) -> Self {
-        self.executor.notebook = Some(notebook);
-        self
-    }
-
-    /// What runs `agent.task`.
-    pub fn tasks(mut self, tasks: &'a dyn TaskRunner) -> Self {
-        self.executor.tasks = Some(tasks);
-        self
-    }
-
     /// The only tools the executor runs.
     pub fn restriction(mut self, restriction: Restriction) -> Self {
         self.executor.restriction = Some(restriction);
-        self
-    }
-
-    /// The hints the calls load and read, kept by the door beyond this executor.
-    pub fn hints(mut self, hints: &'a super::hint::HintShelf) -> Self {
-        self.executor.hints = Shelf::Shared(hints);
-        self
-    }
-
-    /// What condenses `memory.query`'s findings (`flycode run`).
-    pub fn condenser(mut self, condenser: &'a dyn super::memory::Condenser) -> Self {
-        self.executor.condenser = Some(condenser);
         self
     }
 
@@ -209,12 +197,6 @@ impl<'a> ExecutorBuilder<'a> {
         self
     }
 
-    /// The command the calls come through (default `watch`'s words).
-    pub fn door(mut self, door: Door) -> Self {
-        self.executor.door = door;
-        self
-    }
-
     /// The executor.
     pub fn build(self) -> Executor<'a> {
         self.executor
@@ -226,7 +208,8 @@ impl<'a> ExecutorBuilder<'a> {
 static ASKING: Mutex<()> = Mutex::new(());
 
 impl<'a> Executor<'a> {
-    /// Starts an executor on `sandbox` under `policy`, asking `approver` where a call asks.
+    /// Starts an executor on `sandbox` under `policy`, asking `approver` where a call asks (for
+    /// tests and benchmarks: a door takes its executors from its [`DoorSession`]).
     pub fn builder(
         sandbox: &'a Sandbox,
         policy: &'a Policy,
@@ -282,11 +265,38 @@ impl<'a> Executor<'a> {
         self.hints.get().loaded()
     }
 
-    /// An executor like this one (same sandbox, policy, approver, session, jobs, audit, undo
-    /// and condenser) that runs only `restriction`'s tools and keeps its own hints: a predefined
-    /// agent of the tag dialect, whose agents share their run's executor (PROTOCOL.md §15 (The
-    /// tag dialect: run)).
-    pub fn narrowed(&self, restriction: Restriction) -> Executor<'a> {
+    /// This executor, its calls stopped by `cancel` (Ctrl-C, a cancelled MCP request): it kills
+    /// a running program and everything it started.
+    pub fn cancelled_by(mut self, cancel: Arc<AtomicBool>) -> Executor<'a> {
+        self.limits.cancel = Some(cancel);
+        self
+    }
+
+    /// This executor, with what condenses `memory.query`'s findings (`flycode run`'s light
+    /// model).
+    pub fn condensing_with(mut self, condenser: &'a dyn super::memory::Condenser) -> Executor<'a> {
+        self.condenser = Some(condenser);
+        self
+    }
+
+    /// This executor as an agent's of `flycode run`: `agent.todo` and `agent.note` keep their
+    /// notes in `notebook`, and `tasks` runs `agent.task` (the main agent's only).
+    pub fn for_agent(
+        mut self,
+        notebook: &'a dyn Notebook,
+        tasks: Option<&'a dyn TaskRunner>,
+    ) -> Executor<'a> {
+        self.notebook = Some(notebook);
+        self.tasks = tasks;
+        self
+    }
+
+    /// A restriction of this executor: the same sandbox, policy, approver, stale-read memory,
+    /// notebook, jobs, audit log, undo recorder, limits and condenser, running only
+    /// `restriction`'s tools, with hints of its own and no task runner: a predefined agent of the
+    /// tag dialect, whose agents share their run's executor (PROTOCOL.md §15 (The tag dialect:
+    /// run)).
+    pub fn restricted(&self, restriction: Restriction) -> Executor<'a> {
         Executor {
             sandbox: self.sandbox,
             policy: self.policy,
@@ -295,13 +305,29 @@ impl<'a> Executor<'a> {
             limits: self.limits.clone(),
             approver: self.approver,
             notebook: self.notebook,
-            tasks: self.tasks,
+            tasks: None,
             restriction: Some(restriction),
             door: self.door,
             hints: Shelf::Own(super::hint::HintShelf::default()),
             condenser: self.condenser,
             recorder: self.recorder.clone(),
             jobs: self.jobs,
+        }
+    }
+
+    /// A sub-agent's executor (PROTOCOL.md §13 (The API loop: sub-agents)): a
+    /// [restriction](Executor::restricted) of this one to `restriction`'s tools, with a
+    /// stale-read memory (`memory`) and notes (`notebook`) of its own.
+    pub fn subagent<'s>(
+        &'s self,
+        restriction: Restriction,
+        memory: &'s Mutex<Session>,
+        notebook: &'s dyn Notebook,
+    ) -> Executor<'s> {
+        Executor {
+            session: Some(memory),
+            notebook: Some(notebook),
+            ..self.restricted(restriction)
         }
     }
 
@@ -315,10 +341,7 @@ impl<'a> Executor<'a> {
     pub fn execute(&self, call: &Call) -> Execution {
         match Invocation::new(call) {
             Ok(invocation) => self.execute_invocation(&invocation),
-            // Arguments the schema let through but the tool cannot read (a schema bug).
-            Err(error) => {
-                self.conclude(call, Instant::now(), Err(error), (Decided::Ran, None), None)
-            }
+            Err(error) => self.unreadable(call, error),
         }
     }
 
@@ -329,82 +352,36 @@ impl<'a> Executor<'a> {
         let asked = Instant::now();
         let permit = self.ask(ruling);
         let waited = asked.elapsed();
-        let mut execution = self.run(invocation, permit);
+        let mut execution = match self.run(invocation, permit) {
+            Ok(execution) => execution,
+            // Decided for this very invocation a line above: it cannot be another's.
+            Err(mismatch) => self.refuse(invocation.call(), mismatch.into()),
+        };
         execution.waited = waited;
         execution
     }
 
-    /// Decides the call: the restriction first, then policy (its paths judged as they resolve
-    /// now, so a link to `AGENTS.md` counts as one); nothing runs and nobody is asked.
-    pub fn decide(&self, invocation: &Invocation<'_>) -> Ruling {
-        let call = invocation.call;
-        if let Some(restriction) = &self.restriction
-            && !restriction.tools.contains(&call.tool)
-        {
-            return Ruling::Refuse(restriction.refusal(call.tool));
-        }
-        let resolved: Vec<PathBuf> = invocation
-            .effects()
-            .changed()
-            .filter_map(|input| self.sandbox.resolve(input, LastComponent::Follow).ok())
-            .map(|path| path.absolute)
-            .collect();
-        match self.policy.judge_invocation(invocation, &resolved) {
-            Judgement::Run => Ruling::Run,
-            Judgement::Deny { reason, advice } => {
-                Ruling::Refuse(denied(call.tool, &reason, advice))
-            }
-            Judgement::Ask { reason, in_person } => {
-                let secrets = self.limits.secrets();
-                let shown = show_whole_call(
-                    invocation,
-                    &render_command(call.tool, &call.args),
-                    &self.limits,
-                );
-                Ruling::Ask(Question {
-                    tool: call.tool,
-                    judged_as: invocation.bound.judged_as(),
-                    identity: crate::sandbox::sha256_hex(shown.as_bytes()),
-                    shown: secrets.mask(&shown).into_owned(),
-                    reason: secrets.mask(&reason).into_owned(),
-                    in_person,
-                    preview: super::preview::write_preview(call, self.sandbox, &secrets),
-                })
-            }
-        }
+    /// Runs a decided invocation as `permit` allows (a refusal does not run), then logs it and
+    /// renders its result block, flycode's secrets masked. A permit decided for another
+    /// invocation runs nothing and logs nothing: [`PermitMismatch`].
+    pub fn run(
+        &self,
+        invocation: &Invocation<'_>,
+        permit: Permit,
+    ) -> Result<Execution, PermitMismatch> {
+        let (granted, by) = permit.check(invocation)?;
+        Ok(self.run_granted(invocation, granted, by))
     }
 
-    /// Puts the ruling's question, if any, to this executor's approver, one question at a time
-    /// in the whole process, and returns the answered ruling.
-    pub fn ask(&self, ruling: Ruling) -> Permit {
-        let (answer, in_person) = match &ruling {
-            Ruling::Ask(question) => {
-                let _one_question_at_a_time = lock(&ASKING);
-                (self.approver.ask(question), question.in_person)
-            }
-            Ruling::Run | Ruling::Refuse(_) => (Approval::Unavailable, false),
-        };
-        let mut permit = ruling.answered(answer);
-        // What the person could do about it, in the words of the door they came through.
-        if permit.by == Some(Decider::Unanswered)
-            && let Granted::Unanswered(error) = &mut permit.granted
-        {
-            error.advice = Some(self.door.unanswered_advice(in_person).to_owned());
-        }
-        permit
-    }
-
-    /// Runs a decided call as `permit` allows (a refusal does not run), then logs it and renders
-    /// its result block, flycode's secrets masked.
-    pub fn run(&self, invocation: &Invocation<'_>, permit: Permit) -> Execution {
-        let call = invocation.call;
+    fn run_granted(&self, invocation: &Invocation<'_>, granted: Granted, by: Decider) -> Execution {
+        let call = invocation.call();
         let started = Instant::now();
-        let (result, decided) = match permit.granted {
+        let (result, decided) = match granted {
             Granted::Refused(error) => (Err(error), Decided::Refused),
             Granted::Unanswered(error) => (Err(error), Decided::Unanswered),
             Granted::Run => {
                 let run = || {
-                    invocation.bound.run(&ToolContext {
+                    invocation.bound().run(&ToolContext {
                         sandbox: self.sandbox,
                         limits: &self.limits,
                         notebook: self.notebook,
@@ -426,7 +403,7 @@ impl<'a> Executor<'a> {
                     call,
                     started,
                     result,
-                    (Decided::Ran, permit.by),
+                    (Decided::Ran, Some(by)),
                     Some(invocation.tool()),
                 );
                 self.finish_change(invocation, change, &mut execution);
@@ -437,9 +414,16 @@ impl<'a> Executor<'a> {
             call,
             started,
             result,
-            (decided, permit.by),
+            (decided, Some(by)),
             Some(invocation.tool()),
         )
+    }
+
+    /// A call whose tool cannot read its arguments although the schema let them through (a
+    /// schema bug): answered with the tool's error through the one exit; nothing is decided or
+    /// run.
+    pub fn unreadable(&self, call: &Call, error: ToolError) -> Execution {
+        self.conclude(call, Instant::now(), Err(error), (Decided::Ran, None), None)
     }
 
     /// A call the door refused before it could be decided (a request cancelled before it
@@ -467,6 +451,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures are made directly, outside the sandbox
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::sandbox::sha256_hex;
 
@@ -670,7 +656,7 @@ mod tests {
         assert!(question.shown.contains("a.txt"), "{}", question.shown);
         let permit = ruling.answered(Approval::Yes);
         assert!(permit.runs());
-        let execution = executor.run(&invocation, permit);
+        let execution = executor.run(&invocation, permit).unwrap();
         assert!(execution.is_ok(), "{:?}", execution.block);
         assert_eq!(execution.decided, Decided::Ran);
         assert!(!root.join("a.txt").exists());
@@ -678,13 +664,88 @@ mod tests {
         // Declined: refused, nothing removed.
         let call = rm_call(&root.join("b.txt"));
         let invocation = Invocation::new(&call).unwrap();
-        let declined = executor.run(
-            &invocation,
-            executor.decide(&invocation).answered(Approval::No),
-        );
+        let declined = executor
+            .run(
+                &invocation,
+                executor.decide(&invocation).answered(Approval::No),
+            )
+            .unwrap();
         assert_eq!(declined.decided, Decided::Refused);
         assert_eq!(declined.block.code.as_deref(), Some("denied_by_policy"));
         assert!(root.join("b.txt").exists());
+    }
+
+    #[test]
+    fn a_permit_runs_only_the_invocation_it_was_decided_for() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "one").unwrap();
+        std::fs::write(root.join("b.txt"), "two").unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let audit = AuditLog::at(&logs.path().join("audit.jsonl"));
+        let sandbox = sandbox_on(&root);
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::Ask,
+            ..Policy::default()
+        };
+        let executor = Executor::builder(&sandbox, &policy, &NeverAsked)
+            .audit(Some(audit.clone()))
+            .build();
+        // A yes to removing a.txt, given to the removal of b.txt: refused, nothing runs.
+        let harmless = rm_call(&root.join("a.txt"));
+        let harmless = Invocation::new(&harmless).unwrap();
+        let yes = executor.decide(&harmless).answered(Approval::Yes);
+        assert!(yes.runs());
+        let other = Call {
+            id: Some("c-other".into()),
+            ..rm_call(&root.join("b.txt"))
+        };
+        let other = Invocation::new(&other).unwrap();
+        let mismatch = executor.run(&other, yes).unwrap_err();
+        assert_eq!(mismatch.tool, ToolName::FsRm);
+        assert_eq!(mismatch.call_id.as_deref(), Some("c-other"));
+        assert!(root.join("a.txt").exists() && root.join("b.txt").exists());
+        assert!(
+            !audit.path().exists(),
+            "a mismatch is no call: nothing is logged"
+        );
+        // The same call bound twice is two invocations: a yes answers one decision only.
+        let again = rm_call(&root.join("a.txt"));
+        let again = Invocation::new(&again).unwrap();
+        let yes = executor.decide(&harmless).answered(Approval::Yes);
+        assert!(executor.run(&again, yes).is_err());
+        assert!(root.join("a.txt").exists());
+        // Its own permit runs it.
+        let yes = executor.decide(&harmless).answered(Approval::Yes);
+        let ran = executor.run(&harmless, yes).unwrap();
+        assert!(ran.is_ok(), "{:?}", ran.block);
+        assert!(!root.join("a.txt").exists() && root.join("b.txt").exists());
+    }
+
+    #[test]
+    fn a_permit_that_refuses_is_bound_to_its_invocation_too() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        let sandbox = sandbox_on(&root);
+        let policy = Policy {
+            approval: super::super::policy::ApprovalMode::ReadOnly,
+            ..Policy::default()
+        };
+        let executor = Executor::new(&sandbox, &policy, &NeverAsked);
+        let write = Call {
+            id: Some("c-write".into()),
+            tool: ToolName::FsWrite,
+            args: serde_json::json!({"path": root.join("new.txt"), "mode": "overwrite", "content": "x"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        let first = Invocation::new(&write).unwrap();
+        let second = Invocation::new(&write).unwrap();
+        let refused = executor.decide(&first).answered(Approval::Yes);
+        assert!(!refused.runs());
+        let error = executor.run(&second, refused).unwrap_err();
+        assert!(error.to_string().contains("another invocation"), "{error}");
     }
 
     #[test]
@@ -711,8 +772,10 @@ mod tests {
         };
         let invocation = Invocation::new(&call).unwrap();
         let ruling = executor.decide(&invocation);
-        assert!(matches!(ruling, Ruling::Refuse(_)), "{ruling:?}");
-        let execution = executor.run(&invocation, ruling.answered(Approval::Yes));
+        assert!(ruling.refusal().is_some(), "{ruling:?}");
+        let execution = executor
+            .run(&invocation, ruling.answered(Approval::Yes))
+            .unwrap();
         assert_eq!(execution.decided, Decided::Refused);
         assert!(!root.join("new.txt").exists());
         let logged = std::fs::read_to_string(audit.path()).unwrap();

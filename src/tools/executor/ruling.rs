@@ -5,14 +5,36 @@
 //! terminal, `--yes` or an MCP client's form (PROTOCOL.md §14 (The MCP server)), answers that
 //! decision, and the answered ruling is what runs: no door decides again, and no door compares
 //! what was shown with what will run.
+//!
+//! Both are made here and nowhere else: a ruling only by [`Executor::decide`], a permit only by
+//! answering a ruling ([`Ruling::answered`]). Each carries the [`InvocationId`] of the invocation
+//! it was decided for, and [`Executor::run`](super::Executor::run) refuses a permit for any other
+//! ([`PermitMismatch`]): no door can make a permit that runs, or run one call on another's yes.
+//! Deciding only reads: policy, the paths as they resolve now, and for a question the preview
+//! of the change ([`Tool::preview`](crate::tools::tool::Tool::preview), a plan, never a run).
 
-use crate::protocol::{ErrorCode, ToolName};
+use std::path::PathBuf;
+
+use super::{Executor, lock};
+use crate::protocol::{ErrorCode, ToolName, render_command};
+use crate::sandbox::LastComponent;
 use crate::tools::ToolError;
-use crate::tools::approval::{Approval, Decider, Question, Remembered};
+use crate::tools::approval::{Approval, Decider, DoorWords, Question, Remembered, show_whole_call};
+use crate::tools::policy::Judgement;
+use crate::tools::registry::{Invocation, InvocationId};
 
-/// What the call service rules for a call, before anything runs.
+/// What the call service rules for one invocation, before anything runs. Made only by
+/// [`Executor::decide`], for the invocation it decided.
 #[derive(Debug)]
-pub enum Ruling {
+pub struct Ruling {
+    decision: Decision,
+    /// The invocation decided.
+    invocation: InvocationId,
+}
+
+/// What a ruling says.
+#[derive(Debug)]
+enum Decision {
     /// Run it.
     Run,
     /// Ask the person first.
@@ -22,13 +44,14 @@ pub enum Ruling {
 }
 
 /// A ruling with its question answered: what [`Executor::run`](super::Executor::run) does with
-/// the call. Only a ruling makes a permit that runs; a door may make only refusals.
+/// the invocation it was decided for. Only a ruling makes a permit.
 #[derive(Debug)]
 pub struct Permit {
-    pub(super) granted: Granted,
-    /// Who let it run or refused it (the audit log's `approval`); `None` for a refusal the door
-    /// decided itself.
-    pub(super) by: Option<Decider>,
+    granted: Granted,
+    /// Who let it run or refused it (the audit log's `approval`).
+    by: Decider,
+    /// The invocation it was decided for: it runs no other.
+    invocation: InvocationId,
 }
 
 /// What a permit allows.
@@ -36,122 +59,200 @@ pub struct Permit {
 pub(super) enum Granted {
     /// The call runs.
     Run,
-    /// Policy, the person or the door refused it: its result depends on the session's policy.
+    /// Policy or the person refused it: its result depends on the session's policy.
     Refused(ToolError),
     /// It needed a person's yes and nobody could answer: its result says nothing of the call.
     Unanswered(ToolError),
 }
 
+/// A permit given to run another invocation than the one it was decided for: nothing runs.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the permit to run {tool} was decided for another invocation than call {}: it was not run",
+    call_id.as_deref().unwrap_or("(no id)")
+)]
+pub struct PermitMismatch {
+    /// The tool of the invocation the permit was given to run.
+    pub tool: ToolName,
+    /// That invocation's call id.
+    pub call_id: Option<String>,
+}
+
+impl From<PermitMismatch> for ToolError {
+    fn from(mismatch: PermitMismatch) -> ToolError {
+        ToolError::new(
+            ErrorCode::DeniedByPolicy,
+            mismatch.to_string(),
+            Some("send the call again: it is decided anew"),
+        )
+    }
+}
+
 impl Permit {
-    /// A refusal the door decided itself (a request cancelled before it ran, roots that share
-    /// nothing with flycode's): logged and answered like policy's.
-    pub fn refused(error: ToolError) -> Permit {
-        Permit::by(Granted::Refused(error), None)
-    }
-
-    /// A question nobody could answer, in the door's words (an MCP client that cannot ask).
-    pub fn unanswered(error: ToolError) -> Permit {
-        Permit::by(Granted::Unanswered(error), Some(Decider::Unanswered))
-    }
-
-    fn by(granted: Granted, by: Option<Decider>) -> Permit {
-        Permit { granted, by }
-    }
-
     /// Whether the call will run.
     pub fn runs(&self) -> bool {
         matches!(self.granted, Granted::Run)
+    }
+
+    /// What it allows and who decided, once it is shown to be `invocation`'s.
+    pub(super) fn check(
+        self,
+        invocation: &Invocation<'_>,
+    ) -> Result<(Granted, Decider), PermitMismatch> {
+        if self.invocation != invocation.id() {
+            return Err(PermitMismatch {
+                tool: invocation.call().tool,
+                call_id: invocation.call().id.clone(),
+            });
+        }
+        Ok((self.granted, self.by))
     }
 }
 
 impl Ruling {
     /// The ruling with `answer` given to its question; a ruling that asks nothing ignores it.
-    /// "Nobody could answer" is refused in the terminal's words (see [`Permit::unanswered`] for
-    /// a door's own).
+    /// "Nobody could answer" is refused in the terminal's words (`watch`'s, see
+    /// [`Ruling::answered_in`] for a door's own).
     pub fn answered(self, answer: Approval) -> Permit {
-        match self {
-            Ruling::Run => Permit::by(Granted::Run, Some(Decider::Policy)),
-            Ruling::Refuse(error) => Permit::by(Granted::Refused(error), Some(Decider::Policy)),
-            Ruling::Ask(question) => question.answered(answer),
+        self.answered_in(answer, &super::Door::default())
+    }
+
+    /// The same, with a question nobody could answer refused in `words`.
+    pub fn answered_in(self, answer: Approval, words: &dyn DoorWords) -> Permit {
+        let invocation = self.invocation;
+        let (granted, by) = match self.decision {
+            Decision::Run => (Granted::Run, Decider::Policy),
+            Decision::Refuse(error) => (Granted::Refused(error), Decider::Policy),
+            Decision::Ask(question) => question.answered(answer, words),
+        };
+        Permit {
+            granted,
+            by,
+            invocation,
         }
     }
 
     /// The question, where the ruling asks one.
     pub fn question(&self) -> Option<&Question> {
-        match self {
-            Ruling::Ask(question) => Some(question),
-            Ruling::Run | Ruling::Refuse(_) => None,
+        match &self.decision {
+            Decision::Ask(question) => Some(question),
+            Decision::Run | Decision::Refuse(_) => None,
+        }
+    }
+
+    /// The refusal, where the ruling refuses the call.
+    pub fn refusal(&self) -> Option<&ToolError> {
+        match &self.decision {
+            Decision::Refuse(error) => Some(error),
+            Decision::Run | Decision::Ask(_) => None,
         }
     }
 }
 
+impl Executor<'_> {
+    /// Decides the call: the restriction first, then policy (its paths judged as they resolve
+    /// now, so a link to `AGENTS.md` counts as one); nothing runs, nothing is written and nobody
+    /// is asked. A question carries the tool's preview of what the call would change.
+    pub fn decide(&self, invocation: &Invocation<'_>) -> Ruling {
+        let decision = self.decision(invocation);
+        Ruling {
+            decision,
+            invocation: invocation.id(),
+        }
+    }
+
+    fn decision(&self, invocation: &Invocation<'_>) -> Decision {
+        let call = invocation.call();
+        if let Some(restriction) = &self.restriction
+            && !restriction.tools.contains(&call.tool)
+        {
+            return Decision::Refuse(restriction.refusal(call.tool));
+        }
+        let resolved: Vec<PathBuf> = invocation
+            .effects()
+            .changed()
+            .filter_map(|input| self.sandbox.resolve(input, LastComponent::Follow).ok())
+            .map(|path| path.absolute)
+            .collect();
+        match self.policy.judge_invocation(invocation, &resolved) {
+            Judgement::Run => Decision::Run,
+            Judgement::Deny { reason, advice } => {
+                Decision::Refuse(denied(call.tool, &reason, advice))
+            }
+            Judgement::Ask { reason, in_person } => {
+                let secrets = self.limits.secrets();
+                let shown = show_whole_call(
+                    invocation,
+                    &render_command(call.tool, &call.args),
+                    &self.limits,
+                );
+                Decision::Ask(Question {
+                    tool: call.tool,
+                    judged_as: invocation.bound().judged_as(),
+                    identity: crate::sandbox::sha256_hex(shown.as_bytes()),
+                    shown: secrets.mask(&shown).into_owned(),
+                    reason: secrets.mask(&reason).into_owned(),
+                    in_person,
+                    preview: invocation.bound().preview(self.sandbox, &secrets),
+                })
+            }
+        }
+    }
+
+    /// Puts the ruling's question, if any, to this executor's approver, one question at a time
+    /// in the whole process, and returns the answered ruling; nobody's answer is refused in this
+    /// executor's door's words.
+    pub fn ask(&self, ruling: Ruling) -> Permit {
+        let answer = match ruling.question() {
+            Some(question) => {
+                let _one_question_at_a_time = lock(&super::ASKING);
+                self.approver.ask(question)
+            }
+            None => Approval::Unavailable,
+        };
+        ruling.answered_in(answer, &self.door)
+    }
+}
+
 impl Question {
-    /// The permit `answer` gives.
-    fn answered(self, answer: Approval) -> Permit {
-        let Question {
-            tool,
-            reason,
-            in_person,
-            ..
-        } = self;
-        let run = |by| Permit::by(Granted::Run, Some(by));
+    /// What `answer` allows, and who decided.
+    fn answered(self, answer: Approval, words: &dyn DoorWords) -> (Granted, Decider) {
+        let tool = self.tool;
         match answer {
-            Approval::Yes => run(Decider::Person),
-            Approval::Assumed => run(Decider::YesFlag),
-            Approval::Remembered(Remembered::Tool) => run(Decider::SessionTool),
-            Approval::Remembered(Remembered::Command) => run(Decider::SessionCommand),
-            Approval::No => Permit::by(
+            Approval::Yes => (Granted::Run, Decider::Person),
+            Approval::Assumed => (Granted::Run, Decider::YesFlag),
+            Approval::Remembered(Remembered::Tool) => (Granted::Run, Decider::SessionTool),
+            Approval::Remembered(Remembered::Command) => (Granted::Run, Decider::SessionCommand),
+            Approval::No => (
                 Granted::Refused(ToolError::new(
                     ErrorCode::DeniedByPolicy,
                     format!("the user declined {tool}"),
                     Some("ask the user what to do instead"),
                 )),
-                Some(Decider::Declined),
+                Decider::Declined,
             ),
             // Nothing was said about the call itself: like a question nobody answered, it is not
             // remembered as this call's answer (a watcher asks again next time).
-            Approval::Interrupted => Permit::by(
+            Approval::Interrupted => (
                 Granted::Unanswered(ToolError::new(
                     ErrorCode::DeniedByPolicy,
-                    format!("the user stopped flycode (Ctrl-C) when asked about {tool}; it was not run"),
+                    format!(
+                        "the user stopped flycode (Ctrl-C) when asked about {tool}; it was not run"
+                    ),
                     Some("the user stopped this session; nothing more will run in it"),
                 )),
-                Some(Decider::Interrupted),
+                Decider::Interrupted,
             ),
-            Approval::Unavailable if in_person => Permit::unanswered(
-                ToolError::new(
-                    ErrorCode::DeniedByPolicy,
-                    format!(
-                        "{tool} needs the user's approval at the terminal ({reason}), and no one was there to give it"
-                    ),
-                    Some(
-                        "only the user can allow this call, in person; do without it, or ask the user to make the change",
-                    ),
-                )
-                .with_advice(
-                    "only a person at a terminal can allow this call (--yes does not): run flycode in a terminal and copy the reply again",
-                ),
-            ),
-            Approval::Unavailable => Permit::unanswered(
-                ToolError::new(
-                    ErrorCode::DeniedByPolicy,
-                    format!(
-                        "{tool} needs the user's approval ({reason}), and no one was at the terminal to give it"
-                    ),
-                    Some(
-                        "tell the user what you want to run and why, and wait for them to allow it; or do without this call",
-                    ),
-                )
-                .with_advice(
-                    "no terminal could answer; restart flycode with --yes (or --approve auto) and send the same call again (in watch: copy the reply again)",
-                ),
+            Approval::Unavailable => (
+                Granted::Unanswered(words.unanswered(&self)),
+                Decider::Unanswered,
             ),
         }
     }
 }
 
 /// The refusal of policy's `Deny`.
-pub(super) fn denied(tool: ToolName, reason: &str, advice: String) -> ToolError {
+fn denied(tool: ToolName, reason: &str, advice: String) -> ToolError {
     ToolError::new(
         ErrorCode::DeniedByPolicy,
         format!("{tool} was not run: {reason}"),
@@ -175,7 +276,7 @@ pub struct Restriction {
 
 impl Restriction {
     /// The refusal of a tool this restriction leaves out.
-    pub(super) fn refusal(&self, tool: ToolName) -> ToolError {
+    fn refusal(&self, tool: ToolName) -> ToolError {
         let tools: Vec<&str> = self.tools.iter().map(|t| t.as_str()).collect();
         ToolError::new(
             ErrorCode::DeniedByPolicy,

@@ -17,7 +17,7 @@ impl Executor<'_> {
         let Some(session) = self.session else {
             return Ok(());
         };
-        for input in invocation.bound.guarded_paths() {
+        for input in invocation.bound().guarded_paths() {
             let Ok(path) = self.sandbox.resolve(input, LastComponent::Follow) else {
                 continue;
             };
@@ -73,7 +73,7 @@ impl Executor<'_> {
                 .ok()
                 .map(|p| p.absolute)
         };
-        for change in invocation.bound.session_changes(output) {
+        for change in invocation.bound().session_changes(output) {
             match change {
                 SessionChange::Read(input) => {
                     if let (Some(path), Some(hash)) = (resolved(input), self.current_hash(input)) {

@@ -1,6 +1,7 @@
 //! `fs.edit`: exact-text replacements in one file (PROTOCOL.md §9 (Tools), seed 000's `smart_edit` in Patch
-//! mode). Reads the file through the sandbox, applies the edits in memory (`edit/apply.rs`),
-//! judges the result with the omission guard, and writes it back atomically through
+//! mode), in two steps: [`plan`] reads the file through the sandbox, applies the edits in memory
+//! (`edit/apply.rs`) and judges the result with the omission guard, writing nothing (the approval
+//! question's preview is this plan); `apply` writes it back atomically through
 //! [`Sandbox::write_file`], with the hash of what it read as the precondition, so a change made
 //! between the read and the write is reported (`stale_file`), never overwritten.
 //!
@@ -26,6 +27,7 @@ use crate::protocol::{ErrorCode, ToolName};
 use crate::sandbox::{LastComponent, Sandbox, WriteMode, sha256_hex};
 use crate::tools::fs::omission;
 use crate::tools::fs::read::MAX_READ_BYTES;
+use crate::tools::preview::Preview;
 use crate::tools::secrets::Secrets;
 use crate::tools::tool::{
     ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural, shorten_path,
@@ -73,8 +75,31 @@ struct Original {
     text: String,
 }
 
-/// Runs `fs.edit`.
+/// What an edit would make of its file, before anything is written ([`plan`]).
+struct EditPlan {
+    /// The file as read.
+    original: Original,
+    /// The text after the edits.
+    applied: EditedText,
+    /// What the file would hold: the BOM, if it had one, and the edited text.
+    new_bytes: Vec<u8>,
+    /// The file's line endings, which the edits took.
+    endings: LineEndings,
+    /// Whether the text changes at all.
+    changed: bool,
+}
+
+/// Runs `fs.edit`: its [`plan`], then [`apply`](fn@apply).
 pub fn run(sandbox: &Sandbox, args: &EditArgs, secrets: &Secrets) -> Result<ToolOutput, ToolError> {
+    let plan = plan(sandbox, args, secrets)?;
+    apply(sandbox, args, plan)
+}
+
+/// Plans the edit, writing nothing: the file read through the sandbox (a protected file refused
+/// first), `expectedSha256` checked, the edits applied in memory and the result judged by the
+/// omission guard. What the approval question shows ([`FsEdit::preview`](Tool::preview)) and
+/// what [`apply`](fn@apply) lands are this same plan.
+fn plan(sandbox: &Sandbox, args: &EditArgs, secrets: &Secrets) -> Result<EditPlan, ToolError> {
     let path = args.path.as_str();
     // A protected file is refused before it is read: a dry run of an edit that can never be made
     // would only mislead.
@@ -112,20 +137,29 @@ pub fn run(sandbox: &Sandbox, args: &EditArgs, secrets: &Secrets) -> Result<Tool
     };
     refuse_omission(path, &original, applied.text.len(), args)?;
     let changed = applied.text != original.text;
-    let sha256 = if changed && !args.dry_run {
-        write(sandbox, path, &new_bytes, &original.sha256)?
+    Ok(EditPlan {
+        original,
+        applied,
+        new_bytes,
+        endings,
+        changed,
+    })
+}
+
+/// Lands `plan`: writes the new bytes where the text changes and this is no dry run, if the
+/// file still holds what the plan read; the result.
+fn apply(sandbox: &Sandbox, args: &EditArgs, plan: EditPlan) -> Result<ToolOutput, ToolError> {
+    let sha256 = if plan.changed && !args.dry_run {
+        write(sandbox, &args.path, &plan.new_bytes, &plan.original.sha256)?
     } else {
-        sha256_hex(&new_bytes)
+        sha256_hex(&plan.new_bytes)
     };
     Ok(output(
         args,
-        &original,
-        &applied,
+        &plan,
         Written {
             sha256,
-            bytes: new_bytes.len(),
-            endings,
-            changed,
+            bytes: plan.new_bytes.len(),
         },
     ))
 }
@@ -337,46 +371,67 @@ fn write(sandbox: &Sandbox, path: &str, bytes: &[u8], read: &str) -> Result<Stri
     Ok(outcome.sha256)
 }
 
-/// What the edit made of the file.
+/// What the edit wrote (or, in a dry run, would write).
 struct Written {
     sha256: String,
     bytes: usize,
-    endings: LineEndings,
-    changed: bool,
+}
+
+/// The diff of a plan, as the result's body shows it.
+struct EditDiff {
+    /// The unified diff (or the line saying there is none).
+    body: String,
+    added: usize,
+    removed: usize,
+    /// The changed lines of the new text (0-based, end exclusive), where a line changed.
+    new_lines: Option<(usize, usize)>,
+}
+
+impl EditPlan {
+    /// The plan's diff of the file named `path`.
+    fn diff(&self, path: &str) -> EditDiff {
+        let old = display_text(&self.original.text);
+        let new = display_text(&self.applied.text);
+        let diff = TextDiff::from_lines(old.as_ref(), new.as_ref());
+        let (mut added, mut removed) = (0, 0);
+        let mut new_lines: Option<(usize, usize)> = None;
+        for op in diff.ops() {
+            let (tag, old_range, new_range) = op.as_tag_tuple();
+            if tag == DiffTag::Equal {
+                continue;
+            }
+            removed += old_range.len();
+            added += new_range.len();
+            let (start, _) = new_lines.unwrap_or((new_range.start, 0));
+            new_lines = Some((start, new_range.end.max(start + 1)));
+        }
+        let body = if !self.changed {
+            "no changes: every edit leaves the text as it was; nothing was written\n".to_owned()
+        } else if new_lines.is_none() {
+            "(only line endings changed, which a line diff does not show)\n".to_owned()
+        } else {
+            diff.unified_diff()
+                .context_radius(CONTEXT_LINES)
+                .header(path, path)
+                .to_string()
+        };
+        EditDiff {
+            body,
+            added,
+            removed,
+            new_lines,
+        }
+    }
 }
 
 /// The result: the unified diff as the body.
-fn output(
-    args: &EditArgs,
-    original: &Original,
-    applied: &EditedText,
-    written: Written,
-) -> ToolOutput {
-    let old = display_text(&original.text);
-    let new = display_text(&applied.text);
-    let diff = TextDiff::from_lines(old.as_ref(), new.as_ref());
-    let (mut added, mut removed) = (0, 0);
-    let mut new_lines: Option<(usize, usize)> = None;
-    for op in diff.ops() {
-        let (tag, old_range, new_range) = op.as_tag_tuple();
-        if tag == DiffTag::Equal {
-            continue;
-        }
-        removed += old_range.len();
-        added += new_range.len();
-        let (start, _) = new_lines.unwrap_or((new_range.start, 0));
-        new_lines = Some((start, new_range.end.max(start + 1)));
-    }
-    let body = if !written.changed {
-        "no changes: every edit leaves the text as it was; nothing was written\n".to_owned()
-    } else if new_lines.is_none() {
-        "(only line endings changed, which a line diff does not show)\n".to_owned()
-    } else {
-        diff.unified_diff()
-            .context_radius(CONTEXT_LINES)
-            .header(&args.path, &args.path)
-            .to_string()
-    };
+fn output(args: &EditArgs, plan: &EditPlan, written: Written) -> ToolOutput {
+    let EditDiff {
+        body,
+        added,
+        removed,
+        new_lines,
+    } = plan.diff(&args.path);
     let continue_hint = match (args.dry_run, new_lines) {
         (true, _) => "nothing was changed (dryRun); dry-run fewer edits at a time to see each diff"
             .to_owned(),
@@ -386,8 +441,9 @@ fn output(
         ),
         (false, None) => "the edits were applied; read the file with fs.read".to_owned(),
     };
+    let replacements = plan.applied.replacements;
     let mut fields = vec![
-        ("replacements".to_owned(), applied.replacements.to_string()),
+        ("replacements".to_owned(), replacements.to_string()),
         ("bytes".to_owned(), written.bytes.to_string()),
         ("sha256".to_owned(), written.sha256.clone()),
     ];
@@ -398,14 +454,14 @@ fn output(
         data: json!({
             "path": args.path,
             "sha256": written.sha256,
-            "replacements": applied.replacements,
+            "replacements": replacements,
             "dryRun": args.dry_run,
-            "changed": written.changed,
+            "changed": plan.changed,
             "bytes": written.bytes,
             "linesAdded": added,
             "linesRemoved": removed,
-            "lineEndings": written.endings.as_str(),
-            "bom": original.bom,
+            "lineEndings": plan.endings.as_str(),
+            "bom": plan.original.bom,
             "diff": body,
         }),
         body: Some(body),
@@ -492,6 +548,18 @@ impl Tool for FsEdit {
             number("linesAdded"),
             number("linesRemoved")
         )
+    }
+
+    /// The diff of the planned edit, masked as composed text as its result is (PROTOCOL.md §9
+    /// (Secrets and masking)); nothing is written.
+    fn preview(&self, args: &EditArgs, sandbox: &Sandbox, secrets: &Secrets) -> Option<Preview> {
+        let diff = plan(sandbox, args, secrets).ok()?.diff(&args.path);
+        let lines = secrets
+            .mask(&diff.body)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        Some(Preview::file(lines, Some((diff.added, diff.removed))))
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &EditArgs) -> Result<ToolOutput, ToolError> {

@@ -9,6 +9,8 @@ use crate::sandbox::{LastComponent, Sandbox, WriteMode};
 use crate::tools::fs::ls::human_size;
 use crate::tools::fs::omission;
 use crate::tools::fs::read::MAX_READ_BYTES;
+use crate::tools::preview::{self, Preview};
+use crate::tools::secrets::Secrets;
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
 use std::path::PathBuf;
@@ -210,6 +212,13 @@ impl Tool for FsWrite {
             .get("bytesWritten")
             .and_then(serde_json::Value::as_u64);
         format!("Wrote {}", human_size(bytes.unwrap_or(0)))
+    }
+
+    /// The diff of the file against what the write would leave (an append: the file with the
+    /// content at its end).
+    fn preview(&self, args: &WriteArgs, sandbox: &Sandbox, secrets: &Secrets) -> Option<Preview> {
+        let append = args.mode == ModeArg::Append;
+        preview::file_write(sandbox, secrets, &args.path, &args.content, append)
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &WriteArgs) -> Result<ToolOutput, ToolError> {

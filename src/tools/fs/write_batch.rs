@@ -12,6 +12,8 @@ use crate::sandbox::{
     BatchFile, BatchRefusal, LastComponent, Sandbox, SandboxError, WriteMode, WriteOutcome,
 };
 use crate::tools::fs::ls::human_size;
+use crate::tools::preview::{self, Preview};
+use crate::tools::secrets::Secrets;
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, plural};
 use crate::tools::{ToolError, ToolOutput};
 
@@ -238,6 +240,19 @@ impl Tool for FsWriteBatch {
             .sum();
         let count = files.map_or(0, Vec::len);
         format!("Wrote {} ({})", plural(count, "file"), human_size(bytes))
+    }
+
+    /// Each file's diff in turn, as [`super::write::FsWrite`]'s.
+    fn preview(
+        &self,
+        args: &WriteBatchArgs,
+        sandbox: &Sandbox,
+        secrets: &Secrets,
+    ) -> Option<Preview> {
+        Preview::files(args.files.iter().filter_map(|file| {
+            let append = file.mode == Some(ModeArg::Append);
+            preview::file_write(sandbox, secrets, &file.path, &file.content, append)
+        }))
     }
 
     fn run(
