@@ -12,7 +12,8 @@
 //!   SIGINT and SIGTERM are the ordinary way to stop watching and exit 0 (PROTOCOL.md §12,
 //!   "Stopping"), SIGHUP (the terminal went away) and SIGQUIT exit with 128 plus the signal.
 //!
-//! A second signal (not a forward of the first by flycode's guardian) ends flycode at once.
+//! A second signal ends flycode at once; the first one's twin (the same signal, once straight from
+//! its sender and once forwarded by flycode's guardian) is not a second signal.
 //! Whatever is left then is killed by the guardian ([`crate::sandbox::process::guard`]).
 
 use std::sync::Arc;
@@ -104,18 +105,32 @@ pub(crate) fn install(door: StopDoor, flag: Option<Arc<AtomicBool>>) -> anyhow::
     std::thread::Builder::new()
         .name("flycode-signals".to_owned())
         .spawn(move || {
+            // Of the first signal, one copy straight from the sender and one forwarded by the
+            // guardian are the same stop: a `kill` to the process group reaches the worker
+            // directly and through the front and the guardian, in either order.
+            let mut seen = (false, false);
             for origin in signals.forever() {
                 let signal = origin.signal;
+                let forwarded =
+                    guardian.is_some() && origin.process.map(|sender| sender.pid) == guardian;
                 let first = STOPPED_BY.load(Ordering::SeqCst);
                 if first != 0 {
-                    // The guardian forwarding what the worker got from the terminal's group too.
-                    let forwarded =
-                        guardian.is_some() && origin.process.map(|sender| sender.pid) == guardian;
-                    if !forwarded {
+                    let twin = signal == first
+                        && if forwarded {
+                            !std::mem::replace(&mut seen.1, true)
+                        } else {
+                            !std::mem::replace(&mut seen.0, true)
+                        };
+                    if !twin {
                         std::process::exit(128 + first);
                     }
                     continue;
                 }
+                seen = if forwarded {
+                    (false, true)
+                } else {
+                    (true, false)
+                };
                 STOPPED_BY.store(signal, Ordering::SeqCst);
                 let plan = plan(door, signal);
                 SIGNAL_STATUS.store(plan.signal_status, Ordering::SeqCst);
