@@ -2,8 +2,9 @@
 //! (or ignoring it) write their call in the message text, as a ```` ```json ```` or
 //! `flycode-call` block, a bare JSON object, a Qwen/Hermes `<tool_call>{…}</tool_call>` element
 //! or a `<function=NAME>{…}</function>` element. Such a reply is never a final answer
-//! (PROTOCOL.md §13 (The API loop: calls written as text)). This module only finds them; the
-//! loop decides whether one runs. Pure: text in, findings out.
+//! (PROTOCOL.md §13 (The API loop: calls written as text)). A call drafted in the reply's
+//! reasoning (`<think>…</think>`, [`super::reasoning`]) is not one. This module only finds them;
+//! the loop decides whether one runs. Pure: text in, findings out.
 
 use serde_json::{Map, Value};
 
@@ -50,10 +51,11 @@ pub struct TextCall {
     pub args: Option<Map<String, Value>>,
 }
 
-/// Every call written in `text`, in order. An element (`<tool_call>`, `<function=…>`) or a
-/// `flycode-call` block is a call whatever it names; a JSON block or a bare object only when it
-/// names a tool of `set` (so JSON data in an answer stays prose).
+/// Every call written in `text` outside its reasoning, in order. An element (`<tool_call>`,
+/// `<function=…>`) or a `flycode-call` block is a call whatever it names; a JSON block or a bare
+/// object only when it names a tool of `set` (so JSON data in an answer stays prose).
 pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
+    let text = &*super::reasoning::without_reasoning(text);
     let mut calls = Vec::new();
     let mut rest = text.to_owned();
     for (start, end, inner) in elements(text, "<tool_call>", "</tool_call>") {
@@ -284,6 +286,16 @@ mod tests {
         assert_eq!(
             tools("<tool_call>{\"name\": \"read_file\", \"arguments\": {}}</tool_call>"),
             [(TextCallForm::ToolCallElement, None)]
+        );
+    }
+
+    #[test]
+    fn calls_drafted_in_reasoning_are_none() {
+        let drafted = "<think>\n<tool_call>{\"name\": \"fs_write\", \"arguments\": {}}</tool_call>\n```json\n{\"name\": \"fs_read\", \"arguments\": {\"path\": \"/a\"}}\n```\n</think>\nThe answer is 4.";
+        assert!(tools(drafted).is_empty());
+        assert_eq!(
+            tools(&format!("{drafted}\n<function=fs_ls>{{\"path\": \"/w\"}}</function>")),
+            [(TextCallForm::FunctionElement, Some(ToolName::FsLs))]
         );
     }
 

@@ -167,7 +167,7 @@ impl Handler<'_> {
             return Handled::Ignored;
         }
         if parsed.call_blocks().next().is_none() {
-            return self.answer_near_miss(&parsed.text[parsed.body_start..], started);
+            return self.answer_near_miss(&parsed.text, started);
         }
         let classification = classify_reply(
             text,

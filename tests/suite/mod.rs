@@ -31,6 +31,7 @@ mod prompt_matches_schemas;
 mod properties;
 mod protocol_corrections;
 mod read_many;
+mod reasoning;
 mod recall;
 mod reply_fixtures;
 mod reply_limit;
