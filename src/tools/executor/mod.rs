@@ -283,10 +283,11 @@ impl<'a> Executor<'a> {
     }
 
     /// An executor like this one (same sandbox, policy, approver, session, jobs, audit, undo
-    /// and condenser) that runs only `restriction`'s tools and keeps its own hints: a predefined
-    /// agent of the tag dialect, whose agents share their run's executor (PROTOCOL.md §15 (The
-    /// tag dialect: run)).
+    /// and condenser) that runs only those of `restriction`'s tools that this one runs, and keeps
+    /// its own hints: a predefined agent of the tag dialect, whose agents share their run's
+    /// executor (PROTOCOL.md §15 (The tag dialect: run)). It never runs more than this one.
     pub fn narrowed(&self, restriction: Restriction) -> Executor<'a> {
+        let restriction = restriction.within(self.restriction.as_ref());
         Executor {
             sandbox: self.sandbox,
             policy: self.policy,
@@ -305,9 +306,25 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
+    /// From now on runs only those of the tools `restriction` names that it ran before (a
+    /// sub-agent's last turn).
     pub fn restrict(&mut self, restriction: Restriction) {
-        self.restriction = Some(restriction);
+        self.restriction = Some(restriction.within(self.restriction.as_ref()));
+    }
+
+    /// Whether this executor runs `tool` at all (its restriction allows it; policy still
+    /// decides each call).
+    pub fn allows(&self, tool: ToolName) -> bool {
+        self.restriction
+            .as_ref()
+            .is_none_or(|restriction| restriction.allows(tool))
+    }
+
+    /// The only tools this executor runs, when it is restricted.
+    pub fn restricted_to(&self) -> Option<&[ToolName]> {
+        self.restriction
+            .as_ref()
+            .map(|restriction| &*restriction.tools)
     }
 
     /// Runs `call` whole: binds it, decides it, asks this executor's approver where the ruling
