@@ -16,6 +16,7 @@ use super::message::Message;
 use super::predefined::{PredefinedAgent, PredefinedError, find_agent};
 use super::settings::ResolvedSettings;
 use super::task::child_transcript_path;
+use super::task::envelope::neutralize_calls;
 use super::transcript::TranscriptWriter;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::tags::{TagError, TagKind, TagResult, TagVerdict, read_tags};
@@ -309,8 +310,9 @@ impl ChildAgents for TagAgent<'_, '_> {
             ),
             TagEnding::Cancelled => (false, "the sub-agent was stopped (Ctrl-C)".to_owned()),
         };
+        // The child's words go to its parent as background: no call form in them runs.
         TagAnswer {
-            result: child_result(ok, &summary, name),
+            result: child_result(ok, &neutralize_calls(&summary), name),
             ok,
             execution: None,
         }

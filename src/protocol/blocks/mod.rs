@@ -562,7 +562,7 @@ impl<'t> BlockReader<'t, '_, '_> {
 
 /// The info string as pulldown-cmark gives it: backslash escapes and entities resolved. Only an
 /// info string with a `\` or `&` needs it; that one line is read by pulldown-cmark itself.
-fn unescape_info(fence: &str, raw: &str) -> String {
+pub(crate) fn unescape_info(fence: &str, raw: &str) -> String {
     if !raw.contains(['\\', '&']) {
         return raw.to_owned();
     }
