@@ -263,7 +263,8 @@ impl Launch {
             condenser: Some(&condenser),
             jobs: Some(&jobs),
         };
-        let mut transcript = TranscriptWriter::new(self.transcripts.clone());
+        let mut transcript =
+            TranscriptWriter::new(self.transcripts.clone()).with_roots(self.sandbox.roots());
         if let Some(parent) = start.continues {
             transcript = transcript.continuing(parent);
         }

@@ -75,7 +75,8 @@ impl TagLoop<'_> {
             depth,
             transcripts,
         } = start;
-        let transcript = TranscriptWriter::new(transcripts.clone());
+        let transcript =
+            TranscriptWriter::new(transcripts.clone()).with_roots(executor.sandbox().roots());
         let mut messages = vec![Message::system(system), Message::user(task)];
         let frame = TagAgent {
             owner: self,

@@ -6,6 +6,8 @@
 //! reasoning (`<think>…</think>`, [`super::reasoning`]) is not one. This module only finds them;
 //! the loop decides whether one runs. Pure: text in, findings out.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
 
 use super::{ToolName, ToolSet};
@@ -49,6 +51,9 @@ pub struct TextCall {
     pub name: String,
     /// Its arguments, when they are a JSON object.
     pub args: Option<Map<String, Value>>,
+    /// Where it is written, in the text with its reasoning taken out (the text itself when it
+    /// holds none).
+    pub span: Range<usize>,
 }
 
 /// Every call written in `text` outside its reasoning, in order. An element (`<tool_call>`,
@@ -59,7 +64,7 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
     let mut calls = Vec::new();
     let mut rest = text.to_owned();
     for (start, end, inner) in elements(text, "<tool_call>", "</tool_call>") {
-        calls.push(from_object(TextCallForm::ToolCallElement, &inner, set));
+        calls.push(from_object(TextCallForm::ToolCallElement, &inner, set, start..end));
         blank(&mut rest, start, end);
     }
     for (start, end, name, inner) in function_elements(text) {
@@ -71,6 +76,7 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
             tool: ToolName::from_native_name(&name, set),
             name,
             args,
+            span: start..end,
         });
         blank(&mut rest, start, end);
     }
@@ -80,7 +86,7 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
             "json" | "" | "tool_call" | "function" => TextCallForm::JsonBlock,
             _ => continue,
         };
-        let call = from_object(form, &inner, set);
+        let call = from_object(form, &inner, set, start..end);
         if call.tool.is_some() || form == TextCallForm::CallBlock {
             calls.push(call);
         }
@@ -93,17 +99,18 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
 /// A call read from a JSON object text: `{"name", "arguments"|"parameters"}`, `{"tool",
 /// "args"}` or `{"function": {"name", "arguments"}}`; arguments may be a JSON string. Text that
 /// is not such an object gives a call of no tool.
-fn from_object(form: TextCallForm, inner: &str, set: ToolSet) -> TextCall {
+fn from_object(form: TextCallForm, inner: &str, set: ToolSet, span: Range<usize>) -> TextCall {
     serde_json::from_str::<Value>(inner.trim())
         .ok()
         .as_ref()
         .and_then(Value::as_object)
-        .and_then(|object| call_of_object(form, object, set))
+        .and_then(|object| call_of_object(form, object, set, span.clone()))
         .unwrap_or(TextCall {
             form,
             tool: None,
             name: String::new(),
             args: None,
+            span,
         })
 }
 
@@ -111,6 +118,7 @@ fn call_of_object(
     form: TextCallForm,
     object: &Map<String, Value>,
     set: ToolSet,
+    span: Range<usize>,
 ) -> Option<TextCall> {
     let object = match object.get("function") {
         Some(Value::Object(function)) => function,
@@ -136,6 +144,7 @@ fn call_of_object(
         tool: ToolName::from_native_name(&name, set),
         name,
         args,
+        span,
     })
 }
 
@@ -219,7 +228,8 @@ fn bare_objects(text: &str, set: ToolSet) -> Vec<TextCall> {
         let mut stream = serde_json::Deserializer::from_str(&text[from..]).into_iter::<Value>();
         if let Some(Ok(Value::Object(object))) = stream.next() {
             skip_to = from + stream.byte_offset();
-            if let Some(call) = call_of_object(TextCallForm::BareJson, &object, set)
+            if let Some(call) =
+                call_of_object(TextCallForm::BareJson, &object, set, from..skip_to)
                 && call.tool.is_some()
             {
                 calls.push(call);

@@ -63,6 +63,9 @@ pub struct Tag {
     pub body: String,
     /// The 1-based line of the opening tag in the reply.
     pub line: usize,
+    /// Where the tag stands, from its `<` to the end of its closing tag, in the reply without
+    /// its byte-order mark.
+    pub span: std::ops::Range<usize>,
 }
 
 /// Why a reply runs nothing.
@@ -246,6 +249,7 @@ impl<'a> Scanner<'a> {
             attribute_error,
             body: self.text[body_start..body_end].to_owned(),
             line,
+            span: self.pos..after,
         });
         self.pos = after;
         None
