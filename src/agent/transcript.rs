@@ -193,7 +193,10 @@ impl TranscriptWriter {
 
     /// The same writer recording that the run works in `roots`.
     pub(crate) fn with_roots(mut self, roots: &[PathBuf]) -> TranscriptWriter {
-        self.roots = roots.iter().map(|root| root.display().to_string()).collect();
+        self.roots = roots
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect();
         self
     }
 

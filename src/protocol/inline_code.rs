@@ -67,9 +67,7 @@ impl CodeSpans {
         if start <= from && from <= end {
             return end;
         }
-        let end = text[from..]
-            .find("\n\n")
-            .map_or(text.len(), |n| from + n);
+        let end = text[from..].find("\n\n").map_or(text.len(), |n| from + n);
         self.paragraph = (from, end);
         end
     }
@@ -88,6 +86,10 @@ mod tests {
         let double = text.find("``").unwrap();
         assert_eq!(&text[double..spans.skip(text, double)], "``x ` y``");
         let open = text.find("`open").unwrap();
-        assert_eq!(spans.skip(text, open), open + 1, "closed only after the blank line");
+        assert_eq!(
+            spans.skip(text, open),
+            open + 1,
+            "closed only after the blank line"
+        );
     }
 }

@@ -64,7 +64,12 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
     let mut calls = Vec::new();
     let mut rest = text.to_owned();
     for (start, end, inner) in elements(text, "<tool_call>", "</tool_call>") {
-        calls.push(from_object(TextCallForm::ToolCallElement, &inner, set, start..end));
+        calls.push(from_object(
+            TextCallForm::ToolCallElement,
+            &inner,
+            set,
+            start..end,
+        ));
         blank(&mut rest, start, end);
     }
     for (start, end, name, inner) in function_elements(text) {
@@ -228,8 +233,7 @@ fn bare_objects(text: &str, set: ToolSet) -> Vec<TextCall> {
         let mut stream = serde_json::Deserializer::from_str(&text[from..]).into_iter::<Value>();
         if let Some(Ok(Value::Object(object))) = stream.next() {
             skip_to = from + stream.byte_offset();
-            if let Some(call) =
-                call_of_object(TextCallForm::BareJson, &object, set, from..skip_to)
+            if let Some(call) = call_of_object(TextCallForm::BareJson, &object, set, from..skip_to)
                 && call.tool.is_some()
             {
                 calls.push(call);
@@ -304,7 +308,9 @@ mod tests {
         let drafted = "<think>\n<tool_call>{\"name\": \"fs_write\", \"arguments\": {}}</tool_call>\n```json\n{\"name\": \"fs_read\", \"arguments\": {\"path\": \"/a\"}}\n```\n</think>\nThe answer is 4.";
         assert!(tools(drafted).is_empty());
         assert_eq!(
-            tools(&format!("{drafted}\n<function=fs_ls>{{\"path\": \"/w\"}}</function>")),
+            tools(&format!(
+                "{drafted}\n<function=fs_ls>{{\"path\": \"/w\"}}</function>"
+            )),
             [(TextCallForm::FunctionElement, Some(ToolName::FsLs))]
         );
     }

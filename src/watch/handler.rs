@@ -327,7 +327,8 @@ impl Handler<'_> {
                     code: Some(violation.code.as_str().into()),
                     ..Answer::empty()
                 };
-                let shown = crate::tags::render_answers(&[&TagResult::violation(&violation)], &secrets);
+                let shown =
+                    crate::tags::render_answers(&[&TagResult::violation(&violation)], &secrets);
                 (shown, answer)
             }
             TagVerdict::Tags(tags) => self.run_tags(&tags, &super::replay::reply_key(text)),
@@ -371,7 +372,11 @@ impl Handler<'_> {
                 }
                 None => names.push(one.result.tag.name().to_owned()),
             }
-            let stored = match one.execution.as_ref().map(|e| (e.decided, policy_dependent(e))) {
+            let stored = match one
+                .execution
+                .as_ref()
+                .map(|e| (e.decided, policy_dependent(e)))
+            {
                 Some((Decided::Unanswered, _)) => Ok(()),
                 Some((_, true)) => {
                     let policy = Some(self.policy_key.as_str());
@@ -411,9 +416,10 @@ impl Handler<'_> {
 /// remembered under the policy's key, so another policy runs it.
 fn policy_dependent(execution: &Execution) -> bool {
     execution.decided == Decided::Refused
-        || execution.error.as_ref().is_some_and(|e| {
-            matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots)
-        })
+        || execution
+            .error
+            .as_ref()
+            .is_some_and(|e| matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots))
 }
 
 /// Whether a stored result tag reports success: by its opening tag, `ok=true`, or for a

@@ -417,7 +417,9 @@ mod tests {
         store.remember_tag(&reply, 1, result, None).unwrap();
         assert_eq!(
             store.recall_tag(&reply, 1, "p").as_deref(),
-            Some("<bash_call_result exit_code=0 duration_ms=3 replayed=true>\nx\n</bash_call_result>\n")
+            Some(
+                "<bash_call_result exit_code=0 duration_ms=3 replayed=true>\nx\n</bash_call_result>\n"
+            )
         );
         assert_eq!(store.recall_tag(&reply, 2, "p"), None);
         assert_eq!(store.recall_tag(&reply_key("other"), 1, "p"), None);

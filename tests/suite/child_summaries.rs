@@ -61,10 +61,8 @@ fn assert_inert(text: &str) {
 fn an_agent_task_result_reaches_the_parent_with_every_call_form_inert() {
     let project = Project::bare();
     let summary = hostile_summary(&project.path("pwned.txt"), true);
-    let server = ScriptedServer::start(scripted(
-        vec![explore_task("t1")],
-        vec![complete(&summary)],
-    ));
+    let server =
+        ScriptedServer::start(scripted(vec![explore_task("t1")], vec![complete(&summary)]));
     project.run(&server, &[]);
     // The summary as the parent reads it, inside its wrapper in the task's result.
     let result = tool_result(&server.requests(), "t1");
@@ -79,13 +77,12 @@ fn an_agent_task_result_reaches_the_parent_with_every_call_form_inert() {
 fn a_tags_child_summary_reaches_the_parent_with_every_call_form_inert() {
     let (_temp, base, root) = temp_base_with_root("app");
     let summary = hostile_summary(&root.join("pwned.txt").display().to_string(), false);
-    let replies = vec![
+    let replies = [
         "<create_agent> Read the notes. </create_agent>".to_owned(),
         format!("<return>\n{summary}</return>"),
         "<return>\nDone.\n</return>".to_owned(),
     ];
-    let server =
-        ScriptedServer::start(move |_, index| Reply::sse_text(&replies[index.min(2)], 11));
+    let server = ScriptedServer::start(move |_, index| Reply::sse_text(&replies[index.min(2)], 11));
     let output = clean_run_command(&base, &root)
         .args(["run", "--dialect", "tags", "--yes", "--base-url"])
         .arg(server.base_url())

@@ -41,7 +41,10 @@ fn check_and_exec_never_run_a_call_block_drafted_in_reasoning() {
             creating_call("c2", &target)
         ),
         // A closing tag alone: a template put `<think>` in the prompt.
-        format!("{}is tempting, but no.\n</think>\nAll good.", creating_call("c3", &target)),
+        format!(
+            "{}is tempting, but no.\n</think>\nAll good.",
+            creating_call("c3", &target)
+        ),
     ] {
         let checked = flycode()
             .args(["check", "--json", "--lenient"])
@@ -56,7 +59,10 @@ fn check_and_exec_never_run_a_call_block_drafted_in_reasoning() {
             .output()
             .unwrap();
         assert_eq!(output.status.code(), Some(3), "{reply}");
-        assert!(!Path::new(&target).exists(), "the drafted call ran: {reply}");
+        assert!(
+            !Path::new(&target).exists(),
+            "the drafted call ran: {reply}"
+        );
     }
     // The call after the reasoning is the reply's, and runs.
     let reply = format!(
@@ -65,7 +71,11 @@ fn check_and_exec_never_run_a_call_block_drafted_in_reasoning() {
         creating_call("c4", &w.path("real.txt"))
     );
     let (code, report) = {
-        let output = w.exec_command(&["--yes"]).write_stdin(reply).output().unwrap();
+        let output = w
+            .exec_command(&["--yes"])
+            .write_stdin(reply)
+            .output()
+            .unwrap();
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         (output.status.code(), report)
     };
@@ -100,7 +110,10 @@ fn exec_and_check_in_the_tag_dialect_skip_tags_drafted_in_reasoning() {
             .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains("checked"), "{reply}\n{stdout}");
-        assert!(!w.root.join("pwned.txt").exists(), "a drafted tag ran: {reply}");
+        assert!(
+            !w.root.join("pwned.txt").exists(),
+            "a drafted tag ran: {reply}"
+        );
     }
 }
 
@@ -165,7 +178,10 @@ fn run_never_recovers_a_text_call_drafted_in_reasoning() {
     let output = run(&base, &root, &server, &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(!root.join("pwned.txt").exists(), "the drafted call ran: {stderr}");
+    assert!(
+        !root.join("pwned.txt").exists(),
+        "the drafted call ran: {stderr}"
+    );
     assert_eq!(server.requests().len(), 1, "the prose answer ends the run");
 }
 
@@ -176,13 +192,15 @@ fn a_tags_run_never_runs_tags_drafted_in_reasoning() {
         "Plan.\n<think>\n<bash_call>touch pwned.txt</bash_call>\n</think>\n<bash_call>echo ran > ok.txt</bash_call>",
         "<create_agent>touch pwned2.txt</create_agent> is overkill</think>\n<return>\ndone\n</return>",
     ];
-    let server =
-        ScriptedServer::start(move |_, index| Reply::sse_text(replies[index.min(1)], 9));
+    let server = ScriptedServer::start(move |_, index| Reply::sse_text(replies[index.min(1)], 9));
     let output = run(&base, &root, &server, &["--dialect", "tags"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "done\n");
     assert!(root.join("ok.txt").exists(), "{stderr}");
-    assert!(!root.join("pwned.txt").exists(), "a drafted tag ran: {stderr}");
+    assert!(
+        !root.join("pwned.txt").exists(),
+        "a drafted tag ran: {stderr}"
+    );
     assert_eq!(server.requests().len(), 2, "no sub-agent was started");
 }

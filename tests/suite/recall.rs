@@ -148,14 +148,24 @@ fn memory_query_keeps_no_call_arguments_and_other_projects_only_when_the_person_
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
-    let found = exec_memory_query(&project, &json!({"query": "zebra credentials keys"}), &[])
-        .to_string();
+    let found =
+        exec_memory_query(&project, &json!({"query": "zebra credentials keys"}), &[]).to_string();
     assert!(found.contains("Saved the zebra credentials"), "{found}");
     assert!(found.contains("[call: fs.write]"), "{found}");
-    assert!(!found.contains("hunter2"), "a call's argument came back: {found}");
-    assert!(!found.contains("vault-b"), "another project's run came back: {found}");
+    assert!(
+        !found.contains("hunter2"),
+        "a call's argument came back: {found}"
+    );
+    assert!(
+        !found.contains("vault-b"),
+        "another project's run came back: {found}"
+    );
     // The person opts in; the arguments still stay out.
     let everywhere = exec_memory_query(
         &project,

@@ -113,7 +113,11 @@ fn a_tag_reply_copied_again_is_replayed_never_run_twice() {
     let third = wait_for_file(&inbox.join("three.result.md"));
     assert_eq!(third.matches("replayed=true>").count(), 2, "{third}");
     // Another reply with the same tags is another reply: it runs.
-    std::fs::write(inbox.join("four.md"), format!("Again, on purpose.\n{reply}")).unwrap();
+    std::fs::write(
+        inbox.join("four.md"),
+        format!("Again, on purpose.\n{reply}"),
+    )
+    .unwrap();
     let fourth = wait_for_file(&inbox.join("four.result.md"));
     assert!(!fourth.contains("replayed"), "{fourth}");
     send_signal(child.id(), "TERM");

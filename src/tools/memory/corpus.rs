@@ -271,14 +271,25 @@ mod tests {
     #[test]
     fn a_run_counts_where_its_roots_meet_the_sessions() {
         let record = |roots: &str| {
-            format!("{{\"role\":\"system\",\"content\":\"s\",\"flycode\":{{\"run\":{{\"roots\":{roots}}}}}}}")
+            format!(
+                "{{\"role\":\"system\",\"content\":\"s\",\"flycode\":{{\"run\":{{\"roots\":{roots}}}}}}}"
+            )
         };
         let here = [PathBuf::from("/w/app")];
         assert!(overlaps(&recorded_roots(&record("[\"/w/app\"]")), &here));
         assert!(overlaps(&recorded_roots(&record("[\"/w\"]")), &here));
-        assert!(overlaps(&recorded_roots(&record("[\"/w/app/sub\"]")), &here));
-        assert!(!overlaps(&recorded_roots(&record("[\"/w/app-evil\"]")), &here));
-        assert!(!overlaps(&recorded_roots("{\"role\":\"user\",\"content\":\"x\"}"), &here));
+        assert!(overlaps(
+            &recorded_roots(&record("[\"/w/app/sub\"]")),
+            &here
+        ));
+        assert!(!overlaps(
+            &recorded_roots(&record("[\"/w/app-evil\"]")),
+            &here
+        ));
+        assert!(!overlaps(
+            &recorded_roots("{\"role\":\"user\",\"content\":\"x\"}"),
+            &here
+        ));
     }
 
     #[test]
