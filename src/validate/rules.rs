@@ -126,15 +126,15 @@ pub(crate) struct TranscriptChecker {
 /// The dialects a reply is written in: flycode's when it holds a call or result block, the
 /// tags' when it holds tags (or a violation of them); both, or neither (prose).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Shown {
+struct ReplyDialects {
     flycode: bool,
     tags: bool,
 }
 
-impl Shown {
-    fn of(text: &str) -> Shown {
+impl ReplyDialects {
+    fn of(text: &str) -> ReplyDialects {
         let parsed = parse_reply(text);
-        Shown {
+        ReplyDialects {
             flycode: parsed.call_blocks().next().is_some() || parsed.has_result_block(),
             tags: !matches!(read_tags(text), TagVerdict::None),
         }
@@ -293,7 +293,7 @@ impl TranscriptChecker {
     fn push_assistant(&mut self, message: &TranscriptMessage) {
         // Each reply is judged in the dialect it is written in; the transcript's is the one the
         // flag, the system prompt or the first reply showing one set (PROTOCOL.md §8 (Rules)).
-        let shown = Shown::of(&message.text);
+        let shown = ReplyDialects::of(&message.text);
         if self.options.dialect.is_none()
             && let Some(dialect) = shown.only()
         {
@@ -457,7 +457,7 @@ impl TranscriptChecker {
 
     /// Reports, once per transcript, a reply written in another dialect than the transcript's,
     /// or in both: a door reads one dialect, so what the model wrote in the other never ran.
-    fn note_mixed(&mut self, shown: Shown, message: &TranscriptMessage) {
+    fn note_mixed(&mut self, shown: ReplyDialects, message: &TranscriptMessage) {
         let Some(dialect) = self.options.dialect else {
             return;
         };
