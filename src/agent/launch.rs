@@ -255,7 +255,8 @@ impl Launch {
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(start.tasks_started),
         };
-        let mut transcript = TranscriptWriter::new(self.transcripts.clone());
+        let mut transcript =
+            TranscriptWriter::new(self.transcripts.clone()).with_roots(self.sandbox.roots());
         if let Some(parent) = start.continues {
             transcript = transcript.continuing(parent);
         }

@@ -230,6 +230,7 @@ mod tests {
             state_dir: None,
             user_config: Some(user.to_path_buf()),
             project,
+            memory_all_roots: false,
         }
     }
 

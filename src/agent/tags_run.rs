@@ -16,6 +16,7 @@ use super::message::Message;
 use super::predefined::{PredefinedAgent, PredefinedError, find_agent};
 use super::settings::ResolvedSettings;
 use super::task::child_transcript_path;
+use super::task::envelope::neutralize_calls;
 use super::transcript::TranscriptWriter;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::tags::{TagError, TagKind, TagResult, TagVerdict, read_tags};
@@ -74,7 +75,8 @@ impl TagLoop<'_> {
             depth,
             transcripts,
         } = start;
-        let transcript = TranscriptWriter::new(transcripts.clone());
+        let transcript =
+            TranscriptWriter::new(transcripts.clone()).with_roots(executor.sandbox().roots());
         let mut messages = vec![Message::system(system), Message::user(task)];
         let frame = TagAgent {
             owner: self,
@@ -288,16 +290,15 @@ impl ChildAgents for TagAgent<'_, '_> {
                     hint: "Use the tools your role names, or <return> and say what is left to do.",
                 })
             });
+        // A predefined agent's tools are those its file names that its parent may use too.
+        let executor = narrowed.as_ref().unwrap_or(self.executor);
         let start = AgentFrame {
             system: match &predefined {
-                Some(agent) => predefined_system(&self.owner.system, agent),
+                Some(agent) => predefined_system(&self.owner.system, agent, executor),
                 None => self.owner.system.clone(),
             },
-            executor: narrowed.as_ref().unwrap_or(self.executor),
-            may_delegate: predefined
-                .as_ref()
-                .and_then(|agent| agent.tools.as_ref())
-                .is_none_or(|tools| tools.contains(&ToolName::AgentTask)),
+            executor,
+            may_delegate: executor.allows(ToolName::AgentTask),
             depth: self.depth + 1,
             transcripts,
         };
@@ -310,8 +311,9 @@ impl ChildAgents for TagAgent<'_, '_> {
             ),
             TagEnding::Cancelled => (false, "the sub-agent was stopped (Ctrl-C)".to_owned()),
         };
+        // The child's words go to its parent as background: no call form in them runs.
         TagAnswer {
-            result: child_result(ok, &summary, name),
+            result: child_result(ok, &neutralize_calls(&summary), name),
             ok,
             execution: None,
         }
@@ -339,15 +341,18 @@ impl TagAgent<'_, '_> {
     }
 }
 
-/// A predefined agent's system prompt: the run's, then its role and the tools it may use.
-fn predefined_system(system: &str, agent: &PredefinedAgent) -> String {
-    let tools = match &agent.tools {
+/// A predefined agent's system prompt: the run's, then its role and the tools it may use (those
+/// its executor runs).
+fn predefined_system(system: &str, agent: &PredefinedAgent, executor: &Executor<'_>) -> String {
+    let tools = match executor.restricted_to() {
         Some(tools) => {
             let names: Vec<&str> = tools.iter().map(|tool| tool.as_str()).collect();
-            format!(
-                "\n\nThe tools you may use: {}. Other calls are refused.",
+            let names = if names.is_empty() {
+                "none".to_owned()
+            } else {
                 names.join(", ")
-            )
+            };
+            format!("\n\nThe tools you may use: {names}. Other calls are refused.")
         }
         None => String::new(),
     };

@@ -49,6 +49,10 @@ pub(crate) struct RunRecord {
     /// The transcript this run continues (`flycode run --resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<String>,
+    /// The run's allowed roots: `memory.query` searches a later session's own projects only
+    /// (PROTOCOL.md §9 (memory.query)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
 }
 
 /// One TODO item as recorded.
@@ -74,6 +78,7 @@ impl RunRecord {
                 .collect(),
             notes: memory.notes.clone(),
             continues: continues.map(|path| path.display().to_string()),
+            roots: Vec::new(),
         }
     }
 
@@ -172,6 +177,8 @@ pub(crate) enum TranscriptError {
 pub(crate) struct TranscriptWriter {
     paths: Vec<PathBuf>,
     continues: Option<PathBuf>,
+    /// The run's allowed roots, recorded in the run's record.
+    roots: Vec<String>,
 }
 
 impl TranscriptWriter {
@@ -180,7 +187,17 @@ impl TranscriptWriter {
         TranscriptWriter {
             paths,
             continues: None,
+            roots: Vec::new(),
         }
+    }
+
+    /// The same writer recording that the run works in `roots`.
+    pub(crate) fn with_roots(mut self, roots: &[PathBuf]) -> TranscriptWriter {
+        self.roots = roots
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect();
+        self
     }
 
     /// The same writer recording that the run continues the one recorded in `parent`.
@@ -246,7 +263,10 @@ impl TranscriptWriter {
             }
             let marks = LineMarks {
                 kind: kind_mark(message.kind),
-                run: (index == 0).then(|| state.run.clone()),
+                run: (index == 0).then(|| RunRecord {
+                    roots: self.roots.clone(),
+                    ..state.run.clone()
+                }),
                 summary: state
                     .summary
                     .filter(|_| message.kind == MessageKind::Summary),

@@ -3,6 +3,7 @@
 //!
 //! - [`parse`]: reply text → fenced blocks with byte spans (normalization, fences, reasoning);
 //! - [`blocks`]: CommonMark's block structure, read for fenced code blocks only, in linear time;
+//! - [`reasoning`]: the `<think>` elements set aside before either dialect is read;
 //! - [`verdict`]: one reply → `none` / `call` / `invalid` with the contract's error ladder;
 //! - [`call`] and [`args`]: a block's JSON → a validated [`Call`];
 //! - [`schema`]: the embedded tool schemas, the single source of the tools' arguments;
@@ -18,11 +19,13 @@ pub(crate) mod call_types;
 pub mod dialect;
 pub mod display;
 pub(crate) mod error_code;
+pub(crate) mod inline_code;
 pub(crate) mod json;
 pub mod parse;
 pub(crate) mod paths;
 pub mod prompt;
 pub(crate) mod quick_check;
+pub mod reasoning;
 pub mod result;
 pub(crate) mod salvage;
 pub mod schema;

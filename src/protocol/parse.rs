@@ -8,9 +8,9 @@
 //! 2. on fence lines, browser copy-paste artefacts ([`is_paste_artefact`]: U+00A0, U+3000,
 //!    U+200B, U+FEFF) at the start or end become one ASCII space each, so an indented fence or
 //!    one with trailing no-break spaces still reads as a fence (other lines stay byte for byte);
-//! 3. a `<think>…</think>` or `<thinking>…</thinking>` element at the start (after whitespace) is
-//!    set aside: blocks are looked for only after it. An unclosed one means the reply is all
-//!    reasoning.
+//! 3. reasoning (`<think>…</think>`, `<thinking>…</thinking>`, wherever it stands outside code;
+//!    see [`super::reasoning`]) is set aside: it is taken out of the text before blocks are looked
+//!    for, so a call drafted there is never a call. An unclosed element runs to the end.
 //!
 //! A *call block* is a fenced code block (backticks or tildes, fence length ≥ 3) whose info
 //! string's first word is exactly `flycode-call`; a *result block* one whose first word is exactly
@@ -23,7 +23,8 @@
 
 use std::ops::Range;
 
-use super::blocks::fenced_blocks;
+use super::blocks::{fence_spans, fenced_blocks};
+use super::reasoning::{may_hold_reasoning, reasoning_spans, remove_spans};
 
 /// The info-string word that marks a call block.
 pub const CALL_TAG: &str = "flycode-call";
@@ -57,12 +58,10 @@ pub struct FencedBlock {
 /// A reply after normalization, with its call and result blocks located.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedReply {
-    /// The normalized text every span refers to.
+    /// The normalized text every span refers to, its reasoning taken out.
     pub text: String,
-    /// Where the reply proper starts: after a leading reasoning element, else 0.
-    pub body_start: usize,
-    /// The reply held only an unclosed reasoning element.
-    pub is_reasoning_only: bool,
+    /// Whether reasoning was taken out.
+    pub had_reasoning: bool,
     /// Call and result blocks, in order of appearance.
     pub blocks: Vec<FencedBlock>,
     /// Byte offsets in `text` where a paste artefact on a fence line was replaced by a space.
@@ -108,19 +107,38 @@ pub fn is_reply_whitespace(c: char) -> bool {
 /// Normalizes `input` and locates its call and result blocks.
 pub fn parse_reply(input: &str) -> ParsedReply {
     let (text, artefact_offsets) = normalize(input);
-    let (body_start, is_reasoning_only) = match skip_reasoning(&text) {
-        Reasoning::Absent => (0, false),
-        Reasoning::Closed { end } => (end, false),
-        Reasoning::Unclosed => (text.len(), true),
-    };
-    let blocks = find_blocks(&text, body_start);
+    let (text, artefact_offsets, had_reasoning) = set_aside_reasoning(text, artefact_offsets);
+    let blocks = find_blocks(&text);
     ParsedReply {
         text,
-        body_start,
-        is_reasoning_only,
+        had_reasoning,
         blocks,
         artefact_offsets,
     }
+}
+
+/// The normalized text without its reasoning, the artefact offsets moved with it (those inside
+/// reasoning dropped), and whether any was taken out.
+fn set_aside_reasoning(text: String, artefacts: Vec<usize>) -> (String, Vec<usize>, bool) {
+    if !may_hold_reasoning(&text) {
+        return (text, artefacts, false);
+    }
+    let spans = reasoning_spans(&text, &fence_spans(&text));
+    if spans.is_empty() {
+        return (text, artefacts, false);
+    }
+    let mut kept_artefacts = Vec::with_capacity(artefacts.len());
+    let (mut next_span, mut removed) = (0, 0);
+    for offset in artefacts {
+        while let Some(span) = spans.get(next_span).filter(|span| span.end <= offset) {
+            removed += span.len();
+            next_span += 1;
+        }
+        if spans.get(next_span).is_none_or(|span| offset < span.start) {
+            kept_artefacts.push(offset - removed);
+        }
+    }
+    (remove_spans(&text, &spans), kept_artefacts, true)
 }
 
 /// Drops a BOM, unifies line ends, and turns paste artefacts at line edges into spaces.
@@ -182,50 +200,6 @@ fn push_line_with_edges_cleaned(text: &mut String, line: &str, artefacts: &mut V
     push_edge(text, &line[trail_start.max(lead_end)..]);
 }
 
-/// Whether a reply opens with a reasoning element, and where it ends.
-pub(crate) enum Reasoning {
-    /// No reasoning element.
-    Absent,
-    /// One that closes at byte `end`.
-    Closed {
-        /// The byte after its closing tag.
-        end: usize,
-    },
-    /// One that never closes: the whole reply is reasoning.
-    Unclosed,
-}
-
-/// Recognizes a `<think>` / `<thinking>` element at the very start (after whitespace).
-pub(crate) fn skip_reasoning(text: &str) -> Reasoning {
-    let start = text.len() - text.trim_start_matches(is_reply_whitespace).len();
-    let head = &text[start..];
-    for name in ["think", "thinking"] {
-        let open = format!("<{name}>");
-        if head
-            .get(..open.len())
-            .is_some_and(|h| h.eq_ignore_ascii_case(&open))
-        {
-            let close = format!("</{name}>");
-            let after_open = start + open.len();
-            return match find_ignore_ascii_case(&text[after_open..], &close) {
-                Some(at) => Reasoning::Closed {
-                    end: after_open + at + close.len(),
-                },
-                None => Reasoning::Unclosed,
-            };
-        }
-    }
-    Reasoning::Absent
-}
-
-fn find_ignore_ascii_case(haystack: &str, needle: &str) -> Option<usize> {
-    let needle = needle.as_bytes();
-    haystack
-        .as_bytes()
-        .windows(needle.len())
-        .position(|window| window.eq_ignore_ascii_case(needle))
-}
-
 /// What a fenced block with this info string is: the first word decides. Zero-width and
 /// no-break spaces separate words here too: a pasted "```\u{200B}flycode-call" is still a call
 /// (or a forged result).
@@ -240,18 +214,17 @@ pub fn block_kind(info: &str) -> Option<BlockKind> {
     }
 }
 
-/// Finds the call and result blocks of `text[from..]` by CommonMark's block structure
+/// Finds the call and result blocks of `text` by CommonMark's block structure
 /// ([`super::blocks`]: one pass, no inline parsing, memory within a small multiple of the text).
-fn find_blocks(text: &str, from: usize) -> Vec<FencedBlock> {
-    let body = &text[from..];
-    fenced_blocks(body, |info| block_kind(info).is_some())
+fn find_blocks(text: &str) -> Vec<FencedBlock> {
+    fenced_blocks(text, |info| block_kind(info).is_some())
         .into_iter()
         .filter_map(|fence| {
             let kind = block_kind(&fence.info)?;
             Some(FencedBlock {
                 kind,
-                is_terminated: is_closed_fence(&body[fence.span.clone()], &fence.content),
-                span: from + fence.span.start..from + fence.span.end,
+                is_terminated: is_closed_fence(&text[fence.span.clone()], &fence.content),
+                span: fence.span.clone(),
                 content: fence.content,
                 has_artefact_in_info: fence.info.contains(is_paste_artefact),
             })
@@ -388,10 +361,25 @@ mod tests {
     }
 
     #[test]
-    fn leading_reasoning_is_set_aside() {
-        let reply = parse_reply("  <think>```flycode-call\n{}\n```</think>\nhello");
+    fn reasoning_is_taken_out_wherever_it_stands() {
+        let reply = parse_reply("  <think>draft\n```flycode-call\n{}\n```\n</think>\nhello");
         assert!(reply.blocks.is_empty());
-        assert_eq!(&reply.text[reply.body_start..], "\nhello");
-        assert!(parse_reply("<THINKING>still drafting").is_reasoning_only);
+        assert_eq!(reply.text, "  \nhello");
+        assert!(reply.had_reasoning);
+        let reply = parse_reply("Sure.\n<Thinking>\n~~~~flycode-call\n{}\n~~~~\n</thinking>\n");
+        assert!(reply.blocks.is_empty(), "{reply:?}");
+        assert!(parse_reply("<THINKING>still drafting").text.is_empty());
+        // Closed on the line the call block opens on: the block is the reply's.
+        let reply = parse_reply("<think>x</think>```flycode-call\n{}\n```");
+        assert_eq!(reply.blocks.len(), 1);
+        assert_eq!(reply.text, "```flycode-call\n{}\n```");
+    }
+
+    #[test]
+    fn artefacts_move_with_the_text_reasoning_leaves() {
+        let reply =
+            parse_reply("<think>\n\u{00A0}```\n```\n</think>\n\u{00A0}```flycode-call\n{}\n```");
+        assert_eq!(reply.artefact_offsets, vec![1]);
+        assert_eq!(reply.text, "\n ```flycode-call\n{}\n```");
     }
 }

@@ -2,8 +2,11 @@
 //! (or ignoring it) write their call in the message text, as a ```` ```json ```` or
 //! `flycode-call` block, a bare JSON object, a Qwen/Hermes `<tool_call>{…}</tool_call>` element
 //! or a `<function=NAME>{…}</function>` element. Such a reply is never a final answer
-//! (PROTOCOL.md §13 (The API loop: calls written as text)). This module only finds them; the
-//! loop decides whether one runs. Pure: text in, findings out.
+//! (PROTOCOL.md §13 (The API loop: calls written as text)). A call drafted in the reply's
+//! reasoning (`<think>…</think>`, [`super::reasoning`]) is not one. This module only finds them;
+//! the loop decides whether one runs. Pure: text in, findings out.
+
+use std::ops::Range;
 
 use serde_json::{Map, Value};
 
@@ -48,16 +51,25 @@ pub struct TextCall {
     pub name: String,
     /// Its arguments, when they are a JSON object.
     pub args: Option<Map<String, Value>>,
+    /// Where it is written, in the text with its reasoning taken out (the text itself when it
+    /// holds none).
+    pub span: Range<usize>,
 }
 
-/// Every call written in `text`, in order. An element (`<tool_call>`, `<function=…>`) or a
-/// `flycode-call` block is a call whatever it names; a JSON block or a bare object only when it
-/// names a tool of `set` (so JSON data in an answer stays prose).
+/// Every call written in `text` outside its reasoning, in order. An element (`<tool_call>`,
+/// `<function=…>`) or a `flycode-call` block is a call whatever it names; a JSON block or a bare
+/// object only when it names a tool of `set` (so JSON data in an answer stays prose).
 pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
+    let text = &*super::reasoning::without_reasoning(text);
     let mut calls = Vec::new();
     let mut rest = text.to_owned();
     for (start, end, inner) in elements(text, "<tool_call>", "</tool_call>") {
-        calls.push(from_object(TextCallForm::ToolCallElement, &inner, set));
+        calls.push(from_object(
+            TextCallForm::ToolCallElement,
+            &inner,
+            set,
+            start..end,
+        ));
         blank(&mut rest, start, end);
     }
     for (start, end, name, inner) in function_elements(text) {
@@ -69,6 +81,7 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
             tool: ToolName::from_native_name(&name, set),
             name,
             args,
+            span: start..end,
         });
         blank(&mut rest, start, end);
     }
@@ -78,7 +91,7 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
             "json" | "" | "tool_call" | "function" => TextCallForm::JsonBlock,
             _ => continue,
         };
-        let call = from_object(form, &inner, set);
+        let call = from_object(form, &inner, set, start..end);
         if call.tool.is_some() || form == TextCallForm::CallBlock {
             calls.push(call);
         }
@@ -91,17 +104,18 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
 /// A call read from a JSON object text: `{"name", "arguments"|"parameters"}`, `{"tool",
 /// "args"}` or `{"function": {"name", "arguments"}}`; arguments may be a JSON string. Text that
 /// is not such an object gives a call of no tool.
-fn from_object(form: TextCallForm, inner: &str, set: ToolSet) -> TextCall {
+fn from_object(form: TextCallForm, inner: &str, set: ToolSet, span: Range<usize>) -> TextCall {
     serde_json::from_str::<Value>(inner.trim())
         .ok()
         .as_ref()
         .and_then(Value::as_object)
-        .and_then(|object| call_of_object(form, object, set))
+        .and_then(|object| call_of_object(form, object, set, span.clone()))
         .unwrap_or(TextCall {
             form,
             tool: None,
             name: String::new(),
             args: None,
+            span,
         })
 }
 
@@ -109,6 +123,7 @@ fn call_of_object(
     form: TextCallForm,
     object: &Map<String, Value>,
     set: ToolSet,
+    span: Range<usize>,
 ) -> Option<TextCall> {
     let object = match object.get("function") {
         Some(Value::Object(function)) => function,
@@ -134,6 +149,7 @@ fn call_of_object(
         tool: ToolName::from_native_name(&name, set),
         name,
         args,
+        span,
     })
 }
 
@@ -217,7 +233,7 @@ fn bare_objects(text: &str, set: ToolSet) -> Vec<TextCall> {
         let mut stream = serde_json::Deserializer::from_str(&text[from..]).into_iter::<Value>();
         if let Some(Ok(Value::Object(object))) = stream.next() {
             skip_to = from + stream.byte_offset();
-            if let Some(call) = call_of_object(TextCallForm::BareJson, &object, set)
+            if let Some(call) = call_of_object(TextCallForm::BareJson, &object, set, from..skip_to)
                 && call.tool.is_some()
             {
                 calls.push(call);
@@ -284,6 +300,18 @@ mod tests {
         assert_eq!(
             tools("<tool_call>{\"name\": \"read_file\", \"arguments\": {}}</tool_call>"),
             [(TextCallForm::ToolCallElement, None)]
+        );
+    }
+
+    #[test]
+    fn calls_drafted_in_reasoning_are_none() {
+        let drafted = "<think>\n<tool_call>{\"name\": \"fs_write\", \"arguments\": {}}</tool_call>\n```json\n{\"name\": \"fs_read\", \"arguments\": {\"path\": \"/a\"}}\n```\n</think>\nThe answer is 4.";
+        assert!(tools(drafted).is_empty());
+        assert_eq!(
+            tools(&format!(
+                "{drafted}\n<function=fs_ls>{{\"path\": \"/w\"}}</function>"
+            )),
+            [(TextCallForm::FunctionElement, Some(ToolName::FsLs))]
         );
     }
 

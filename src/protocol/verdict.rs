@@ -113,7 +113,7 @@ fn judge(
         return invalid(CallError::UnterminatedBlock, Attempt::default());
     }
 
-    let before = &parsed.text[parsed.body_start..block.span.start];
+    let before = &parsed.text[..block.span.start];
     let after = &parsed.text[block.span.end..];
     let stray = [before, after]
         .into_iter()
@@ -137,7 +137,7 @@ fn judge(
     let artefacts_around = stray.is_none()
         && (before.contains(is_paste_artefact)
             || after.contains(is_paste_artefact)
-            || parsed.has_artefact_in(&(parsed.body_start..parsed.text.len())));
+            || parsed.has_artefact_in(&(0..parsed.text.len())));
     if artefacts_in_json
         || artefacts_around
         || block.has_artefact_in_info

@@ -16,15 +16,30 @@ pub struct Places {
     /// The project folder (the one holding the `flycode.toml` that applies) and whether the
     /// person trusts it.
     pub project: Option<(PathBuf, bool)>,
+    /// `memory.query` searches the saved sessions of every project, not only those whose roots
+    /// overlap the session's: the person's opt-in, [`MEMORY_ALL_ROOTS`] in flycode's environment
+    /// (nothing a model writes in a call can set it).
+    pub memory_all_roots: bool,
 }
+
+/// The environment variable by which the person lets `memory.query` search every project's
+/// saved sessions: `1`, `true` or `yes`.
+pub const MEMORY_ALL_ROOTS: &str = "FLYCODE_MEMORY_ALL_ROOTS";
 
 impl Places {
     /// The state and configuration directories the environment names, no project.
     pub fn from_environment() -> Places {
+        let all_roots = std::env::var(MEMORY_ALL_ROOTS).is_ok_and(|value| {
+            matches!(
+                value.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes"
+            )
+        });
         Places {
             state_dir: crate::sandbox::state::state_dir(),
             user_config: crate::sandbox::protect::user_config_dir(),
             project: None,
+            memory_all_roots: all_roots,
         }
     }
 
@@ -97,6 +112,7 @@ mod tests {
             state_dir: None,
             user_config: Some(PathBuf::from("/c")),
             project: Some((PathBuf::from("/p"), false)),
+            memory_all_roots: false,
         };
         assert_eq!(places.search_dirs("hints"), [PathBuf::from("/c/hints")]);
         assert_eq!(

@@ -47,6 +47,8 @@ pub enum FindingCode {
     UnreadableTranscript,
     /// An `agent.task` result names a sub-agent whose transcript is not next to this one.
     MissingSubagentTranscript,
+    /// A reply written in another dialect than the transcript's (or in both).
+    MixedDialects,
 }
 
 /// The transcript rules of §7 with their default severity and help text, for SARIF and docs.
@@ -91,6 +93,11 @@ pub(crate) const TRANSCRIPT_RULES: &[(FindingCode, Severity, &str)] = &[
         Severity::Warning,
         "An agent.task result of a flycode run record names a sub-agent (task-N) that sent requests, but its transcript STEM.task-N.jsonl is not next to this one, so its conversation cannot be checked. Keep each sub-agent's transcript beside its parent's.",
     ),
+    (
+        FindingCode::MixedDialects,
+        Severity::Error,
+        "A reply is written in another dialect than the transcript's (flycode-call blocks in a tag-dialect conversation, tags in a flycode one, or both in one reply). A door reads one dialect, so the other's calls never ran as the model meant. Each reply is still judged in its own dialect; reported once per transcript.",
+    ),
 ];
 
 impl FindingCode {
@@ -107,6 +114,7 @@ impl FindingCode {
             FindingCode::CallAfterInvalidResult => "call_after_invalid_result",
             FindingCode::UnreadableTranscript => "unreadable_transcript",
             FindingCode::MissingSubagentTranscript => "missing_subagent_transcript",
+            FindingCode::MixedDialects => "mixed_dialects",
         }
     }
 

@@ -116,6 +116,45 @@ pub(crate) struct TranscriptChecker {
     /// The record is of a native-mode run: its system prompt is the native tool guide, or a
     /// reply made API tool calls.
     native: bool,
+    /// What set the transcript's dialect (`--dialect`, its system prompt, its first reply
+    /// showing one), for the `mixed_dialects` message.
+    dialect_source: String,
+    /// `mixed_dialects` was reported: once per transcript.
+    mixed_reported: bool,
+}
+
+/// The dialects a reply is written in: flycode's when it holds a call or result block, the
+/// tags' when it holds tags (or a violation of them); both, or neither (prose).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ReplyDialects {
+    flycode: bool,
+    tags: bool,
+}
+
+impl ReplyDialects {
+    fn of(text: &str) -> ReplyDialects {
+        let parsed = parse_reply(text);
+        ReplyDialects {
+            flycode: parsed.call_blocks().next().is_some() || parsed.has_result_block(),
+            tags: !matches!(read_tags(text), TagVerdict::None),
+        }
+    }
+
+    /// The one dialect shown, when exactly one is.
+    fn only(self) -> Option<Dialect> {
+        match (self.flycode, self.tags) {
+            (true, false) => Some(Dialect::Flycode),
+            (false, true) => Some(Dialect::Tags),
+            _ => None,
+        }
+    }
+}
+
+fn dialect_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Flycode => "the flycode dialect",
+        Dialect::Tags => "the tag dialect",
+    }
 }
 
 impl TranscriptChecker {
@@ -133,6 +172,12 @@ impl TranscriptChecker {
             after_invalid_result: false,
             tasks: Vec::new(),
             native: false,
+            dialect_source: if options.dialect.is_some() {
+                "--dialect or flycode.toml".to_owned()
+            } else {
+                String::new()
+            },
+            mixed_reported: false,
         }
     }
 
@@ -178,6 +223,7 @@ impl TranscriptChecker {
                     && !message.text.contains(crate::protocol::parse::CALL_TAG)
                 {
                     self.options.dialect = Some(Dialect::Tags);
+                    self.dialect_source = "its system prompt".to_owned();
                 }
             }
             TranscriptRole::Assistant => self.push_assistant(message),
@@ -245,14 +291,24 @@ impl TranscriptChecker {
     }
 
     fn push_assistant(&mut self, message: &TranscriptMessage) {
-        if self.options.dialect.is_none() {
-            self.options.dialect = detect_dialect(&message.text);
+        // Each reply is judged in the dialect it is written in; the transcript's is the one the
+        // flag, the system prompt or the first reply showing one set (PROTOCOL.md §8 (Rules)).
+        let shown = ReplyDialects::of(&message.text);
+        if self.options.dialect.is_none()
+            && let Some(dialect) = shown.only()
+        {
+            self.options.dialect = Some(dialect);
+            self.dialect_source = format!("message {}", message.index);
         }
-        if self.options.dialect == Some(Dialect::Tags) {
+        self.note_mixed(shown, message);
+        self.close_window();
+        let judged_as = shown.only().or(self.options.dialect);
+        if judged_as == Some(Dialect::Tags) && message.tool_calls.is_empty() {
             self.judge_tags(message);
+            self.just_failed.clear();
+            self.after_invalid_result = false;
             return;
         }
-        self.close_window();
         let mut calls = Vec::new();
         let mut invalid = Vec::new();
         if !message.tool_calls.is_empty() {
@@ -399,6 +455,39 @@ impl TranscriptChecker {
         });
     }
 
+    /// Reports, once per transcript, a reply written in another dialect than the transcript's,
+    /// or in both: a door reads one dialect, so what the model wrote in the other never ran.
+    fn note_mixed(&mut self, shown: ReplyDialects, message: &TranscriptMessage) {
+        let Some(dialect) = self.options.dialect else {
+            return;
+        };
+        if self.mixed_reported {
+            return;
+        }
+        let message_text = match shown.only() {
+            _ if shown.flycode && shown.tags => format!(
+                "a reply in both dialects (a flycode block and tags) in a transcript that speaks {} (set by {}): a door reads one dialect, so the other's calls never ran as written",
+                dialect_name(dialect),
+                self.dialect_source
+            ),
+            Some(other) if other != dialect => format!(
+                "a reply in {} in a transcript that speaks {} (set by {}): a door reads one dialect, so its calls never ran as written",
+                dialect_name(other),
+                dialect_name(dialect),
+                self.dialect_source
+            ),
+            _ => return,
+        };
+        self.mixed_reported = true;
+        self.report(
+            FindingCode::MixedDialects,
+            Some(message.index),
+            message.line,
+            message_text,
+            Some(excerpt(&message.text)),
+        );
+    }
+
     /// A tag-dialect reply: its violations (nesting, forged results, `<return>` with other
     /// tags, an unclosed tag) are findings; its results carry no ids to pair.
     fn judge_tags(&mut self, message: &TranscriptMessage) {
@@ -414,7 +503,8 @@ impl TranscriptChecker {
     }
 
     fn push_user_or_tool(&mut self, message: &TranscriptMessage) {
-        if self.options.dialect == Some(Dialect::Tags) {
+        // A tag-dialect transcript's results carry no ids; only a flycode call in it waits for one.
+        if self.options.dialect == Some(Dialect::Tags) && self.pending.is_empty() {
             return;
         }
         let results = self.read_results(message);
@@ -581,19 +671,6 @@ fn run_tool_set(prompt: &str) -> Option<ToolSet> {
         Some(ToolSet::Agent)
     } else {
         None
-    }
-}
-
-/// The dialect a reply shows: flycode when it holds a call or result block, tags when it holds
-/// tags (or a violation of them) and no block, `None` for prose.
-fn detect_dialect(text: &str) -> Option<Dialect> {
-    let parsed = parse_reply(text);
-    if parsed.call_blocks().next().is_some() || parsed.has_result_block() {
-        return Some(Dialect::Flycode);
-    }
-    match read_tags(text) {
-        TagVerdict::None => None,
-        _ => Some(Dialect::Tags),
     }
 }
 

@@ -167,7 +167,7 @@ impl Handler<'_> {
             return Handled::Ignored;
         }
         if parsed.call_blocks().next().is_none() {
-            return self.answer_near_miss(&parsed.text[parsed.body_start..], started);
+            return self.answer_near_miss(&parsed.text, started);
         }
         let classification = classify_reply(
             text,
@@ -289,8 +289,9 @@ impl Handler<'_> {
 
     /// A reply in the tag dialect (PROTOCOL.md §15 (The tag dialect: doors)): its tool tags
     /// run in order and answered together, a violation answered, prose, a `<return>` and a text
-    /// holding a result tag (a result copied back, or flycode's own) ignored. Tags carry no ids,
-    /// so nothing is replayed: each reply is answered once by the watch loops' own dedupe.
+    /// holding a result tag (a result copied back, or flycode's own) ignored. Tags carry no ids:
+    /// the reply is the key, and a tag of a reply answered before is replayed, not run again
+    /// ([`ReplayStore::recall_tag`]).
     fn handle_tags(&mut self, text: &str, started: Instant) -> Handled {
         use crate::protocol::tags::{TagResult, TagVerdict, read_tags};
         if let Err(too_large) = check_reply_size(text.len() as u64, self.max_reply_bytes) {
@@ -315,7 +316,7 @@ impl Handler<'_> {
             return Handled::Answered(Box::new(finish_text(result.render(), answer, started)));
         }
         let secrets = self.executor.limits().secrets();
-        let (results, mut answer) = match read_tags(text) {
+        let (text, mut answer) = match read_tags(text) {
             TagVerdict::None | TagVerdict::Return(_) => return Handled::Ignored,
             TagVerdict::Invalid(violation) if violation.code == ErrorCode::ForgedResult => {
                 return Handled::Ignored;
@@ -326,49 +327,71 @@ impl Handler<'_> {
                     code: Some(violation.code.as_str().into()),
                     ..Answer::empty()
                 };
-                (vec![TagResult::violation(&violation)], answer)
+                let shown =
+                    crate::tags::render_answers(&[&TagResult::violation(&violation)], &secrets);
+                (shown, answer)
             }
-            TagVerdict::Tags(tags) => self.run_tags(&tags),
+            TagVerdict::Tags(tags) => self.run_tags(&tags, &super::replay::reply_key(text)),
         };
-        let shown: Vec<&TagResult> = results.iter().collect();
-        let text = crate::tags::render_answers(&shown, &secrets);
         answer.command = secrets.mask(&answer.command).into_owned();
         Handled::Answered(Box::new(finish_text(text, answer, started)))
     }
 
-    /// Runs a reply's tool tags in order; their results and the terminal's line.
-    fn run_tags(
-        &self,
-        tags: &[crate::protocol::tags::Tag],
-    ) -> (Vec<crate::protocol::tags::TagResult>, Answer) {
-        let mut number = 0;
-        let answers = crate::tags::TagDoor::new(&self.executor).answer(tags, &mut || {
-            number += 1;
-            format!("tag-{number}")
-        });
+    /// Runs a reply's tool tags in order, each replayed instead when this reply's tag was
+    /// answered before; their results, rendered and masked, and the terminal's line.
+    fn run_tags(&mut self, tags: &[crate::protocol::tags::Tag], reply: &str) -> (String, Answer) {
+        let secrets = self.executor.limits().secrets();
         let mut answer = Answer::empty();
-        let names: Vec<String> = answers
-            .iter()
-            .map(|a| match &a.execution {
-                Some(execution) => execution.command.clone(),
-                None => a.result.tag.name().to_owned(),
-            })
-            .collect();
+        let (mut shown, mut names) = (Vec::new(), Vec::new());
+        let mut replayed = 0;
+        answer.ok = true;
+        for (index, tag) in tags.iter().enumerate() {
+            let place = index + 1;
+            if let Some(stored) = self.replay.recall_tag(reply, place, &self.policy_key) {
+                replayed += 1;
+                answer.ok &= is_ok_result(&stored);
+                shown.push(stored);
+                names.push(tag.kind.name().to_owned());
+                continue;
+            }
+            let mut ran = crate::tags::TagDoor::new(&self.executor)
+                .answer(std::slice::from_ref(tag), &mut || format!("tag-{place}"));
+            let Some(one) = ran.pop() else { continue };
+            let rendered = crate::tags::render_answers(&[&one.result], &secrets);
+            answer.ok &= one.ok;
+            match &one.execution {
+                Some(execution) => {
+                    names.push(execution.command.clone());
+                    answer.waited += execution.waited;
+                    if answer.code.is_none() {
+                        answer.code.clone_from(&execution.block.code);
+                    }
+                    if answer.advice.is_none() {
+                        answer.advice = execution.advice().map(str::to_owned);
+                    }
+                }
+                None => names.push(one.result.tag.name().to_owned()),
+            }
+            let stored = match one
+                .execution
+                .as_ref()
+                .map(|e| (e.decided, policy_dependent(e)))
+            {
+                Some((Decided::Unanswered, _)) => Ok(()),
+                Some((_, true)) => {
+                    let policy = Some(self.policy_key.as_str());
+                    self.replay.remember_tag(reply, place, &rendered, policy)
+                }
+                _ => self.replay.remember_tag(reply, place, &rendered, None),
+            };
+            if let Err(error) = stored {
+                answer.store_error.get_or_insert(error.to_string());
+            }
+            shown.push(rendered);
+        }
+        answer.replayed = replayed > 0 && replayed == tags.len();
         answer.command = names.join("; ");
-        answer.ok = answers.iter().all(|a| a.ok);
-        answer.code = answers
-            .iter()
-            .filter_map(|a| a.execution.as_ref()?.block.code.clone())
-            .next();
-        answer.waited = answers
-            .iter()
-            .filter_map(|a| a.execution.as_ref())
-            .map(|e| e.waited)
-            .sum();
-        answer.advice = answers
-            .iter()
-            .find_map(|a| a.execution.as_ref()?.advice().map(str::to_owned));
-        (answers.into_iter().map(|a| a.result).collect(), answer)
+        (shown.join("\n"), answer)
     }
 
     /// Stores what a call earned: a result that ran for good; a refusal only under this
@@ -379,15 +402,34 @@ impl Handler<'_> {
         execution: &Execution,
         rendered: &str,
     ) -> Result<(), crate::sandbox::state::StateError> {
-        let policy_dependent = execution.decided == Decided::Refused
-            || execution.error.as_ref().is_some_and(|e| {
-                matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots)
-            });
         match execution.decided {
             Decided::Unanswered => Ok(()),
-            _ if policy_dependent => self.replay.remember(call, rendered, Some(&self.policy_key)),
+            _ if policy_dependent(execution) => {
+                self.replay.remember(call, rendered, Some(&self.policy_key))
+            }
             _ => self.replay.remember(call, rendered, None),
         }
+    }
+}
+
+/// Whether what a call earned says only that this session's policy refused it (nothing ran):
+/// remembered under the policy's key, so another policy runs it.
+fn policy_dependent(execution: &Execution) -> bool {
+    execution.decided == Decided::Refused
+        || execution
+            .error
+            .as_ref()
+            .is_some_and(|e| matches!(e.code, ErrorCode::DeniedByPolicy | ErrorCode::OutsideRoots))
+}
+
+/// Whether a stored result tag reports success: by its opening tag, `ok=true`, or for a
+/// `<bash_call_result>` the exit code 0.
+fn is_ok_result(stored: &str) -> bool {
+    let open = stored.lines().next().unwrap_or_default();
+    if open.starts_with("<bash_call_result") {
+        open.contains(" exit_code=0 ")
+    } else {
+        !open.contains(" ok=false")
     }
 }
 /// Completes `answer` with rendered text that is already masked (the tag dialect's results).

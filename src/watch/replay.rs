@@ -9,6 +9,12 @@
 //! a restart with `--yes` or another `--root` runs the same copy; the caller does not remember a
 //! denial that no person could answer at all.
 //!
+//! A tag-dialect reply has no ids (PROTOCOL.md §15 (The tag dialect: doors)): the reply itself is
+//! the key. Each of its tags is remembered under the hash of the reply's text (BOM, line ends
+//! and surrounding whitespace aside) and its place in it, so the same reply copied again, or
+//! saved again in the inbox, is answered from memory tag by tag and runs nothing twice; a tag
+//! that was not remembered (refused under another policy, never answered) runs.
+//!
 //! The file is sealed ([`crate::sandbox::seal`]): an entry a program or a tool wrote there would
 //! answer a copied call with a result flycode never produced, so a file whose seal does not
 //! verify is not used at all (every call runs as new, and flycode says so).
@@ -30,18 +36,21 @@ pub(crate) const REMEMBERED_CALLS: usize = 2000;
 /// How many bytes of results a session keeps at most (the file is rewritten after every call).
 pub(crate) const REMEMBERED_BYTES: usize = 16 << 20;
 
-/// One executed call.
+/// One executed call, or one tag of a tag-dialect reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Executed {
-    /// The call's id.
+    /// The call's id; a tag's place in its reply (`1`, `2`, ...).
     id: String,
-    /// The sha256 of the call's tool and arguments.
+    /// The sha256 of the call's tool and arguments; a tag's: of its reply ([`reply_key`]).
     fingerprint: String,
-    /// The rendered result block.
+    /// The rendered result block; a tag's rendered result tag.
     result: String,
     /// Set when the result depends on the session's policy (nothing ran): the policy's key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<String>,
+    /// A tag of a tag-dialect reply, not a call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    tag: bool,
 }
 
 /// The first version's record, keyed by id alone (read so an update keeps what was stored).
@@ -122,6 +131,7 @@ impl ReplayStore {
                     fingerprint: old.fingerprint,
                     result: old.result,
                     policy: None,
+                    tag: false,
                 })
                 .collect(),
         };
@@ -142,22 +152,38 @@ impl ReplayStore {
         let Some(id) = &call.id else {
             return Recall::New;
         };
-        let print = fingerprint(call);
-        if let Some(executed) = self
-            .executed
-            .iter()
-            .find(|e| &e.id == id && e.fingerprint == print)
-        {
-            return match &executed.policy {
-                Some(key) if key != policy => Recall::New,
-                _ => Recall::Replay(mark_replayed(&executed.result)),
-            };
+        match self.stored(false, id, &fingerprint(call), policy) {
+            Some(Some(result)) => return Recall::Replay(mark_replayed(result)),
+            // Refused under another policy: run it under this one.
+            Some(None) => return Recall::New,
+            None => {}
         }
-        if self.executed.iter().any(|e| &e.id == id) {
+        if self.executed.iter().any(|e| !e.tag && &e.id == id) {
             Recall::ReusedId
         } else {
             Recall::New
         }
+    }
+
+    /// The result tag that tag `place` (from 1) of the reply `reply` ([`reply_key`]) earned, with
+    /// `replayed=true` added, when it is remembered under `policy`: `None` runs the tag.
+    pub fn recall_tag(&self, reply: &str, place: usize, policy: &str) -> Option<String> {
+        self.stored(true, &place.to_string(), reply, policy)
+            .flatten()
+            .map(mark_tag_replayed)
+    }
+
+    /// The entry's stored result (`None` when there is none), `Some(None)` when it was refused
+    /// under another policy than `policy`.
+    fn stored(&self, tag: bool, id: &str, print: &str, policy: &str) -> Option<Option<&str>> {
+        let executed = self
+            .executed
+            .iter()
+            .find(|e| e.tag == tag && e.id == id && e.fingerprint == print)?;
+        Some(match &executed.policy {
+            Some(key) if key != policy => None,
+            _ => Some(executed.result.as_str()),
+        })
     }
 
     /// Remembers that `call` earned `result`, and saves the store. `policy` is the session's
@@ -169,14 +195,37 @@ impl ReplayStore {
         policy: Option<&str>,
     ) -> Result<(), StateError> {
         let Some(id) = &call.id else { return Ok(()) };
-        let print = fingerprint(call);
+        self.store(false, id.clone(), fingerprint(call), result, policy)
+    }
+
+    /// Remembers that tag `place` (from 1) of the reply `reply` ([`reply_key`]) earned the
+    /// rendered `result`, and saves the store; `policy` as for [`ReplayStore::remember`].
+    pub fn remember_tag(
+        &mut self,
+        reply: &str,
+        place: usize,
+        result: &str,
+        policy: Option<&str>,
+    ) -> Result<(), StateError> {
+        self.store(true, place.to_string(), reply.to_owned(), result, policy)
+    }
+
+    fn store(
+        &mut self,
+        tag: bool,
+        id: String,
+        print: String,
+        result: &str,
+        policy: Option<&str>,
+    ) -> Result<(), StateError> {
         self.executed
-            .retain(|e| !(&e.id == id && e.fingerprint == print));
+            .retain(|e| !(e.tag == tag && e.id == id && e.fingerprint == print));
         self.executed.push(Executed {
-            id: id.clone(),
+            id,
             fingerprint: print,
             result: result.to_owned(),
             policy: policy.map(str::to_owned),
+            tag,
         });
         let mut excess = self.executed.len().saturating_sub(REMEMBERED_CALLS);
         let mut bytes: usize = self.executed[excess..].iter().map(|e| e.result.len()).sum();
@@ -213,6 +262,25 @@ impl ReplayStore {
             ),
             None => Ok(()),
         }
+    }
+}
+
+/// The key of a tag-dialect reply: the sha256 of its text without a byte-order mark, with LF
+/// line ends and without the whitespace around it, so the same reply copied again or saved again
+/// with another line end is the same reply.
+pub(crate) fn reply_key(text: &str) -> String {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    sha256_hex(text.trim().as_bytes())
+}
+
+/// A stored result tag with `replayed=true` added to its opening tag.
+fn mark_tag_replayed(result: &str) -> String {
+    match result.split_once('\n') {
+        Some((open, rest)) if open.ends_with('>') => {
+            format!("{} replayed=true>\n{rest}", &open[..open.len() - 1])
+        }
+        _ => result.to_owned(),
     }
 }
 
@@ -338,6 +406,28 @@ mod tests {
         assert_ne!(std::fs::read_to_string(&genuine).unwrap(), text);
         let store = ReplayStore::load_from(&genuine, false).unwrap();
         assert_eq!(store.recall(&call("c1", "/a"), "p"), Recall::New);
+    }
+
+    #[test]
+    fn a_tag_is_replayed_by_its_reply_and_place_and_never_taken_for_a_call() {
+        let mut store = ReplayStore::in_memory();
+        let reply = reply_key("\u{feff}<bash_call>ls</bash_call>\r\n");
+        assert_eq!(reply, reply_key("<bash_call>ls</bash_call>"));
+        let result = "<bash_call_result exit_code=0 duration_ms=3>\nx\n</bash_call_result>\n";
+        store.remember_tag(&reply, 1, result, None).unwrap();
+        assert_eq!(
+            store.recall_tag(&reply, 1, "p").as_deref(),
+            Some(
+                "<bash_call_result exit_code=0 duration_ms=3 replayed=true>\nx\n</bash_call_result>\n"
+            )
+        );
+        assert_eq!(store.recall_tag(&reply, 2, "p"), None);
+        assert_eq!(store.recall_tag(&reply_key("other"), 1, "p"), None);
+        // A call whose id is "1" is not the tag.
+        assert_eq!(store.recall(&call("1", "/a"), "p"), Recall::New);
+        store.remember_tag(&reply, 2, result, Some("ask")).unwrap();
+        assert!(store.recall_tag(&reply, 2, "ask").is_some());
+        assert_eq!(store.recall_tag(&reply, 2, "yes"), None);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use super::api_server::{RecordedRequest, Reply, ScriptedServer};
 use super::common::Workspace;
 use super::subagent_harness::{
-    Finished, Project, call, children, finish, is_child, messages, parents, text, tool_result, turn,
+    Finished, Project, block, call, children, finish, is_child, messages, parents, text,
+    tool_result, turn,
 };
 
 /// What the first earlier run's model said.
@@ -98,6 +99,85 @@ fn memory_query_without_a_model_returns_the_best_windows_as_they_are() {
     assert!(body.contains("as they are"), "{body}");
     assert!(body.contains("42 seconds"), "{body}");
     assert!(!body.contains("zebra"), "{body}");
+}
+
+/// `memory.query` through `flycode exec` in `project`'s root, with `env` set: the report.
+fn exec_memory_query(project: &Project, args: &Value, env: &[(&str, &str)]) -> Value {
+    let reply = format!(
+        "```flycode-call\n{}\n```\n",
+        json!({"id": "q", "tool": "memory.query", "args": args})
+    );
+    let mut command = super::common::flycode();
+    command
+        .args(["exec", "--json", "--tools", "extended", "--root"])
+        .arg(&project.root)
+        .env("FLYCODE_STATE_DIR", project.base.join("state"))
+        .env("XDG_CONFIG_HOME", project.base.join("cfg"))
+        .env_remove("FLYCODE_MEMORY_ALL_ROOTS")
+        .current_dir(&project.root);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.write_stdin(reply).output().unwrap();
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn memory_query_keeps_no_call_arguments_and_other_projects_only_when_the_person_opts_in() {
+    let project = Project::bare();
+    // An earlier text-mode run here wrote a secret with a call, then said what it did.
+    let secret = "ZEBRA_TOKEN=hunter2-4f9a";
+    let write = json!({"path": project.path(".env"), "mode": "overwrite", "content": secret});
+    let server = ScriptedServer::start(move |request: &RecordedRequest, _| match turn(request) {
+        0 => block("w1", "fs.write", &write),
+        _ => Reply::sse_text("Saved the zebra credentials to .env.", 7),
+    });
+    run_to_end(&project, &server, &["--mode", "text"]);
+    // An earlier run in another project of the same person, about zebras too.
+    let other = project.base.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let server = ScriptedServer::start(|_: &RecordedRequest, _| {
+        Reply::sse_text("The other zebra project keeps its keys in vault-b.", 7)
+    });
+    let output = super::common::clean_run_command(&project.base, &other)
+        .args(["run", "--yes", "--base-url"])
+        .arg(server.base_url())
+        .args(["--model", "main-model", "--root"])
+        .arg(&other)
+        .arg("Where are the zebra keys?")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let found =
+        exec_memory_query(&project, &json!({"query": "zebra credentials keys"}), &[]).to_string();
+    assert!(found.contains("Saved the zebra credentials"), "{found}");
+    assert!(found.contains("[call: fs.write]"), "{found}");
+    assert!(
+        !found.contains("hunter2"),
+        "a call's argument came back: {found}"
+    );
+    assert!(
+        !found.contains("vault-b"),
+        "another project's run came back: {found}"
+    );
+    // The person opts in; the arguments still stay out.
+    let everywhere = exec_memory_query(
+        &project,
+        &json!({"query": "zebra credentials keys"}),
+        &[("FLYCODE_MEMORY_ALL_ROOTS", "1")],
+    )
+    .to_string();
+    assert!(everywhere.contains("vault-b"), "{everywhere}");
+    assert!(!everywhere.contains("hunter2"), "{everywhere}");
+    // A model cannot opt in through the call.
+    let asked = exec_memory_query(&project, &json!({"query": "zebra", "allRoots": true}), &[]);
+    assert_eq!(asked["error"]["code"], "invalid_args", "{asked}");
 }
 
 /// A user hint `style` with a resource, a link out of its folder, and a file beside it.

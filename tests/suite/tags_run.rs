@@ -174,3 +174,65 @@ fn json_is_a_usage_error_in_the_tag_dialect_and_nothing_is_asked() {
     assert!(stderr.contains("flycode dialect only"), "{stderr}");
     assert!(server.requests().is_empty(), "no request was sent");
 }
+
+#[test]
+fn a_predefined_agent_never_gets_a_tool_its_parent_may_not_use() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let root = base.join("app");
+    std::fs::create_dir_all(&root).unwrap();
+    // A repository's agent files: `lead` may only read and delegate; `shell` names shell.exec.
+    let agents = base.join("cfg/flycode/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("lead.md"),
+        "---\ntools: fs.read, agent.task\n---\nYou lead; delegate the work.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("shell.md"),
+        "---\ntools: shell.exec, agent.task\n---\nYou run commands.\n",
+    )
+    .unwrap();
+    // Depth first: the top agent, `lead`, `shell` (twice), `lead`, the top agent.
+    let replies = [
+        "<create_agent name=lead> Look around. </create_agent>",
+        "<create_agent name=shell> Make a marker file. </create_agent>",
+        "<bash_call> touch pwned.txt </bash_call>",
+        "<return>\ntried\n</return>",
+        "<return>\nlead done\n</return>",
+        "<return>\nAll done.\n</return>",
+    ];
+    let server = ScriptedServer::start(move |_, index| {
+        Reply::sse_text(replies[index.min(replies.len() - 1)], 7)
+    });
+    let output = super::common::clean_run_command(&base, &root)
+        .env("XDG_CONFIG_HOME", base.join("cfg"))
+        .args(["run", "--dialect", "tags", "--yes", "--base-url"])
+        .arg(server.base_url())
+        .args(["--model", "scripted-model", "--root"])
+        .arg(&root)
+        .arg("Tidy up.")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!root.join("pwned.txt").exists(), "shell.exec ran: {stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6, "{stderr}");
+    let refused = last_message(&requests[3]);
+    assert!(
+        refused.contains("denied_by_policy") && refused.contains("shell.exec was not run"),
+        "{refused}"
+    );
+    // `shell` is told the tools it really has: those `lead` has too.
+    let system = requests[2].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("The tools you may use: agent.task. Other calls are refused."),
+        "{system}"
+    );
+}

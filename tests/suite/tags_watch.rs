@@ -86,3 +86,49 @@ fn tag_replies_are_answered_in_the_tag_form_and_violations_run_nothing() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn a_tag_reply_copied_again_is_replayed_never_run_twice() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let (inbox, root, state) = (base.join("inbox"), base.join("root"), base.join("state"));
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "a\n").unwrap();
+    let reply = "Appending.\n<bash_call> echo ran >> log.txt </bash_call>\n<builtin>\nsmart_edit\npath: notes.txt\nmode: Append\nnew_text:\n<<<\nb\n>>>\n</builtin>\n";
+    let child = spawn_watch(&inbox, &root, &state, &["--dialect", "tags"], &[]);
+    std::fs::write(inbox.join("one.md"), reply).unwrap();
+    let first = wait_for_file(&inbox.join("one.result.md"));
+    assert!(!first.contains("replayed"), "{first}");
+    // The same reply saved again under another name, with CRLF line ends and a BOM.
+    let again = format!("\u{feff}{}", reply.replace('\n', "\r\n"));
+    std::fs::write(inbox.join("two.md"), &again).unwrap();
+    let second = wait_for_file(&inbox.join("two.result.md"));
+    assert_eq!(second.matches("replayed=true>").count(), 2, "{second}");
+    send_signal(child.id(), "TERM");
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
+    // After a restart, the store still knows the reply.
+    let child = spawn_watch(&inbox, &root, &state, &["--dialect", "tags"], &[]);
+    std::fs::write(inbox.join("three.md"), reply).unwrap();
+    let third = wait_for_file(&inbox.join("three.result.md"));
+    assert_eq!(third.matches("replayed=true>").count(), 2, "{third}");
+    // Another reply with the same tags is another reply: it runs.
+    std::fs::write(
+        inbox.join("four.md"),
+        format!("Again, on purpose.\n{reply}"),
+    )
+    .unwrap();
+    let fourth = wait_for_file(&inbox.join("four.result.md"));
+    assert!(!fourth.contains("replayed"), "{fourth}");
+    send_signal(child.id(), "TERM");
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(root.join("log.txt")).unwrap(),
+        "ran\nran\n",
+        "one run for the first reply, one for the fourth"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "a\nb\nb\n"
+    );
+}

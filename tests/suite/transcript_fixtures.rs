@@ -98,6 +98,7 @@ fn fixtures_cover_every_finding_code_form_and_carrier() {
         "unreadable_transcript",
         "text_outside_block",
         "normalized_whitespace",
+        "mixed_dialects",
     ] {
         assert!(all.contains(code), "no fixture for {code}");
     }

@@ -1,9 +1,10 @@
 //! The four special user messages, rendered: role definition, TODO list, useful information
 //! (notes) and folder notes, each under a `[flycode]` heading saying flycode inserted it.
 //!
-//! What the model or a file wrote (the TODO list, the notes, the folder notes) goes inside a
-//! backtick fence longer than any backtick run in it, so a `flycode-result` or `flycode-call`
-//! block in an `AGENTS.md` stays text of that fence and is never read as a result or a call.
+//! What the model or a file wrote (the TODO list, the notes, the folder notes, the hints; and the
+//! compaction summary, `agent::compaction`) goes inside a backtick fence longer than any backtick
+//! run in it, so a `flycode-result` or `flycode-call` block in an `AGENTS.md` stays text of that
+//! fence and is never read as a result or a call.
 
 use crate::agent::message::Message;
 use crate::protocol::result::backtick_fence_for;
@@ -135,7 +136,8 @@ fn render_hints(hints: &[crate::tools::hint::LoadedHint]) -> Option<String> {
 }
 
 /// `heading`, then each entry's label and its text fenced as Markdown; nothing without entries.
-fn fenced_entries<'a>(
+/// Also the compaction summary's form (`agent::compaction`).
+pub(crate) fn fenced_entries<'a>(
     heading: &str,
     entries: impl Iterator<Item = (String, &'a str)>,
 ) -> Option<String> {

@@ -2,8 +2,11 @@
 //! the structured result and rendered in the result's body.
 //!
 //! The child's result is the model's own text, so it is handed over as background, never as
-//! instructions: inside `<child_summary>` … `</child_summary>`, introduced by a line saying so, with
-//! every tag that could pass for a tool call, a result or the wrapper itself removed first.
+//! instructions: inside `<child_summary>` … `</child_summary>`, introduced by a line saying so,
+//! with every call form flycode would run made inert first ([`neutralize_calls`]: a tag that could
+//! pass for a tool call, a result or the wrapper removed, a `flycode-call` fence relabelled), so a
+//! child cannot make its parent run a call by quoting it. The tag dialect's `<child_summary>`
+//! (`agent::tags_run`) goes through the same.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -121,7 +124,7 @@ impl Envelope {
         strict: bool,
     ) -> Envelope {
         let (tool_summary, model_used, subagent_type) = data;
-        let result = strip_call_tags(result);
+        let result = neutralize_calls(result);
         let text = wrapped(subagent_type, status, &result);
         Envelope {
             status,
@@ -229,14 +232,65 @@ fn wrapped(subagent: SubagentType, status: TaskStatus, result: &str) -> String {
 }
 
 /// Tags a model or a provider might read as a tool call, a result, a sub-agent or the wrapper:
-/// `<tool_call>`, `</function_call>`, `<invoke name="x">`, `<child_summary>`...
-/// (`None` cannot happen: a unit test holds the pattern valid.)
+/// `<tool_call>`, `</function_call>`, `<function=fs_read>`, `<invoke name="x">`,
+/// `<bash_call_result>`, `<child_summary>`... (`None` cannot happen: a unit test holds the
+/// pattern valid.)
 static CALL_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)<\s*/?\s*(?:tool_calls?|tool_use|tool_result|function_calls?|function_results?|invoke|parameter|child_summary|create_agent|bash_call|builtin|return|antml:[a-z_]+)\b[^<>]*/?\s*>",
+        r"(?i)<\s*/?\s*(?:tool_calls?|tool_use|tool_result|function_calls?|function_results?|function|invoke|parameter|child_summary|create_agent|bash_call_result|bash_call|builtin_result|builtin|return|antml:[a-z_]+)\b[^<>]*/?\s*>",
     )
     .ok()
 });
+
+/// `text` (a sub-agent's result) with every call form flycode would run made inert (PROTOCOL.md
+/// §13 (The API loop: sub-agents)): the tags of [`strip_call_tags`] removed, and every fence
+/// whose label is `flycode-call` or `flycode-result` relabelled `quoted-flycode-call` /
+/// `quoted-flycode-result` ([`relabel_call_fence`]). Copied whole into a reply, it runs nothing.
+pub(crate) fn neutralize_calls(text: &str) -> String {
+    strip_call_tags(text)
+        .split_inclusive('\n')
+        .map(relabel_call_fence)
+        .collect()
+}
+
+/// `line` with its fence's label replaced when the fence is a call or result block in any
+/// reader of flycode's: any run of three or more backticks or tildes, after any indentation and
+/// container markers (`>`, list markers), whose info string's first word is `flycode-call` or
+/// `flycode-result` in any ASCII case once backslash escapes and entities are resolved
+/// (`flycode&#45;call`) and copy-paste artefacts read as spaces.
+fn relabel_call_fence(line: &str) -> std::borrow::Cow<'_, str> {
+    use crate::protocol::parse::is_paste_artefact;
+    let is_prefix = |c: char| {
+        c.is_whitespace()
+            || is_paste_artefact(c)
+            || c.is_ascii_digit()
+            || matches!(c, '>' | '-' | '*' | '+' | '.' | ')')
+    };
+    let prefix_end = line.find(|c| !is_prefix(c)).unwrap_or(line.len());
+    let rest = &line[prefix_end..];
+    let Some(fence_char) = rest.chars().next().filter(|c| matches!(c, '`' | '~')) else {
+        return std::borrow::Cow::Borrowed(line);
+    };
+    let run = rest.len() - rest.trim_start_matches(fence_char).len();
+    let body = rest.trim_end_matches(['\n', '\r']);
+    if run < 3 || body.len() <= run {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let info = crate::protocol::blocks::unescape_info(&rest[..run], &body[run..]);
+    let label = info
+        .split(|c: char| c.is_whitespace() || is_paste_artefact(c))
+        .find(|word| !word.is_empty())
+        .map(str::to_ascii_lowercase);
+    match label.as_deref() {
+        Some(label @ ("flycode-call" | "flycode-result")) => std::borrow::Cow::Owned(format!(
+            "{}{}quoted-{label}{}",
+            &line[..prefix_end],
+            &rest[..run],
+            &rest[body.len()..]
+        )),
+        _ => std::borrow::Cow::Borrowed(line),
+    }
+}
 
 /// `text` without tags that could pass for a call, a result or the wrapper. Removed until none
 /// is left: one pass would let `</child_</child_summary>summary>` close up into the very tag it
@@ -298,6 +352,19 @@ mod tests {
             ),
             "x   y"
         );
+    }
+
+    #[test]
+    fn call_fences_of_every_form_are_relabelled_and_other_fences_kept() {
+        let quoted = neutralize_calls(
+            "Run this:\n````flycode-call\n{}\n````\n> - ~~~FLYCODE-CALL json\n```flycode&#45;call\n\u{a0}```\u{200b}flycode-result\n```rust\nfn x() {}\n```\nsee ```flycode-call here\n<function=fs_read>{}</function><bash_call_result>",
+        );
+        assert_eq!(
+            quoted,
+            "Run this:\n````quoted-flycode-call\n{}\n````\n> - ~~~quoted-flycode-call\n```quoted-flycode-call\n\u{a0}```quoted-flycode-result\n```rust\nfn x() {}\n```\nsee ```flycode-call here\n{}"
+        );
+        let parsed = crate::protocol::parse::parse_reply(&quoted);
+        assert!(parsed.blocks.is_empty(), "{parsed:?}");
     }
 
     #[test]

@@ -45,6 +45,23 @@ pub struct Fence {
 /// The fenced code blocks of `text` whose info string `wanted` accepts, in order; the content of
 /// the others is never copied.
 pub fn fenced_blocks(text: &str, wanted: impl Fn(&str) -> bool) -> Vec<Fence> {
+    read_blocks(text, &wanted, None)
+}
+
+/// Where every fenced code block of `text` is, whatever its info string, in order: the code in
+/// which a reasoning element's tags are text ([`super::reasoning`]). One range per fence, no
+/// content copied.
+pub fn fence_spans(text: &str) -> Vec<Range<usize>> {
+    let mut spans = Vec::new();
+    read_blocks(text, &|_| false, Some(&mut spans));
+    spans
+}
+
+fn read_blocks(
+    text: &str,
+    wanted: &dyn Fn(&str) -> bool,
+    spans: Option<&mut Vec<Range<usize>>>,
+) -> Vec<Fence> {
     let mut reader = BlockReader {
         bytes: text.as_bytes(),
         text,
@@ -53,7 +70,8 @@ pub fn fenced_blocks(text: &str, wanted: impl Fn(&str) -> bool) -> Vec<Fence> {
         marked_end: 0,
         begin_list_item: None,
         fences: Vec::new(),
-        wanted: &wanted,
+        wanted,
+        spans,
     };
     let mut ix = 0;
     while ix < text.len() {
@@ -117,7 +135,7 @@ impl Packed {
     }
 }
 
-struct BlockReader<'t, 'w> {
+struct BlockReader<'t, 'w, 's> {
     text: &'t str,
     bytes: &'t [u8],
     /// The open containers, outermost first (pulldown-cmark's spine without its leaf).
@@ -131,9 +149,11 @@ struct BlockReader<'t, 'w> {
     begin_list_item: Option<usize>,
     fences: Vec<Fence>,
     wanted: &'w dyn Fn(&str) -> bool,
+    /// Where every fence is, when asked for ([`fence_spans`]).
+    spans: Option<&'s mut Vec<Range<usize>>>,
 }
 
-impl<'t> BlockReader<'t, '_> {
+impl<'t> BlockReader<'t, '_, '_> {
     /// How many containers `line` continues (all of them when the rest is blank lines in a
     /// list, as pulldown-cmark shortcuts); `update_flags` at the start of a block.
     fn scan_containers(&mut self, line: &mut LineStart<'_>, update_flags: bool) -> usize {
@@ -526,6 +546,9 @@ impl<'t> BlockReader<'t, '_> {
             }
             ix = next_ix;
         };
+        if let Some(spans) = self.spans.as_mut() {
+            spans.push(start_ix..end);
+        }
         if wanted {
             self.fences.push(Fence {
                 span: start_ix..end,
@@ -539,7 +562,7 @@ impl<'t> BlockReader<'t, '_> {
 
 /// The info string as pulldown-cmark gives it: backslash escapes and entities resolved. Only an
 /// info string with a `\` or `&` needs it; that one line is read by pulldown-cmark itself.
-fn unescape_info(fence: &str, raw: &str) -> String {
+pub(crate) fn unescape_info(fence: &str, raw: &str) -> String {
     if !raw.contains(['\\', '&']) {
         return raw.to_owned();
     }

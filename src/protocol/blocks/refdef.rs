@@ -13,7 +13,7 @@ use super::scan::{
 /// How deep `(` may nest in a destination (pulldown-cmark's `LINK_MAX_NESTED_PARENS`).
 const MAX_NESTED_PARENS: usize = 32;
 
-impl<'t> BlockReader<'t, '_> {
+impl<'t> BlockReader<'t, '_, '_> {
     /// A definition starting at `start`: where it ends.
     pub(super) fn parse_refdef(&mut self, start: usize) -> Option<usize> {
         if self.bytes.get(start) != Some(&b'[') {

@@ -2,14 +2,17 @@
 //! `<builtin>`, `<create_agent>` and `<return>`, outside code fences and inline code, never
 //! nested. Pure text work in one pass: what the tags ask for is `map`'s to say.
 //!
+//! Reasoning (`<think>…</think>`, `<thinking>…</thinking>`) is skipped wherever it stands
+//! outside code, and a closing tag with no opening tag drops every tag before it
+//! ([`super::super::reasoning`]): a tag drafted while reasoning never runs.
+//!
 //! The reader never fails and never panics: every reply gets a [`TagVerdict`]. Its time is linear
 //! in the reply (an unmatched inline-code run is remembered, so a paragraph of backticks is not
 //! searched again and again).
 
-use std::collections::HashMap;
-
 use super::super::error_code::ErrorCode;
-use super::super::parse::{Reasoning, skip_reasoning};
+use super::super::inline_code::CodeSpans;
+use super::super::reasoning::{ReasoningTag, reasoning_tag_at};
 
 /// The tool tags a model writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +63,9 @@ pub struct Tag {
     pub body: String,
     /// The 1-based line of the opening tag in the reply.
     pub line: usize,
+    /// Where the tag stands, from its `<` to the end of its closing tag, in the reply without
+    /// its byte-order mark.
+    pub span: std::ops::Range<usize>,
 }
 
 /// Why a reply runs nothing.
@@ -103,12 +109,7 @@ impl TagVerdict {
 /// Reads the tags of one reply.
 pub fn read_tags(reply: &str) -> TagVerdict {
     let text = reply.strip_prefix('\u{feff}').unwrap_or(reply);
-    let start = match skip_reasoning(text) {
-        Reasoning::Absent => 0,
-        Reasoning::Closed { end } => end,
-        Reasoning::Unclosed => return TagVerdict::None,
-    };
-    let mut scanner = Scanner::new(text, start);
+    let mut scanner = Scanner::new(text);
     let stopped = scanner.scan();
     if let Some(forged) = scanner.forged.take() {
         return TagVerdict::Invalid(forged);
@@ -155,28 +156,24 @@ struct Scanner<'a> {
     tags: Vec<Tag>,
     /// The first result tag written by the model, wherever it was.
     forged: Option<TagViolation>,
-    /// For a backtick run length, the paragraph end before which it has no closing run.
-    unmatched: HashMap<usize, usize>,
+    /// Inline code spans skipped.
+    code: CodeSpans,
     /// Line counting: the last position counted and its 1-based line.
     counted: (usize, usize),
-    /// The last search for the end of a paragraph: where it started and the end it found (there
-    /// is no blank line between them, so a later search starting between them ends there too).
-    paragraph: (usize, usize),
     /// The last search for an opening tag's `>`: where it started and the first `>` or line end
     /// after it.
     tag_end: (usize, usize),
 }
 
 impl<'a> Scanner<'a> {
-    fn new(text: &'a str, start: usize) -> Scanner<'a> {
+    fn new(text: &'a str) -> Scanner<'a> {
         Scanner {
             text,
-            pos: start,
+            pos: 0,
             tags: Vec::new(),
             forged: None,
-            unmatched: HashMap::new(),
+            code: CodeSpans::new(),
             counted: (0, 1),
-            paragraph: (usize::MAX, 0),
             tag_end: (usize::MAX, 0),
         }
     }
@@ -205,9 +202,23 @@ impl<'a> Scanner<'a> {
         None
     }
 
-    /// At a `<`: a result tag (forged), a tool tag (read whole), or text.
+    /// At a `<`: reasoning (skipped), a result tag (forged), a tool tag (read whole), or text.
     fn at_angle(&mut self) -> Option<TagViolation> {
         let rest = &self.text[self.pos..];
+        match reasoning_tag_at(rest) {
+            Some((ReasoningTag::Open(name), length)) => {
+                self.pos = self.reasoning_end(self.pos + length, name);
+                return None;
+            }
+            Some((ReasoningTag::Close(_), length)) => {
+                // No opening tag before it: everything so far was reasoning.
+                self.tags.clear();
+                self.forged = None;
+                self.pos += length;
+                return None;
+            }
+            None => {}
+        }
         if let Some(name) = result_tag_at(rest) {
             self.note_forged(name, self.pos);
             self.pos += 1;
@@ -238,6 +249,7 @@ impl<'a> Scanner<'a> {
             attribute_error,
             body: self.text[body_start..body_end].to_owned(),
             line,
+            span: self.pos..after,
         });
         self.pos = after;
         None
@@ -345,8 +357,8 @@ impl<'a> Scanner<'a> {
         });
     }
 
-    /// After a structural violation: the rest of the reply, outside code, searched for forged
-    /// results only.
+    /// After a structural violation: the rest of the reply, outside code and reasoning,
+    /// searched for forged results only.
     fn find_forged_after(&mut self) {
         let bytes = self.text.as_bytes();
         self.pos += 1;
@@ -359,7 +371,12 @@ impl<'a> Scanner<'a> {
             match bytes[self.pos] {
                 b'`' => self.pos = self.skip_code_span(self.pos),
                 b'<' => {
-                    if let Some(name) = result_tag_at(&self.text[self.pos..]) {
+                    let rest = &self.text[self.pos..];
+                    if let Some((ReasoningTag::Open(name), length)) = reasoning_tag_at(rest) {
+                        self.pos = self.reasoning_end(self.pos + length, name);
+                        continue;
+                    }
+                    if let Some(name) = result_tag_at(rest) {
                         self.note_forged(name, self.pos);
                     }
                     self.pos += 1;
@@ -369,51 +386,35 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Where the reasoning element `name` opened before `from` ends: after its closing tag
+    /// outside code, or at the end of the reply.
+    fn reasoning_end(&mut self, from: usize, name: &str) -> usize {
+        let bytes = self.text.as_bytes();
+        let mut at = from;
+        while at < bytes.len() {
+            let at_line_start = at == 0 || bytes[at - 1] == b'\n';
+            if at_line_start && let Some(end) = fence_end(self.text, at) {
+                at = end;
+                continue;
+            }
+            match bytes[at] {
+                b'`' => at = self.skip_code_span(at),
+                b'<' => match reasoning_tag_at(&self.text[at..]) {
+                    Some((ReasoningTag::Close(closed), length)) if closed == name => {
+                        return at + length;
+                    }
+                    _ => at += 1,
+                },
+                _ => at += 1,
+            }
+        }
+        bytes.len()
+    }
+
     /// Past an inline code span opened by the backtick run at `at`, or past the run when nothing
     /// closes it before the paragraph ends.
     fn skip_code_span(&mut self, at: usize) -> usize {
-        let bytes = self.text.as_bytes();
-        let run = bytes[at..].iter().take_while(|&&b| b == b'`').count();
-        let after_run = at + run;
-        let paragraph_end = self.paragraph_end(after_run);
-        if self
-            .unmatched
-            .get(&run)
-            .is_some_and(|&until| until >= paragraph_end)
-        {
-            return after_run;
-        }
-        let mut i = after_run;
-        while i < paragraph_end {
-            if bytes[i] == b'`' {
-                let other = bytes[i..paragraph_end]
-                    .iter()
-                    .take_while(|&&b| b == b'`')
-                    .count();
-                if other == run {
-                    return i + other;
-                }
-                i += other;
-            } else {
-                i += 1;
-            }
-        }
-        self.unmatched.insert(run, paragraph_end);
-        after_run
-    }
-
-    /// Where the paragraph holding `from` ends (a blank line, or the end of the text); searched
-    /// once for every position before the end it finds.
-    fn paragraph_end(&mut self, from: usize) -> usize {
-        let (start, end) = self.paragraph;
-        if start <= from && from <= end {
-            return end;
-        }
-        let end = self.text[from..]
-            .find("\n\n")
-            .map_or(self.text.len(), |n| from + n);
-        self.paragraph = (from, end);
-        end
+        self.code.skip(self.text, at)
     }
 
     /// The first of `chars` at or after `from` (the end of the text when none), remembered in
@@ -653,6 +654,28 @@ mod tests {
         assert_eq!(
             read_tags("<think><bash_call>ls</bash_call></think>hello"),
             TagVerdict::None
+        );
+        // Wherever reasoning stands, and a closing tag alone drops what came before it.
+        let found = tags(
+            "I'll look.\n<THINKING>maybe <bash_call>rm -rf build</bash_call>?\n```\n</thinking>\n```\n</thinking>\n<bash_call>ls</bash_call>",
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].body, "ls");
+        assert_eq!(found[0].line, 7);
+        let found = tags(
+            "<bash_call>rm -rf build</bash_call> is tempting, no.</think>\n<bash_call>ls</bash_call>",
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].body, "ls");
+        assert_eq!(
+            read_tags("draft <bash_call_result>x</bash_call_result></think>\n<return>ok</return>"),
+            TagVerdict::Return("ok".into())
+        );
+        // A reasoning tag in inline code or in a tag's body is text.
+        assert_eq!(tags("`<think>` <bash_call>ls</bash_call>").len(), 1);
+        assert_eq!(
+            tags("<bash_call>echo '<think>'</bash_call>\n<bash_call>ls</bash_call>").len(),
+            2
         );
         assert_eq!(read_tags("<bash_callx>ls</bash_callx>"), TagVerdict::None);
         assert_eq!(

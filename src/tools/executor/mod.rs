@@ -292,11 +292,12 @@ impl<'a> Executor<'a> {
     }
 
     /// A restriction of this executor: the same sandbox, policy, approver, stale-read memory,
-    /// notebook, jobs, audit log, undo recorder, limits and condenser, running only
-    /// `restriction`'s tools, with hints of its own and no task runner: a predefined agent of the
-    /// tag dialect, whose agents share their run's executor (PROTOCOL.md §15 (The tag dialect:
-    /// run)).
+    /// notebook, jobs, audit log, undo recorder, limits and condenser, running only those of
+    /// `restriction`'s tools that this one runs (never more), with hints of its own and no task
+    /// runner: a predefined agent of the tag dialect, whose agents share their run's executor
+    /// (PROTOCOL.md §15 (The tag dialect: run)).
     pub fn restricted(&self, restriction: Restriction) -> Executor<'a> {
+        let restriction = restriction.within(self.restriction.as_ref());
         Executor {
             sandbox: self.sandbox,
             policy: self.policy,
@@ -331,9 +332,25 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// From now on runs only the tools `restriction` names (a sub-agent's last turn).
+    /// From now on runs only those of the tools `restriction` names that it ran before (a
+    /// sub-agent's last turn).
     pub fn restrict(&mut self, restriction: Restriction) {
-        self.restriction = Some(restriction);
+        self.restriction = Some(restriction.within(self.restriction.as_ref()));
+    }
+
+    /// Whether this executor runs `tool` at all (its restriction allows it; policy still
+    /// decides each call).
+    pub fn allows(&self, tool: ToolName) -> bool {
+        self.restriction
+            .as_ref()
+            .is_none_or(|restriction| restriction.allows(tool))
+    }
+
+    /// The only tools this executor runs, when it is restricted.
+    pub fn restricted_to(&self) -> Option<&[ToolName]> {
+        self.restriction
+            .as_ref()
+            .map(|restriction| &*restriction.tools)
     }
 
     /// Runs `call` whole: binds it, decides it, asks this executor's approver where the ruling

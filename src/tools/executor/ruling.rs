@@ -275,6 +275,29 @@ pub struct Restriction {
 }
 
 impl Restriction {
+    /// Whether `tool` runs under this restriction.
+    pub fn allows(&self, tool: ToolName) -> bool {
+        self.tools.contains(&tool)
+    }
+
+    /// This restriction inside `outer`: only the tools both let run. A narrower executor can
+    /// never run a tool the one it was made from refused (PROTOCOL.md §9 (Predefined agents)).
+    pub fn within(self, outer: Option<&Restriction>) -> Restriction {
+        match outer {
+            Some(outer) if self.tools.iter().any(|tool| !outer.allows(*tool)) => Restriction {
+                tools: std::borrow::Cow::Owned(
+                    self.tools
+                        .iter()
+                        .copied()
+                        .filter(|tool| outer.allows(*tool))
+                        .collect(),
+                ),
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// The refusal of a tool this restriction leaves out.
     fn refusal(&self, tool: ToolName) -> ToolError {
         let tools: Vec<&str> = self.tools.iter().map(|t| t.as_str()).collect();

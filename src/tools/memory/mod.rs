@@ -3,7 +3,10 @@
 //! the door has a model to spare (`flycode run`'s light model, behind a [`Condenser`]) the best
 //! windows are condensed into one summary that names no session, and elsewhere (`exec`, `watch`,
 //! `mcp`) the best windows come back as they are. The result says which. Read-only: it reads
-//! flycode's state directory and nothing else.
+//! flycode's state directory and nothing else. It searches the runs whose roots overlap the
+//! session's, all of them only when the person opted in (`FLYCODE_MEMORY_ALL_ROOTS`, read into
+//! [`crate::tools::places::Places`]; no argument can ask for it), and never returns a call's
+//! arguments ([`corpus::without_calls`]).
 
 pub(crate) mod condenser;
 pub(crate) mod corpus;
@@ -112,7 +115,10 @@ impl Tool for MemoryQuery {
             .with_advice("set FLYCODE_STATE_DIR or HOME")
         })?;
         let skip = context.condenser.map(|c| c.own_stems()).unwrap_or_default();
-        let sessions = corpus::saved_sessions(state_dir, &skip);
+        // The projects this session works in, unless the person opted in to all of them.
+        let places = &context.limits.places;
+        let roots = (!places.memory_all_roots).then(|| context.sandbox.roots());
+        let sessions = corpus::saved_sessions(state_dir, &skip, roots);
         let ranked = rank::rank(
             rank::windows(&sessions, args.window),
             &args.query,
@@ -120,9 +126,14 @@ impl Tool for MemoryQuery {
         );
         if ranked.is_empty() {
             let body = format!(
-                "No saved session says anything about {:?} ({} sessions searched).\n",
+                "No saved session says anything about {:?} ({} sessions of {} searched).\n",
                 args.query,
-                sessions.len()
+                sessions.len(),
+                if roots.is_some() {
+                    "projects overlapping these roots"
+                } else {
+                    "every project"
+                }
             );
             return Ok(output(body, "none", 0, None));
         }
