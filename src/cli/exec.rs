@@ -46,7 +46,13 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     )? {
         CallOrAnswer::Call(call) => call,
         CallOrAnswer::Answer(block, code) => {
-            print_result(args.json, block, None, None, &config.limits().secrets())?;
+            print_result(
+                args.json,
+                block,
+                None,
+                None,
+                &super::door_limits(&config).secrets(),
+            )?;
             return Ok(code);
         }
     };
@@ -65,7 +71,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         .door(Door::Exec)
         .session(session.as_ref())
         .audit(AuditLog::default_location())
-        .limits(config.limits())
+        .limits(super::door_limits(&config))
         .undo(super::undo_recorder(&config, "exec"))
         .build();
     let mut execution = executor.execute(&call);
@@ -98,7 +104,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         block,
         Some(&call),
         data,
-        &config.limits().secrets(),
+        &super::door_limits(&config).secrets(),
     )?;
     // Ctrl-C at the question: refused (and logged) like a no, and flycode reports the stop
     // (PROTOCOL.md §10 (Running calls), "Ctrl-C at the question").

@@ -47,7 +47,7 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
             policy: config.policy.clone(),
             limits: crate::tools::Limits {
                 tool_set,
-                ..config.limits()
+                ..super::door_limits(&config)
             },
             tool_set,
             protected: config.protected.clone(),

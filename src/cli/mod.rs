@@ -635,21 +635,19 @@ fn allowed_roots(
 /// before) names (`api_key_env`, `secret_env`); a configuration that does not load gives the
 /// fixed ones alone (the command then reports the error itself).
 pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) {
-    let limits = match config {
-        Some(config) => crate::tools::Limits {
-            extra_secrets: config
-                .agent
-                .api_key_env
-                .iter()
-                .chain(config.agent.light.iter().flat_map(|l| &l.api_key_env))
-                .cloned()
-                .collect(),
-            ..config.limits()
-        },
-        None => crate::tools::Limits::default(),
-    };
+    let limits = config.map_or_else(crate::tools::Limits::default, door_limits);
     if let Some(warning) = crate::sandbox::secret_env::hand_off(&limits.secret_names()) {
         eprintln!("flycode: warning: {warning}");
+    }
+}
+
+/// The limits a door's tools work within: the configuration's, with the key variables it names
+/// (`api_key_env`) among the secrets, so that every door, not only `flycode run`, keeps them
+/// from programs and masks their values (PROTOCOL.md §9 (Secrets and masking)).
+pub(crate) fn door_limits(config: &crate::config::Config) -> crate::tools::Limits {
+    crate::tools::Limits {
+        extra_secrets: crate::agent::settings::key_variables(&config.agent),
+        ..config.limits()
     }
 }
 

@@ -57,7 +57,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         args.run.yes,
         &config.protected,
     );
-    let secrets = config.limits().secrets();
+    let secrets = super::door_limits(&config).secrets();
     let on_start = |call: &Call| terminal.started(call, sandbox.roots(), &secrets);
     // The watch process is the session of its background jobs (PROTOCOL.md §10 (Running calls:
     // background jobs)): they end when it does.
@@ -111,7 +111,7 @@ fn watch_limits(
     config: &crate::config::Config,
     dialect: crate::protocol::dialect::Dialect,
 ) -> crate::tools::Limits {
-    let mut limits = config.limits();
+    let mut limits = super::door_limits(&config);
     if dialect == crate::protocol::dialect::Dialect::Tags
         && !limits.tool_set.contains(crate::protocol::ToolName::JobLog)
     {
