@@ -27,7 +27,7 @@ pub(crate) fn run(
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
-    let secrets = super::door_limits(&config).secrets();
+    let secrets = super::door_limits(config).secrets();
     let reply = match read_input(args.input.as_ref(), config.max_reply_bytes)? {
         Ok(reply) => reply,
         Err(too_large) => {
@@ -70,7 +70,7 @@ pub(crate) fn run(
         .door(Door::Exec)
         .session(session.as_ref())
         .audit(AuditLog::default_location())
-        .limits(super::door_limits(&config))
+        .limits(super::door_limits(config))
         .build();
     let mut number = 0;
     let answers = TagDoor::new(&executor).answer(&tags, &mut || {

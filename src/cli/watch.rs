@@ -111,7 +111,7 @@ fn watch_limits(
     config: &crate::config::Config,
     dialect: crate::protocol::dialect::Dialect,
 ) -> crate::tools::Limits {
-    let mut limits = super::door_limits(&config);
+    let mut limits = super::door_limits(config);
     if dialect == crate::protocol::dialect::Dialect::Tags
         && !limits.tool_set.contains(crate::protocol::ToolName::JobLog)
     {

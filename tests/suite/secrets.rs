@@ -404,3 +404,70 @@ fn llm_api_key_is_kept_from_programs_and_masked_at_mcp() {
     );
     assert!(!answer.contains(&llm_key[..12]), "{answer}");
 }
+
+/// A background job's output is cut into lines of 16 KiB; a program that places the key right
+/// across the cut (16374 bytes, then the key read from a file in the root) must not get the
+/// two halves past the masking, each too short to be recognised on its own.
+#[test]
+fn a_key_cut_by_a_job_logs_line_split_is_masked_on_both_sides() {
+    use std::io::{BufRead, BufReader, Write};
+    let w = workspace();
+    std::fs::write(w.root.join("key.only"), KEY).unwrap();
+    let mut child = flycode_std()
+        .args(["mcp", "--approve", "auto", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &w.config)
+        .env("OPENAI_API_KEY", KEY)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let script = "head -c 16374 /dev/zero | tr '\\0' x; cat key.only; echo ' tail'";
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "shell_exec", "arguments": {"command": script, "background": true}}}));
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "job_log", "arguments": {"jobId": "job-1", "startLine": 3, "waitMs": 60000}}}));
+    let mut answers = Vec::new();
+    while !answers.iter().any(|a: &String| a.contains("\"id\":3")) {
+        answers.push(output.next().expect("the server closed early").unwrap());
+    }
+    let started = answers.iter().find(|a| a.contains("\"id\":2")).unwrap();
+    if started.contains("Landlock") && started.contains("\"isError\":true") {
+        eprintln!("skipped: this kernel cannot contain programs ({started})");
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
+    send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "job_log", "arguments": {"jobId": "job-1"}}}));
+    let log = loop {
+        let line = output.next().expect("the server closed early").unwrap();
+        if line.contains("\"id\":4") {
+            break line;
+        }
+    };
+    drop(stdin);
+    let _rest: Vec<_> = output.collect();
+    assert!(child.wait().unwrap().success());
+    assert!(log.contains("[lines] 2"), "{log}");
+    assert!(log.contains(" tail"), "{log}");
+    for half in [&KEY[..10], &KEY[10..], &KEY[..8], &KEY[KEY.len() - 8..]] {
+        assert!(
+            !log.contains(half),
+            "a piece of the key, {half}, is shown: {log}"
+        );
+    }
+}
