@@ -198,11 +198,13 @@ fn process_spec(
     // The hand-off variable names a file programs have no business with (already deleted).
     let mut env_remove = limits.secret_names();
     env_remove.push(crate::sandbox::secret_env::HANDOFF_VARIABLE.to_owned());
+    // The run's transcripts are flycode's own even where they lie in a root (`--transcript`).
     let containment = Containment::new(
         limits.program_sandbox,
         limits.program_network,
         sandbox.roots(),
-    );
+    )
+    .map(|containment| containment.hiding(sandbox.protection().records().iter().cloned()));
     if shell {
         ProcessSpec {
             env_set,
