@@ -682,9 +682,11 @@ pub(crate) fn open_sandbox(
     {
         eprintln!("flycode: {warning}");
     }
+    // The role and prompt files the configuration names are the person's at every door.
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(anyhow::Error::msg)?
+        .with_own_files(&crate::agent::settings::prompt_files(&config.agent));
     let sandbox = crate::sandbox::Sandbox::open(&roots)?
         .with_protection(protection)
         .with_durability(config.durability);

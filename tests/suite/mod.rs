@@ -26,6 +26,7 @@ mod mcp_framing;
 mod newcomer;
 mod one_judgement;
 mod own_files;
+mod person_files;
 mod process_output;
 mod prompt_matches_schemas;
 mod properties;

@@ -475,7 +475,7 @@ fn a_program_can_neither_read_nor_change_a_transcript_written_into_the_root() {
         t = transcript.display(),
         root = root.display()
     );
-    let steps = vec![json!({"id": "c1", "tool": "shell.exec", "args": {"command": script}})];
+    let steps = [json!({"id": "c1", "tool": "shell.exec", "args": {"command": script}})];
     let server = ScriptedServer::start(move |_, index| match steps.get(index) {
         Some(call) => Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 50),
         None => Reply::sse_text("All done.", 50),
