@@ -238,8 +238,9 @@ fn list(table: &JobTable) -> ToolOutput {
     }
 }
 
-/// Waits on `log` like [`JobOutputLog::wait_until`](crate::sandbox::process::job_log::JobOutputLog::wait_until), and also ends the wait (false) once
-/// `cancel` is set.
+/// Waits on `log` like
+/// [`JobOutputLog::wait_until`](crate::sandbox::process::job_log::JobOutputLog::wait_until),
+/// and also ends the wait (false) once `cancel` is set.
 fn wait_log(
     log: &crate::sandbox::process::job_log::JobOutputLog,
     deadline: Instant,
