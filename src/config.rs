@@ -408,9 +408,18 @@ pub struct Config {
 }
 
 impl Config {
-    /// The limits the tools work within.
+    /// The limits the tools work within, at every door: among the secrets, the key variables
+    /// the configuration names (`api_key_env`), so that no door can forget to keep them from
+    /// programs and mask them (PROTOCOL.md §9 (Secrets and masking)).
     pub fn limits(&self) -> crate::tools::Limits {
         crate::tools::Limits {
+            extra_secrets: self
+                .agent
+                .api_key_env
+                .iter()
+                .chain(self.agent.light.iter().flat_map(|light| &light.api_key_env))
+                .cloned()
+                .collect(),
             output_cap: self.output_cap,
             default_timeout_ms: self.timeout_ms,
             secret_env: self.secret_env.clone(),

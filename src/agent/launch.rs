@@ -454,11 +454,13 @@ fn run_limits(settings: &ResolvedSettings, config: &Config, tool_set: ToolSet) -
     Limits {
         // A key in a variable of the user's choosing is as secret as FLYCODE_API_KEY, and so
         // is the light model's.
+        // So is every variable the configuration names for a key, used or not.
         extra_secrets: settings
             .api_key_source
             .iter()
             .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
             .cloned()
+            .chain(super::settings::key_variables(&config.agent))
             .collect(),
         tool_set,
         ..config.limits()

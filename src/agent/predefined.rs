@@ -84,7 +84,10 @@ pub fn available_agents(places: &Places) -> Vec<PredefinedAgent> {
             let Some(name) = entry.strip_suffix(".md") else {
                 continue;
             };
-            if !is_plain_name(name) || found.iter().any(|agent| agent.name == name) {
+            if !is_plain_name(name)
+                || found.iter().any(|agent| agent.name == name)
+                || !places.stays_in_place(&dir.join(&entry))
+            {
                 continue;
             }
             if let Ok(agent) = read_agent(&dir, name) {
@@ -105,7 +108,15 @@ pub fn find_agent(places: &Places, name: &str) -> Result<PredefinedAgent, Predef
     };
     if is_plain_name(name) {
         for dir in places.search_dirs("agents") {
-            if dir.join(format!("{name}.md")).is_file() {
+            let file = dir.join(format!("{name}.md"));
+            if file.is_file() {
+                if !places.stays_in_place(&file) {
+                    return Err(PredefinedError::Broken {
+                        name: name.to_owned(),
+                        file,
+                        why: "it leads outside the project (a link), and only the project's own files become instructions".to_owned(),
+                    });
+                }
                 return read_agent(&dir, name);
             }
         }

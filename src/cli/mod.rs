@@ -636,19 +636,7 @@ fn allowed_roots(
 /// before) names (`api_key_env`, `secret_env`); a configuration that does not load gives the
 /// fixed ones alone (the command then reports the error itself).
 pub(crate) fn hand_off_secrets(config: Option<&crate::config::Config>) -> anyhow::Result<()> {
-    let limits = match config {
-        Some(config) => crate::tools::Limits {
-            extra_secrets: config
-                .agent
-                .api_key_env
-                .iter()
-                .chain(config.agent.light.iter().flat_map(|l| &l.api_key_env))
-                .cloned()
-                .collect(),
-            ..config.limits()
-        },
-        None => crate::tools::Limits::default(),
-    };
+    let limits = config.map_or_else(crate::tools::Limits::default, crate::config::Config::limits);
     crate::sandbox::secret_env::hand_off(&limits.secret_names()).map_err(anyhow::Error::msg)
 }
 
@@ -683,9 +671,11 @@ pub(crate) fn open_sandbox(
     {
         eprintln!("flycode: {warning}");
     }
+    // The role and prompt files the configuration names are the person's at every door.
     let protection = crate::sandbox::Protection::default()
         .with_patterns(&config.protected)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(anyhow::Error::msg)?
+        .with_own_files(&crate::agent::settings::prompt_files(&config.agent));
     let sandbox = crate::sandbox::Sandbox::open(&roots)?
         .with_protection(protection)
         .with_durability(config.durability);

@@ -120,6 +120,22 @@ impl Containment {
     }
 }
 
+impl Containment {
+    /// The same containment, with `paths` (absolute, links resolved) hidden too: the files this
+    /// run records (its transcripts, `--transcript` inside a root included), which programs may
+    /// neither read nor change (PROTOCOL.md §11 (Security), "What a program can and cannot do to
+    /// flycode's own files"). A path inside a root splits the root's rules around it as the state
+    /// directory does.
+    pub fn hiding(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Containment {
+        for path in paths {
+            if !self.hidden.contains(&path) {
+                self.hidden.push(path);
+            }
+        }
+        self
+    }
+}
+
 /// flycode's state and configuration directories, as absolute paths with links resolved as far
 /// as they exist (Landlock acts on the real files; a directory not made yet is hidden where it
 /// will be made, so no program can make it first).

@@ -178,6 +178,11 @@ impl Protection {
         })
     }
 
+    /// The files this run records (its transcripts), links resolved.
+    pub fn records(&self) -> &[PathBuf] {
+        &self.records
+    }
+
     /// What a walk through the roots (fs.search, fs.ls, fs.readMany's patterns) must not enter or
     /// show: flycode's own directories and the files it records, links resolved.
     pub fn own_paths(&self) -> Vec<PathBuf> {

@@ -56,6 +56,28 @@ impl Places {
         project.into_iter().chain(user).collect()
     }
 
+    /// Whether `path` (a hint's folder, an agent's file, as found in [`Places::search_dirs`]) may
+    /// be read into a prompt: the user's are the user's; in the project, only what stays inside
+    /// the project folder once links are resolved. A `.flycode/hints/NAME` or `.flycode/agents`
+    /// that is a link leading out of the project would carry a file from elsewhere (the person's
+    /// `~/.ssh`, another project) into the model's instructions, and is refused (PROTOCOL.md §9
+    /// (Hints), (Predefined agents)).
+    pub fn stays_in_place(&self, path: &Path) -> bool {
+        let Some((project, _)) = &self.project else {
+            return true;
+        };
+        if !path.starts_with(project.join(".flycode")) {
+            return true;
+        }
+        match (
+            crate::sandbox::host::canonicalize(project),
+            crate::sandbox::host::canonicalize(path),
+        ) {
+            (Ok(project), Ok(resolved)) => resolved.starts_with(project),
+            _ => false,
+        }
+    }
+
     /// `.flycode/SUB` of the project when the person does not trust it: named in a refusal.
     pub fn untrusted_project_dir(&self, sub: &str) -> Option<PathBuf> {
         self.project

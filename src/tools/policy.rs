@@ -82,6 +82,16 @@ pub struct Policy {
 /// Files fed into every API-mode prompt: a write to them always asks.
 const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "FLYCODE.md"];
 
+/// The project folder of instructions (`.flycode/hints/NAME/HINT.md`, `.flycode/agents/NAME.md`):
+/// what is inside becomes the model's instructions, so a change anywhere inside always asks.
+const INSTRUCTION_FOLDER: &str = ".flycode";
+
+/// Whether `path` (as written or resolved) names the instruction folder or something inside it.
+fn is_in_instruction_folder(path: &str) -> bool {
+    path.split(['/', '\\'])
+        .any(|component| component.eq_ignore_ascii_case(INSTRUCTION_FOLDER))
+}
+
 /// Environment variables that change what a program loads or runs: the dynamic loader's, shells'
 /// start-up files and function imports, interpreters' option and library variables, git's
 /// configuration injection, and `PATH`.
@@ -191,8 +201,19 @@ fn deny_advice(tool: ToolName) -> String {
     )
 }
 
-/// Calls that ask even under `auto`: writes to instruction files, dangerous environments.
+/// Calls that ask even under `auto`: writes to instruction files or into the instruction
+/// folder, dangerous environments.
 fn always_ask(effects: &Effects<'_>, resolved: &[std::path::PathBuf]) -> Option<String> {
+    if let Some(path) = effects
+        .changed()
+        .map(str::to_owned)
+        .chain(resolved.iter().map(|p| p.to_string_lossy().into_owned()))
+        .find(|path| is_in_instruction_folder(path))
+    {
+        return Some(format!(
+            "{path} is in a .flycode folder, whose hints and agents become the model's instructions"
+        ));
+    }
     if !effects.writes.is_empty() {
         // Judged by the text (`AGENTS.md/.` included) and by the resolved path (a link named
         // otherwise that points at AGENTS.md).
@@ -362,6 +383,37 @@ mod tests {
         }
         assert_eq!(
             auto.judge(&call(ToolName::FsRead, json!({"path": "/w/AGENTS.md"}))),
+            Judgement::Run
+        );
+        for (tool, args) in [
+            (
+                ToolName::FsWrite,
+                json!({"path": "/w/.flycode/hints/x/HINT.md"}),
+            ),
+            (ToolName::FsMkdir, json!({"path": "/w/.Flycode/agents"})),
+            (ToolName::FsRm, json!({"path": "/w/.flycode"})),
+            (
+                ToolName::FsMv,
+                json!({"fromPath": "/w/x.md", "toPath": "/w/.flycode/agents/x.md"}),
+            ),
+        ] {
+            let decision = auto.judge(&call(tool, args));
+            assert!(
+                matches!(
+                    decision,
+                    Judgement::Ask {
+                        in_person: true,
+                        ..
+                    }
+                ),
+                "{tool}: {decision:?}"
+            );
+        }
+        assert_eq!(
+            auto.judge(&call(
+                ToolName::FsWrite,
+                json!({"path": "/w/.flycode-notes"})
+            )),
             Judgement::Run
         );
     }

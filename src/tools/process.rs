@@ -19,10 +19,15 @@ use crate::sandbox::{
 use crate::tools::tool::{ApprovalClass, Effects, Program, Tool, ToolContext, field};
 use crate::tools::{Limits, ToolError, ToolOutput};
 
-/// Environment variables that hold flycode's own secrets: never passed to a child.
-pub(crate) const SECRET_VARIABLES: [&str; 5] = [
+/// Environment variables that hold flycode's own secrets: never passed to a child, their values
+/// masked everywhere. Every key variable flycode reads by name is here (`flycode run` finds the
+/// key in `FLYCODE_API_KEY`, `LLM_API_KEY`, `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`, the light
+/// model's in `LIGHT_LLM_API_KEY`), whichever door runs: a key exported for `run` is in the
+/// environment of `exec`, `watch` and `mcp` too.
+pub(crate) const SECRET_VARIABLES: [&str; 6] = [
     "ANTHROPIC_API_KEY",
     "FLYCODE_API_KEY",
+    "LLM_API_KEY",
     "OPENAI_API_KEY",
     "LIGHT_LLM_API_KEY",
     "FLYCODE_LIGHT_API_KEY",
@@ -193,11 +198,13 @@ fn process_spec(
     // The hand-off variable names a file programs have no business with (already deleted).
     let mut env_remove = limits.secret_names();
     env_remove.push(crate::sandbox::secret_env::HANDOFF_VARIABLE.to_owned());
+    // The run's transcripts are flycode's own even where they lie in a root (`--transcript`).
     let containment = Containment::new(
         limits.program_sandbox,
         limits.program_network,
         sandbox.roots(),
-    );
+    )
+    .map(|containment| containment.hiding(sandbox.protection().records().iter().cloned()));
     if shell {
         ProcessSpec {
             env_set,

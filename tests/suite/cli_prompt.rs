@@ -139,3 +139,74 @@ fn prompt_and_exec_agree_on_the_roots_of_flycode_toml() {
         .code(1)
         .stdout(predicate::str::contains("[code] outside_roots"));
 }
+
+/// Runs `git` in `repo` as the person setting up the attack would (no guards, no fsmonitor of
+/// the person's own); panics when git fails.
+fn git(repo: &std::path::Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.email=a@b.c", "-c", "user.name=a"])
+        .args(args)
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", repo)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A repository whose `.git/config` names an fsmonitor (a program git runs) that lies: it says
+/// nothing changed, and leaves a mark. Building the tag dialect's prompt reads the root's git
+/// status; it must not run that program, so the changed file is reported.
+#[test]
+fn building_a_prompt_never_runs_the_repositorys_fsmonitor() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let repo = base.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let marker = base.join("monitor-ran");
+    let monitor = base.join("monitor.sh");
+    std::fs::write(
+        &monitor,
+        format!(
+            "#!/bin/sh\ntouch '{}' 2>/dev/null\nprintf 'token\\0'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&monitor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(&repo, &["init", "-q", "."]);
+    git(&repo, &["add", "a.txt"]);
+    git(&repo, &["commit", "-qm", "init"]);
+    git(
+        &repo,
+        &["config", "core.fsmonitor", &monitor.display().to_string()],
+    );
+    // The index learns to trust the monitor, then the file changes behind its back.
+    git(&repo, &["status"]);
+    assert!(marker.exists(), "the monitor did not run when set up");
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::write(repo.join("a.txt"), "one\ntwo, changed\n").unwrap();
+    let output = flycode()
+        .args(["prompt", "--lang", "en", "--dialect", "tags", "--root"])
+        .arg(&repo)
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .env("HOME", &base)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{prompt}");
+    assert!(prompt.contains("[git branch: "), "{prompt}");
+    if !prompt.contains("[working tree clean]") && !prompt.contains("[uncommitted changes") {
+        eprintln!("skipped: git could not run contained here, so the status was not read");
+        return;
+    }
+    assert!(!marker.exists(), "the repository's fsmonitor ran");
+    assert!(
+        prompt.contains("[uncommitted changes: 1]") && prompt.contains(" M a.txt"),
+        "the monitor's word was taken over the file's: {prompt}"
+    );
+}

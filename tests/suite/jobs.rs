@@ -322,3 +322,97 @@ fn run_tells_the_model_of_an_ended_job_and_its_ctrl_c_leaves_no_process() {
         "{results:?}"
     );
 }
+
+/// A model starts a job that never reads its stdin, then pours more input into it than any pipe
+/// holds: the call answers (the job took only part of it), the session goes on, `job.kill`
+/// gets through, and input over the cap is refused before anything is written.
+#[test]
+fn job_input_to_a_job_that_never_reads_does_not_wedge_the_session() {
+    let place = place();
+    let mut child = flycode(&place, &["mcp", "--approve", "auto", "--root"])
+        .arg(&place.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines_to, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines_to.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // The answer to request `id`, or a failure naming the wedge (the server is then killed).
+    let answer = |id: u64, child: &mut std::process::Child| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = lines.recv_timeout(left) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("request {id} was never answered: the session is wedged");
+            };
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    send(
+        &mut stdin,
+        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    send(
+        &mut stdin,
+        &json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+    );
+    send(
+        &mut stdin,
+        &tools_call(
+            2,
+            "shell_exec",
+            json!({"command": "sleep 300", "background": true}),
+        ),
+    );
+    let started = answer(2, &mut child);
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    let flood = "y".repeat(512 * 1024);
+    send(
+        &mut stdin,
+        &tools_call(
+            3,
+            "job_input",
+            json!({"jobId": "job-1", "input": flood, "waitMs": 200}),
+        ),
+    );
+    let poured = answer(3, &mut child);
+    let text = poured["result"].to_string();
+    assert_eq!(poured["result"]["isError"], true, "{text}");
+    assert!(text.contains("not reading its stdin"), "{text}");
+    send(
+        &mut stdin,
+        &tools_call(
+            4,
+            "job_input",
+            json!({"jobId": "job-1", "input": "z".repeat(2 << 20)}),
+        ),
+    );
+    let capped = answer(4, &mut child);
+    assert!(
+        capped["result"].to_string().contains("too_large"),
+        "{capped}"
+    );
+    send(
+        &mut stdin,
+        &tools_call(5, "job_kill", json!({"jobId": "job-1", "signal": "KILL"})),
+    );
+    let killed = answer(5, &mut child);
+    assert_eq!(killed["result"]["isError"], false, "{killed}");
+    assert!(killed["result"].to_string().contains("ended"), "{killed}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -28,6 +28,7 @@ mod newcomer;
 mod one_judgement;
 mod outlive;
 mod own_files;
+mod person_files;
 mod process_output;
 mod prompt_matches_schemas;
 mod properties;

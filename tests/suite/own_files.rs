@@ -459,3 +459,59 @@ fn a_fifo_among_the_journal_records_does_not_hold_up_a_start() {
         "a file flycode did not write is never removed"
     );
 }
+
+/// `flycode run --transcript` inside the allowed root: the program the model starts can neither
+/// read what the run records (other calls' content) nor change or remove it.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_program_can_neither_read_nor_change_a_transcript_written_into_the_root() {
+    use super::api_server::{Reply, ScriptedServer};
+    let (_temp, base, root) = super::common::temp_base_with_root("app");
+    std::fs::create_dir_all(root.join("logs")).unwrap();
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    let transcript = root.join("logs/run.jsonl");
+    let script = format!(
+        "cat {t} > {root}/out/leak.txt; echo forged >> {t}; rm -f {t}; echo done",
+        t = transcript.display(),
+        root = root.display()
+    );
+    let steps = [json!({"id": "c1", "tool": "shell.exec", "args": {"command": script}})];
+    let server = ScriptedServer::start(move |_, index| match steps.get(index) {
+        Some(call) => Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 50),
+        None => Reply::sse_text("All done.", 50),
+    });
+    let output = super::common::clean_run_command(&base, &root)
+        .args(["run", "--base-url"])
+        .arg(server.base_url())
+        .args(["--model", "scripted-model", "--yes", "--root"])
+        .arg(&root)
+        .arg("--transcript")
+        .arg(&transcript)
+        .arg("Remember the word tangerine.")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let requests = server.requests();
+    let result = requests
+        .get(1)
+        .map(|request| request.body.to_string())
+        .unwrap_or_default();
+    if result.contains("Landlock") && !result.contains("done") {
+        eprintln!("skipped: this kernel cannot contain programs ({result})");
+        return;
+    }
+    assert!(
+        result.contains("done"),
+        "the program did not run: {result} {stderr}"
+    );
+    let leaked = std::fs::read_to_string(root.join("out/leak.txt")).unwrap_or_default();
+    assert!(
+        !leaked.contains("tangerine"),
+        "the program read the transcript: {leaked}"
+    );
+    let recorded = std::fs::read_to_string(&transcript).unwrap();
+    assert!(recorded.contains("tangerine"), "{recorded}");
+    assert!(!recorded.contains("forged\n"), "{recorded}");
+    assert!(result.matches("Permission denied").count() >= 3, "{result}");
+}

@@ -302,3 +302,172 @@ fn an_mcp_answer_and_its_audit_line_hold_no_key() {
 fn flycode_std() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
 }
+
+/// Every key variable flycode reads is a secret at every door, not only where `flycode run`
+/// picked it: `LLM_API_KEY` (read by `run` when `FLYCODE_API_KEY` is unset) and the variable a
+/// user's `[agent] api_key_env` names. A program the model starts through `flycode exec`
+/// prints its environment and the key file in the root: no key reaches the answer.
+#[test]
+fn every_key_variable_is_kept_from_programs_and_masked_at_exec() {
+    let w = workspace();
+    let llm_key = "llm-Hq4zR8sT2uV6wX0yA3bC5dE7fG9hJ1kL";
+    let mine = "mine-Pp3oO9iI8uU7yY6tT5rR4eE2wW1qQ0zZ";
+    std::fs::create_dir_all(w.config.join("flycode")).unwrap();
+    std::fs::write(
+        w.config.join("flycode/flycode.toml"),
+        "[agent]\napi_key_env = \"MY_PROVIDER_KEY\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.root.join("keys.txt"),
+        format!("LLM_API_KEY={llm_key}\nMY_PROVIDER_KEY={mine}\n"),
+    )
+    .unwrap();
+    let call = json!({"id": "c1", "tool": "shell.exec", "args": {
+        "command": "echo \"env: [$LLM_API_KEY] [$MY_PROVIDER_KEY]\"; cat keys.txt"
+    }});
+    let output = flycode()
+        .args(["exec", "--json", "--approve", "auto", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &w.config)
+        .env("LLM_API_KEY", llm_key)
+        .env("MY_PROVIDER_KEY", mine)
+        .current_dir(&w.root)
+        .write_stdin(format!("```flycode-call\n{call}\n```\n"))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    if shown.contains("Landlock") && report["ok"] == false {
+        eprintln!("skipped: this kernel cannot contain programs ({shown})");
+        return;
+    }
+    assert!(
+        shown.contains("env: [] []"),
+        "the keys reached the program: {shown}"
+    );
+    for key in [llm_key, mine] {
+        assert!(!shown.contains(key), "a key reached the answer: {shown}");
+        assert!(!shown.contains(&key[..12]), "{shown}");
+    }
+    assert!(shown.contains("LLM_API_KEY=****"), "{shown}");
+    assert!(!w.audit().contains(llm_key));
+}
+
+/// The same at `flycode mcp`, the door an MCP client starts with the person's environment.
+#[test]
+fn llm_api_key_is_kept_from_programs_and_masked_at_mcp() {
+    use std::io::{BufRead, BufReader, Write};
+    let w = workspace();
+    let llm_key = "llm-Hq4zR8sT2uV6wX0yA3bC5dE7fG9hJ1kL";
+    std::fs::write(w.root.join("keys.txt"), format!("{llm_key}\n")).unwrap();
+    let mut child = flycode_std()
+        .args(["mcp", "--approve", "auto", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &w.config)
+        .env("LLM_API_KEY", llm_key)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let run = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "shell_exec", "arguments": {"command": "echo \"env: [$LLM_API_KEY]\"; cat keys.txt"}}
+    });
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        run.to_string(),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = String::new();
+    while !answer.contains("\"id\":2") {
+        answer = output.next().expect("the server closed early").unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    if answer.contains("Landlock") && answer.contains("\"isError\":true") {
+        eprintln!("skipped: this kernel cannot contain programs ({answer})");
+        return;
+    }
+    assert!(
+        answer.contains("env: []"),
+        "the key reached the program: {answer}"
+    );
+    assert!(!answer.contains(&llm_key[..12]), "{answer}");
+}
+
+/// A background job's output is cut into lines of 16 KiB; a program that places the key right
+/// across the cut (16374 bytes, then the key read from a file in the root) must not get the
+/// two halves past the masking, each too short to be recognised on its own.
+#[test]
+fn a_key_cut_by_a_job_logs_line_split_is_masked_on_both_sides() {
+    use std::io::{BufRead, BufReader, Write};
+    let w = workspace();
+    std::fs::write(w.root.join("key.only"), KEY).unwrap();
+    let mut child = flycode_std()
+        .args(["mcp", "--approve", "auto", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &w.config)
+        .env("OPENAI_API_KEY", KEY)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let script = "head -c 16374 /dev/zero | tr '\\0' x; cat key.only; echo ' tail'";
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "shell_exec", "arguments": {"command": script, "background": true}}}));
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "job_log", "arguments": {"jobId": "job-1", "startLine": 3, "waitMs": 60000}}}));
+    let mut answers = Vec::new();
+    while !answers.iter().any(|a: &String| a.contains("\"id\":3")) {
+        answers.push(output.next().expect("the server closed early").unwrap());
+    }
+    let started = answers.iter().find(|a| a.contains("\"id\":2")).unwrap();
+    if started.contains("Landlock") && started.contains("\"isError\":true") {
+        eprintln!("skipped: this kernel cannot contain programs ({started})");
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
+    send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "job_log", "arguments": {"jobId": "job-1"}}}));
+    let log = loop {
+        let line = output.next().expect("the server closed early").unwrap();
+        if line.contains("\"id\":4") {
+            break line;
+        }
+    };
+    drop(stdin);
+    let _rest: Vec<_> = output.collect();
+    assert!(child.wait().unwrap().success());
+    assert!(log.contains("[lines] 2"), "{log}");
+    assert!(log.contains(" tail"), "{log}");
+    for half in [&KEY[..10], &KEY[10..], &KEY[..8], &KEY[KEY.len() - 8..]] {
+        assert!(
+            !log.contains(half),
+            "a piece of the key, {half}, is shown: {log}"
+        );
+    }
+}

@@ -725,3 +725,64 @@ fn an_unknown_change_or_a_last_of_zero_is_a_clear_error() {
         "b\n"
     );
 }
+
+/// The blobs in the store, by name (none when there is no store yet).
+fn blob_names(w: &Workspace) -> Vec<String> {
+    std::fs::read_dir(w.state.join("undo/blobs"))
+        .map(|entries| {
+            entries
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A model's `fs.edit` whose old text is not in the file fails and changes nothing: the store
+/// keeps no trace of it, no record and no copy of the file's content, however often it fails.
+#[test]
+fn a_failed_edit_leaves_no_pre_image_in_the_undo_store() {
+    let w = Workspace::new();
+    let secret_plan = "the plan the model never saw whole\n".repeat(50);
+    std::fs::write(w.root.join("plan.md"), &secret_plan).unwrap();
+    // An earlier change, so the store exists and holds one content of its own.
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("other.txt"), "mode": "overwrite", "content": "a\n"}),
+    );
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("other.txt"), "mode": "overwrite", "content": "b\n"}),
+    );
+    let blobs_before = blob_names(&w);
+    let history_before = history(&w, &[]);
+    for attempt in 0..3 {
+        let (code, report) = w.exec_json(
+            &json!({"id": format!("e{attempt}"), "tool": "fs.edit", "args": {
+                "path": w.path("plan.md"),
+                "edits": [{"oldText": "text that is not there", "newText": "x"}]
+            }}),
+            &["--approve", "auto", "--yes", "--tools", "extended"],
+        );
+        assert_eq!(code, 1, "{report}");
+        assert_eq!(report["error"]["code"], "no_match", "{report}");
+        assert!(report.get("change").is_none_or(Value::is_null), "{report}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("plan.md")).unwrap(),
+        secret_plan
+    );
+    assert_eq!(history(&w, &[]), history_before);
+    assert_eq!(
+        blob_names(&w),
+        blobs_before,
+        "a failed edit left a content behind"
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(w.root.join("plan.md")).unwrap().nlink(),
+        1,
+        "the file keeps one name"
+    );
+}

@@ -95,6 +95,32 @@ fn entries(root: &Path) -> (Vec<(usize, String, bool)>, usize) {
     (listed, more)
 }
 
+/// What `git status` is run with so that the repository's own configuration runs nothing: no
+/// fsmonitor (`core.fsmonitor` names a program git would start, or the built-in daemon, which
+/// keeps running), no hooks, no untracked cache written. Given as `-c`, which wins over every
+/// configuration file and reaches any git that git starts.
+const GIT_GUARDS: [&str; 6] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.untrackedCache=false",
+];
+
+/// Variables of flycode's environment that would point git at another repository or feed it
+/// configuration: removed, so the status is the root's, read under [`GIT_GUARDS`] alone.
+const GIT_REDIRECTS: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG",
+];
+
 /// A repository's branch and, when git could run, its changed files.
 struct GitState {
     branch: String,
@@ -120,17 +146,29 @@ fn git_state(root: &Path) -> Option<GitState> {
 fn git_status(root: &Path) -> Option<GitState> {
     let spec = ProcessSpec {
         program: "git".to_owned(),
-        args: [
-            "--no-optional-locks",
-            "status",
-            "--porcelain=v1",
-            "--branch",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
+        args: GIT_GUARDS
+            .iter()
+            .chain(&[
+                "--no-optional-locks",
+                "status",
+                "--porcelain=v1",
+                "--branch",
+            ])
+            .map(|arg| (*arg).to_owned())
+            .collect(),
         cwd: root.to_path_buf(),
-        env_set: vec![("GIT_OPTIONAL_LOCKS".to_owned(), "0".to_owned())],
-        env_remove: crate::tools::Limits::default().secret_names(),
+        env_set: [
+            ("GIT_OPTIONAL_LOCKS", "0"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .to_vec(),
+        env_remove: crate::tools::Limits::default()
+            .secret_names()
+            .into_iter()
+            .chain(GIT_REDIRECTS.map(str::to_owned))
+            .collect(),
         timeout: Duration::from_secs(5),
         output_cap: 64 * 1024,
         cancel: None,

@@ -37,6 +37,10 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long a kill waits for the job's clean-up to finish (its waiter thread).
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
+/// How long one wait for the job's stdin to take more lasts before the writer looks at its
+/// deadline, the cancel flag and the session's end again.
+const INPUT_SLICE: Duration = Duration::from_millis(50);
+
 /// The signal `job.kill` sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StopSignal {
@@ -105,7 +109,10 @@ pub(super) fn kill_all() {
 /// A running (or ended) background program. Dropping it kills everything it started.
 pub(crate) struct BackgroundProcess {
     shared: Arc<JobShared>,
+    /// The job's stdin, non-blocking: a write never waits on a job that does not read.
     stdin: Mutex<Option<File>>,
+    /// Set when the session ends: a write under way stops at once.
+    stopping: AtomicBool,
     log: Arc<JobOutputLog>,
 }
 
@@ -182,10 +189,16 @@ impl BackgroundProcess {
         let process = BackgroundProcess {
             shared: shared.clone(),
             stdin: Mutex::new(None),
+            stopping: AtomicBool::new(false),
             log: log.clone(),
         };
         // From here on, dropping `process` kills the tree: an error below leaves nothing.
         let ends = ends.map_err(io_error)?;
+        if let Some(stdin) = &ends.stdin {
+            let flags = rustix::fs::fcntl_getfl(stdin).map_err(|e| io_error(e.into()))?;
+            rustix::fs::fcntl_setfl(stdin, flags | rustix::fs::OFlags::NONBLOCK)
+                .map_err(|e| io_error(e.into()))?;
+        }
         *lock(&process.stdin) = ends.stdin;
         watch(child, ends.readers, shared, log).map_err(io_error)?;
         Ok(process)
@@ -196,13 +209,42 @@ impl BackgroundProcess {
         self.shared.pid
     }
 
-    /// Writes `input` to the job's stdin; `close` then closes it (end of file).
-    pub(crate) fn write_input(&self, input: &[u8], close: bool) -> io::Result<()> {
+    /// Writes `input` to the job's stdin as far as the job takes it before `deadline`, `cancel`
+    /// is set or the session ends, never blocking on a job that does not read (the pipe is
+    /// non-blocking; between tries the writer waits for room at most [`INPUT_SLICE`]); `close`
+    /// then closes stdin (end of file). How many bytes were written (PROTOCOL.md §9 (Background
+    /// jobs), `job.input`).
+    pub(crate) fn write_input(
+        &self,
+        input: &[u8],
+        close: bool,
+        deadline: Instant,
+        cancel: Option<&AtomicBool>,
+    ) -> io::Result<usize> {
         let mut stdin = lock(&self.stdin);
+        let mut written = 0;
         let result = match stdin.as_mut() {
-            Some(file) if !input.is_empty() => file.write_all(input).and_then(|()| file.flush()),
-            Some(_) => Ok(()),
-            None if input.is_empty() => Ok(()),
+            Some(file) => loop {
+                if written == input.len()
+                    || self.stopping.load(Ordering::SeqCst)
+                    || cancel.is_some_and(|flag| flag.load(Ordering::SeqCst))
+                {
+                    break Ok(written);
+                }
+                match file.write(&input[written..]) {
+                    Ok(count) => written += count,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break Ok(written);
+                        }
+                        wait_for_room(file, left.min(INPUT_SLICE));
+                    }
+                    Err(error) => break Err(error),
+                }
+            },
+            None if input.is_empty() => Ok(0),
             None => Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "the job's stdin is closed",
@@ -249,6 +291,8 @@ impl BackgroundProcess {
 
 impl Drop for BackgroundProcess {
     fn drop(&mut self) {
+        // A write under way gives up within a slice, so the lock is free at once.
+        self.stopping.store(true, Ordering::SeqCst);
         *lock(&self.stdin) = None;
         if !self.has_ended() {
             self.shared.kill_tree();
@@ -299,9 +343,43 @@ fn user_side(master: &OwnedFd) -> io::Result<OwnedFd> {
     }
 }
 
+/// Waits up to `most` for room in the pipe or terminal behind `file`.
+fn wait_for_room(file: &File, most: Duration) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec {
+        tv_sec: 0,
+        tv_nsec: i64::try_from(most.as_nanos()).unwrap_or(50_000_000),
+    };
+    let mut fds = [PollFd::new(file, PollFlags::OUT)];
+    let _ = poll(&mut fds, Some(&timeout));
+}
+
+/// A reader of a descriptor that may be non-blocking (a terminal's controlling side shares its
+/// file description with the job's stdin, which is): a read that would block waits for input
+/// instead, as a blocking read would.
+struct WaitingReader(File);
+
+impl Read for WaitingReader {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        loop {
+            match self.0.read(buffer) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(&self.0, PollFlags::IN)];
+                    match poll(&mut fds, None) {
+                        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 /// The controlling side as the job's stdin and its one output stream.
 fn terminal_ends(master: OwnedFd) -> io::Result<Ends> {
-    let reader = File::from(master.try_clone()?);
+    let reader = WaitingReader(File::from(master.try_clone()?));
     Ok(Ends {
         stdin: Some(File::from(master)),
         readers: vec![(Box::new(reader), Origin::Out)],

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::super::mask::Secrets;
+use super::super::mask::{Edge, Secrets};
 
 /// The longest line kept whole; a longer one is cut into pieces of this many bytes.
 pub(crate) const LINE_MAX: usize = 16 * 1024;
@@ -122,8 +122,12 @@ struct LogState {
     /// Which of `paths` the current segment is.
     current_path: usize,
     total: u64,
-    /// Each stream's bytes after its last newline.
+    /// Each stream's bytes after its last newline (or its last cut).
     pending: [Vec<u8>; 2],
+    /// Each stream's last bytes before `pending`, as the job wrote them, where a long line was
+    /// cut there: the next piece is masked with them in view, so a secret the cut splits is
+    /// masked on both sides of it.
+    carry: [Vec<u8>; 2],
     end: Option<JobEnd>,
     /// When the end was recorded.
     ended_at: Option<Instant>,
@@ -158,6 +162,7 @@ impl JobOutputLog {
                 current_path: 0,
                 total: 0,
                 pending: [Vec::new(), Vec::new()],
+                carry: [Vec::new(), Vec::new()],
                 end: None,
                 ended_at: None,
                 changes: 0,
@@ -174,7 +179,9 @@ impl JobOutputLog {
     }
 
     /// Takes in bytes the job just wrote to `origin`: whole lines are numbered and stored, the
-    /// rest waits for its newline.
+    /// rest waits for its newline. A line that grows past [`LINE_MAX`] is cut into pieces, each
+    /// stored once the bytes after it that could hold the rest of a secret are in (see
+    /// [`JobOutputLog::store_pieces`]).
     pub(crate) fn push(&self, origin: Origin, data: &[u8]) {
         let mut state = self.lock();
         let slot = origin as usize;
@@ -182,14 +189,14 @@ impl JobOutputLog {
         while let Some(at) = memchr::memchr(b'\n', rest) {
             let mut line = std::mem::take(&mut state.pending[slot]);
             line.extend_from_slice(&rest[..at]);
-            self.store(&mut state, origin, line);
+            self.store_pieces(&mut state, origin, &line, true);
             rest = &rest[at + 1..];
         }
         state.pending[slot].extend_from_slice(rest);
-        while state.pending[slot].len() >= LINE_MAX {
-            let tail = state.pending[slot].split_off(LINE_MAX);
-            let line = std::mem::replace(&mut state.pending[slot], tail);
-            self.store(&mut state, origin, line);
+        if state.pending[slot].len() >= LINE_MAX {
+            let text = std::mem::take(&mut state.pending[slot]);
+            let stored = self.store_pieces(&mut state, origin, &text, false);
+            state.pending[slot] = text[stored..].to_vec();
         }
         state.changes += 1;
         drop(state);
@@ -202,7 +209,7 @@ impl JobOutputLog {
         for origin in [Origin::Out, Origin::Err] {
             let line = std::mem::take(&mut state.pending[origin as usize]);
             if !line.is_empty() {
-                self.store(&mut state, origin, line);
+                self.store_pieces(&mut state, origin, &line, true);
             }
         }
         if state.end.is_none() {
@@ -214,20 +221,60 @@ impl JobOutputLog {
         self.changed.notify_all();
     }
 
-    /// Numbers, masks and writes one line; a line longer than [`LINE_MAX`] becomes several.
-    fn store(&self, state: &mut LogState, origin: Origin, line: Vec<u8>) {
-        if line.len() <= LINE_MAX {
-            self.store_piece(state, origin, line);
-        } else {
-            for piece in line.chunks(LINE_MAX) {
-                self.store_piece(state, origin, piece.to_vec());
+    /// Numbers, masks and writes the pieces of `text` (the stream's bytes since its last newline
+    /// or cut) that are ready: every one when `ended` (a newline or the job's end closed the
+    /// line; an empty line is one empty piece), else each piece of [`LINE_MAX`] bytes followed
+    /// by at least [`Secrets::margin`] more. Each piece is masked with the bytes around it in
+    /// view (the carry before it, the rest of the line after it), so a secret a cut splits is
+    /// masked in both pieces (PROTOCOL.md §9 (Background jobs)). How many bytes of `text` were
+    /// stored.
+    fn store_pieces(
+        &self,
+        state: &mut LogState,
+        origin: Origin,
+        text: &[u8],
+        ended: bool,
+    ) -> usize {
+        let slot = origin as usize;
+        let margin = self.secrets.margin();
+        let carry = std::mem::take(&mut state.carry[slot]);
+        let mut view = carry;
+        let offset = view.len();
+        view.extend_from_slice(text);
+        let mut start = 0;
+        loop {
+            let left = text.len() - start;
+            let take = if ended {
+                left.min(LINE_MAX)
+            } else if left >= LINE_MAX + margin {
+                LINE_MAX
+            } else {
+                break;
+            };
+            let end = start + take;
+            let mut piece = text[start..end].to_vec();
+            self.secrets.mask_window(
+                &mut piece,
+                Edge::exact(&view[..offset + start]),
+                Edge::exact(&text[end..]),
+            );
+            self.store_piece(state, origin, piece);
+            start = end;
+            if ended && start == text.len() {
+                break;
             }
         }
+        if !ended && start > 0 {
+            let kept = (offset + start).saturating_sub(margin);
+            state.carry[slot] = view[kept..offset + start].to_vec();
+        } else if !ended {
+            state.carry[slot] = view[..offset].to_vec();
+        }
+        start
     }
 
-    /// Numbers, masks and writes one piece of at most [`LINE_MAX`] bytes.
-    fn store_piece(&self, state: &mut LogState, origin: Origin, mut line: Vec<u8>) {
-        self.secrets.mask_bytes(&mut line);
+    /// Numbers and writes one piece of at most [`LINE_MAX`] bytes, masked already.
+    fn store_piece(&self, state: &mut LogState, origin: Origin, line: Vec<u8>) {
         state.total += 1;
         let mut record = Vec::with_capacity(line.len() + 2);
         record.push(if origin == Origin::Err { b'e' } else { b'o' });
@@ -284,8 +331,8 @@ impl JobOutputLog {
                 let mut bytes = state.pending[origin as usize].clone();
                 self.secrets.mask_window(
                     &mut bytes,
-                    super::super::mask::Edge::none(),
-                    super::super::mask::Edge::open(&[]),
+                    Edge::exact(&state.carry[origin as usize]),
+                    Edge::open(&[]),
                 );
                 (origin, String::from_utf8_lossy(&bytes).into_owned())
             })
@@ -449,6 +496,40 @@ mod tests {
         assert!(!view.unfinished[0].1.contains("0123456789"));
         let raw = std::fs::read(dir.path().join("j.0.log")).unwrap();
         assert!(!String::from_utf8_lossy(&raw).contains("0123456789"));
+    }
+
+    #[test]
+    fn a_secret_cut_by_the_line_split_is_masked_in_both_pieces() {
+        let key = "sk-live-0123456789abcdef";
+        for cut in 1..key.len() {
+            for chunked in [false, true] {
+                let dir = tempfile::tempdir().unwrap();
+                let secrets = Secrets::from_values([key.to_owned()]);
+                let log = JobOutputLog::create(&dir.path().join("j"), 1 << 20, secrets).unwrap();
+                let text = [
+                    vec![b'x'; LINE_MAX - cut],
+                    key.as_bytes().to_vec(),
+                    b" tail\n".to_vec(),
+                ]
+                .concat();
+                if chunked {
+                    // As a pipe delivers it: in small reads.
+                    text.chunks(7)
+                        .for_each(|chunk| log.push(Origin::Out, chunk));
+                } else {
+                    log.push(Origin::Out, &text);
+                }
+                let view = log.view(1, 10);
+                assert_eq!(view.lines.len(), 2, "cut {cut}");
+                let joined: String = view.lines.iter().map(|l| l.text.as_str()).collect();
+                assert_eq!(joined.len(), text.len() - 1);
+                assert!(
+                    joined.ends_with(&format!("{} tail", "*".repeat(key.len()))),
+                    "cut {cut} chunked {chunked}: {}",
+                    &joined[joined.len() - 40..]
+                );
+            }
+        }
     }
 
     #[test]

@@ -75,6 +75,11 @@ pub struct Pending {
     /// creates), the path as the call gave it: what the tool says it wrote there is found by it.
     named: Vec<Option<String>>,
     seen: BTreeMap<String, Vec<u8>>,
+    /// The contents this change put into the store itself (not there before it began): a change
+    /// that ends up changing nothing takes them out again ([`UndoStore::discard_fresh`]).
+    fresh: Vec<String>,
+    /// When it began (the records written since are the only ones that can share `fresh`).
+    began: SystemTime,
 }
 
 impl Pending {
@@ -166,6 +171,10 @@ impl Recorder {
         call: Option<&str>,
         paths: &[Named<'_>],
     ) -> Result<Pending, UndoError> {
+        let began = SystemTime::now();
+        // Held while contents are looked up and named, until the record is written: a change
+        // that changed nothing removes what it stored only when no one is between the two.
+        let _reusing = self.store.lock(false);
         let mut seen = BTreeMap::new();
         let mut record = self.blank(tool, call);
         let mut depth = Vec::new();
@@ -201,6 +210,7 @@ impl Recorder {
         let staged = std::mem::take(&mut capture.staged);
         drop(capture);
         let linked: Vec<String> = staged.iter().filter_map(StagedBlob::linked).collect();
+        let fresh: Vec<String> = staged.iter().map(StagedBlob::sha256).collect();
         let created = captured.and_then(|()| {
             self.store
                 .create(&mut record, staged)
@@ -216,6 +226,8 @@ impl Recorder {
             depth,
             named: inputs,
             seen,
+            fresh,
+            began,
         })
     }
 
@@ -254,16 +266,6 @@ impl Recorder {
         written: &BTreeMap<String, String>,
     ) -> Result<Option<String>, UndoError> {
         let record = &mut pending.record;
-        // First of all, a blob still sharing its file with a name in the roots (the call failed,
-        // or the file had other names) gets a copy of its own.
-        let before: Vec<String> = record
-            .paths
-            .iter()
-            .flat_map(|change| change.before.blobs())
-            .collect();
-        self.store
-            .detach_shared(&before)
-            .map_err(|e| self.fail(e))?;
         for ((change, deep), input) in record
             .paths
             .iter_mut()
@@ -286,10 +288,33 @@ impl Recorder {
             .map_err(|e| self.fail(e))?;
             change.after = Some(after);
         }
+        let before: Vec<String> = record
+            .paths
+            .iter()
+            .flat_map(|change| change.before.blobs())
+            .collect();
         if record.paths.iter().all(unchanged) {
+            // Nothing changed (the call failed, or wrote what was there): no record, and no
+            // content it stored stays behind (PROTOCOL.md §16 (Undo and history)).
             self.store.remove(&record.id).map_err(|e| self.fail(e))?;
+            let kept: Vec<String> = self
+                .store
+                .discard_fresh(&pending.fresh, pending.began)
+                .map_err(|e| self.fail(e))?;
+            let shared: Vec<String> = before
+                .into_iter()
+                .filter(|b| kept.contains(b) || !pending.fresh.contains(b))
+                .collect();
+            self.store
+                .detach_shared(&shared)
+                .map_err(|e| self.fail(e))?;
             return Ok(None);
         }
+        // A blob still sharing its file with a name in the roots (the file had other names)
+        // gets a copy of its own.
+        self.store
+            .detach_shared(&before)
+            .map_err(|e| self.fail(e))?;
         (record.added, record.removed) = count_lines(&record.paths, &pending.seen);
         for bytes in std::mem::take(&mut pending.seen).into_values() {
             super::capture::give_back(bytes);

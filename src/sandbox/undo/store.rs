@@ -342,6 +342,77 @@ impl UndoStore {
         Ok(())
     }
 
+    /// Takes the store's lock: shared while a change looks its contents up and names them (until
+    /// its record is written), exclusive while [`UndoStore::discard_fresh`] removes contents, so
+    /// that no change relies on a content found in the store that is removed before its record
+    /// names it. `None` where the lock cannot be had (then nothing is discarded).
+    pub(crate) fn lock(&self, exclusive: bool) -> Option<std::fs::File> {
+        self.make_dir(&self.dir).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join("lock"))
+            .ok()?;
+        let operation = if exclusive {
+            rustix::fs::FlockOperation::LockExclusive
+        } else {
+            rustix::fs::FlockOperation::LockShared
+        };
+        rustix::fs::flock(&file, operation).ok()?;
+        Some(file)
+    }
+
+    /// Removes the contents `fresh` that a change which changed nothing stored itself, unless a
+    /// record written since `began` needs one (another change found it in the store meanwhile).
+    /// A removed blob that was the old file itself (linked) only loses its second name. The
+    /// contents kept.
+    pub(crate) fn discard_fresh(
+        &self,
+        fresh: &[String],
+        began: std::time::SystemTime,
+    ) -> std::io::Result<Vec<String>> {
+        if fresh.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(_alone) = self.lock(true) else {
+            return Ok(fresh.to_vec());
+        };
+        // Timestamps may be coarse: a little before the start counts as since.
+        let since = began
+            .checked_sub(std::time::Duration::from_secs(2))
+            .unwrap_or(began);
+        let mut needed = BTreeSet::new();
+        for entry in std::fs::read_dir(self.changes())?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let recent = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified >= since);
+            if let (true, Some(id)) = (recent, name.strip_suffix(".json"))
+                && let Some(record) = self.record(id)
+            {
+                needed.extend(record.blobs());
+            }
+        }
+        let mut kept = Vec::new();
+        for sha256 in fresh {
+            if needed.contains(sha256) {
+                kept.push(sha256.clone());
+                continue;
+            }
+            if let Some(path) = self.stored_blob(sha256) {
+                match std::fs::remove_file(path) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(error);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(kept)
+    }
+
     /// Removes a record (a call that changed nothing, a pruned change).
     pub(crate) fn remove(&self, id: &str) -> std::io::Result<()> {
         match std::fs::remove_file(self.changes().join(record_name(id))) {
@@ -532,6 +603,14 @@ pub(crate) enum StagedBlob {
 }
 
 impl StagedBlob {
+    /// The sha256 of the content.
+    pub(crate) fn sha256(&self) -> String {
+        self.path()
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     /// The sha256 of a file linked in (already under its blob's name).
     pub(crate) fn linked(&self) -> Option<String> {
         match self {

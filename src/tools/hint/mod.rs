@@ -38,7 +38,9 @@ pub fn available_hints(places: &Places) -> Vec<HintInfo> {
     let mut found: Vec<HintInfo> = Vec::new();
     for dir in places.search_dirs("hints") {
         for name in sorted_entries(&dir) {
-            if found.iter().any(|hint| hint.name == name) {
+            if found.iter().any(|hint| hint.name == name)
+                || !places.stays_in_place(&dir.join(&name))
+            {
                 continue;
             }
             let Ok(bytes) = shelf::read_confined(&dir.join(&name), HINT_FILE, HINT_CAP) else {
@@ -135,6 +137,16 @@ fn find_hint(places: &Places, name: &str) -> Result<PathBuf, ToolError> {
         .map(|dir| dir.join(name))
         .find(|dir| super::places::is_dir(dir))
     {
+        if !places.stays_in_place(&dir) {
+            return Err(ToolError::new(
+                ErrorCode::DeniedByPolicy,
+                format!(
+                    "hint {name} is not loaded: {} leads outside the project (a link), and only the project's own files become instructions",
+                    dir.display()
+                ),
+                Some("use another hint, or ask the user to put the hint inside the project"),
+            ));
+        }
         return Ok(dir);
     }
     if let Some(dir) = places

@@ -24,6 +24,15 @@ const DEFAULT_INPUT_WAIT_MS: u64 = 1000;
 /// Once `job.input`'s answer began to arrive, this long without more output ends the wait.
 const QUIET: Duration = Duration::from_millis(100);
 
+/// The most `job.input` writes in one call: more is `too_large`, before anything is written.
+const INPUT_CAP: usize = 1 << 20;
+
+/// The least time `job.input` gives a job to take its input, whatever `waitMs` says.
+const LEAST_INPUT_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a wait looks at the cancel flag (Ctrl-C in `run`, a cancelled MCP request).
+const CANCEL_CHECK: Duration = Duration::from_millis(100);
+
 /// How many of a killed job's last lines `job.kill` shows.
 const KILL_TAIL: u64 = 20;
 
@@ -229,9 +238,50 @@ fn list(table: &JobTable) -> ToolOutput {
     }
 }
 
-/// `job.input`: writes, then collects what the job answers within the wait.
-fn input(table: &JobTable, args: &JobInputArgs) -> Result<ToolOutput, ToolError> {
+/// Waits on `log` like
+/// [`JobOutputLog::wait_until`](crate::sandbox::process::job_log::JobOutputLog::wait_until),
+/// and also ends the wait (false) once `cancel` is set.
+fn wait_log(
+    log: &crate::sandbox::process::job_log::JobOutputLog,
+    deadline: Instant,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+    ready: impl Fn(u64, u64, bool) -> bool,
+) -> bool {
+    let Some(cancel) = cancel else {
+        return log.wait_until(Some(deadline), ready);
+    };
+    loop {
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let slice = (Instant::now() + CANCEL_CHECK).min(deadline);
+        if log.wait_until(Some(slice), &ready) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
+/// `job.input`: writes (non-blocking, bounded, capped: a job that does not read its stdin never
+/// holds up the session), then collects what the job answers within the wait.
+fn input(
+    table: &JobTable,
+    args: &JobInputArgs,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<ToolOutput, ToolError> {
     let job = table.get(&args.job_id)?;
+    if args.input.len() > INPUT_CAP {
+        return Err(ToolError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "the input is {} bytes; job.input writes at most {INPUT_CAP} bytes at a time",
+                args.input.len()
+            ),
+            Some("send it in parts, or write it to a file in the root and have the job read that"),
+        ));
+    }
     if job.log().end().is_some() {
         return Err(ToolError::new(
             ErrorCode::InvalidArgs,
@@ -240,8 +290,15 @@ fn input(table: &JobTable, args: &JobInputArgs) -> Result<ToolOutput, ToolError>
         ));
     }
     let (before, changes) = job.log().position();
-    job.process
-        .write_input(args.input.as_bytes(), args.close_stdin)
+    let wait = Duration::from_millis(args.wait_ms.unwrap_or(DEFAULT_INPUT_WAIT_MS).min(60_000));
+    let written = job
+        .process
+        .write_input(
+            args.input.as_bytes(),
+            args.close_stdin,
+            Instant::now() + wait.max(LEAST_INPUT_WAIT),
+            cancel,
+        )
         .map_err(|error| {
             ToolError::new(
                 ErrorCode::IoError,
@@ -249,15 +306,38 @@ fn input(table: &JobTable, args: &JobInputArgs) -> Result<ToolOutput, ToolError>
                 Some("the job may have closed its input; see job.log"),
             )
         })?;
-    let wait = args.wait_ms.unwrap_or(DEFAULT_INPUT_WAIT_MS).min(60_000);
-    let deadline = Instant::now() + Duration::from_millis(wait);
+    if written < args.input.len() {
+        let total = args.input.len();
+        if cancel.is_some_and(|flag| flag.load(std::sync::atomic::Ordering::SeqCst)) {
+            return Err(ToolError::new(
+                ErrorCode::Cancelled,
+                format!(
+                    "job.input was cancelled after {written} of {total} bytes were written to {}",
+                    job.id
+                ),
+                None,
+            ));
+        }
+        return Err(ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{} took only {written} of {total} bytes of input within {} ms: it is not reading its stdin; the rest was not written",
+                job.id,
+                wait.max(LEAST_INPUT_WAIT).as_millis()
+            ),
+            Some("job.log shows what the job is doing; job.kill ends it"),
+        ));
+    }
+    let deadline = Instant::now() + wait;
     let log = job.log();
-    if log.wait_until(Some(deadline), |_, now, ended| now > changes || ended) {
+    if wait_log(log, deadline, cancel, |_, now, ended| {
+        now > changes || ended
+    }) {
         // The answer has begun: take it until the job is quiet, ends, or the wait is over.
         loop {
             let (_, seen) = log.position();
             let until = (Instant::now() + QUIET).min(deadline);
-            if !log.wait_until(Some(until), |_, now, ended| now > seen || ended)
+            if !wait_log(log, until, cancel, |_, now, ended| now > seen || ended)
                 || log.end().is_some()
             {
                 break;
@@ -414,7 +494,7 @@ impl Tool for JobInput {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &JobInputArgs) -> Result<ToolOutput, ToolError> {
-        input(table(context)?, args)
+        input(table(context)?, args, context.limits.cancel.as_deref())
     }
 }
 
