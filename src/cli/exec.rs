@@ -49,13 +49,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     )? {
         CallOrAnswer::Call(call) => call,
         CallOrAnswer::Answer(block, code) => {
-            print_result(
-                args.json,
-                block,
-                None,
-                None,
-                &config.limits().secrets(),
-            )?;
+            print_result(args.json, block, None, None, &config.limits().secrets())?;
             return Ok(code);
         }
     };

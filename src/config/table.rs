@@ -1,10 +1,10 @@
 //! Every setting of `flycode.toml`, declared once (PROTOCOL.md §10 "Configuration: the settings
 //! table"): its place in the file, its default, its range and, required for every entry, what a
 //! value does to safety. The file reader takes its keys from here ([`children`]), `flycode
-//! config` its defaults ([`defaults`]), and the judgement of an untrusted project file its rule
-//! ([`lookup`] → [`Safety`]). A key that is not in the table is not read at all, and a key whose
-//! safety says nothing more specific may come only from the person's own files and flags: the
-//! table fails closed.
+//! config` its defaults (`show.rs`), and the judgement of an untrusted project file its rule
+//! ([`lookup`] → [`Safety`]). A key that is not in the table is not read at all, and an untrusted
+//! file's key without an entry would be ignored: the table fails closed. [`Safety`] has no
+//! default, so no entry can leave out what its value does to safety.
 
 use super::range::{self, SettingRange};
 

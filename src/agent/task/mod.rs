@@ -400,7 +400,8 @@ impl Tasks<'_> {
             settings: &child_settings,
             lenient: self.lenient,
             prompt,
-            transcript: TranscriptWriter::new(transcripts).with_roots(self.service.sandbox().roots()),
+            transcript: TranscriptWriter::new(transcripts)
+                .with_roots(self.service.sandbox().roots()),
             cancel: self.cancel,
             memory: &memory,
             kind: RunKind::Subagent {
