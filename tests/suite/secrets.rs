@@ -358,42 +358,14 @@ fn every_key_variable_is_kept_from_programs_and_masked_at_exec() {
 /// The same at `flycode mcp`, the door an MCP client starts with the person's environment.
 #[test]
 fn llm_api_key_is_kept_from_programs_and_masked_at_mcp() {
-    use std::io::{BufRead, BufReader, Write};
     let w = workspace();
     let llm_key = "llm-Hq4zR8sT2uV6wX0yA3bC5dE7fG9hJ1kL";
     std::fs::write(w.root.join("keys.txt"), format!("{llm_key}\n")).unwrap();
-    let mut child = flycode_std()
-        .args(["mcp", "--approve", "auto", "--root"])
-        .arg(&w.root)
-        .env("FLYCODE_STATE_DIR", &w.state)
-        .env("XDG_CONFIG_HOME", &w.config)
-        .env("LLM_API_KEY", llm_key)
-        .current_dir(&w.root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let run = json!({
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "shell_exec", "arguments": {"command": "echo \"env: [$LLM_API_KEY]\"; cat keys.txt"}}
-    });
-    for line in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
-        run.to_string(),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = String::new();
-    while !answer.contains("\"id\":2") {
-        answer = output.next().expect("the server closed early").unwrap();
-    }
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let mut server = McpServer::start(&w, ("LLM_API_KEY", llm_key));
+    server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "shell_exec", "arguments": {"command": "echo \"env: [$LLM_API_KEY]\"; cat keys.txt"}}}));
+    let answer = server.answer(2);
+    assert!(server.finish());
     if answer.contains("Landlock") && answer.contains("\"isError\":true") {
         eprintln!("skipped: this kernel cannot contain programs ({answer})");
         return;
@@ -405,63 +377,101 @@ fn llm_api_key_is_kept_from_programs_and_masked_at_mcp() {
     assert!(!answer.contains(&llm_key[..12]), "{answer}");
 }
 
+/// `flycode mcp --approve auto` on the workspace's root with one key variable set, initialized,
+/// driven line by line.
+struct McpServer {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    output: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl McpServer {
+    fn start(w: &Workspace, (variable, key): (&str, &str)) -> McpServer {
+        use std::io::BufRead;
+        let mut child = flycode_std()
+            .args(["mcp", "--approve", "auto", "--root"])
+            .arg(&w.root)
+            .env("FLYCODE_STATE_DIR", &w.state)
+            .env("XDG_CONFIG_HOME", &w.config)
+            .env(variable, key)
+            .current_dir(&w.root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut server = McpServer {
+            child,
+            input,
+            output,
+        };
+        server.send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}));
+        server.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: Value) {
+        use std::io::Write;
+        let input = self.input.as_mut().unwrap();
+        writeln!(input, "{message}").unwrap();
+        input.flush().unwrap();
+    }
+
+    /// The answer to request `id`, the lines before it passed over.
+    fn answer(&mut self, id: u64) -> String {
+        let marker = format!("\"id\":{id}");
+        loop {
+            let line = self
+                .output
+                .next()
+                .expect("the server closed early")
+                .unwrap();
+            if line.contains(&marker) {
+                return line;
+            }
+        }
+    }
+
+    /// Closes the server's input, reads what is left and says whether it exited cleanly.
+    fn finish(mut self) -> bool {
+        drop(self.input.take());
+        for _ in self.output.by_ref() {}
+        self.child.wait().unwrap().success()
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A background job's output is cut into lines of 16 KiB; a program that places the key right
 /// across the cut (16374 bytes, then the key read from a file in the root) must not get the
 /// two halves past the masking, each too short to be recognised on its own.
 #[test]
 fn a_key_cut_by_a_job_logs_line_split_is_masked_on_both_sides() {
-    use std::io::{BufRead, BufReader, Write};
     let w = workspace();
     std::fs::write(w.root.join("key.only"), KEY).unwrap();
-    let mut child = flycode_std()
-        .args(["mcp", "--approve", "auto", "--root"])
-        .arg(&w.root)
-        .env("FLYCODE_STATE_DIR", &w.state)
-        .env("XDG_CONFIG_HOME", &w.config)
-        .env("OPENAI_API_KEY", KEY)
-        .current_dir(&w.root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |message: Value| {
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
-    );
-    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let mut server = McpServer::start(&w, ("OPENAI_API_KEY", KEY));
     let script = "head -c 16374 /dev/zero | tr '\\0' x; cat key.only; echo ' tail'";
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "shell_exec", "arguments": {"command": script, "background": true}}}));
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "job_log", "arguments": {"jobId": "job-1", "startLine": 3, "waitMs": 60000}}}));
-    let mut answers = Vec::new();
-    while !answers.iter().any(|a: &String| a.contains("\"id\":3")) {
-        answers.push(output.next().expect("the server closed early").unwrap());
-    }
-    let started = answers.iter().find(|a| a.contains("\"id\":2")).unwrap();
+    let started = server.answer(2);
     if started.contains("Landlock") && started.contains("\"isError\":true") {
         eprintln!("skipped: this kernel cannot contain programs ({started})");
-        let _ = child.kill();
-        let _ = child.wait();
         return;
     }
-    send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+    server.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "job_log", "arguments": {"jobId": "job-1", "startLine": 3, "waitMs": 60000}}}));
+    server.answer(3);
+    server.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": "job_log", "arguments": {"jobId": "job-1"}}}));
-    let log = loop {
-        let line = output.next().expect("the server closed early").unwrap();
-        if line.contains("\"id\":4") {
-            break line;
-        }
-    };
-    drop(stdin);
-    let _rest: Vec<_> = output.collect();
-    assert!(child.wait().unwrap().success());
+    let log = server.answer(4);
+    assert!(server.finish());
     assert!(log.contains("[lines] 2"), "{log}");
     assert!(log.contains(" tail"), "{log}");
     for half in [&KEY[..10], &KEY[10..], &KEY[..8], &KEY[KEY.len() - 8..]] {
