@@ -87,11 +87,12 @@ fn state_dir(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf
 
 /// `$FLYCODE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/flycode`, else `~/.config/flycode`.
 fn config_dir(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    // Relative, it is taken from the working directory, as `FLYCODE_STATE_DIR` is.
     if let Some(dir) = var(CONFIG_DIR_VARIABLE)
         .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
+        .filter(|dir| !dir.as_os_str().is_empty())
     {
-        return Some(dir);
+        return Some(absolute(&dir));
     }
     let base = var("XDG_CONFIG_HOME")
         .map(PathBuf::from)
@@ -146,10 +147,15 @@ mod tests {
     }
 
     #[test]
-    fn a_named_state_folder_is_made_absolute() {
-        let places = decide(&env(&[("FLYCODE_STATE_DIR", "rel/state")]));
+    fn named_folders_are_made_absolute() {
+        let places = decide(&env(&[
+            ("FLYCODE_STATE_DIR", "rel/state"),
+            ("FLYCODE_CONFIG_DIR", "rel/config"),
+        ]));
         let dir = places.state_dir.unwrap();
         assert!(dir.is_absolute() && dir.ends_with("rel/state"), "{dir:?}");
+        let dir = places.config_dir.unwrap();
+        assert!(dir.is_absolute() && dir.ends_with("rel/config"), "{dir:?}");
     }
 
     #[test]
