@@ -34,30 +34,23 @@ pub(crate) fn loosens(
     match setting.safety {
         Safety::Neutral | Safety::Tightens => None,
         Safety::PersonOnly(why) => Some(why.to_owned()),
-        Safety::LargerLoosens | Safety::SmallerLoosens => {
+        Safety::LargerLoosens | Safety::SmallerLoosens(_) => {
             let old = lower(&entry.key)
                 .and_then(|applied| applied.value.as_integer())
                 .or(setting.default.integer());
             let new = entry.value.as_integer()?;
             let Some(old) = old else {
-                // Nothing below to compare with (the default depends on the machine): a number
-                // the person did not choose cannot be judged, so it is theirs to set.
+                // Nothing to compare with: a number the person did not choose cannot be judged,
+                // so it is theirs to set.
                 return Some(format!(
                     "{name} has no value of yours to compare with; only your own flycode.toml may set it"
                 ));
             };
-            if setting.safety == Safety::LargerLoosens {
-                (new > old).then(|| format!("larger than {name} = {old}"))
-            } else {
-                (new < old).then(|| match entry.key.0.first().map(String::as_str) {
-                    Some("undo") => {
-                        format!("less than {name} = {old} (the undo store would forget more)")
-                    }
-                    Some("state") => {
-                        format!("fewer than {name} = {old} (flycode gc would remove more)")
-                    }
-                    _ => format!("less than {name} = {old}"),
-                })
+            match setting.safety {
+                Safety::SmallerLoosens(why) => {
+                    (new < old).then(|| format!("less than {name} = {old} ({why})"))
+                }
+                _ => (new > old).then(|| format!("larger than {name} = {old}")),
             }
         }
         Safety::Ranked(order) => {

@@ -21,8 +21,8 @@ pub(crate) enum Safety {
     /// untrusted file may lower it, never raise it over what the layers below say.
     LargerLoosens,
     /// A number that keeps more of the person's records as it grows: an untrusted file may
-    /// raise it, never lower it.
-    SmallerLoosens,
+    /// raise it, never lower it. The words say what a smaller one would do.
+    SmallerLoosens(&'static str),
     /// Words ordered from the tightest to the loosest: an untrusted file may move toward the
     /// first, never toward the last.
     Ranked(&'static [&'static str]),
@@ -214,25 +214,25 @@ pub(crate) const SETTINGS: &[Setting] = &[
         &["state", "keep_days"],
         DefaultValue::Integer(super::DEFAULT_KEEP_DAYS as i64),
         Some(&range::KEEP_DAYS),
-        Safety::SmallerLoosens,
+        Safety::SmallerLoosens("flycode gc would remove more"),
     ),
     setting(
         &["undo", "max_bytes"],
         DefaultValue::Integer(1 << 30),
         Some(&range::UNDO_MAX_BYTES),
-        Safety::SmallerLoosens,
+        Safety::SmallerLoosens("the undo store would forget more"),
     ),
     setting(
         &["undo", "max_age_days"],
         DefaultValue::Integer(30),
         Some(&range::UNDO_MAX_AGE_DAYS),
-        Safety::SmallerLoosens,
+        Safety::SmallerLoosens("the undo store would forget more"),
     ),
     setting(
         &["undo", "max_file_bytes"],
         DefaultValue::Integer(64 << 20),
         Some(&range::UNDO_MAX_FILE_BYTES),
-        Safety::SmallerLoosens,
+        Safety::SmallerLoosens("the undo store would forget more"),
     ),
     number(
         &["jobs", "log_bytes"],
