@@ -407,19 +407,27 @@ pub struct Config {
     pub flags: Flags,
 }
 
+impl AgentConfig {
+    /// The variables `[agent] api_key_env` and `[agent.light] api_key_env` name: they hold API
+    /// keys as much as `FLYCODE_API_KEY` does, so every door keeps them from programs and masks
+    /// their values (PROTOCOL.md §9 (Secrets and masking)), not only `flycode run`, which reads
+    /// them.
+    pub fn key_variables(&self) -> Vec<String> {
+        self.api_key_env
+            .iter()
+            .chain(self.light.iter().flat_map(|light| &light.api_key_env))
+            .cloned()
+            .collect()
+    }
+}
+
 impl Config {
     /// The limits the tools work within, at every door: among the secrets, the key variables
     /// the configuration names (`api_key_env`), so that no door can forget to keep them from
     /// programs and mask them (PROTOCOL.md §9 (Secrets and masking)).
     pub fn limits(&self) -> crate::tools::Limits {
         crate::tools::Limits {
-            extra_secrets: self
-                .agent
-                .api_key_env
-                .iter()
-                .chain(self.agent.light.iter().flat_map(|light| &light.api_key_env))
-                .cloned()
-                .collect(),
+            extra_secrets: self.agent.key_variables(),
             output_cap: self.output_cap,
             default_timeout_ms: self.timeout_ms,
             secret_env: self.secret_env.clone(),

@@ -460,7 +460,7 @@ fn run_limits(settings: &ResolvedSettings, config: &Config, tool_set: ToolSet) -
             .iter()
             .chain(settings.light.iter().flat_map(|l| &l.api_key_source))
             .cloned()
-            .chain(super::settings::key_variables(&config.agent))
+            .chain(config.agent.key_variables())
             .collect(),
         tool_set,
         ..config.limits()

@@ -316,17 +316,6 @@ pub const DEFAULT_MAX_VIOLATIONS: u32 = 3;
 /// The default number of read-only calls of one turn that run at once.
 pub const DEFAULT_MAX_PARALLEL: u32 = 4;
 
-/// The variables `[agent] api_key_env` and `[agent.light] api_key_env` name: they hold API keys
-/// as much as `FLYCODE_API_KEY` does, so every door keeps them from programs and masks their
-/// values (PROTOCOL.md §9 (Secrets and masking)), not only `flycode run`, which reads them.
-pub fn key_variables(file: &AgentConfig) -> Vec<String> {
-    file.api_key_env
-        .iter()
-        .chain(file.light.iter().flat_map(|light| &light.api_key_env))
-        .cloned()
-        .collect()
-}
-
 /// The files the configuration puts into prompts (`[agent] role_file`, `system_prompt_file`,
 /// `[agent.subagent.T] role_file`): what they say becomes the model's instructions, so no tool
 /// may change them at any door, not only in the run that reads them (PROTOCOL.md §10 (Running
