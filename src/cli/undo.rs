@@ -63,10 +63,11 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
         println!("{id} ran a program: what it changed is not recorded, and is not undone");
     }
     if !planned.unrestorable.is_empty() {
-        for path in &planned.unrestorable {
+        for unrestorable in &planned.unrestorable {
             eprintln!(
-                "flycode undo: cannot restore {}: its content was recorded by hash only (larger than [undo] max_file_bytes), is no longer stored, or was changed since in the store (a program wrote to the file it kept)",
-                escape_for_terminal(path)
+                "flycode undo: cannot restore {}: {}",
+                escape_for_terminal(&unrestorable.path),
+                unrestorable.why
             );
         }
         eprintln!("flycode undo: nothing was undone");

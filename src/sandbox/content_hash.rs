@@ -60,18 +60,27 @@ pub(crate) fn current_sha256(file: &mut File) -> std::io::Result<String> {
 
 /// The lowercase hex sha256 of everything `reader` yields, read in pieces (constant memory),
 /// never from the remembered hashes: for a check that must see the bytes as they are now.
-pub(crate) fn stream_sha256(mut reader: impl Read) -> std::io::Result<String> {
+pub(crate) fn stream_sha256(reader: impl Read) -> std::io::Result<String> {
+    stream_sha256_len(reader).map(|(sha256, _)| sha256)
+}
+
+/// The sha256 of everything `reader` gives, and how many bytes that was.
+pub(crate) fn stream_sha256_len(mut reader: impl Read) -> std::io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 256 * 1024];
+    let mut length: u64 = 0;
     loop {
         match reader.read(&mut buffer) {
             Ok(0) => break,
-            Ok(n) => hasher.update(&buffer[..n]),
+            Ok(n) => {
+                hasher.update(&buffer[..n]);
+                length += n as u64;
+            }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(error) => return Err(error),
         }
     }
-    Ok(hex::encode(hasher.finalize()))
+    Ok((hex::encode(hasher.finalize()), length))
 }
 
 #[cfg(unix)]

@@ -122,6 +122,7 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
             whole: false,
             deep: false,
             replaced: false,
+            appended: false,
         })
         .collect();
     let mut pending = None;
@@ -163,6 +164,7 @@ fn recording_a_replacing_change_links_the_old_file_and_takes_the_reported_hash()
         whole: false,
         deep: false,
         replaced: true,
+        appended: false,
     }];
     let mut pending = None;
     let before = count::during(|| {

@@ -36,6 +36,10 @@ pub struct Effects<'a> {
     /// name goes), never changing an old file itself: the undo store keeps the old files by a
     /// second name instead of copying them (PROTOCOL.md §16 (Undo and history), "The store").
     pub replaces: bool,
+    /// The paths of `writes` the call appends to (its old content stays, at the start of the
+    /// new): the undo store records their old content by length and hash, not a copy
+    /// (PROTOCOL.md §16 (Undo and history), "How a content is kept").
+    pub appends: Vec<&'a str>,
     /// The call stages its new contents before it changes anything in the roots, and waits at
     /// the sandbox's landing points ([`crate::sandbox::landing`]) before it does: its undo
     /// record is written beside it rather than before it.
@@ -74,6 +78,12 @@ impl<'a> Effects<'a> {
     /// [`Effects::replaces`]).
     pub fn replacing_files(mut self) -> Effects<'a> {
         self.replaces = true;
+        self
+    }
+
+    /// Marks `paths` (of [`Effects::writes`]) as appended to (see [`Effects::appends`]).
+    pub fn appending(mut self, paths: impl IntoIterator<Item = &'a str>) -> Effects<'a> {
+        self.appends.extend(paths);
         self
     }
 

@@ -786,3 +786,170 @@ fn a_failed_edit_leaves_no_pre_image_in_the_undo_store() {
         "the file keeps one name"
     );
 }
+
+/// The bytes of content the undo store holds.
+fn stored_bytes(w: &Workspace) -> u64 {
+    std::fs::read_dir(w.state.join("undo/blobs"))
+        .map(|entries| {
+            entries
+                .map(|blob| blob.unwrap().metadata().unwrap().len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_append_is_recorded_by_length_and_hash_and_undone_by_cutting_the_file_back() {
+    let w = Workspace::new();
+    // Over a mebibyte: past the size whose lines are counted, as a growing log is.
+    let log: String = (0..150_000).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(w.root.join("log.txt"), &log).unwrap();
+    for line in ["one more\n", "and another\n"] {
+        exec(
+            &w,
+            "fs.write",
+            json!({"path": w.path("log.txt"), "mode": "append", "content": line}),
+        );
+    }
+    // Nothing of the log was copied: an append keeps its old length and hash only.
+    assert_eq!(stored_bytes(&w), 0);
+    assert_eq!(history(&w, &[]).len(), 2);
+    let (code, out, err) = undo(&w, &["--last", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        log
+    );
+    // The undo is a change like any other: undoing it puts both lines back.
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        format!("{log}one more\nand another\n")
+    );
+}
+
+#[test]
+fn a_small_append_counts_its_lines_and_an_append_to_a_new_file_removes_it() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("notes.md"), "# Notes\n").unwrap();
+    round_trip(
+        &w,
+        "fs.write",
+        json!({"path": w.path("notes.md"), "mode": "append", "content": "- a\n- b\n"}),
+    );
+    let appended = &history(&w, &[])[1];
+    assert_eq!(appended["tool"], "fs.write");
+    assert_eq!(
+        (appended["added"].as_u64(), appended["removed"].as_u64()),
+        (Some(2), Some(0)),
+        "{appended}"
+    );
+    round_trip(
+        &w,
+        "fs.write",
+        json!({"path": w.path("fresh.log"), "mode": "append", "content": "first\n"}),
+    );
+    assert!(!w.root.join("fresh.log").exists());
+}
+
+#[test]
+fn an_appended_file_whose_start_changed_since_is_not_cut_back_even_by_force() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("log.txt"), "kept line\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("log.txt"), "mode": "append", "content": "added\n"}),
+    );
+    // Someone rewrites the start: cutting back would not give the old content.
+    std::fs::write(w.root.join("log.txt"), "KEPT LINE\nadded\n").unwrap();
+    for flags in [&[][..], &["--force"][..]] {
+        let (code, out, err) = undo(&w, flags);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(
+            err.contains("cannot restore") && err.contains("append"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+            "KEPT LINE\nadded\n"
+        );
+    }
+    // Appended to again since: the undo of the first append cuts back both (a conflict, so
+    // only by force).
+    std::fs::write(w.root.join("log.txt"), "kept line\nadded\nmore\n").unwrap();
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("conflict"), "{err}");
+    let (code, out, err) = undo(&w, &["--force"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        "kept line\n"
+    );
+}
+
+#[test]
+fn max_bytes_holds_within_one_session() {
+    let w = Workspace::new();
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(
+        config.join("flycode/flycode.toml"),
+        "[undo]\nmax_bytes = 1048576\n",
+    )
+    .unwrap();
+    let content = |n: u8| String::from_utf8(vec![b'a' + n; 450_000]).unwrap();
+    std::fs::write(w.root.join("big.txt"), content(0)).unwrap();
+    // One MCP session overwrites the file five times: each change keeps 450 kB.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["mcp", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", &config)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut send = |message: Value| writeln!(input, "{message}").unwrap();
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let mut changes = Vec::new();
+    for n in 1..=5u8 {
+        send(json!({
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "fs_write", "arguments": {"path": w.path("big.txt"), "mode": "overwrite", "content": content(n)}}
+        }));
+        let answer: Value = loop {
+            let line = output.next().expect("the server closed early").unwrap();
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["id"] == n {
+                break value;
+            }
+        };
+        changes.push(answer["result"]["structuredContent"]["change"].clone());
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        changes,
+        ["c-1", "c-2", "c-3", "c-4", "c-5"].map(Value::from)
+    );
+    // The store kept what fits, the newest changes, without waiting for `flycode gc`.
+    assert!(stored_bytes(&w) <= 1_048_576, "{}", stored_bytes(&w));
+    let left: Vec<Value> = history(&w, &[]).iter().map(|c| c["id"].clone()).collect();
+    assert_eq!(left, vec![json!("c-5"), json!("c-4")]);
+    let (code, out, err) = undo(&w, &["--last", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("big.txt")).unwrap(),
+        content(3)
+    );
+}

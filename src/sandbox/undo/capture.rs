@@ -16,6 +16,8 @@ use super::store::{StagedBlob, UndoStore};
 /// hold, or holds damaged: an undo cannot restore those.
 pub(crate) fn missing_content(image: &Image, store: &UndoStore, at: &str, out: &mut Vec<String>) {
     match image {
+        // A prefix is checked against the file it is kept in when the undo is planned.
+        Image::File { prefix: true, .. } => {}
         Image::File { sha256, stored, .. } if !*stored || !store.holds_intact(sha256) => {
             out.push(at.to_owned());
         }
@@ -42,6 +44,9 @@ pub(crate) struct ImageCapture<'s> {
     /// Whether the call replaces or removes the files captured (a new file takes the name, or
     /// the name goes): their contents are then kept by a second name rather than copied.
     pub link: bool,
+    /// Whether the call appends to the file captured: its content is recorded by length and
+    /// hash ([`Image::File::prefix`]), never copied.
+    pub append: bool,
     /// The sha256 of the file captured, where the tool that just wrote it said it: an
     /// after-image takes it rather than reading the file again to hash it.
     pub known_sha256: Option<&'s str>,
@@ -113,16 +118,24 @@ impl ImageCapture<'_> {
                 size,
                 sha256: sha256.to_owned(),
                 stored: false,
+                prefix: false,
             });
         }
         let (mut file, _) = open_file(parent, name.as_os_str())?;
-        if size > self.max_file_bytes || (self.store.is_none() && size > COUNTED_BYTES) {
-            let sha256 = super::super::content_hash::stream_sha256(&file)?;
+        // An append keeps what it extends: the length and hash say which part of the new file
+        // the old one was (a copy would cost the whole file again, at every append).
+        let prefix = self.append && self.store.is_some();
+        if size > self.max_file_bytes
+            || (prefix && !counted)
+            || (self.store.is_none() && size > COUNTED_BYTES)
+        {
+            let (sha256, length) = super::super::content_hash::stream_sha256_len(&file)?;
             return Ok(Image::File {
                 mode,
-                size,
+                size: length,
                 sha256,
                 stored: false,
+                prefix,
             });
         }
         let before = file.metadata()?;
@@ -130,6 +143,7 @@ impl ImageCapture<'_> {
         file.read_to_end(&mut bytes)?;
         let sha256 = super::super::content_hash::sha256_hex(&bytes);
         let stored = match self.store {
+            _ if prefix => false,
             Some(store) if self.link => {
                 self.stored_bytes += store.stage_linked_blob(
                     (parent, name, &file),
@@ -155,6 +169,7 @@ impl ImageCapture<'_> {
             size: length,
             sha256,
             stored,
+            prefix,
         })
     }
 

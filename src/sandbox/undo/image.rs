@@ -24,6 +24,12 @@ pub enum Image {
         /// after-image, is recorded by hash only).
         #[serde(default)]
         stored: bool,
+        /// The content is not stored but kept where it was: it is the first `size` bytes of what
+        /// the change left (the file was appended to). An undo cuts the file back to `size`
+        /// bytes once those still hash to `sha256` (PROTOCOL.md §16 (Undo and history), "How a
+        /// content is kept").
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        prefix: bool,
     },
     /// A symbolic link (never followed).
     Link {

@@ -15,6 +15,6 @@ pub mod store;
 pub use change::{ChangeRecord, PathChange};
 pub use image::Image;
 pub use record::{Named, Pending, Recorder, UndoError, UndoLimits, session_id, settle_interrupted};
-pub use restore::{Plan, Step, apply, describe, plan};
+pub use restore::{Plan, Step, Unrestorable, apply, describe, plan};
 pub use retention::{Pruned, prune, prune_if_due};
 pub use store::UndoStore;

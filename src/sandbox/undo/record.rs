@@ -47,6 +47,8 @@ pub struct Recorder {
     limits: UndoLimits,
     /// How many changes it recorded (shared by its clones).
     recorded: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Whether it keeps `[undo] max_bytes` as it goes (a door that serves many calls).
+    prunes: bool,
 }
 
 /// A path a call names, and how it is looked at.
@@ -64,6 +66,9 @@ pub struct Named<'a> {
     /// name goes; never an append or a chmod, which change the file itself): their old
     /// contents are kept by a second name in the store instead of a copy.
     pub replaced: bool,
+    /// The call appends to the file at the path: its old content stays at the start of the new
+    /// one, so it is recorded by length and hash ([`Image::File::prefix`]) instead of a copy.
+    pub appended: bool,
 }
 
 /// A change under way: its record (written, incomplete) and what is needed to finish it.
@@ -136,7 +141,17 @@ impl Recorder {
             door,
             limits,
             recorded: std::sync::Arc::default(),
+            prunes: false,
         }
+    }
+
+    /// The same recorder, keeping `[undo] max_bytes` within the session: after a change that
+    /// stored contents, the store is pruned at once if its running count is over the limit
+    /// (PROTOCOL.md §16 (Undo and history), "Retention"). For a door that serves many calls;
+    /// a one-shot `exec` leaves it to the daily pruning at a door's start and `flycode gc`.
+    pub fn pruning_as_it_goes(mut self) -> Recorder {
+        self.prunes = true;
+        self
     }
 
     /// How many changes this recorder (and its clones) recorded.
@@ -184,6 +199,7 @@ impl Recorder {
             max_file_bytes: self.limits.max_file_bytes,
             deep: false,
             link: false,
+            append: false,
             known_sha256: None,
             seen: Some(&mut seen),
             stored_bytes: 0,
@@ -193,6 +209,7 @@ impl Recorder {
             let (path, parent, name, exact) = entry_point(sandbox, named)?;
             capture.deep = named.deep;
             capture.link = named.replaced;
+            capture.append = named.appended;
             inputs.push(exact.then(|| named.input.to_owned()));
             let before = capture
                 .image(&parent, &name)
@@ -324,6 +341,15 @@ impl Recorder {
         self.store.settled(&record.id).map_err(|e| self.fail(e))?;
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if record.stored_bytes > 0 {
+            super::retention::count_change(
+                &self.store,
+                self.limits,
+                &record.id,
+                record.stored_bytes,
+                self.prunes,
+            );
+        }
         Ok(Some(record.id.clone()))
     }
 }
@@ -406,6 +432,7 @@ pub(crate) fn capture_now(
         max_file_bytes,
         deep,
         link: false,
+        append: false,
         known_sha256,
         seen,
         stored_bytes: 0,

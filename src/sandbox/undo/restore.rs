@@ -47,13 +47,27 @@ impl Step {
     }
 }
 
+/// A path whose old content cannot be had: the undo would not restore it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unrestorable {
+    /// The path.
+    pub path: String,
+    /// Why, in words for the person.
+    pub why: &'static str,
+}
+
+/// The store does not hold the content.
+const NOT_STORED: &str = "its content was recorded by hash only (larger than [undo] max_file_bytes), is no longer stored, or was changed since in the store (a program wrote to the file it kept)";
+/// An append's old content is no longer the start of the file.
+const PREFIX_GONE: &str = "it was appended to, and the file no longer begins with what it held before the append (its start was changed since)";
+
 /// What an undo would do.
 #[derive(Debug, Default)]
 pub struct Plan {
     /// The steps, in the order they run (newest change first, its paths last to first).
     pub steps: Vec<Step>,
-    /// Paths whose content the store does not hold (over `max_file_bytes`, or pruned).
-    pub unrestorable: Vec<String>,
+    /// Paths whose old content cannot be had, and why.
+    pub unrestorable: Vec<Unrestorable>,
     /// Changes that ran programs: nothing of theirs can be put back.
     pub programs: Vec<String>,
 }
@@ -79,7 +93,20 @@ pub fn plan(store: &UndoStore, changes: &[ChangeRecord], max_file_bytes: u64) ->
             let now = lookup(&state, &path.path)
                 .map_or_else(|| read_now(&path.path, deep, max_file_bytes), Ok)
                 .unwrap_or(Image::Special);
-            missing_content(&path.before, store, &path.path, &mut planned.unrestorable);
+            let mut missing = Vec::new();
+            missing_content(&path.before, store, &path.path, &mut missing);
+            if !prefix_available(store, &path.path, &now, &path.before) {
+                planned.unrestorable.push(Unrestorable {
+                    path: path.path.clone(),
+                    why: PREFIX_GONE,
+                });
+            }
+            planned
+                .unrestorable
+                .extend(missing.into_iter().map(|path| Unrestorable {
+                    path,
+                    why: NOT_STORED,
+                }));
             state.retain(|key, _| !is_inside(key, &path.path));
             state.insert(path.path.clone(), path.before.clone());
             planned.steps.push(Step {
@@ -92,6 +119,71 @@ pub fn plan(store: &UndoStore, changes: &[ChangeRecord], max_file_bytes: u64) ->
         }
     }
     planned
+}
+
+/// Whether the content `before` keeps as a prefix (an append's, [`Image::File::prefix`]) is
+/// where it says, at the start of what the path holds at that point of the plan (`now`): the
+/// file on the disk, cut back by the newer appends undone before it, or a content the store
+/// holds. Any other `before` is not a prefix: true.
+fn prefix_available(store: &UndoStore, path: &str, now: &Image, before: &Image) -> bool {
+    let Image::File {
+        prefix: true,
+        size,
+        sha256,
+        ..
+    } = before
+    else {
+        return true;
+    };
+    match now {
+        Image::File {
+            size: now_size,
+            stored,
+            prefix,
+            sha256: now_sha256,
+            ..
+        } if now_size >= size => {
+            if *stored && !*prefix {
+                // An older content the plan puts back first: the prefix is that content's.
+                return store
+                    .blob(now_sha256)
+                    .ok()
+                    .and_then(|bytes| bytes.get(..usize::try_from(*size).ok()?).map(sha256_of))
+                    .is_some_and(|hash| &hash == sha256);
+            }
+            read_prefix(path, *size).is_ok_and(|bytes| &sha256_of(&bytes) == sha256)
+        }
+        _ => false,
+    }
+}
+
+fn sha256_of(bytes: &[u8]) -> String {
+    crate::sandbox::content_hash::sha256_hex(bytes)
+}
+
+/// The first `size` bytes of the file at `path` (links on the way followed, the last not).
+fn read_prefix(path: &str, size: u64) -> std::io::Result<Vec<u8>> {
+    let path = Path::new(path);
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::ErrorKind::NotFound.into());
+    };
+    let parent = Dir::open_ambient_dir(parent, cap_std::ambient_authority())?;
+    let (file, _) = crate::sandbox::handles::open_file(&parent, name)?;
+    take_prefix(file, size)
+}
+
+/// Exactly the first `size` bytes `file` gives; an error if it is shorter.
+fn take_prefix(file: impl std::io::Read, size: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(size).read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).ok() != Some(size) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the file is shorter than what it held before the append",
+        ));
+    }
+    Ok(bytes)
 }
 
 fn read_now(path: &str, deep: bool, max_file_bytes: u64) -> std::io::Result<Image> {
@@ -125,14 +217,24 @@ pub fn apply(
     undoes: Vec<String>,
 ) -> Result<Option<String>, UndoError> {
     let steps: Vec<&Step> = plan.steps.iter().filter(|s| s.changes_anything()).collect();
+    // A path several of the changes touched is recorded once: as it is before the undo, and
+    // after it (a record naming it twice would conflict with itself when it is undone).
+    let deep = |path: &str| {
+        steps.iter().any(|step| {
+            step.path == path && !matches!(step.restore, Image::Dir { entries: None, .. })
+        })
+    };
+    let mut seen = std::collections::BTreeSet::new();
     let named: Vec<Named<'_>> = steps
         .iter()
+        .filter(|step| seen.insert(step.path.as_str()))
         .map(|step| Named {
             input: &step.path,
             whole: true,
-            deep: !matches!(step.restore, Image::Dir { entries: None, .. }),
+            deep: deep(&step.path),
             // Copied: a restore may write in place of what is there (a folder's mode).
             replaced: false,
+            appended: false,
         })
         .collect();
     let mut pending: Pending = recorder.begin(sandbox, "undo", None, &named)?;
@@ -208,6 +310,27 @@ fn restore(sandbox: &Sandbox, store: &UndoStore, step: &Step) -> Result<(), Sand
     {
         return set_mode(&parent, &name, *mode).map_err(fail);
     }
+    // An append's old content is the start of the file there now: read before it goes.
+    let kept = match &step.restore {
+        Image::File {
+            prefix: true,
+            size,
+            sha256,
+            ..
+        } => {
+            let (file, _) = crate::sandbox::handles::open_file(&parent, name.as_os_str())
+                .map_err(|e| SandboxError::from_io(input, e))?;
+            let bytes = take_prefix(file, *size).map_err(fail)?;
+            if &sha256_of(&bytes) != sha256 {
+                return Err(fail(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "the file no longer begins with what it held before the append",
+                )));
+            }
+            Some(bytes)
+        }
+        _ => None,
+    };
     match parent.symlink_metadata(&name) {
         Ok(metadata) if metadata.is_dir() => {
             sandbox.protection().check_tree(input, &rooted.absolute)?;
@@ -217,21 +340,26 @@ fn restore(sandbox: &Sandbox, store: &UndoStore, step: &Step) -> Result<(), Sand
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
         Err(error) => return Err(fail(error)),
     }
-    create(&parent, &name, &step.restore, store, sandbox).map_err(fail)
+    create(&parent, &name, &step.restore, kept, store, sandbox).map_err(fail)
 }
 
-/// Makes `name` in `parent` what `image` describes (nothing is there).
+/// Makes `name` in `parent` what `image` describes (nothing is there); a file's content is
+/// `kept` where it was read already (an append's prefix), else the store's.
 fn create(
     parent: &Dir,
     name: &Path,
     image: &Image,
+    kept: Option<Vec<u8>>,
     store: &UndoStore,
     sandbox: &Sandbox,
 ) -> std::io::Result<()> {
     match image {
         Image::Absent => Ok(()),
         Image::File { mode, sha256, .. } => {
-            let bytes = store.blob(sha256)?;
+            let bytes = match kept {
+                Some(bytes) => bytes,
+                None => store.blob(sha256)?,
+            };
             let temp = crate::sandbox::place::temp_name(name);
             let mut file = parent.open_with(
                 &temp,
@@ -251,7 +379,7 @@ fn create(
             if let Some(entries) = entries {
                 let folder = crate::sandbox::handles::open_subdir(parent, name.as_os_str())?;
                 for (child, image) in entries {
-                    create(&folder, Path::new(child), image, store, sandbox)?;
+                    create(&folder, Path::new(child), image, None, store, sandbox)?;
                 }
             }
             set_mode(parent, name, *mode)
@@ -293,6 +421,12 @@ fn describe_path(store: &UndoStore, path: &str, now: &Image, before: &Image, out
         (Image::File { .. } | Image::Absent, Image::File { .. } | Image::Absent) => {
             let current = content_now(path, now);
             let restored = match before {
+                Image::File {
+                    prefix: true, size, ..
+                } => current
+                    .as_deref()
+                    .and_then(|bytes| bytes.get(..usize::try_from(*size).ok()?))
+                    .map(<[u8]>::to_vec),
                 Image::File { sha256, .. } => store.blob(sha256).ok(),
                 _ => Some(Vec::new()),
             };
@@ -399,6 +533,7 @@ mod tests {
             size: 1,
             sha256: sha.into(),
             stored: true,
+            prefix: false,
         }
     }
 

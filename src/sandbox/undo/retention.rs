@@ -1,7 +1,9 @@
 //! How long the undo store keeps changes (PROTOCOL.md §16 (Undo and history), "Retention"):
 //! changes older than `[undo] max_age_days` go, then the oldest ones until the contents the rest
 //! need fit in `[undo] max_bytes`; contents no change needs any more are removed with them.
-//! `flycode gc` prunes, and every door's start does once a day; both say what went.
+//! `flycode gc` prunes, and every door's start does once a day; both say what went. Within a
+//! session, a change that stores contents prunes at once when the store's running count says it
+//! has outgrown `max_bytes` ([`count_change`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -28,6 +30,35 @@ const STAMP: &str = "pruned";
 
 /// Prunes the store to `limits`, now.
 pub fn prune(store: &UndoStore, limits: UndoLimits, now: SystemTime) -> Pruned {
+    prune_keeping(store, limits, now, None)
+}
+
+/// Counts the contents a change (`newest`) just `stored`; where `prune`, prunes the store to
+/// `limits` if the count says it has outgrown `[undo] max_bytes`, keeping `newest` whatever its
+/// size (the call that made it has just said its id): the limit holds within a session, not
+/// only at a door's start.
+pub(crate) fn count_change(
+    store: &UndoStore,
+    limits: UndoLimits,
+    newest: &str,
+    stored: u64,
+    prune: bool,
+) {
+    let Ok(count) = store.count_added(stored) else {
+        return;
+    };
+    if !prune || count <= limits.max_bytes {
+        return;
+    }
+    prune_keeping(store, limits, SystemTime::now(), Some(newest));
+}
+
+fn prune_keeping(
+    store: &UndoStore,
+    limits: UndoLimits,
+    now: SystemTime,
+    keep: Option<&str>,
+) -> Pruned {
     let (records, _) = store.records();
     let sizes: BTreeMap<String, u64> = store
         .blob_files()
@@ -47,7 +78,10 @@ pub fn prune(store: &UndoStore, limits: UndoLimits, now: SystemTime) -> Pruned {
     let mut kept: u64 = uses.keys().filter_map(|sha| sizes.get(sha)).sum();
     let mut pruned = Pruned::default();
     // Oldest first; a change under way is never pruned (it stops the walk: what is newer stays).
-    for record in records.iter().take_while(|record| record.complete) {
+    for record in records
+        .iter()
+        .take_while(|record| record.complete && Some(record.id.as_str()) != keep)
+    {
         let old = record.time < cutoff;
         if !old && kept <= limits.max_bytes {
             break;
@@ -71,6 +105,7 @@ pub fn prune(store: &UndoStore, limits: UndoLimits, now: SystemTime) -> Pruned {
         .partition(|record| pruned.changes.contains(&record.id));
     pruned.freed = store.sweep_blobs(&remaining, &dropped);
     pruned.kept = kept;
+    let _ = store.set_count(kept);
     pruned
 }
 

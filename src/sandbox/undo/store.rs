@@ -12,6 +12,9 @@ use super::super::durability::{Durability, sync_data, sync_dir};
 use super::super::seal::{Purpose, SealKey};
 use super::change::ChangeRecord;
 
+/// The file that counts the bytes of content the store holds ([`UndoStore::count_added`]).
+const SIZE_COUNT: &str = "size";
+
 /// The undo store in a state directory.
 #[derive(Debug)]
 pub struct UndoStore {
@@ -547,6 +550,45 @@ impl UndoStore {
             }
         }
         freed
+    }
+
+    /// Adds `bytes` to the count of the contents the store holds (the file `size`, changed
+    /// under its own lock by every flycode that stores), counting the blobs first where there
+    /// is no count yet; the count after. The count only grows between prunings (a content
+    /// removed is not taken off): it is at least what the store holds, so a pruning that it
+    /// calls for finds the truth and sets it ([`UndoStore::set_count`]).
+    pub(crate) fn count_added(&self, bytes: u64) -> std::io::Result<u64> {
+        use std::io::{Read, Seek};
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(SIZE_COUNT))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        let count = match text.trim().parse::<u64>() {
+            Ok(count) => count.saturating_add(bytes),
+            // The blobs counted include the ones just stored.
+            Err(_) => self.blob_files().iter().map(|(_, _, size)| size).sum(),
+        };
+        file.set_len(0)?;
+        file.rewind()?;
+        file.write_all(count.to_string().as_bytes())?;
+        Ok(count)
+    }
+
+    /// Sets the count of the contents the store holds (after a pruning counted them).
+    pub(crate) fn set_count(&self, bytes: u64) -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(SIZE_COUNT))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+        file.set_len(0)?;
+        (&file).write_all(bytes.to_string().as_bytes())
     }
 
     /// Every stored blob: its hash, file and size (in `blobs/`, and in the shard folders of

@@ -46,17 +46,23 @@ impl Executor<'_> {
         let named: Vec<Named<'_>> = effects
             .writes
             .iter()
-            .map(|input| Named {
-                input,
-                whole: effects.whole,
-                deep: effects.whole,
-                replaced: effects.replaces,
+            .map(|input| {
+                let appended = effects.appends.contains(input);
+                Named {
+                    input,
+                    whole: effects.whole,
+                    deep: effects.whole,
+                    // An appended file keeps its content, and refuses a second name.
+                    replaced: effects.replaces && !appended,
+                    appended,
+                }
             })
             .chain(effects.creates.iter().map(|input| Named {
                 input,
                 whole: false,
                 deep: false,
                 replaced: false,
+                appended: false,
             }))
             .collect();
         if named.is_empty() {

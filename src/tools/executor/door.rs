@@ -71,8 +71,14 @@ impl DoorSession {
         let audit = AuditLog::default_location().ok_or_else(no_state)?;
         let store = UndoStore::open_default(config.durability).ok_or_else(no_state)?;
         let jobs = (door != Door::Exec).then(|| limits.job_table());
+        let undo = Recorder::new(store, door.as_str(), config.undo);
+        // A door that serves many calls keeps the store's limit as it goes (F7).
+        let undo = match door {
+            Door::Exec => undo,
+            _ => undo.pruning_as_it_goes(),
+        };
         Ok(DoorSession {
-            undo: Recorder::new(store, door.as_str(), config.undo),
+            undo,
             audit,
             door,
             policy: config.policy.clone(),

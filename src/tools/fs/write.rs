@@ -173,10 +173,9 @@ impl Tool for FsWrite {
 
     fn effects<'a>(&self, args: &'a WriteArgs) -> Effects<'a> {
         let effects = Effects::writing([args.path.as_str()]).staging_first();
-        // An append refuses a file with other names, so its old file is copied, not linked.
         match args.mode {
             ModeArg::Overwrite => effects.replacing_files(),
-            ModeArg::Append => effects,
+            ModeArg::Append => effects.appending([args.path.as_str()]),
         }
     }
 

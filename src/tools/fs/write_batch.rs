@@ -183,18 +183,17 @@ impl Tool for FsWriteBatch {
     }
 
     fn effects<'a>(&self, args: &'a WriteBatchArgs) -> Effects<'a> {
-        let effects =
-            Effects::writing(args.files.iter().map(|file| file.path.as_str())).staging_first();
-        // An append refuses a file with other names, so its old file is copied, not linked.
-        if args
-            .files
-            .iter()
-            .any(|file| file.mode == Some(ModeArg::Append))
-        {
-            effects
-        } else {
-            effects.replacing_files()
-        }
+        // Each path is named once in a batch (an alias is refused), so an appended path is only
+        // appended to.
+        Effects::writing(args.files.iter().map(|file| file.path.as_str()))
+            .staging_first()
+            .replacing_files()
+            .appending(
+                args.files
+                    .iter()
+                    .filter(|file| file.mode == Some(ModeArg::Append))
+                    .map(|file| file.path.as_str()),
+            )
     }
 
     fn guarded_paths<'a>(&self, args: &'a WriteBatchArgs) -> Vec<&'a str> {
