@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     if let Some(status) = flycode::sandbox::hidden_mode() {
         return ExitCode::from(status);
     }
+    // While this is the only thread (see the function).
+    flycode::sandbox::reserve_descriptor_table();
     // Before anything a project or the command line says (PROTOCOL.md §11 Security, "flycode's
     // own places").
     flycode::sandbox::own_places::decide_own_places();

@@ -6,9 +6,8 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use serde_json::Value;
 
-use super::{
-    ExecArgs, Outcome, advise_too_large, approver, hand_off_secrets, open_sandbox, read_input,
-};
+use super::early_reply::EarlyReply;
+use super::{ExecArgs, Outcome, advise_too_large, approver, hand_off_secrets, open_sandbox};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
@@ -20,17 +19,42 @@ use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
 pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
-    // Before anything is read or started (PROTOCOL.md §11 (Security), "No program outlives
-    // flycode").
-    crate::sandbox::process::guard::guard_this_process();
+    // The reply first, then the guardian, before anything else is read or started, unless the
+    // reply cannot start a program (PROTOCOL.md §11 (Security), "No program outlives flycode").
+    use crate::sandbox::process::guard;
+    // A worker reads its reply later, from the standard input the front gave it (read early,
+    // a restart that hands off the secrets would lose it).
+    let early = if guard::is_guarded_worker() {
+        EarlyReply::NotRead
+    } else {
+        EarlyReply::read(args)?
+    };
+    if !early.may_start_program(args.slash.as_deref()) {
+        guard::run_no_programs(
+            "this flycode exec judged its reply to start no program, so it has no guardian to end one; nothing was run (report this as a flycode bug)",
+        );
+    } else {
+        guard::guard_this_process_feeding(early.for_the_worker());
+        if early.for_the_worker().is_some() && !guard::is_guarded_worker() {
+            // Its guardian could not be started, and the reply was read: a restart without the
+            // secrets would lose it, and a program started here could read them.
+            guard::run_no_programs(
+                "flycode could not start its guardian (see the warning above), so it runs no program",
+            );
+        }
+    }
     super::signals::install(super::signals::StopDoor::Exec, None)?;
     let loaded = crate::config::Config::load(&super::config_flags(&args.run));
-    hand_off_secrets(loaded.as_ref().ok())?;
+    // The secrets leave flycode's environment only where a program could read it (PROTOCOL.md
+    // §11 (Security)): a process that runs none keeps them and reads them from there.
+    if guard::runs_no_programs().is_none() {
+        hand_off_secrets(loaded.as_ref().ok())?;
+    }
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     if args.slash.is_none()
         && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags
     {
-        return match super::exec_tags::run(args, &config, &sandbox)? {
+        return match super::exec_tags::run(args, early, &config, &sandbox)? {
             Some(outcome) => Ok(outcome),
             None => anyhow::bail!(NoCall),
         };
@@ -43,6 +67,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         .map(|root| root.display().to_string());
     let call = match read_call(
         args,
+        early,
         config.tool_set,
         config.max_reply_bytes,
         first_root.as_deref(),
@@ -109,6 +134,7 @@ enum CallOrAnswer {
 
 fn read_call(
     args: &ExecArgs,
+    early: EarlyReply,
     tools: ToolSet,
     max_reply_bytes: usize,
     example_root: Option<&str>,
@@ -137,7 +163,7 @@ fn read_call(
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
-    let reply = match read_input(args.input.as_ref(), max_reply_bytes)? {
+    let reply = match early.into_reply(args.input.as_ref(), max_reply_bytes)? {
         Ok(reply) => reply,
         Err(too_large) => {
             advise_too_large(&too_large);

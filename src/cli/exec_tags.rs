@@ -7,7 +7,8 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::{ExecArgs, Outcome, advise_too_large, approver, read_input};
+use super::early_reply::EarlyReply;
+use super::{ExecArgs, Outcome, advise_too_large, approver};
 use crate::config::Config;
 use crate::protocol::ErrorCode;
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
@@ -20,6 +21,7 @@ use crate::tools::executor::{Door, DoorSession};
 /// (prose, or a `<return>`).
 pub(crate) fn run(
     args: &ExecArgs,
+    early: EarlyReply,
     config: &Config,
     sandbox: &Sandbox,
 ) -> anyhow::Result<Option<Outcome>> {
@@ -27,7 +29,7 @@ pub(crate) fn run(
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
     let secrets = config.limits().secrets();
-    let reply = match read_input(args.input.as_ref(), config.max_reply_bytes)? {
+    let reply = match early.into_reply(args.input.as_ref(), config.max_reply_bytes)? {
         Ok(reply) => reply,
         Err(too_large) => {
             advise_too_large(&too_large);

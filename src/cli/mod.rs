@@ -5,6 +5,7 @@ pub(crate) mod approve;
 pub(crate) mod check;
 pub(crate) mod check_tags;
 pub(crate) mod config;
+pub(crate) mod early_reply;
 pub mod exec;
 pub(crate) mod exec_tags;
 pub(crate) mod gc;
@@ -542,12 +543,17 @@ pub(crate) fn read_input(
             "standard input".to_owned(),
         ),
     };
-    let bytes = match read {
-        Ok(bytes) => bytes,
-        Err(too_large) => return Ok(Err(too_large)),
-    };
+    match read {
+        Ok(bytes) => reply_text(bytes, &name).map(Ok),
+        Err(too_large) => Ok(Err(too_large)),
+    }
+}
+
+/// A reply's bytes as text; an error naming `name` (the file, or standard input) where they are
+/// not UTF-8.
+pub(crate) fn reply_text(bytes: Vec<u8>, name: &str) -> anyhow::Result<String> {
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(Ok(text)),
+        Ok(text) => Ok(text),
         Err(error) => bail!(
             "{name} is not UTF-8 text (invalid byte at offset {}); save the reply as UTF-8",
             error.utf8_error().valid_up_to()

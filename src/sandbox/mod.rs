@@ -50,6 +50,7 @@ pub use error::SandboxError;
 pub use files::Sandbox;
 pub use ops::Removed;
 pub use process::guard::hidden_mode;
+pub use process::reserve_descriptor_table;
 pub use process::{ProcessError, ProcessOutcome, ProcessSpec, run_process};
 pub use protect::Protection;
 pub use resolve::{LastComponent, RootedPath, resolve_in_roots};

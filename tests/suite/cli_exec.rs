@@ -327,3 +327,53 @@ fn racing_writer_processes_with_one_expectation_have_one_winner() {
         );
     }
 }
+
+/// `exec` reads its reply before it starts its guardian (a reply that starts no program needs
+/// none), and gives the worker all of it again: a reply of more than a mebibyte, read only in
+/// part before the split, runs its program whole, under the guardian (PROTOCOL.md §11
+/// (Security), "No program outlives flycode").
+#[test]
+fn a_long_reply_read_before_the_split_runs_its_program_under_the_guardian() {
+    let w = workspace();
+    let call = json!({"id": "long", "tool": "shell.exec", "args": {
+        "command": "tr '\\0' ' ' < /proc/$(ps -o ppid= -p $PPID | tr -d ' ')/cmdline; echo; echo done"
+    }});
+    let reply = format!(
+        "{}\n\n```flycode-call\n{call}\n```\n",
+        "Some prose the model wrote first. ".repeat(40_000)
+    );
+    assert!(reply.len() > 1 << 20);
+    let output = w
+        .exec_command(&["--approve", "auto", "--yes", "--lenient"])
+        .write_stdin(reply)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    let stdout = report["result"]["stdout"].as_str().unwrap_or_default();
+    assert!(stdout.contains("__flycode-guardian"), "{report}");
+    assert!(stdout.contains("done"), "{report}");
+}
+
+/// A reply that names no program tool runs without a guardian, and reads and writes as ever,
+/// secrets masked (they stay in its environment: no program can read it).
+#[test]
+fn a_reply_that_runs_no_program_needs_no_guardian_and_still_masks_secrets() {
+    let w = workspace();
+    std::fs::write(w.root.join("env.txt"), "key=sk-early-0123456789abcdef\n").unwrap();
+    let output = w
+        .exec_command(&[])
+        .env("FLYCODE_API_KEY", "sk-early-0123456789abcdef")
+        .write_stdin(format!(
+            "```flycode-call\n{}\n```\n",
+            json!({"id": "r", "tool": "fs.read", "args": {"path": w.path("env.txt")}})
+        ))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        !report.to_string().contains("sk-early-0123456789abcdef"),
+        "{report}"
+    );
+}

@@ -29,6 +29,9 @@
 //! stop: its calls and jobs end). The one process flycode starts on purpose to outlive it, the
 //! `flycode hold-clipboard` helper that keeps `watch`'s last result on the clipboard, is spared.
 //!
+//! A one-shot `exec` whose reply can start no program goes without all this, and declares so
+//! ([`run_no_programs`]): the spawn of a program then fails rather than run unguarded.
+//!
 //! No file descriptor is passed: the guardian learns of the front's end through the kernel's
 //! parent-death signal and of the worker's through `waitpid`; the worker knows it is guarded from
 //! [`WORKER_VAR`], which it checks against its parent's pid.
@@ -84,6 +87,13 @@ pub(crate) fn guardian_pid() -> Option<i32> {
 /// says so on standard error and returns: the door then runs unguarded (its own clean-up still
 /// applies).
 pub(crate) fn guard_this_process() {
+    guard_this_process_feeding(None);
+}
+
+/// [`guard_this_process`] for a door that has read (some of) its standard input already
+/// (`exec`, to decide whether it needs a guardian at all): `fed` is what it read, and whether the
+/// rest of standard input follows; the worker is given all of it again on its standard input.
+pub(crate) fn guard_this_process_feeding(fed: Option<(&[u8], bool)>) {
     #[cfg(target_os = "linux")]
     {
         if let Some(guardian) = std::env::var(WORKER_VAR)
@@ -99,24 +109,56 @@ pub(crate) fn guard_this_process() {
             GUARDIAN.store(guardian, Ordering::SeqCst);
             return;
         }
-        if let Err(error) = split() {
+        if let Err(error) = split(fed) {
             eprintln!(
                 "flycode: warning: programs are not guarded against flycode's sudden end: {error}"
             );
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fed;
+}
+
+/// Set, with the reason, once a one-shot `exec` goes without a guardian on purpose: from then on
+/// no program may start in this process.
+static NO_PROGRAMS: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Declares that this process runs no program, for `why` (a one-shot `exec` whose reply names
+/// none needs no guardian): the spawn of every program fails from now on with `why`, so a reply
+/// misjudged fails its call instead of running a program unguarded.
+pub(crate) fn run_no_programs(why: &'static str) {
+    let _ = NO_PROGRAMS.set(why);
+}
+
+/// Why this process runs no program, where [`run_no_programs`] was declared.
+pub(crate) fn runs_no_programs() -> Option<&'static str> {
+    NO_PROGRAMS.get().copied()
+}
+
+/// Whether this process is a guarded worker (its parent is the guardian that started it).
+pub(crate) fn is_guarded_worker() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::env::var(WORKER_VAR)
+            .ok()
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .is_some_and(parent_is)
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
 }
 
 /// The front's side of the split: starts the guardian (which starts the worker), then becomes
 /// the front. Returns only when the guardian could not be started.
 #[cfg(target_os = "linux")]
-fn split() -> std::io::Result<()> {
+fn split(fed: Option<(&[u8], bool)>) -> std::io::Result<()> {
     let exe = std::env::current_exe()?;
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_else(|| OsString::from("flycode"));
     let me = rustix::process::getpid();
     let group = rustix::process::getpgrp();
-    let guardian = Command::new(&exe)
+    let mut guardian = Command::new(&exe);
+    guardian
         .arg0(&argv0)
         .arg(GUARDIAN_ARG)
         .arg(me.as_raw_pid().to_string())
@@ -124,8 +166,20 @@ fn split() -> std::io::Result<()> {
         .arg(&argv0)
         .arg("--")
         .args(args)
-        .process_group(0)
-        .spawn()?;
+        .process_group(0);
+    if fed.is_some() {
+        guardian.stdin(std::process::Stdio::piped());
+    }
+    let mut guardian = guardian.spawn()?;
+    if let (Some((bytes, rest_follows)), Some(mut input)) = (fed, guardian.stdin.take()) {
+        // Given again on the worker's standard input (the guardian passes its own on), before
+        // the front's fresh image, which could not hold it: the worker reads it first thing. A
+        // worker that stops reading (a reply over the limit) ends, and the write with it.
+        use std::io::Write;
+        if input.write_all(bytes).is_ok() && rest_follows {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut input);
+        }
+    }
     let guardian = i32::try_from(guardian.id()).unwrap_or(0);
     // A fresh image without the environment (the keys in it); on failure, the same loop here.
     let error = Command::new(&exe)

@@ -262,6 +262,27 @@ pub(crate) fn prepare_to_run_programs() {
     tree::become_subreaper();
 }
 
+/// Grows this process's descriptor table to 1024 entries (or the limit on open files, if lower)
+/// at once, while it has a single thread. The kernel grows the table when a descriptor past its
+/// end is opened, and a process with several threads waits for an RCU grace period each time
+/// (ten to twenty milliseconds on a small machine); building a program's containment opens a
+/// few hundred paths at once, so a door that runs programs (with its signal thread running) paid
+/// three such waits at its first call. Called first thing in `main`; a table never shrinks.
+pub fn reserve_descriptor_table() {
+    #[cfg(unix)]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(1024);
+        let highest = limit.clamp(1, 1024) - 1;
+        let Ok(highest) = i32::try_from(highest) else {
+            return;
+        };
+        // Dropped at once: the table keeps its size.
+        let _ = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), highest);
+    }
+}
+
 /// Runs `spawn`, which starts a program that is not a tool call's (flycode's own helper), under
 /// the lock every call's spawn holds: a call's program is started while flycode stands in the
 /// call's cgroup for an instant, and nothing else may be born there (it would be killed with

@@ -238,6 +238,15 @@ pub(super) fn spawn(
     prepared: Option<&mut PreparedContainment>,
     stdios: Stdios,
 ) -> Result<(Child, Option<CallGroup>), ProcessError> {
+    // A one-shot `exec` that judged its reply to start no program has no guardian: it starts
+    // none, whatever the judgement missed (PROTOCOL.md §11 (Security), "No program outlives
+    // flycode").
+    if let Some(why) = super::guard::runs_no_programs() {
+        return Err(ProcessError::Containment {
+            program: spec.program.clone(),
+            message: why.to_owned(),
+        });
+    }
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
