@@ -7,6 +7,7 @@
 pub mod capture;
 pub mod change;
 pub mod image;
+pub mod limits;
 pub mod record;
 pub mod restore;
 pub mod retention;
@@ -14,7 +15,8 @@ pub mod store;
 
 pub use change::{ChangeRecord, PathChange};
 pub use image::Image;
-pub use record::{Named, Pending, Recorder, UndoError, UndoLimits, session_id, settle_interrupted};
+pub use limits::UndoLimits;
+pub use record::{Named, Pending, Recorder, UndoError, session_id, settle_interrupted};
 pub use restore::{Plan, Step, Unrestorable, apply, describe, plan};
 pub use retention::{Pruned, prune, prune_if_due};
 pub use store::UndoStore;

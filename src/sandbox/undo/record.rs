@@ -13,31 +13,11 @@ use cap_std::fs::Dir;
 use super::capture::ImageCapture;
 use super::change::{ChangeRecord, PathChange};
 use super::image::Image;
+use super::limits::UndoLimits;
 use super::store::{StagedBlob, UndoStore};
 use crate::sandbox::error::SandboxError;
 use crate::sandbox::files::Sandbox;
 use crate::sandbox::resolve::LastComponent;
-
-/// How much the store keeps (`[undo]` in flycode.toml).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UndoLimits {
-    /// The store's size, at most (blobs), before the oldest changes are pruned.
-    pub max_bytes: u64,
-    /// Changes older than this are pruned.
-    pub max_age_days: u32,
-    /// A file larger than this is recorded by hash only, and cannot be restored.
-    pub max_file_bytes: u64,
-}
-
-impl Default for UndoLimits {
-    fn default() -> Self {
-        UndoLimits {
-            max_bytes: 1 << 30,
-            max_age_days: 30,
-            max_file_bytes: 64 << 20,
-        }
-    }
-}
 
 /// Records the changes one door's calls make. Cheap to clone.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::change::ChangeRecord;
-use super::record::UndoLimits;
+use super::limits::UndoLimits;
 use super::store::UndoStore;
 
 /// What pruning removed.
