@@ -106,15 +106,20 @@ impl Inbox {
             source,
         };
         let (events, wake) = mpsc::channel();
-        // Events only wake the loop early; the folder is scanned either way, so a missed event
-        // delays a reply by one poll at most.
-        let mut watcher = notify::recommended_watcher(move |_event| {
-            let _ = events.send(());
+        // Only what changes the folder's files wakes the loop: never the opens and reads of its
+        // own scans, which would wake it to scan again, forever.
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|event| changes_files(&event.kind)) {
+                let _ = events.send(());
+            }
         })
-        .ok();
-        if let Some(watcher) = watcher.as_mut() {
-            let _ = watcher.watch(&options.dir, RecursiveMode::NonRecursive);
-        }
+        .ok()
+        .and_then(|mut watcher| {
+            watcher
+                .watch(&options.dir, RecursiveMode::NonRecursive)
+                .ok()
+                .map(|()| watcher)
+        });
         let mut tracked: HashMap<PathBuf, Tracked> = HashMap::new();
         for (path, stamp) in scan(&options.dir).map_err(unreadable)? {
             let answered_hash = if options.existing {
@@ -148,13 +153,28 @@ impl Inbox {
         report: &mut dyn FnMut(&Path, &Handled),
     ) {
         let (options, tracked, wake) = (&self.options, &mut self.tracked, &self.wake);
+        let notified = self._watcher.is_some();
+        let mut last_scan = Instant::now();
+        // The reply files the last scan found (a file removed since waits for nothing).
+        let mut present: std::collections::HashSet<PathBuf> = tracked.keys().cloned().collect();
         while !shutdown.load(Ordering::SeqCst) {
-            let _ = wake.recv_timeout(options.poll);
+            // Every poll the shutdown is looked at; the folder only when something happened in
+            // it, a file waits for its quiet period, or nothing tells of changes (no watcher), and
+            // every few seconds anyway, in case the kernel dropped an event.
+            let woken = wake.recv_timeout(options.poll).is_ok();
             while wake.try_recv().is_ok() {}
             let now = Instant::now();
+            let waiting = tracked.iter().any(|(path, entry)| {
+                entry.hashed_at != Some(entry.stamp) && present.contains(path)
+            });
+            if notified && !woken && !waiting && now.duration_since(last_scan) < RESCAN {
+                continue;
+            }
+            last_scan = now;
             let Ok(files) = scan(&options.dir) else {
                 continue;
             };
+            present = files.iter().map(|(path, _)| path.clone()).collect();
             for (path, stamp) in files {
                 let entry = tracked.entry(path.clone()).or_insert(Tracked {
                     stamp,
@@ -220,6 +240,21 @@ impl Inbox {
                 }
             }
         }
+    }
+}
+
+/// How often a watched inbox is scanned when no event came: a safety net for an event the
+/// kernel dropped (its queue overflowed), not the way files are found.
+const RESCAN: Duration = Duration::from_secs(5);
+
+/// Whether an event of `kind` can mean a file in the folder changed: anything but an open, a
+/// read or the close of a file that was only read (a writer's close is a change).
+fn changes_files(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
     }
 }
 

@@ -275,3 +275,54 @@ fn the_id_of_a_broken_block_is_named_on_the_terminal() {
     );
     assert!(log.contains("● /fs.raed · call c8"), "{log}");
 }
+
+/// The CPU time (user and system, in clock ticks) of `pid` and every process below it.
+fn tree_cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let own: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, fields)| {
+            // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+            fields
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    let children: u64 = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|n| n.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .map(tree_cpu_ticks)
+        .sum();
+    own + children
+}
+
+/// An idle `watch --inbox` sleeps: its own look at the folder never wakes it again (it used to
+/// take a whole core, forever, doing nothing). The bound is generous: a guard against the loop
+/// coming back, not a timing claim (the README's figure comes from the bench).
+#[test]
+fn an_idle_inbox_watch_sleeps() {
+    let w = start(&[], &[]);
+    // One reply first: the folder has been read, written to and answered.
+    std::fs::write(w.inbox.join("one.md"), append_call(&w.root, "one")).unwrap();
+    wait_for_file(&w.inbox.join("one.result.md"));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = tree_cpu_ticks(w.child.id());
+    std::thread::sleep(Duration::from_secs(3));
+    let used = tree_cpu_ticks(w.child.id()) - before;
+    // 300 ticks is the whole 3 s of a core; the loop took all of them.
+    assert!(used < 60, "an idle watch used {used} ticks of CPU in 3 s");
+    // Still awake to a new reply.
+    std::fs::write(w.inbox.join("two.md"), append_call(&w.root, "two")).unwrap();
+    wait_for_file(&w.inbox.join("two.result.md"));
+    stop(w);
+}
