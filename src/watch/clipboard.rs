@@ -347,7 +347,7 @@ mod tests {
             dialect: crate::protocol::dialect::Dialect::Flycode,
         };
         let reply = format!(
-            "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```",
+            "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\\n\"}}}}\n```",
             root.display()
         );
         let shutdown = AtomicBool::new(false);
@@ -375,8 +375,10 @@ mod tests {
         // Every copy of the reply is answered (the result replaced it on the clipboard, so the
         // next copy is new), but only the first ran; prose and the text at start earn nothing.
         assert_eq!(answers, 3);
-        assert!(
-            clipboard.written[0].contains("[ok] true") && clipboard.written[0].contains("hello")
+        assert!(clipboard.written[0].contains("[ok] true"));
+        assert_eq!(
+            std::fs::read_to_string(root.join("log.txt")).unwrap(),
+            "x\n"
         );
         assert!(!clipboard.written[0].contains("[replayed]"));
         assert!(clipboard.written[1].contains("[replayed] true"));

@@ -375,10 +375,13 @@ impl Handler<'_> {
             let stored = match one
                 .execution
                 .as_ref()
-                .map(|e| (e.decided, policy_dependent(e)))
+                .map(|e| (e.decided, policy_dependent(e), e.tool))
             {
-                Some((Decided::Unanswered, _)) => Ok(()),
-                Some((_, true)) => {
+                // A tag that only reads runs again when copied again (PROTOCOL.md §12
+                // (Watching), "Replay").
+                Some((_, _, tool)) if crate::tools::registry::is_read_only(tool) => Ok(()),
+                Some((Decided::Unanswered, _, _)) => Ok(()),
+                Some((_, true, _)) => {
                     let policy = Some(self.policy_key.as_str());
                     self.replay.remember_tag(reply, place, &rendered, policy)
                 }

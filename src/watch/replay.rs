@@ -51,6 +51,9 @@ struct Executed {
     /// A tag of a tag-dialect reply, not a call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     tag: bool,
+    /// When it ran (RFC 3339, UTC): a replayed answer says so (`[firstRan]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ran: Option<String>,
 }
 
 /// The first version's record, keyed by id alone (read so an update keeps what was stored).
@@ -132,6 +135,7 @@ impl ReplayStore {
                     result: old.result,
                     policy: None,
                     tag: false,
+                    ran: None,
                 })
                 .collect(),
         };
@@ -147,13 +151,18 @@ impl ReplayStore {
         self.notice.as_deref()
     }
 
-    /// What to do with `call` in a session whose policy has the key `policy`.
+    /// What to do with `call` in a session whose policy has the key `policy`. A call that
+    /// only reads is never replayed: run again, it gives what is there now, and the model is
+    /// never handed old data as new.
     pub fn recall(&self, call: &Call, policy: &str) -> Recall {
         let Some(id) = &call.id else {
             return Recall::New;
         };
+        if is_read_only(call.tool) {
+            return Recall::New;
+        }
         match self.stored(false, id, &fingerprint(call), policy) {
-            Some(Some(result)) => return Recall::Replay(mark_replayed(result)),
+            Some(Some((result, ran))) => return Recall::Replay(mark_replayed(result, ran)),
             // Refused under another policy: run it under this one.
             Some(None) => return Recall::New,
             None => {}
@@ -170,24 +179,31 @@ impl ReplayStore {
     pub fn recall_tag(&self, reply: &str, place: usize, policy: &str) -> Option<String> {
         self.stored(true, &place.to_string(), reply, policy)
             .flatten()
-            .map(mark_tag_replayed)
+            .map(|(result, _)| mark_tag_replayed(result))
     }
 
-    /// The entry's stored result (`None` when there is none), `Some(None)` when it was refused
-    /// under another policy than `policy`.
-    fn stored(&self, tag: bool, id: &str, print: &str, policy: &str) -> Option<Option<&str>> {
+    /// The entry's stored result and when it ran (`None` when there is none), `Some(None)` when
+    /// it was refused under another policy than `policy`.
+    fn stored(
+        &self,
+        tag: bool,
+        id: &str,
+        print: &str,
+        policy: &str,
+    ) -> Option<Option<(&str, Option<&str>)>> {
         let executed = self
             .executed
             .iter()
             .find(|e| e.tag == tag && e.id == id && e.fingerprint == print)?;
         Some(match &executed.policy {
             Some(key) if key != policy => None,
-            _ => Some(executed.result.as_str()),
+            _ => Some((executed.result.as_str(), executed.ran.as_deref())),
         })
     }
 
     /// Remembers that `call` earned `result`, and saves the store. `policy` is the session's
-    /// policy key when the result depends on it (the call was refused, nothing ran).
+    /// policy key when the result depends on it (the call was refused, nothing ran). A call that
+    /// only reads is not remembered (see [`ReplayStore::recall`]).
     pub fn remember(
         &mut self,
         call: &Call,
@@ -195,6 +211,9 @@ impl ReplayStore {
         policy: Option<&str>,
     ) -> Result<(), StateError> {
         let Some(id) = &call.id else { return Ok(()) };
+        if is_read_only(call.tool) {
+            return Ok(());
+        }
         self.store(false, id.clone(), fingerprint(call), result, policy)
     }
 
@@ -226,6 +245,9 @@ impl ReplayStore {
             result: result.to_owned(),
             policy: policy.map(str::to_owned),
             tag,
+            ran: Some(crate::protocol::time::format_rfc3339(
+                std::time::SystemTime::now(),
+            )),
         });
         let mut excess = self.executed.len().saturating_sub(REMEMBERED_CALLS);
         let mut bytes: usize = self.executed[excess..].iter().map(|e| e.result.len()).sum();
@@ -284,16 +306,27 @@ fn mark_tag_replayed(result: &str) -> String {
     }
 }
 
-/// The stored block with `[replayed] true` added.
-fn mark_replayed(result: &str) -> String {
+/// The stored block with `[replayed] true` added, and `[firstRan]` with when it ran, where that
+/// was recorded.
+fn mark_replayed(result: &str, ran: Option<&str>) -> String {
     match ResultBlock::parse_rendered(result) {
         Ok(mut block) => {
-            block.fields.retain(|(key, _)| key != "replayed");
+            block
+                .fields
+                .retain(|(key, _)| key != "replayed" && key != "firstRan");
             block.fields.push(("replayed".into(), "true".into()));
+            if let Some(ran) = ran {
+                block.fields.push(("firstRan".into(), ran.to_owned()));
+            }
             block.render()
         }
         Err(_) => result.to_owned(),
     }
+}
+
+/// Whether `tool` only reads (never replayed: PROTOCOL.md §12 (Watching), "Replay").
+fn is_read_only(tool: crate::protocol::ToolName) -> bool {
+    crate::tools::registry::is_read_only(tool)
 }
 
 #[cfg(test)]
@@ -307,13 +340,37 @@ mod tests {
     fn call(id: &str, path: &str) -> Call {
         Call {
             id: Some(id.into()),
-            tool: ToolName::FsRead,
-            args: json!({"path": path}).as_object().cloned().unwrap(),
+            tool: ToolName::FsWrite,
+            args: json!({"path": path, "mode": "append", "content": "x"})
+                .as_object()
+                .cloned()
+                .unwrap(),
         }
     }
 
     fn block(id: &str) -> String {
-        ResultBlock::success(Some(id.into()), "/fs.read /a".into(), Some("x".into())).render()
+        ResultBlock::success(Some(id.into()), "/fs.write /a".into(), Some("x".into())).render()
+    }
+
+    #[test]
+    fn a_call_that_only_reads_is_never_replayed_and_a_change_says_when_it_ran() {
+        let mut store = ReplayStore::in_memory();
+        let read = Call {
+            id: Some("c1".into()),
+            tool: ToolName::FsRead,
+            args: json!({"path": "/a"}).as_object().cloned().unwrap(),
+        };
+        store.remember(&read, &block("c1"), None).unwrap();
+        assert_eq!(store.recall(&read, "p"), Recall::New);
+        assert!(store.is_empty());
+        store
+            .remember(&call("c2", "/a"), &block("c2"), None)
+            .unwrap();
+        let Recall::Replay(replayed) = store.recall(&call("c2", "/a"), "p") else {
+            panic!("a change was not replayed")
+        };
+        assert!(replayed.contains("[replayed] true\n"), "{replayed}");
+        assert!(replayed.contains("[firstRan] 20"), "{replayed}");
     }
 
     #[test]

@@ -326,3 +326,35 @@ fn an_idle_inbox_watch_sleeps() {
     wait_for_file(&w.inbox.join("two.result.md"));
     stop(w);
 }
+
+/// A read copied again runs again and gives what the file holds now: the model is never handed
+/// old data as new. A change copied again is replayed, and says when it first ran.
+#[test]
+fn a_read_saved_again_runs_again_and_a_replayed_change_says_when_it_ran() {
+    let w = start(&[], &[]);
+    std::fs::write(w.root.join("notes.txt"), "first version\n").unwrap();
+    let read = format!(
+        "```flycode-call\n{{\"id\":\"call-001\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/notes.txt\"}}}}\n```\n",
+        w.root.display()
+    );
+    std::fs::write(w.inbox.join("a.md"), &read).unwrap();
+    let first = wait_for_file(&w.inbox.join("a.result.md"));
+    assert!(first.contains("first version"), "{first}");
+    std::fs::write(w.root.join("notes.txt"), "second version\n").unwrap();
+    std::fs::write(w.inbox.join("b.md"), &read).unwrap();
+    let second = wait_for_file(&w.inbox.join("b.result.md"));
+    assert!(second.contains("second version"), "{second}");
+    assert!(!second.contains("[replayed]"), "{second}");
+    // A change is replayed, never run twice, and says when it ran.
+    std::fs::write(w.inbox.join("c.md"), append_call(&w.root, "once")).unwrap();
+    wait_for_file(&w.inbox.join("c.result.md"));
+    std::fs::write(w.inbox.join("d.md"), append_call(&w.root, "once")).unwrap();
+    let again = wait_for_file(&w.inbox.join("d.result.md"));
+    assert!(again.contains("[replayed] true"), "{again}");
+    assert!(again.contains("[firstRan] 20"), "{again}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        "once;"
+    );
+    stop(w);
+}
