@@ -45,6 +45,8 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
     let (mut source, no_display) = choose_source(args, &state)?;
+    // Held until this watcher ends (PROTOCOL.md §12 (Watching), "One watcher per source").
+    let _owner = take_source(&source, &state)?;
     let (memory, replay) = load_session(args, &state)?;
     let terminal = WatchTerminal::new();
     let asking = approver(&args.run, super::approve::Asking::Session);
@@ -141,6 +143,20 @@ fn choose_source(args: &WatchArgs, state: &Path) -> anyhow::Result<(ReplySource,
             Ok((ReplySource::Inbox(dir), Some(line)))
         }
     }
+}
+
+/// Takes `source` for this watcher: a second watcher of one source would run each call twice.
+fn take_source(
+    source: &ReplySource,
+    state: &Path,
+) -> anyhow::Result<crate::watch::owner::SourceOwner> {
+    use crate::watch::owner::{WatchedSource, take};
+    let display = crate::watch::clipboard::display().unwrap_or_default();
+    let watched = match source {
+        ReplySource::Clipboard(_) => WatchedSource::Clipboard(&display),
+        ReplySource::Inbox(dir) => WatchedSource::Inbox(dir),
+    };
+    Ok(take(state, &watched)?)
 }
 
 /// The session's approvals and its replay store; a store or session flycode did not seal is

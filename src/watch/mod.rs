@@ -4,11 +4,13 @@
 //! - [`handler`]: one text in, one answer out (shared by both modes);
 //! - [`replay`]: executed call ids and their results, so nothing runs twice;
 //! - [`clipboard`]: the clipboard mode;
-//! - [`inbox`]: the folder mode.
+//! - [`inbox`]: the folder mode;
+//! - [`owner`]: one watcher per source.
 
 pub(crate) mod clipboard;
 pub(crate) mod handler;
 pub(crate) mod inbox;
+pub(crate) mod owner;
 pub(crate) mod replay;
 
 pub use handler::{Answer, Handled, Handler, Notice};

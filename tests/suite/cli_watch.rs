@@ -358,3 +358,41 @@ fn a_read_saved_again_runs_again_and_a_replayed_change_says_when_it_ran() {
     );
     stop(w);
 }
+
+/// A second watcher of the same inbox refuses to start and names the first: two would both
+/// answer each reply and run its side effects twice. Another inbox is free.
+#[test]
+fn a_second_watch_of_one_inbox_refuses_to_start_and_names_the_first() {
+    let w = start(&[], &[]);
+    let state = w.inbox.parent().unwrap().join("state");
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["watch", "--yes", "--inbox"])
+        .arg(&w.inbox)
+        .arg("--root")
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &state)
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("already watching") && err.contains("pid "),
+        "{err}"
+    );
+    // The first still answers, once.
+    std::fs::write(w.inbox.join("one.md"), append_call(&w.root, "one")).unwrap();
+    wait_for_file(&w.inbox.join("one.result.md"));
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("log.txt")).unwrap(),
+        "one;"
+    );
+    // Another folder is another source.
+    let other = w.inbox.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let third = spawn_watch(&other, &w.root, &state, &[], &[]);
+    send_signal(third.id(), "TERM");
+    assert_eq!(third.wait_with_output().unwrap().status.code(), Some(0));
+    stop(w);
+}
