@@ -43,6 +43,17 @@ pub(crate) fn create_dir_all(path: &Path) -> io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
+/// A lock file of flycode's own, open for reading and writing, made if missing, never emptied
+/// here (the lock of a watched source, in the state directory).
+pub(crate) fn open_lock_file(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 /// What `path` itself is, its last component not followed (is `--transcript` a regular file?).
 pub(crate) fn symlink_metadata(path: &Path) -> io::Result<Metadata> {
     std::fs::symlink_metadata(path)

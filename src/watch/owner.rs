@@ -64,7 +64,8 @@ impl WatchedSource<'_> {
         let (kind, key) = match self {
             WatchedSource::Clipboard(display) => ("clipboard", (*display).to_owned()),
             WatchedSource::Inbox(dir) => {
-                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                let dir =
+                    crate::sandbox::host::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
                 ("inbox", dir.display().to_string())
             }
         };
@@ -81,13 +82,7 @@ pub(crate) fn take(state: &Path, source: &WatchedSource<'_>) -> Result<SourceOwn
         source,
     };
     crate::sandbox::host::create_dir_all(&dir).map_err(fail)?;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(fail)?;
+    let mut file = crate::sandbox::host::open_lock_file(&path).map_err(fail)?;
     let locked = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
     match locked {
         Ok(()) => {}
