@@ -46,12 +46,33 @@ pub enum Outcome {
 
 /// flycode: let a chat model work on this machine through flycode-call blocks, safely.
 #[derive(Debug, Parser)]
-#[command(name = "flycode", version, about, long_about = None)]
+#[command(name = "flycode", version, about, long_about = None, after_help = ENVIRONMENT_HELP)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The environment variables flycode reads, as `flycode --help` lists them (every one the README
+/// names).
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  FLYCODE_STATE_DIR, XDG_STATE_HOME   the state folder (audit log, undo store, sessions, transcripts)
+  FLYCODE_CONFIG_DIR, XDG_CONFIG_HOME the person's configuration folder (flycode/flycode.toml)
+  FLYCODE_BASE_URL, LLM_BASE_URL, OPENAI_BASE_URL, ANTHROPIC_BASE_URL
+                                      flycode run: the API's endpoint
+  FLYCODE_MODEL, LLM_MODEL_ID, ANTHROPIC_MODEL
+                                      flycode run: the model
+  FLYCODE_API_KEY, LLM_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY
+                                      flycode run: the API key (kept from programs, masked)
+  LIGHT_LLM_MODEL_ID, LIGHT_LLM_BASE_URL, LIGHT_LLM_API_KEY, LIGHT_LLM_PROVIDER, FLYCODE_LIGHT_API_KEY
+                                      flycode run: the light model of sub-agents and summaries
+  FLYCODE_MEMORY_ALL_ROOTS=1          memory.query searches runs of every root, not only this one's
+  FLYCODE_DEBUG_CONFIG_READS          say at the end how many configuration files were read
+  FLYCODE_TEST_PYTHON                 the test suite: a python that has the official mcp package
+  FLYCODE_REPO                        the README's CI example: the git URL to install flycode from
+  DISPLAY                             flycode watch: the X11 display whose clipboard is watched
+flycode sets FLYCODE_SECRET_HANDOFF and FLYCODE_GUARDIAN for itself; they are not settings.";
 
 /// The commands.
 #[derive(Debug, Subcommand)]

@@ -377,3 +377,29 @@ fn a_reply_that_runs_no_program_needs_no_guardian_and_still_masks_secrets() {
         "{report}"
     );
 }
+
+/// `flycode --help` lists every environment variable the README names.
+#[test]
+fn help_lists_every_environment_variable_the_readme_names() {
+    let readme = std::fs::read_to_string(super::common::repo_root().join("README.md")).unwrap();
+    let output = flycode().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    let prefixes = [
+        "FLYCODE_",
+        "LLM_",
+        "LIGHT_LLM_",
+        "OPENAI_",
+        "ANTHROPIC_",
+        "XDG_",
+    ];
+    let mut missing = Vec::new();
+    for word in readme.split(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
+    {
+        if prefixes.iter().any(|p| word.starts_with(p)) && word.len() > 6 && !help.contains(word) {
+            missing.push(word.to_owned());
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "not in --help: {missing:?}\n{help}");
+}
