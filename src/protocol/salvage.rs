@@ -107,20 +107,58 @@ pub(crate) fn find_near_miss(text: &str) -> Option<NearMiss> {
     })
 }
 
-/// The text after the first line that is only `flycode-call`, when the next line that is not
-/// blank opens a JSON object.
+/// The words a chat page shows on a code block's header beside its language, which a selection
+/// of the rendered reply takes along: `flycode-call`, then `Copy code`, then the JSON.
+const BUTTON_LABELS: [&str; 9] = [
+    "copy code",
+    "copy",
+    "edit",
+    "copy to clipboard",
+    "copied!",
+    "code",
+    "复制代码",
+    "复制",
+    "编辑",
+];
+
+/// Whether `line` is only a code block header's button label (any ASCII case).
+fn is_button_label(line: &str) -> bool {
+    let line = line.trim_matches(is_reply_whitespace).to_lowercase();
+    BUTTON_LABELS.contains(&line.as_str())
+}
+
+/// Whether `line` is the rendered label of a call block: `flycode-call`, alone or followed by a
+/// button label (`flycode-callCopy code`, as a selection across the header reads).
+fn is_rendered_label(line: &str) -> bool {
+    let line = line.trim_matches(is_reply_whitespace);
+    line.strip_prefix(CALL_TAG)
+        .is_some_and(|rest| rest.trim().is_empty() || is_button_label(rest))
+}
+
+/// The text after the first line that is the rendered label `flycode-call` (alone, or with the
+/// page's copy button's label), when the next line that is neither blank nor a button label
+/// opens a JSON object.
 fn after_rendered_label(text: &str) -> Option<&str> {
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         offset += line.len();
-        if line.trim_matches(is_reply_whitespace) == CALL_TAG {
-            let rest = &text[offset..];
-            if rest
-                .trim_start_matches(is_reply_whitespace)
-                .starts_with('{')
-            {
-                return Some(rest);
+        if !is_rendered_label(line) {
+            continue;
+        }
+        let mut start = offset;
+        for next in text[offset..].split_inclusive('\n') {
+            if next.trim_matches(is_reply_whitespace).is_empty() || is_button_label(next) {
+                start += next.len();
+            } else {
+                break;
             }
+        }
+        let rest = &text[start..];
+        if rest
+            .trim_start_matches(is_reply_whitespace)
+            .starts_with('{')
+        {
+            return Some(rest);
         }
     }
     None
@@ -299,6 +337,26 @@ mod tests {
         // A partial selection after the label: seen, not answerable.
         let partial = find_near_miss("flycode-call\n{\"id\":\"c3\",\"tool\":\"fs.r").unwrap();
         assert!(partial.call.is_none() && partial.result().is_none());
+    }
+
+    #[test]
+    fn a_selection_with_the_pages_copy_button_label_is_a_rendered_near_miss() {
+        let call = "{\"id\":\"c4\",\"tool\":\"fs.ls\",\"args\":{\"path\":\"/\"}}";
+        for text in [
+            format!("flycode-call\nCopy code\n{call}\n"),
+            format!("flycode-callCopy code\n{call}"),
+            format!("flycode-call\n\nCopy\nEdit\n\n{call}"),
+            format!("flycode-call\n复制代码\n{call}"),
+        ] {
+            let miss = find_near_miss(&text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(miss.wrapping, Wrapping::RenderedLabel, "{text}");
+            assert_eq!(miss.call.unwrap().id.as_deref(), Some("c4"), "{text}");
+        }
+        // Other words between the label and the JSON: not a rendered call block.
+        assert_eq!(
+            find_near_miss(&format!("flycode-call\nsome words\n{call} and more")),
+            None
+        );
     }
 
     #[test]

@@ -396,3 +396,22 @@ fn a_second_watch_of_one_inbox_refuses_to_start_and_names_the_first() {
     assert_eq!(third.wait_with_output().unwrap().status.code(), Some(0));
     stop(w);
 }
+
+/// A reply selected by hand from a rendered chat takes the code block's header along: the label
+/// `flycode-call`, then the page's `Copy code`, then the JSON. It is a near miss like the others:
+/// not run, answered `text_outside_block`.
+#[test]
+fn a_selection_with_the_copy_code_label_is_answered_as_a_near_miss() {
+    let w = start(&[], &[]);
+    let text = format!(
+        "flycode-call\nCopy code\n{{\"id\":\"sel-1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"no\"}}}}\n",
+        w.root.display()
+    );
+    std::fs::write(w.inbox.join("selected.md"), text).unwrap();
+    let answer = wait_for_file(&w.inbox.join("selected.result.md"));
+    assert!(answer.contains("[code] text_outside_block"), "{answer}");
+    assert!(answer.contains("[id] sel-1"), "{answer}");
+    assert_eq!(std::fs::read_to_string(w.root.join("log.txt")).unwrap(), "");
+    let log = stop(w);
+    assert!(log.contains("copied as rendered text"), "{log}");
+}
