@@ -30,6 +30,10 @@ pub struct UndoArgs {
     /// Put the paths back even where they changed since (conflicts).
     #[arg(long)]
     pub force: bool,
+    /// Choose among the changes of every project: by default the last changes are those made
+    /// inside the roots this undo runs with (`--root`, else the configuration's).
+    #[arg(long)]
+    pub all: bool,
     /// The allowed roots: undo writes only inside them.
     #[command(flatten)]
     pub roots: RootFlags,
@@ -56,11 +60,15 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
     for notice in notices {
         eprintln!("flycode: {}", escape_for_terminal(&notice));
     }
-    let chosen = choose(args, &records)?;
+    let chosen = choose(args, &records, sandbox.roots())?;
     let ids: Vec<String> = chosen.iter().map(|r| r.id.clone()).collect();
     let planned = plan(&store, &chosen, config.undo.max_file_bytes);
     for id in &planned.programs {
         println!("{id} ran a program: what it changed is not recorded, and is not undone");
+    }
+    if planned.steps.is_empty() && !planned.programs.is_empty() {
+        eprintln!("flycode undo: nothing was undone: a program's changes cannot be taken back");
+        return Ok(Outcome::Failure);
     }
     if !planned.unrestorable.is_empty() {
         for unrestorable in &planned.unrestorable {
@@ -73,11 +81,27 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
         eprintln!("flycode undo: nothing was undone");
         return Ok(Outcome::Failure);
     }
+    let blocked = !args.force && planned.conflicts().next().is_some();
     if args.dry_run {
+        // What the real undo would do, honestly: with a conflict and no --force, nothing.
+        if blocked {
+            println!(
+                "flycode undo would stop on the conflicts below and touch nothing; with --force it would do this:"
+            );
+        }
         show(&store, &planned, "would restore", true);
+        if blocked {
+            for step in planned.conflicts() {
+                eprintln!(
+                    "conflict: {} changed since {} left it (flycode undo --force puts it back anyway)",
+                    escape_for_terminal(&step.path),
+                    step.change
+                );
+            }
+        }
         return Ok(Outcome::Success);
     }
-    if !args.force && planned.conflicts().next().is_some() {
+    if blocked {
         for step in planned.conflicts() {
             eprintln!(
                 "conflict: {} changed since {} left it",
@@ -104,8 +128,21 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// The changes to take back, newest first.
-fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<ChangeRecord>> {
+/// Whether `record` changed a path inside one of `roots`.
+fn inside_roots(record: &ChangeRecord, roots: &[std::path::PathBuf]) -> bool {
+    record.paths.iter().any(|change| {
+        let path = std::path::Path::new(&change.path);
+        roots.iter().any(|root| path.starts_with(root))
+    })
+}
+
+/// The changes to take back, newest first. The last changes (`--last`, the default) are those
+/// made inside `roots`, unless `--all`: an undo in one project never takes another's back.
+fn choose(
+    args: &UndoArgs,
+    records: &[ChangeRecord],
+    roots: &[std::path::PathBuf],
+) -> anyhow::Result<Vec<ChangeRecord>> {
     let undoable = records.iter().rev().filter(|r| r.complete);
     let chosen: Vec<ChangeRecord> = if let Some(id) = &args.change {
         undoable.filter(|r| &r.id == id).cloned().collect()
@@ -118,7 +155,7 @@ fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<Chang
         undoable.filter(|r| &r.session == run).cloned().collect()
     } else {
         undoable
-            .filter(|r| !r.program)
+            .filter(|r| !r.program && (args.all || inside_roots(r, roots)))
             .take(usize::try_from(args.last.unwrap_or(1)).unwrap_or(usize::MAX))
             .cloned()
             .collect()
@@ -128,7 +165,15 @@ fn choose(args: &UndoArgs, records: &[ChangeRecord]) -> anyhow::Result<Vec<Chang
             (Some(id), _, _) => format!("no change {id} that can be undone"),
             (_, Some(call), _) => format!("no change made by call {call}"),
             (_, _, Some(run)) => format!("no change made by run {run}"),
-            _ => "no change recorded yet".to_owned(),
+            _ if args.all => "no change recorded yet".to_owned(),
+            _ => format!(
+                "no change recorded inside {} yet (--all chooses among every project's)",
+                roots
+                    .iter()
+                    .map(|root| root.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         };
         bail!("{what} (flycode history lists them)");
     }

@@ -953,3 +953,93 @@ fn max_bytes_holds_within_one_session() {
         content(3)
     );
 }
+
+/// `flycode undo` in one project takes back that project's last change, never another's made
+/// since; `--all` chooses among every project's.
+#[test]
+fn undo_takes_the_last_change_of_this_project_unless_all() {
+    let w = Workspace::new();
+    let other = w.root.parent().unwrap().join("other-project");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(w.root.join("a.txt"), "a before\n").unwrap();
+    std::fs::write(other.join("b.txt"), "b before\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "a after\n"}),
+    );
+    // The newest change is the other project's.
+    let output = flycode()
+        .args(["exec", "--json", "--approve", "auto", "--yes", "--root"])
+        .arg(&other)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .write_stdin(format!(
+            "```flycode-call\n{}\n```\n",
+            json!({"id": "b", "tool": "fs.write", "args": {"path": other.join("b.txt"), "mode": "overwrite", "content": "b after\n"}})
+        ))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let (code, out, err) = undo(&w, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("undid c-1"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "a before\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("b.txt")).unwrap(),
+        "b after\n"
+    );
+    // The last two changes: this project's two (the write and its undo), or with --all the
+    // undo and the other project's write.
+    let (code, out, err) = undo(&w, &["--last", "2", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("b.txt"), "{out}");
+    let (code, out, err) = undo(&w, &["--all", "--last", "2", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("b.txt") && out.contains("c-2"), "{out}");
+}
+
+/// `undo c-N` of a call that ran a program says nothing could be undone, exit 1, never
+/// "undid".
+#[test]
+fn undoing_a_program_run_says_nothing_was_undone() {
+    let w = Workspace::new();
+    exec(
+        &w,
+        "process.run",
+        json!({"command": "sh", "args": ["-c", "echo x > made.txt"], "cwd": w.root}),
+    );
+    let (code, out, err) = undo(&w, &["c-1"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(!out.contains("undid"), "{out}");
+    assert!(err.contains("nothing was undone"), "{err}");
+    assert!(w.root.join("made.txt").exists());
+}
+
+/// A dry run of an undo that a conflict would stop says so: it shows what --force would put
+/// back, under a line saying that without it nothing would be touched.
+#[test]
+fn a_dry_run_says_when_the_real_undo_would_stop_on_a_conflict() {
+    let w = Workspace::new();
+    std::fs::write(w.root.join("a.txt"), "original\n").unwrap();
+    exec(
+        &w,
+        "fs.write",
+        json!({"path": w.path("a.txt"), "mode": "overwrite", "content": "by flycode\n"}),
+    );
+    std::fs::write(w.root.join("a.txt"), "edited by the person\n").unwrap();
+    let (code, out, err) = undo(&w, &["--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("would stop on the conflicts"), "{out}");
+    assert!(
+        err.contains("conflict:") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("a.txt")).unwrap(),
+        "edited by the person\n"
+    );
+}
