@@ -403,3 +403,24 @@ fn help_lists_every_environment_variable_the_readme_names() {
     missing.dedup();
     assert!(missing.is_empty(), "not in --help: {missing:?}\n{help}");
 }
+
+/// A call the sandbox will refuse anyway is refused before the person is asked: a program whose
+/// working folder is outside the roots gets `outside_roots` at once, not a question (here, with
+/// no terminal to ask, a `denied_by_policy` that `--yes` would only turn into the same refusal).
+#[test]
+fn a_program_whose_folder_is_outside_the_roots_is_refused_before_asking() {
+    let w = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let (code, report) = w.exec_json(
+        &json!({"id": "p1", "tool": "process.run", "args": {"command": "ls", "cwd": outside.path()}}),
+        &[],
+    );
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["error"]["code"], "outside_roots", "{report}");
+    // Inside the roots, the same call is a question (no terminal here: refused, with advice).
+    let (_, report) = w.exec_json(
+        &json!({"id": "p2", "tool": "process.run", "args": {"command": "ls", "cwd": w.root}}),
+        &[],
+    );
+    assert_eq!(report["error"]["code"], "denied_by_policy", "{report}");
+}

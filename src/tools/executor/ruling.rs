@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use super::{Executor, lock};
 use crate::protocol::{ErrorCode, ToolName, render_command};
-use crate::sandbox::LastComponent;
+use crate::sandbox::{LastComponent, SandboxError};
 use crate::tools::ToolError;
 use crate::tools::approval::{Approval, Decider, DoorWords, Question, Remembered, show_whole_call};
 use crate::tools::policy::Judgement;
@@ -161,6 +161,30 @@ impl Executor<'_> {
         }
     }
 
+    /// The refusal the sandbox would give `invocation` whatever the person answered: a path it
+    /// names (a program's working folder included) outside the roots, relative, or flycode's
+    /// own. Read only; `None` where the call may run (a missing file is the tool's to report).
+    fn refused_anyway(&self, invocation: &Invocation<'_>) -> Option<ToolError> {
+        let effects = invocation.effects();
+        effects
+            .reads
+            .iter()
+            .chain(&effects.writes)
+            .chain(&effects.creates)
+            .find_map(
+                |input| match self.sandbox.resolve(input, LastComponent::Follow) {
+                    Err(
+                        error @ (SandboxError::OutsideRoots { .. }
+                        | SandboxError::RelativePath { .. }
+                        | SandboxError::UnsupportedPath { .. }
+                        | SandboxError::InvalidPath { .. }
+                        | SandboxError::Denied { .. }),
+                    ) => Some(ToolError::from(error)),
+                    _ => None,
+                },
+            )
+    }
+
     fn decision(&self, invocation: &Invocation<'_>) -> Decision {
         let call = invocation.call();
         if let Some(restriction) = &self.restriction
@@ -180,6 +204,10 @@ impl Executor<'_> {
                 Decision::Refuse(denied(call.tool, &reason, advice))
             }
             Judgement::Ask { reason, in_person } => {
+                // Never ask the person about a call the sandbox will refuse anyway.
+                if let Some(refusal) = self.refused_anyway(invocation) {
+                    return Decision::Refuse(refusal);
+                }
                 let secrets = self.limits.secrets();
                 let shown = show_whole_call(
                     invocation,
