@@ -15,11 +15,12 @@ use crate::protocol::{ToolName, ToolSet};
 /// first request is read by a local model's CPU before it answers (PROTOCOL.md §13 (The API
 /// loop: prompt profiles)).
 pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile) -> Vec<Value> {
+    let extended = offers_jobs(tools);
     tools
         .iter()
         .map(|&tool| {
             let schema = tool_schema(tool);
-            let mut parameters = api_schema(&schema.document, true);
+            let mut parameters = api_schema(&schema.document, true, extended);
             if let Some(object) = parameters.as_object_mut() {
                 object.remove("description");
             }
@@ -61,9 +62,17 @@ fn strip_descriptions(schema: &mut Value) {
 
 /// A tool's schema as other programs take it (the API's `parameters`, an MCP tool's
 /// `inputSchema`): without flycode's `x-flycode-*` annotations and the document keys
-/// `$schema`/`title`.
-pub(crate) fn api_parameters(tool: ToolName) -> Value {
-    api_schema(&tool_schema(tool).document, true)
+/// `$schema`/`title`, and, for a client of a set without background jobs (`tools` is the set's
+/// whole list), without the arguments of the extended set only (`background`, `pty`), which it
+/// would be refused.
+pub(crate) fn api_parameters(tool: ToolName, tools: &[ToolName]) -> Value {
+    api_schema(&tool_schema(tool).document, true, offers_jobs(tools))
+}
+
+/// Whether a client offered `tools` may start background jobs: the extended set's arguments
+/// (`x-flycode-extended`) are for it.
+fn offers_jobs(tools: &[ToolName]) -> bool {
+    tools.contains(&ToolName::JobLog)
 }
 
 /// The tool of `set` a native function name stands for.
@@ -71,7 +80,9 @@ pub(crate) fn tool_for_function(name: &str, set: ToolSet) -> Option<ToolName> {
     ToolName::from_native_name(name, set)
 }
 
-fn api_schema(value: &Value, is_top: bool) -> Value {
+fn api_schema(value: &Value, is_top: bool, extended: bool) -> Value {
+    let is_extended_only =
+        |property: &Value| property.get("x-flycode-extended") == Some(&Value::Bool(true));
     match value {
         Value::Object(object) => {
             let mut kept = Map::new();
@@ -88,19 +99,25 @@ fn api_schema(value: &Value, is_top: bool) -> Value {
                         Value::Object(properties) => Value::Object(
                             properties
                                 .iter()
-                                .map(|(name, p)| (name.clone(), api_schema(p, false)))
+                                .filter(|(_, p)| extended || !is_extended_only(p))
+                                .map(|(name, p)| (name.clone(), api_schema(p, false, extended)))
                                 .collect(),
                         ),
                         other => other.clone(),
                     }
                 } else {
-                    api_schema(inner, false)
+                    api_schema(inner, false, extended)
                 };
                 kept.insert(key.clone(), inner);
             }
             Value::Object(kept)
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| api_schema(v, false)).collect()),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| api_schema(v, false, extended))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

@@ -13,13 +13,16 @@ use crate::tools::registry::is_read_only;
 
 /// Every tool of `set`, in the whitelist's order.
 pub(crate) fn tool_list(set: ToolSet) -> Vec<Tool> {
-    set.tools().iter().map(|&tool| mcp_tool(tool)).collect()
+    set.tools()
+        .iter()
+        .map(|&tool| mcp_tool(tool, set))
+        .collect()
 }
 
-/// One tool's MCP definition.
-pub(crate) fn mcp_tool(tool: ToolName) -> Tool {
+/// One tool's MCP definition, as a client of `set` is offered it.
+pub(crate) fn mcp_tool(tool: ToolName, set: ToolSet) -> Tool {
     let schema = tool_schema(tool);
-    let input_schema = match api_parameters(tool) {
+    let input_schema = match api_parameters(tool, set.tools()) {
         Value::Object(object) => object,
         // Every schema file is an object (a test holds it); an empty object keeps the list valid.
         _ => serde_json::Map::new(),
@@ -66,6 +69,29 @@ pub(crate) fn annotations(tool: ToolName) -> ToolAnnotations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seed_client_is_not_offered_the_extended_sets_arguments() {
+        let properties = |set: ToolSet| {
+            let tool = tool_list(set)
+                .into_iter()
+                .find(|tool| tool.name == "process_run")
+                .unwrap();
+            tool.input_schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let seed = properties(ToolSet::Seed);
+        assert!(seed.contains(&"command".to_owned()), "{seed:?}");
+        assert!(!seed.contains(&"background".to_owned()) && !seed.contains(&"pty".to_owned()));
+        let extended = properties(ToolSet::Extended);
+        assert!(
+            extended.contains(&"background".to_owned()) && extended.contains(&"pty".to_owned())
+        );
+    }
 
     #[test]
     fn names_schemas_and_annotations_follow_the_contract() {

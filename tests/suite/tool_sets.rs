@@ -160,3 +160,59 @@ fn validate_judges_call_blocks_against_the_chosen_set() {
         .assert()
         .code(0);
 }
+
+/// An MCP client of the seed set is offered only the arguments the seed set accepts:
+/// `process_run` without `background` and `pty` (it would be refused them); the extended set
+/// offers both.
+#[test]
+fn an_mcp_client_of_the_seed_set_is_not_offered_background_or_pty() {
+    let offered = |set: &str| -> Vec<String> {
+        let place = Place::new();
+        let requests = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ]
+        .join("\n")
+            + "\n";
+        let output = flycode()
+            .args(["mcp", "--tools", set, "--root"])
+            .arg(place.dir.path())
+            .env("FLYCODE_STATE_DIR", place.dir.path().join(".state"))
+            .env_remove("XDG_CONFIG_HOME")
+            .write_stdin(requests)
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|message| message["id"] == 2)
+            .unwrap_or_else(|| panic!("no tools/list answer: {output:?}"));
+        let tool = listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == "process_run")
+            .cloned()
+            .unwrap();
+        tool["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let seed = offered("seed");
+    assert!(seed.contains(&"command".to_owned()), "{seed:?}");
+    assert!(
+        !seed
+            .iter()
+            .any(|name| name == "background" || name == "pty"),
+        "{seed:?}"
+    );
+    let extended = offered("extended");
+    assert!(
+        extended.iter().any(|name| name == "background"),
+        "{extended:?}"
+    );
+}
