@@ -89,11 +89,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     } else {
         Box::new(RunTerminal::new(color, settings.mode, spinner.clone()))
     };
+    let tags = super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags;
     if !args.json {
+        // The tag dialect is read from the reply's text whatever the calling mode.
+        let mode = if tags {
+            "tag dialect".to_owned()
+        } else {
+            format!("{} mode", mode_name(settings.mode))
+        };
         eprintln!(
-            "flycode: {} · {} mode · {} · Ctrl-C stops",
+            "flycode: {} · {} API · {mode} · {} · Ctrl-C stops",
             escape_for_terminal(&settings.model),
-            mode_name(settings.mode),
+            settings.provider.as_str(),
             escape_for_terminal(&settings.base_url)
         );
     }
@@ -102,7 +109,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
-    if super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags {
+    if tags {
         if resumed.is_some() {
             anyhow::bail!(
                 "--resume continues runs of the flycode dialect only; start the tags run anew (PROTOCOL.md §15 (The tag dialect))"

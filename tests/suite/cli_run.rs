@@ -288,6 +288,14 @@ fn check_fix_run(mode: &str) {
     assert!(last.contains("test add ... ok"), "{last}");
     assert!(last.contains("find the bug in add"), "{last}");
     assert!(last.contains("Run the tests with `sh test.sh`."), "{last}");
+    // The banner names the model, the provider and the mode.
+    assert!(
+        finished.stderr.contains(&format!(
+            "flycode: scripted-model · openai API · {mode} mode · "
+        )),
+        "{}",
+        finished.stderr
+    );
     // The answer is printed; call blocks are not.
     assert!(finished.stdout.contains(ANSWER), "{}", finished.stdout);
     assert!(
