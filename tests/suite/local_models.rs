@@ -392,3 +392,27 @@ fn the_parallel_batch_is_an_event_and_a_line() {
         "{stderr}"
     );
 }
+
+/// A short line repeated 80 times (3.2 KB, under the 4 KiB the byte rule needs) is a loop too:
+/// the line rule cuts it, the model is told, and the run goes on (a small model on a CPU repeated
+/// such a line for minutes without being cut).
+#[test]
+fn a_short_line_repeated_under_four_kibibytes_is_cut_by_lines() {
+    let place = Place::new();
+    let mut events =
+        vec![json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})];
+    for _ in 0..80 {
+        events.push(json!({"choices": [{"index": 0, "delta": {"content": "I will check the lib.sh file now.\n"}, "finish_reason": null}]}));
+    }
+    events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_events(&events, true, 4096),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("repeated the same text"), "{stderr}");
+    assert_eq!(server.requests().len(), 2, "{stderr}");
+    assert!(text(&output.stdout).contains("It adds two numbers."));
+}
