@@ -14,7 +14,11 @@ use crate::protocol::{ToolName, ToolSet};
 /// without the schema's own `description`, which is the function's already: every byte of the
 /// first request is read by a local model's CPU before it answers (PROTOCOL.md §13 (The API
 /// loop: prompt profiles)).
-pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile) -> Vec<Value> {
+pub(crate) fn native_tool_definitions(
+    tools: &[ToolName],
+    profile: PromptProfile,
+    agents: &[String],
+) -> Vec<Value> {
     let extended = offers_jobs(tools);
     tools
         .iter()
@@ -23,6 +27,9 @@ pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile
             let mut parameters = api_schema(&schema.document, true, extended);
             if let Some(object) = parameters.as_object_mut() {
                 object.remove("description");
+            }
+            if tool == ToolName::AgentTask {
+                offer_agent_names(&mut parameters, agents);
             }
             // The compact profile gives arguments by name and type alone, as its text-mode
             // guide does.
@@ -39,6 +46,23 @@ pub(crate) fn native_tool_definitions(tools: &[ToolName], profile: PromptProfile
             })
         })
         .collect()
+}
+
+/// `agent.task`'s `name` as the run can take it: one of the predefined agents there are (an
+/// enum, so a model cannot invent one), or, with none, not offered at all.
+fn offer_agent_names(parameters: &mut Value, agents: &[String]) {
+    let Some(properties) = parameters
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if agents.is_empty() {
+        properties.remove("name");
+    } else if let Some(name) = properties.get_mut("name").and_then(Value::as_object_mut) {
+        name.remove("pattern");
+        name.insert("enum".to_owned(), json!(agents));
+    }
 }
 
 /// Removes the `description` keyword from every schema under `schema` (not a property that
@@ -127,8 +151,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn agent_task_offers_a_name_only_among_the_predefined_agents_there_are() {
+        let name_of = |agents: &[String]| {
+            native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full, agents)[0]
+                ["function"]["parameters"]["properties"]["name"]
+                .clone()
+        };
+        assert_eq!(name_of(&[]), Value::Null, "no agents: no name to invent");
+        let named = name_of(&["reviewer".to_owned(), "tester".to_owned()]);
+        assert_eq!(named["enum"], json!(["reviewer", "tester"]));
+        assert!(named.get("pattern").is_none());
+    }
+
+    #[test]
     fn every_agent_tool_is_a_function_with_its_schema() {
-        let definitions = native_tool_definitions(ToolSet::Agent.tools(), PromptProfile::Full);
+        let definitions = native_tool_definitions(ToolSet::Agent.tools(), PromptProfile::Full, &[]);
         assert_eq!(definitions.len(), ToolSet::Agent.tools().len());
         for definition in &definitions {
             let name = definition["function"]["name"].as_str().unwrap();
@@ -157,8 +194,8 @@ mod tests {
 
     #[test]
     fn the_compact_profile_keeps_names_types_and_required_but_no_descriptions() {
-        let full = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full);
-        let compact = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Compact);
+        let full = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full, &[]);
+        let compact = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Compact, &[]);
         let (full, compact) = (&full[0]["function"], &compact[0]["function"]);
         assert_eq!(full["description"], compact["description"]);
         assert_eq!(

@@ -296,7 +296,15 @@ impl AgentRun<'_> {
             .is_none_or(|(made_for, _)| !std::ptr::eq(*made_for, offered))
         {
             let profile = self.settings.prompt_profile;
-            *definitions = Some((offered, native_tool_definitions(offered, profile)));
+            let agents: Vec<String> = if offered.contains(&ToolName::AgentTask) {
+                super::predefined::available_agents(&self.executor.limits().places)
+                    .into_iter()
+                    .map(|agent| agent.name)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            *definitions = Some((offered, native_tool_definitions(offered, profile, &agents)));
         }
         definitions
             .as_ref()

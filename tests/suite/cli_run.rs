@@ -1132,3 +1132,19 @@ fn a_key_read_as_base64_or_written_into_an_id_reaches_neither_model_nor_events_n
     let recorded = std::fs::read_to_string(project.transcript()).unwrap();
     assert!(!recorded.contains(key), "{recorded}");
 }
+
+/// Native mode offers `agent_task`'s `name` only among the predefined agents there are: with
+/// none, the argument is not offered at all, so a small model cannot invent one.
+#[test]
+fn agent_task_offers_no_name_when_there_are_no_predefined_agents() {
+    let (_, requests, finished) = run_fix("native");
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let task = tools
+        .iter()
+        .find(|tool| tool["function"]["name"] == "agent_task")
+        .expect("agent_task is offered");
+    let properties = &task["function"]["parameters"]["properties"];
+    assert!(properties.get("prompt").is_some(), "{task}");
+    assert!(properties.get("name").is_none(), "{task}");
+}
