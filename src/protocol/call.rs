@@ -59,10 +59,27 @@ pub(crate) fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallErr
             line: 1,
             column: 1,
             as_json: None,
+            triple_quoted: false,
         });
     }
-    let value = parse_strict(content)
-        .map_err(|problem| json_problem_error(problem, "", || slash_as_json(content)))?;
+    let value = parse_strict(content).map_err(|problem| {
+        match json_problem_error(problem, "", || slash_as_json(content)) {
+            CallError::InvalidJson {
+                message,
+                line,
+                column,
+                as_json,
+                ..
+            } => CallError::InvalidJson {
+                message,
+                line,
+                column,
+                as_json,
+                triple_quoted: content.contains("\"\"\""),
+            },
+            other => other,
+        }
+    })?;
     let Value::Object(mut object) = value else {
         return Err(CallError::NotAnObject {
             found: json_kind(&value),
@@ -174,6 +191,7 @@ fn json_problem_error(
             line,
             column,
             as_json: as_json(),
+            triple_quoted: false,
         },
         JsonProblem::DuplicateKey { key, location } => CallError::DuplicateKey {
             key,

@@ -56,6 +56,8 @@ pub enum CallError {
         column: usize,
         /// The JSON this content would be, when it was written as a slash command.
         as_json: Option<String>,
+        /// The content holds a string in triple quotes (Python's `"""`), which JSON has not.
+        triple_quoted: bool,
     },
     /// A native call's arguments are not JSON (PROTOCOL.md §13 (The API loop: calling modes)).
     #[error(
@@ -227,6 +229,7 @@ impl CallError {
             CallError::UnterminatedBlock => "Resend the whole call and close the block with ``` on a line of its own.".into(),
             CallError::TextOutsideBlock { .. } => "When you call a tool, reply with the flycode-call block alone: no text before or after it.".into(),
             CallError::InvalidJson { as_json: Some(json), .. } => format!("Inside a flycode-call block write JSON, not a slash command: {json}"),
+            CallError::InvalidJson { triple_quoted: true, .. } => r#"JSON has no triple-quoted strings ("""): write the content as one JSON string, with \n for each line break and \" for each double quote inside it, e.g. "content": "def f():\n    return \"ok\"\n"."#.into(),
             CallError::InvalidJson { .. } => r#"The block must hold exactly one JSON object, e.g. {"id":"call-001","tool":"fs.read","args":{"path":"/abs/path"}} (double quotes, no comments, no trailing commas)."#.into(),
             CallError::InvalidArgumentsJson { .. } => r#"Send the function's arguments as one JSON object, e.g. {"path":"/abs/path"} (double quotes, no comments, no trailing commas)."#.into(),
             CallError::DuplicateKey { key, .. } => format!("Write the key {:?} once, with the value you mean.", shorten_argument(key)),

@@ -232,6 +232,14 @@ fn process_spec(
 /// and the person's advice for a machine that cannot contain programs).
 pub(crate) fn process_error(error: ProcessError) -> ToolError {
     let hint = match &error {
+        // A whole command line in `command` (a small model's usual mistake).
+        ProcessError::CommandNotFound { program }
+            if program.trim().contains(char::is_whitespace) =>
+        {
+            Some(
+                "command names the program alone: put its arguments in args, e.g. \"command\": \"ls\", \"args\": [\"-la\", \"/abs/dir\"], or send the whole line to shell.exec",
+            )
+        }
         ProcessError::CommandNotFound { .. } => {
             Some("check the program's name, or run it through shell.exec if it is a shell built-in")
         }

@@ -424,3 +424,36 @@ fn a_program_whose_folder_is_outside_the_roots_is_refused_before_asking() {
     );
     assert_eq!(report["error"]["code"], "denied_by_policy", "{report}");
 }
+
+/// The usual mistakes of small models get hints that say what to do: a Python triple-quoted
+/// string in the JSON, a whole command line in `process.run`'s `command`.
+#[test]
+fn small_model_mistakes_get_hints_that_say_what_to_do() {
+    let w = workspace();
+    let reply = format!(
+        "```flycode-call\n{{\"id\":\"t1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}\",\"mode\":\"overwrite\",\"content\":\"\"\"print(1)\"\"\"}}}}\n```\n",
+        w.path("x.py")
+    );
+    let output = w.exec_command(&[]).write_stdin(reply).output().unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["error"]["code"], "invalid_json", "{report}");
+    assert!(
+        report["error"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no triple-quoted strings"),
+        "{report}"
+    );
+    let (_, report) = w.exec_json(
+        &json!({"id": "t2", "tool": "process.run", "args": {"command": "ls -la", "cwd": w.root}}),
+        &["--approve", "auto", "--yes"],
+    );
+    assert_eq!(report["error"]["code"], "command_not_found", "{report}");
+    assert!(
+        report["error"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("put its arguments in args"),
+        "{report}"
+    );
+}

@@ -115,7 +115,9 @@ fn plan(sandbox: &Sandbox, args: &EditArgs, secrets: &Secrets) -> Result<EditPla
                 "{path} has changed: its sha256 is {}, not the expected {expected}; nothing was changed",
                 original.sha256
             ),
-            Some("read the file again and base the edits on its current content"),
+            Some(
+                "read the file (fs.read shows its sha256) and base the edits on its current content; give expectedSha256 only as a read of this file showed it",
+            ),
         ));
     }
     let endings = LineEndings::of(&original.text);

@@ -64,7 +64,7 @@ pub(crate) fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, Too
                     mismatch.actual,
                     args.expected_sha256.as_deref().unwrap_or_default()
                 ),
-                Some("read the file again and base the change on its current content"),
+                Some("read the file (fs.read shows its sha256) and base the change on its current content; give expectedSha256 only as a read of this file showed it"),
             )
         })?;
     let verb = match (mode, outcome.created) {

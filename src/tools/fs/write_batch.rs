@@ -110,7 +110,7 @@ fn write_all(sandbox: &Sandbox, files: &[BatchFile]) -> Result<Vec<WriteOutcome>
                     "files[{index}] ({}) has changed: its sha256 is {}; no file was written",
                     files[index].path, mismatch.actual
                 ),
-                Some("read the file again and base the change on its current content"),
+                Some("read the file (fs.read shows its sha256) and base the change on its current content; give expectedSha256 only as a read of this file showed it"),
             ),
             BatchRefusal::Conflict { message } => ToolError::new(
                 ErrorCode::InvalidArgs,
