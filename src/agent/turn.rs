@@ -985,18 +985,33 @@ enum TurnStep {
     End(RunEnding),
 }
 
-/// Gives calls that came without an id one that no call of this run has.
+/// Gives every native call an id no other call of this run has: one that came without an id
+/// gets `flycode_call_N`; one whose id the server gave before (Xinference gives one id to every
+/// call of a reply, other servers reuse ids across requests) gets the server's id with `_2`,
+/// `_3`… The ids are the server's to choose, so a repeat is never counted as the model's
+/// violation; the reply is recorded and answered under the new ids, which pair its results as
+/// the server's would (PROTOCOL.md §13 (The API loop: calling modes)).
 fn name_anonymous_calls(progress: &mut TurnProgress, calls: &mut [NativeToolCall]) {
-    let taken: HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
-    for call in calls.iter_mut().filter(|c| c.id.trim().is_empty()) {
-        loop {
-            progress.anonymous_calls += 1;
-            let id = format!("flycode_call_{}", progress.anonymous_calls);
-            if !taken.contains(&id) && !progress.used_ids.contains(&id) {
-                call.id = id;
-                break;
+    let mut taken: HashSet<String> = HashSet::new();
+    for call in calls.iter_mut() {
+        if call.id.trim().is_empty() {
+            loop {
+                progress.anonymous_calls += 1;
+                let id = format!("flycode_call_{}", progress.anonymous_calls);
+                if !progress.used_ids.contains(&id) && !taken.contains(&id) {
+                    call.id = id;
+                    break;
+                }
+            }
+        } else if progress.used_ids.contains(&call.id) || taken.contains(&call.id) {
+            let renamed = (2..)
+                .map(|n| format!("{}_{n}", call.id))
+                .find(|id| !progress.used_ids.contains(id) && !taken.contains(id));
+            if let Some(renamed) = renamed {
+                call.id = renamed;
             }
         }
+        taken.insert(call.id.clone());
     }
 }
 

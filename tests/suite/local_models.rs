@@ -416,3 +416,38 @@ fn a_short_line_repeated_under_four_kibibytes_is_cut_by_lines() {
     assert_eq!(server.requests().len(), 2, "{stderr}");
     assert!(text(&output.stdout).contains("It adds two numbers."));
 }
+
+/// A server that gives one id to every call of a reply and reuses it in the next (Xinference
+/// does): the calls run, are answered under ids of their own that pair their results, and no
+/// repeat counts against the model (the ids are the server's).
+#[test]
+fn ids_a_server_repeats_are_not_the_models_violation() {
+    let place = Place::new();
+    let read = json!({"path": place.path("lib.sh")}).to_string();
+    let list = json!({"path": place.root.display().to_string()}).to_string();
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_tool_calls(&[("call_0", "fs_read", &read), ("call_0", "fs_ls", &list)]),
+        Reply::sse_tool_calls(&[("call_0", "fs_read", &read)]),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("new id"), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{stderr}");
+    let sent = messages(&requests[2]);
+    let results: Vec<String> = sent
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(results, ["call_0", "call_0_2", "call_0_3"], "{sent:?}");
+    for message in sent.iter().filter(|m| m["role"] == "tool") {
+        assert!(
+            message["content"].as_str().unwrap().contains("[ok] true"),
+            "{message}"
+        );
+    }
+    assert_eq!(place.validate(false).0, Some(0));
+}
