@@ -1,5 +1,5 @@
 //! The retry policy: which answers are worth another try, how long to wait before it
-//! (exponential back-off with full jitter, or the server's `Retry-After`), and a tiny random
+//! (exponential back-off with "equal jitter", or the server's `Retry-After`), and a tiny random
 //! source for the jitter. Pure functions; the waiting itself is done by the provider.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,8 +18,10 @@ pub(crate) fn is_retryable_status(status: u16) -> bool {
 /// The wait before retry number `retry` (0 for the first retry).
 ///
 /// With a `Retry-After` the server's wish wins (capped at [`RETRY_AFTER_CAP`]); without one the
-/// wait is `unit × min(BACKOFF_CAP, base × 2^retry)` ("full jitter"), `unit` being a random
-/// number in `[0, 1)`.
+/// wait is `(1 + unit) / 2 × min(BACKOFF_CAP, base × 2^retry)` ("equal jitter"), `unit` being a
+/// random number in `[0, 1)`: between half and all of the doubled delay, so each retry waits
+/// at least as long as the one before could at most (the waits grow, and retries from many
+/// clients still spread).
 pub(crate) fn backoff_delay(
     base: Duration,
     retry: u32,
@@ -33,7 +35,7 @@ pub(crate) fn backoff_delay(
         .checked_mul(2u32.saturating_pow(retry.min(31)))
         .unwrap_or(BACKOFF_CAP)
         .min(BACKOFF_CAP);
-    ceiling.mul_f64(unit.clamp(0.0, 1.0))
+    ceiling.mul_f64((1.0 + unit.clamp(0.0, 1.0)) / 2.0)
 }
 
 /// Reads a `Retry-After` header value: a number of seconds (`"1"`, `"1.5"`) or an HTTP date
@@ -112,15 +114,25 @@ mod tests {
         let halves: Vec<u128> = (0..8)
             .map(|retry| backoff_delay(BASE, retry, None, 0.5).as_millis())
             .collect();
-        assert_eq!(halves, [250, 500, 1000, 2000, 4000, 8000, 15000, 15000]);
-        assert_eq!(backoff_delay(BASE, u32::MAX, None, 0.5), BACKOFF_CAP / 2);
+        assert_eq!(halves, [375, 750, 1500, 3000, 6000, 12000, 22500, 22500]);
+        assert_eq!(
+            backoff_delay(BASE, u32::MAX, None, 0.5),
+            BACKOFF_CAP * 3 / 4
+        );
         assert!(backoff_delay(BASE, 3, None, 0.999_999) < Duration::from_secs(4));
     }
 
     #[test]
-    fn full_jitter_scales_the_whole_delay() {
-        assert_eq!(backoff_delay(BASE, 2, None, 0.0), Duration::ZERO);
-        assert_eq!(backoff_delay(BASE, 2, None, 0.5), Duration::from_secs(1));
+    fn equal_jitter_keeps_half_the_delay_so_the_waits_grow() {
+        assert_eq!(backoff_delay(BASE, 2, None, 0.0), Duration::from_secs(1));
+        assert_eq!(backoff_delay(BASE, 2, None, 0.999_999).as_millis(), 1999);
+        // The least wait of a retry is the most of the one before.
+        for retry in 0..5 {
+            assert!(
+                backoff_delay(BASE, retry + 1, None, 0.0)
+                    >= backoff_delay(BASE, retry, None, 0.999_999)
+            );
+        }
     }
 
     #[test]
