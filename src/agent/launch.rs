@@ -255,8 +255,13 @@ impl Launch {
             max_reply_bytes: self.max_reply_bytes,
             started: Mutex::new(start.tasks_started),
         };
-        let mut transcript =
-            TranscriptWriter::new(self.transcripts.clone()).with_roots(self.sandbox.roots());
+        let mut transcript = TranscriptWriter::new(self.transcripts.clone())
+            .with_roots(self.sandbox.roots())
+            .with_endpoint(super::transcript::EndpointRecord {
+                provider: self.settings.provider.as_str().to_owned(),
+                base_url: self.settings.base_url.clone(),
+                model: self.settings.model.clone(),
+            });
         if let Some(parent) = start.continues {
             transcript = transcript.continuing(parent);
         }

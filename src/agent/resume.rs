@@ -100,6 +100,8 @@ pub(crate) struct Resumed {
     /// The ids its calls used (native and text mode, compacted turns included): reserved, so
     /// that the resumed run refuses a reused one as an unbroken run would.
     pub used_ids: Vec<String>,
+    /// The API it talked to, where its record says (runs from before 2026-11-29 do not).
+    pub endpoint: Option<super::transcript::EndpointRecord>,
 }
 
 /// One transcript line as read.
@@ -167,6 +169,7 @@ pub(crate) fn load(path: &Path) -> Result<Resumed, ResumeError> {
         tasks_started: 0,
         not_run: 0,
         used_ids: Vec::new(),
+        endpoint: None,
     };
     let mut first = true;
     for (index, line) in text.lines().enumerate() {
@@ -183,6 +186,7 @@ pub(crate) fn load(path: &Path) -> Result<Resumed, ResumeError> {
             && let Some(run) = &stored.flycode.run
         {
             resumed.memory = run.memory();
+            resumed.endpoint.clone_from(&run.endpoint);
         }
         take_line(&mut resumed, stored);
     }

@@ -53,6 +53,20 @@ pub(crate) struct RunRecord {
     /// (PROTOCOL.md §9 (memory.query)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// The API it talked to: `--resume` talks to it again unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<EndpointRecord>,
+}
+
+/// The API a run talked to (never its key).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct EndpointRecord {
+    /// `openai` or `anthropic`.
+    pub provider: String,
+    /// The base URL.
+    pub base_url: String,
+    /// The model.
+    pub model: String,
 }
 
 /// One TODO item as recorded.
@@ -79,6 +93,7 @@ impl RunRecord {
             notes: memory.notes.clone(),
             continues: continues.map(|path| path.display().to_string()),
             roots: Vec::new(),
+            endpoint: None,
         }
     }
 
@@ -179,6 +194,8 @@ pub(crate) struct TranscriptWriter {
     continues: Option<PathBuf>,
     /// The run's allowed roots, recorded in the run's record.
     roots: Vec<String>,
+    /// The API the run talks to, recorded in the run's record.
+    endpoint: Option<EndpointRecord>,
 }
 
 impl TranscriptWriter {
@@ -188,6 +205,7 @@ impl TranscriptWriter {
             paths,
             continues: None,
             roots: Vec::new(),
+            endpoint: None,
         }
     }
 
@@ -197,6 +215,12 @@ impl TranscriptWriter {
             .iter()
             .map(|root| root.display().to_string())
             .collect();
+        self
+    }
+
+    /// The same writer recording the API the run talks to.
+    pub(crate) fn with_endpoint(mut self, endpoint: EndpointRecord) -> TranscriptWriter {
+        self.endpoint = Some(endpoint);
         self
     }
 
@@ -265,6 +289,7 @@ impl TranscriptWriter {
                 kind: kind_mark(message.kind),
                 run: (index == 0).then(|| RunRecord {
                     roots: self.roots.clone(),
+                    endpoint: self.endpoint.clone(),
                     ..state.run.clone()
                 }),
                 summary: state

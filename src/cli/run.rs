@@ -67,8 +67,25 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         (Some(_), None) => None,
     };
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
+    // A resumed run talks to the API the run it continues talked to, unless a flag says
+    // otherwise (PROTOCOL.md §13 (The API loop: resuming a run)).
+    let mut flags = args.settings.clone();
+    if let Some(endpoint) = resumed
+        .as_ref()
+        .and_then(|resumed| resumed.endpoint.as_ref())
+    {
+        let told = flags.provider.is_some() || flags.base_url.is_some();
+        if !told {
+            flags.provider = Some(endpoint.provider.clone());
+            flags.base_url = Some(endpoint.base_url.clone());
+        }
+        if flags.model.is_none() && (!told || flags.base_url.as_deref() == Some(&endpoint.base_url))
+        {
+            flags.model = Some(endpoint.model.clone());
+        }
+    }
     let mut launch = Launch::prepare(
-        &args.settings,
+        &flags,
         &config,
         sandbox,
         args.transcript.as_deref(),

@@ -516,3 +516,49 @@ fn a_resumed_run_cannot_write_or_read_the_earlier_transcript() {
     }
     assert_validates(&resumed_record);
 }
+
+/// `--resume` talks to the API the run it continues talked to (provider, endpoint, model,
+/// recorded in its transcript; never the key) unless a flag says otherwise: the person need not
+/// repeat them.
+#[test]
+fn a_resumed_run_talks_to_the_same_api_and_model_unless_told_otherwise() {
+    let workspace = Workspace::new();
+    let server = ScriptedServer::sequence(vec![
+        Reply::sse_text("First answer.", 7),
+        Reply::sse_text("Second answer.", 7),
+        Reply::sse_text("Third answer.", 7),
+    ]);
+    let mut args = model_args(&server);
+    args.push("Say something.".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let finished = finish(workspace.command(&args));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let transcript = workspace.transcript().display().to_string();
+    let resumed = workspace.base.join("resumed.jsonl");
+    let finished = finish(workspace.command_to(
+        &resumed,
+        &["--resume", &transcript, "--continue", "And more."],
+    ));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert!(
+        finished.stdout.contains("Second answer."),
+        "{}",
+        finished.stdout
+    );
+    let requests = server.requests();
+    assert_eq!(requests[1].body["model"], "scripted-model");
+    // Told otherwise: another model on the same endpoint.
+    let finished = finish(workspace.command_to(
+        &workspace.base.join("third.jsonl"),
+        &[
+            "--resume",
+            &transcript,
+            "--continue",
+            "Once more.",
+            "--model",
+            "other-model",
+        ],
+    ));
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    assert_eq!(server.requests()[2].body["model"], "other-model");
+}
