@@ -521,8 +521,23 @@ impl AgentRun<'_> {
             Message::assistant(content.to_owned(), Vec::new()),
             observer,
         );
-        let correction = "[flycode] Call tools through the tools API (function calling), not as text: your last reply wrote a call in its text, and nothing was run. Call one tool now through the API, or answer in prose without any call if the task is done.";
-        self.push(progress, Message::user(correction), observer);
+        let mut correction = "[flycode] Call tools through the tools API (function calling), not as text: your last reply wrote a call in its text, and nothing was run. Call one tool now through the API, or answer in prose without any call if the task is done.".to_owned();
+        // A name that is no tool: say which tools are near it.
+        if let [call] = calls.as_slice()
+            && call.tool.is_none()
+            && !call.name.is_empty()
+        {
+            let nearest = ToolName::nearest(&call.name, self.reading_set())
+                .filter(|tool| offered.contains(tool))
+                .map_or_else(String::new, |tool| {
+                    format!(" The closest is {}.", tool.native_name())
+                });
+            correction.push_str(&format!(
+                " There is no tool named {}.{nearest}",
+                serde_json::Value::String(call.name.clone())
+            ));
+        }
+        self.push(progress, Message::user(&correction), observer);
         Some(Err(self.count_violation(
             progress,
             "call_as_text",

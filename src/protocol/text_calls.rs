@@ -92,13 +92,56 @@ pub fn find_text_calls(text: &str, set: ToolSet) -> Vec<TextCall> {
             _ => continue,
         };
         let call = from_object(form, &inner, set, start..end);
-        if call.tool.is_some() || form == TextCallForm::CallBlock {
+        // A block shaped like a call is an attempted call, whatever the name it gives.
+        if call.tool.is_some() || form == TextCallForm::CallBlock || is_call_shaped(&inner) {
             calls.push(call);
         }
         blank(&mut rest, start, end);
     }
     calls.extend(bare_objects(&rest, set));
     calls
+}
+
+/// Whether `inner` is a JSON object made of a call's keys only: a name (`name` or `tool`) and
+/// arguments (`arguments`, `args`, `parameters` or `input`) as an object, and at most an `id`
+/// and a `type`; or `{"function": {…}}` of the same. A data object that happens to have a
+/// `name` has other keys too.
+fn is_call_shaped(inner: &str) -> bool {
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(inner.trim()) else {
+        return false;
+    };
+    let object = match object.get("function") {
+        Some(Value::Object(function))
+            if object
+                .keys()
+                .all(|k| matches!(k.as_str(), "function" | "id" | "type")) =>
+        {
+            function.clone()
+        }
+        _ => object,
+    };
+    let named = ["name", "tool"]
+        .iter()
+        .filter(|key| object.get(**key).is_some_and(Value::is_string))
+        .count()
+        == 1;
+    let with_arguments = ["arguments", "args", "parameters", "input"]
+        .iter()
+        .filter(|key| {
+            object
+                .get(**key)
+                .is_some_and(|v| v.is_object() || v.is_string())
+        })
+        .count()
+        == 1;
+    named
+        && with_arguments
+        && object.keys().all(|key| {
+            matches!(
+                key.as_str(),
+                "name" | "tool" | "arguments" | "args" | "parameters" | "input" | "id" | "type"
+            )
+        })
 }
 
 /// A call read from a JSON object text: `{"name", "arguments"|"parameters"}`, `{"tool",

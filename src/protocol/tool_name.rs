@@ -347,6 +347,26 @@ impl ToolName {
         })
     }
 
+    /// The tool a name common among other agents' tools means (`list.files`, folded): what a
+    /// model trained on them writes.
+    fn usual_name(folded: &str) -> Option<ToolName> {
+        Some(match folded {
+            "list.files" | "list.dir" | "list.directory" | "ls" | "listdir" | "list" => {
+                ToolName::FsLs
+            }
+            "read.file" | "cat" | "open.file" | "view.file" | "read" => ToolName::FsRead,
+            "write.file" | "create.file" | "save.file" | "write" => ToolName::FsWrite,
+            "edit.file" | "replace.in.file" | "str.replace" | "edit" => ToolName::FsEdit,
+            "search" | "grep" | "search.files" | "find.in.files" => ToolName::FsSearch,
+            "run.command" | "execute.command" | "bash" | "shell" | "run.shell" | "exec"
+            | "terminal" => ToolName::ShellExec,
+            "delete.file" | "remove.file" | "rm" => ToolName::FsRm,
+            "move.file" | "rename.file" | "mv" => ToolName::FsMv,
+            "mkdir" | "create.directory" | "make.dir" => ToolName::FsMkdir,
+            _ => return None,
+        })
+    }
+
     /// The whitelisted name closest to `name`, for a "did you mean" hint; `None` when nothing is
     /// reasonably close.
     pub fn nearest(name: &str, set: ToolSet) -> Option<ToolName> {
@@ -354,6 +374,10 @@ impl ToolName {
             .trim()
             .to_lowercase()
             .replace(['_', '-', '/', ':'], ".");
+        // The names other agents' tools have, which models trained on them write.
+        if let Some(tool) = Self::usual_name(&folded).filter(|tool| set.tools().contains(tool)) {
+            return Some(tool);
+        }
         set.tools()
             .iter()
             .copied()

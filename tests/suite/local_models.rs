@@ -451,3 +451,33 @@ fn ids_a_server_repeats_are_not_the_models_violation() {
     }
     assert_eq!(place.validate(false).0, Some(0));
 }
+
+/// A small model that invents a tool name in a ```json block (`list_files`) has made an
+/// attempted call, not its answer: nothing runs, it is told that no such tool exists and which
+/// one is closest, and the run goes on.
+#[test]
+fn a_call_shaped_block_with_an_invented_name_is_an_attempted_call_not_the_answer() {
+    let place = Place::new();
+    let invented = format!(
+        "```json\n{}\n```",
+        json!({"name": "list_files", "arguments": {"path": place.root.display().to_string()}})
+    );
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(&invented, 9),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the invented call was taken for the answer: {stderr}"
+    );
+    let correction = messages(&requests[1]).last().unwrap().clone();
+    let said = correction["content"].as_str().unwrap();
+    assert!(said.contains("no tool named \"list_files\""), "{said}");
+    assert!(said.contains("fs_ls"), "{said}");
+    assert!(text(&output.stdout).contains("It adds two numbers."));
+}
