@@ -61,6 +61,15 @@ fn exec_with_config(w: &Workspace, call: &Value, config: &Path) -> (i32, Value) 
     (output.status.code().unwrap(), report)
 }
 
+/// A configuration folder beside the workspace whose `flycode/flycode.toml` is `toml` (the
+/// person's own file, for `XDG_CONFIG_HOME`).
+fn user_config(w: &Workspace, toml: &str) -> std::path::PathBuf {
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(config.join("flycode/flycode.toml"), toml).unwrap();
+    config
+}
+
 /// `flycode undo --root ROOT ARGS`: exit code, stdout, stderr.
 fn undo(w: &Workspace, args: &[&str]) -> (i32, String, String) {
     let output = flycode()
@@ -371,13 +380,7 @@ fn history_filters_by_path() {
 #[test]
 fn retention_prunes_the_oldest_changes_and_says_so() {
     let w = Workspace::new();
-    let config = w.state.parent().unwrap().join("config");
-    std::fs::create_dir_all(config.join("flycode")).unwrap();
-    std::fs::write(
-        config.join("flycode/flycode.toml"),
-        "[undo]\nmax_bytes = 1048576\n",
-    )
-    .unwrap();
+    let config = user_config(&w, "[undo]\nmax_bytes = 1048576\n");
     let big = |n: u8| String::from_utf8(vec![b'a' + n; 600_000]).unwrap();
     std::fs::write(w.root.join("big.txt"), big(0)).unwrap();
     for n in 1..=3 {
@@ -414,13 +417,7 @@ fn retention_prunes_the_oldest_changes_and_says_so() {
 #[test]
 fn a_file_over_max_file_bytes_is_recorded_by_hash_and_undo_says_it_cannot() {
     let w = Workspace::new();
-    let config = w.state.parent().unwrap().join("config");
-    std::fs::create_dir_all(config.join("flycode")).unwrap();
-    std::fs::write(
-        config.join("flycode/flycode.toml"),
-        "[undo]\nmax_file_bytes = 10\n",
-    )
-    .unwrap();
+    let config = user_config(&w, "[undo]\nmax_file_bytes = 10\n");
     std::fs::write(w.root.join("large.txt"), "more than ten bytes\n").unwrap();
     let (code, report) = exec_with_config(
         &w,
@@ -893,13 +890,7 @@ fn an_appended_file_whose_start_changed_since_is_not_cut_back_even_by_force() {
 #[test]
 fn max_bytes_holds_within_one_session() {
     let w = Workspace::new();
-    let config = w.state.parent().unwrap().join("config");
-    std::fs::create_dir_all(config.join("flycode")).unwrap();
-    std::fs::write(
-        config.join("flycode/flycode.toml"),
-        "[undo]\nmax_bytes = 1048576\n",
-    )
-    .unwrap();
+    let config = user_config(&w, "[undo]\nmax_bytes = 1048576\n");
     let content = |n: u8| String::from_utf8(vec![b'a' + n; 450_000]).unwrap();
     std::fs::write(w.root.join("big.txt"), content(0)).unwrap();
     // One MCP session overwrites the file five times: each change keeps 450 kB.

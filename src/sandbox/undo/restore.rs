@@ -151,7 +151,7 @@ fn prefix_available(store: &UndoStore, path: &str, now: &Image, before: &Image) 
                     .and_then(|bytes| bytes.get(..usize::try_from(*size).ok()?).map(sha256_of))
                     .is_some_and(|hash| &hash == sha256);
             }
-            read_prefix(path, *size).is_ok_and(|bytes| &sha256_of(&bytes) == sha256)
+            prefix_hash(path, *size).is_ok_and(|hash| &hash == sha256)
         }
         _ => false,
     }
@@ -161,29 +161,81 @@ fn sha256_of(bytes: &[u8]) -> String {
     crate::sandbox::content_hash::sha256_hex(bytes)
 }
 
-/// The first `size` bytes of the file at `path` (links on the way followed, the last not).
-fn read_prefix(path: &str, size: u64) -> std::io::Result<Vec<u8>> {
+/// The sha256 of the first `size` bytes of the file at `path` (links on the way followed, the
+/// last not), read in pieces; an error if the file is shorter.
+fn prefix_hash(path: &str, size: u64) -> std::io::Result<String> {
+    use std::io::Read;
     let path = Path::new(path);
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::ErrorKind::NotFound.into());
     };
     let parent = Dir::open_ambient_dir(parent, cap_std::ambient_authority())?;
     let (file, _) = crate::sandbox::handles::open_file(&parent, name)?;
-    take_prefix(file, size)
+    let (hash, length) = crate::sandbox::content_hash::stream_sha256_len(file.take(size))?;
+    if length != size {
+        return Err(shorter_than_before());
+    }
+    Ok(hash)
 }
 
-/// Exactly the first `size` bytes `file` gives; an error if it is shorter.
-fn take_prefix(file: impl std::io::Read, size: u64) -> std::io::Result<Vec<u8>> {
+fn shorter_than_before() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "the file is shorter than what it held before the append",
+    )
+}
+
+/// Cuts the file `name` of `parent` back to its first `size` bytes (an append undone): they are
+/// copied in pieces to a temporary file, hashed as they pass, and the copy takes the name only
+/// if they still hash to `sha256` (else it is removed and nothing changes).
+fn cut_back(
+    parent: &Dir,
+    name: &Path,
+    (size, sha256, mode): (u64, &str, u32),
+    sandbox: &Sandbox,
+) -> std::io::Result<()> {
+    use sha2::{Digest, Sha256};
     use std::io::Read;
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(size).read_to_end(&mut bytes)?;
-    if u64::try_from(bytes.len()).ok() != Some(size) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the file is shorter than what it held before the append",
-        ));
+    let (file, _) = crate::sandbox::handles::open_file(parent, name.as_os_str())?;
+    let temp = crate::sandbox::place::temp_name(name);
+    let mut copy = parent.open_with(
+        &temp,
+        cap_std::fs::OpenOptions::new().write(true).create_new(true),
+    )?;
+    let copied = (|| {
+        let mut source = file.take(size);
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 256 * 1024];
+        let mut length: u64 = 0;
+        loop {
+            let read = match source.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
+            hasher.update(&buffer[..read]);
+            copy.write_all(&buffer[..read])?;
+            length += read as u64;
+        }
+        if length != size {
+            return Err(shorter_than_before());
+        }
+        if hex::encode(hasher.finalize()) != sha256 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the file no longer begins with what it held before the append",
+            ));
+        }
+        sync_data(&copy, sandbox.durability())
+    })();
+    drop(copy);
+    if let Err(error) = copied {
+        let _ = parent.remove_file(&temp);
+        return Err(error);
     }
-    Ok(bytes)
+    set_mode(parent, &temp, mode)?;
+    parent.rename(&temp, parent, name)
 }
 
 fn read_now(path: &str, deep: bool, max_file_bytes: u64) -> std::io::Result<Image> {
@@ -310,27 +362,18 @@ fn restore(sandbox: &Sandbox, store: &UndoStore, step: &Step) -> Result<(), Sand
     {
         return set_mode(&parent, &name, *mode).map_err(fail);
     }
-    // An append's old content is the start of the file there now: read before it goes.
-    let kept = match &step.restore {
-        Image::File {
-            prefix: true,
-            size,
-            sha256,
-            ..
-        } => {
-            let (file, _) = crate::sandbox::handles::open_file(&parent, name.as_os_str())
-                .map_err(|e| SandboxError::from_io(input, e))?;
-            let bytes = take_prefix(file, *size).map_err(fail)?;
-            if &sha256_of(&bytes) != sha256 {
-                return Err(fail(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "the file no longer begins with what it held before the append",
-                )));
-            }
-            Some(bytes)
-        }
-        _ => None,
-    };
+    // An append's old content is the start of the file there now: copied from it, never
+    // held whole in memory.
+    if let Image::File {
+        prefix: true,
+        size,
+        sha256,
+        mode,
+        ..
+    } = &step.restore
+    {
+        return cut_back(&parent, &name, (*size, sha256, *mode), sandbox).map_err(fail);
+    }
     match parent.symlink_metadata(&name) {
         Ok(metadata) if metadata.is_dir() => {
             sandbox.protection().check_tree(input, &rooted.absolute)?;
@@ -340,26 +383,21 @@ fn restore(sandbox: &Sandbox, store: &UndoStore, step: &Step) -> Result<(), Sand
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
         Err(error) => return Err(fail(error)),
     }
-    create(&parent, &name, &step.restore, kept, store, sandbox).map_err(fail)
+    create(&parent, &name, &step.restore, store, sandbox).map_err(fail)
 }
 
-/// Makes `name` in `parent` what `image` describes (nothing is there); a file's content is
-/// `kept` where it was read already (an append's prefix), else the store's.
+/// Makes `name` in `parent` what `image` describes (nothing is there).
 fn create(
     parent: &Dir,
     name: &Path,
     image: &Image,
-    kept: Option<Vec<u8>>,
     store: &UndoStore,
     sandbox: &Sandbox,
 ) -> std::io::Result<()> {
     match image {
         Image::Absent => Ok(()),
         Image::File { mode, sha256, .. } => {
-            let bytes = match kept {
-                Some(bytes) => bytes,
-                None => store.blob(sha256)?,
-            };
+            let bytes = store.blob(sha256)?;
             let temp = crate::sandbox::place::temp_name(name);
             let mut file = parent.open_with(
                 &temp,
@@ -379,7 +417,7 @@ fn create(
             if let Some(entries) = entries {
                 let folder = crate::sandbox::handles::open_subdir(parent, name.as_os_str())?;
                 for (child, image) in entries {
-                    create(&folder, Path::new(child), image, None, store, sandbox)?;
+                    create(&folder, Path::new(child), image, store, sandbox)?;
                 }
             }
             set_mode(parent, name, *mode)
