@@ -80,6 +80,37 @@ impl TurnCalls<'_, '_> {
         calls: &[Call],
         observer: &mut dyn RunObserver,
     ) -> Vec<ResultBlock> {
+        let executions = self.run_on_threads(report, calls, observer);
+        // A call Ctrl-C kept from starting is answered all the same.
+        calls
+            .iter()
+            .zip(executions)
+            .map(|(call, execution)| execution.map_or_else(|| not_run(call), |e| e.block))
+            .collect()
+    }
+
+    /// Runs read-only `calls` concurrently (one alone on this thread), each reported as in
+    /// [`TurnCalls::run_planned`]; their executions in call order, `None` for a call Ctrl-C
+    /// kept from starting. The tag dialect's turns make their answers from these.
+    pub(super) fn run_reads(
+        &self,
+        report: &mut RunReport,
+        calls: &[Call],
+        observer: &mut dyn RunObserver,
+    ) -> Vec<Option<Execution>> {
+        match calls {
+            [call] => vec![self.run_alone(report, call, observer)],
+            _ => self.run_on_threads(report, calls, observer),
+        }
+    }
+
+    /// Runs `calls` on worker threads, at most `max_parallel` at once.
+    fn run_on_threads(
+        &self,
+        report: &mut RunReport,
+        calls: &[Call],
+        observer: &mut dyn RunObserver,
+    ) -> Vec<Option<Execution>> {
         let executor = &self.executor;
         let roots = executor.sandbox().roots();
         let secrets = executor.limits().secrets();
@@ -87,8 +118,7 @@ impl TurnCalls<'_, '_> {
         if calls.len() > 1 {
             observer.on_event(&RunEvent::ParallelCalls { count: calls.len() });
         }
-        let mut blocks: Vec<Option<ResultBlock>> = vec![None; calls.len()];
-        parallel::run_bounded(
+        let executions = parallel::run_bounded(
             &read,
             self.max_parallel,
             self.cancel,
@@ -100,18 +130,12 @@ impl TurnCalls<'_, '_> {
                     observer.on_event(&read[index].started_event(roots, &secrets));
                 }
                 parallel::Progress::Finished(index, execution) => {
-                    blocks[index] =
-                        Some(report_finished(report, &calls[index], execution, observer));
+                    report_finished(report, &calls[index], execution, observer);
                 }
             },
         );
         self.pass_on_relayed(observer);
-        // A call Ctrl-C kept from starting is answered all the same.
-        calls
-            .iter()
-            .zip(blocks)
-            .map(|(call, block)| block.unwrap_or_else(|| not_run(call)))
-            .collect()
+        executions
     }
 
     /// Runs the one call of a turn (text mode) and returns its result block.
@@ -143,8 +167,20 @@ impl TurnCalls<'_, '_> {
         call: &Call,
         observer: &mut dyn RunObserver,
     ) -> ResultBlock {
+        self.run_alone(report, call, observer)
+            .map_or_else(|| not_run(call), |execution| execution.block)
+    }
+
+    /// Runs one valid call on this thread, reported as it starts and ends; `None` when Ctrl-C
+    /// kept it from starting.
+    pub(super) fn run_alone(
+        &self,
+        report: &mut RunReport,
+        call: &Call,
+        observer: &mut dyn RunObserver,
+    ) -> Option<Execution> {
         if self.cancel.load(Ordering::SeqCst) {
-            return not_run(call);
+            return None;
         }
         let read = ReadCall::new(call);
         observer.on_event(&read.started_event(
@@ -153,7 +189,8 @@ impl TurnCalls<'_, '_> {
         ));
         report.calls += 1;
         let execution = read.execute(self.executor);
-        report_finished(report, call, &execution, observer)
+        report_finished(report, call, &execution, observer);
+        Some(execution)
     }
 }
 
@@ -209,21 +246,21 @@ impl<'c> ReadCall<'c> {
     }
 }
 
-/// Reports a call's end and returns its block. Its duration is the call's own: the wait for
-/// the person's answer is not in it.
+/// Reports a call's end. Its duration is the call's own: the wait for the person's answer is
+/// not in it.
 fn report_finished(
     report: &mut RunReport,
     call: &Call,
     execution: &Execution,
     observer: &mut dyn RunObserver,
-) -> ResultBlock {
+) {
     if let Some(message) = &execution.audit_error {
         observer.on_event(&RunEvent::Warning {
             message: message.clone(),
         });
     }
     let advice = execution.advice().map(str::to_owned);
-    let block = execution.block.clone();
+    let block = &execution.block;
     if !block.ok {
         report.failed_calls += 1;
     }
@@ -236,7 +273,6 @@ fn report_finished(
         advice,
         duration_ms: u64::try_from(execution.duration.as_millis()).unwrap_or(u64::MAX),
     });
-    block
 }
 
 /// The answer to a call Ctrl-C kept from running.

@@ -22,11 +22,13 @@ use super::resume::{ResumeError, ResumeSource, Resumed, resume_notice};
 use super::settings::{
     ResolvedSettings, RoleChoice, SettingFlags, SettingsError, SystemPromptChoice, resolve_settings,
 };
+use super::task::tags::{TagChildren, TagTree};
 use super::task::{Tasks, child_transcript_path, http_provider};
 use super::transcript::{TranscriptWriter, default_transcript_path};
 use super::turn::{AgentRun, Conversation, RunKind, RunObserver, RunReport};
 use crate::config::Config;
 use crate::protocol::ToolSet;
+use crate::protocol::dialect::Dialect;
 use crate::protocol::prompt::PromptLanguage;
 use crate::sandbox::state::state_dir;
 use crate::sandbox::{Sandbox, Session};
@@ -101,6 +103,18 @@ pub(crate) struct Launch {
     session: DoorSession,
     prompt_context: PromptContext,
     max_reply_bytes: usize,
+    /// How the model's replies are read and the results written.
+    dialect: Dialect,
+}
+
+/// The protocol a run speaks with its model: the dialect, and the language of the tag
+/// dialect's prompt (PROTOCOL.md §15 (The tag dialect: run)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Speaking {
+    /// Flycode's call blocks or seed 000's tags.
+    pub dialect: Dialect,
+    /// The tag dialect's prompt language (the flycode dialect's agent prompt is English).
+    pub language: PromptLanguage,
 }
 
 /// What the caller decides for one run: who answers approval questions, what stops it, and
@@ -123,8 +137,13 @@ impl Launch {
         sandbox: Sandbox,
         transcript: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
+        speaking: Speaking,
     ) -> Result<Launch, LaunchError> {
-        let settings = resolve_settings(flags, &config.agent, env)?;
+        let mut settings = resolve_settings(flags, &config.agent, env)?;
+        if speaking.dialect == Dialect::Tags {
+            // Tags are read from the reply's text: no function definitions are sent.
+            settings.mode = super::prompt::CallingMode::Text;
+        }
         let transcripts = run_transcripts(transcript)?;
         let sandbox = protect_own_files(sandbox, &settings, &transcripts);
         // `--tools` chooses the file tools; flycode.toml's `tools` is the chat front ends' set
@@ -134,7 +153,7 @@ impl Launch {
             .tool_set
             .unwrap_or(ToolSet::Extended)
             .with_agent_tools();
-        let (prompt, prompt_context) = build_prompt(&settings, &sandbox, tool_set)?;
+        let (mut prompt, prompt_context) = build_prompt(&settings, &sandbox, tool_set)?;
         let provider = super::client::connect(&ClientSettings {
             provider: settings.provider,
             base_url: settings.base_url.clone(),
@@ -155,7 +174,21 @@ impl Launch {
             run_limits(&settings, config, tool_set),
             Some(Session::in_memory()),
         )?;
+        if speaking.dialect == Dialect::Tags {
+            prompt.system = tags_system_prompt(
+                &settings,
+                speaking.language,
+                sandbox.roots(),
+                &session.limits().places,
+            )?;
+            // Seed 000's prompt is the agent's whole brief: no role definition but the
+            // person's own (`--role`, `--role-file`).
+            if settings.role == RoleChoice::Built {
+                prompt.role_definition.clear();
+            }
+        }
         Ok(Launch {
+            dialect: speaking.dialect,
             max_reply_bytes: config.max_reply_bytes,
             prompt_context,
             settings,
@@ -261,14 +294,23 @@ impl Launch {
                 provider: self.settings.provider.as_str().to_owned(),
                 base_url: self.settings.base_url.clone(),
                 model: self.settings.model.clone(),
+                dialect: (self.dialect == Dialect::Tags).then(|| "tags".to_owned()),
             });
         if let Some(parent) = start.continues {
             transcript = transcript.continuing(parent);
         }
+        // The tag dialect's `<create_agent>`s: the run's top agent's children.
+        let tree = TagTree {
+            tasks: &tasks,
+            system: self.prompt.system.clone().unwrap_or_default(),
+        };
+        let children = TagChildren::top(&tree, self.transcripts.clone());
         let mut run = AgentRun {
             provider: self.provider.as_mut(),
             executor: run_service(&self.session, &self.sandbox, options, &condenser)
                 .for_agent(&memory, Some(&tasks)),
+            dialect: self.dialect,
+            tag_children: (self.dialect == Dialect::Tags).then_some(&children),
             settings: &self.settings,
             lenient: options.lenient,
             prompt: self.prompt.clone(),
@@ -302,50 +344,27 @@ fn run_service<'s>(
         .condensing_with(condenser)
 }
 
-impl Launch {
-    /// Works on `task` in the tag dialect (PROTOCOL.md §15 (The tag dialect: run)) until the
-    /// top agent sends `<return>`, a budget runs out, the API fails, or Ctrl-C.
-    pub(crate) fn run_tags(
-        &mut self,
-        task: &str,
-        options: &RunOptions<'_>,
-    ) -> super::tags_run::TagEnding {
-        let condenser = super::recall::LightCondenser::new(
-            &self.settings,
-            self.max_reply_bytes,
-            &self.transcripts,
-            options.cancel,
-        );
-        // The run is the session of its background jobs, as in the flycode dialect
-        // (PROTOCOL.md §10 (Running calls: background jobs)): they end when it returns.
-        if let Some(jobs) = self.session.jobs() {
-            jobs.set_announce(Box::new(|notice| eprintln!("flycode: [jobs] {notice}")));
+/// The tag dialect's system prompt: seed 000's own in `language`, or the person's file
+/// (`--system-prompt-file`, its `{tree_info}`, `{predefined_section}` and `{hint_metadata}`
+/// filled as seed 000's are), or none.
+fn tags_system_prompt(
+    settings: &ResolvedSettings,
+    language: PromptLanguage,
+    roots: &[PathBuf],
+    places: &crate::tools::places::Places,
+) -> Result<Option<String>, LaunchError> {
+    Ok(match &settings.system_prompt {
+        SystemPromptChoice::Built => Some(super::tags_prompt::render_tags_prompt(
+            language, roots, places,
+        )),
+        SystemPromptChoice::File(path) => {
+            let template = read_prompt_file(path, "system prompt")?;
+            Some(super::tags_prompt::render_tags_template(
+                &template, language, roots, places,
+            ))
         }
-        // Seed 000's own prompt, in English: `run` has no language setting (PROTOCOL.md §15
-        // (The tag dialect: run)).
-        let system = super::tags_prompt::render_tags_prompt(
-            PromptLanguage::En,
-            self.sandbox.roots(),
-            &self.session.limits().places,
-        );
-        let executor = run_service(&self.session, &self.sandbox, options, &condenser);
-        let tag_loop = super::tags_run::TagLoop {
-            provider: Mutex::new(self.provider.as_mut()),
-            executor: &executor,
-            settings: &self.settings,
-            system,
-            cancel: options.cancel,
-            started: Mutex::new(0),
-            max_reply_bytes: self.max_reply_bytes,
-        };
-        let ending = tag_loop.run(task, self.transcripts.clone());
-        drop(tag_loop);
-        drop(executor);
-        if let Some(jobs) = self.session.jobs() {
-            jobs.end_session();
-        }
-        ending
-    }
+        SystemPromptChoice::None => None,
+    })
 }
 
 fn read_prompt_file(path: &Path, what: &'static str) -> Result<String, LaunchError> {

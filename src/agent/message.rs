@@ -17,6 +17,18 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// `system`, `user`, `assistant` or `tool`, as the wire spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// What a message is to flycode; never sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MessageKind {

@@ -35,7 +35,6 @@ pub(crate) mod resume;
 pub mod settings;
 pub(crate) mod summary;
 pub mod tags_prompt;
-pub(crate) mod tags_run;
 pub mod task;
 pub(crate) mod tools;
 pub(crate) mod transcript;

@@ -67,6 +67,9 @@ pub(crate) struct EndpointRecord {
     pub base_url: String,
     /// The model.
     pub model: String,
+    /// `tags` for a run in seed 000's tag dialect (PROTOCOL.md §15): `--resume` goes on in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
 }
 
 /// One TODO item as recorded.
@@ -242,6 +245,7 @@ impl TranscriptWriter {
 
     /// Replaces the record with `request` (as sent) followed by `after` (the replies and results
     /// since it was sent). Every path is attempted; the first failure is returned.
+    #[cfg(test)]
     pub(crate) fn save(
         &self,
         request: &[Message],

@@ -29,12 +29,15 @@ use super::settings::ResolvedSettings;
 use super::tools::native_tool_definitions;
 use super::transcript::{RecordState, RunRecord, SummaryRecord, TranscriptWriter};
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
+use crate::protocol::dialect::Dialect;
 use crate::protocol::text_calls::find_text_calls;
 use crate::protocol::verdict::violation_result_with_root;
 use crate::protocol::{
-    Call, ClassifyOptions, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
+    Call, ClassifyOptions, ErrorCode, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
 };
 use crate::tools::executor::{Executor, Restriction};
+
+mod tags;
 
 /// Who the loop works for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +93,25 @@ pub(crate) struct AgentRun<'a> {
     pub relay: Option<&'a Receiver<RunEvent>>,
     /// Writes compaction summaries: the light model, or `None` for the run's own model.
     pub compactor: Option<Compactor>,
+    /// How the model's replies are read and the results written: flycode's call blocks (text
+    /// or native calling) or seed 000's tags (PROTOCOL.md §15 (The tag dialect: run)).
+    pub dialect: Dialect,
+    /// Runs this agent's `<create_agent>`s (the tag dialect's sub-agents); `None` refuses them.
+    pub tag_children: Option<&'a dyn TagChildAgents>,
+}
+
+/// Runs the `<create_agent>`s of one agent of the tag dialect (PROTOCOL.md §15 (The tag
+/// dialect: run)): the sub-agent layer's side of the seam (`task::tags::TagChildren`).
+pub(crate) trait TagChildAgents {
+    /// Runs `task` as a child of the agent whose executor is `parent` (the predefined agent
+    /// `name`, if given; `id` its step's id) to its end, its events passed on to `observer`,
+    /// and answers with its `<child_summary>`.
+    fn run_child(
+        &self,
+        parent: &Executor<'_>,
+        request: (&str, Option<&str>, &str),
+        observer: &mut dyn RunObserver,
+    ) -> crate::tags::TagAnswer;
 }
 
 /// The conversation a run starts from: the task alone, or a resumed run's.
@@ -126,6 +148,9 @@ struct TurnProgress {
     summary: Option<SummaryRecord>,
     /// The size of the last request, as the server counted it.
     measure: Measure,
+    /// The tool and arguments of the calls that failed in the last turn: an exact repeat in
+    /// the next is not run (seed 003, R5).
+    failed_last_turn: Vec<(ToolName, serde_json::Value)>,
 }
 
 impl AgentRun<'_> {
@@ -212,14 +237,15 @@ impl AgentRun<'_> {
             archive,
             summary,
             measure: Measure::default(),
+            failed_last_turn: Vec::new(),
         };
         // Every event is heard masked, and every message is masked as it joins the
         // conversation (`push`, `build_request`): PROTOCOL.md §9 (Secrets and masking).
         let secrets = self.executor.limits().secrets();
-        progress
-            .history
-            .iter_mut()
-            .for_each(|message| message.mask(&secrets));
+        progress.history.iter_mut().for_each(|message| {
+            message.mask(&secrets);
+            self.memory.hear(message.role.as_str(), &message.content);
+        });
         let mut observer = MaskingObserver {
             inner: observer,
             secrets: secrets.clone(),
@@ -257,15 +283,21 @@ impl AgentRun<'_> {
                     TurnStep::End(ending) => return ending,
                 }
             }
-            if self.is_empty_reply(&completion) {
+            // A tag-dialect reply without text is one without tags: answered as such.
+            if self.dialect == Dialect::Flycode && self.is_empty_reply(&completion) {
                 match self.empty_reply(progress, completion, observer) {
                     TurnStep::Continue => continue,
                     TurnStep::End(ending) => return ending,
                 }
             }
-            let step = match self.settings.mode {
-                CallingMode::Text => self.text_turn(progress, completion, observer),
-                CallingMode::Native => self.native_turn(progress, completion, observer),
+            let step = match (self.dialect, self.settings.mode) {
+                (Dialect::Tags, _) => self.tags_turn(progress, completion, observer),
+                (Dialect::Flycode, CallingMode::Text) => {
+                    self.text_turn(progress, completion, observer)
+                }
+                (Dialect::Flycode, CallingMode::Native) => {
+                    self.native_turn(progress, completion, observer)
+                }
             };
             match step {
                 TurnStep::Continue => {}
@@ -287,9 +319,9 @@ impl AgentRun<'_> {
         progress: &TurnProgress,
         definitions: &'d mut Option<ToolDefinitions>,
     ) -> &'d [serde_json::Value] {
-        let offered = match self.settings.mode {
-            CallingMode::Native => self.offered_tools(progress),
-            CallingMode::Text => &[],
+        let offered = match (self.dialect, self.settings.mode) {
+            (Dialect::Flycode, CallingMode::Native) => self.offered_tools(progress),
+            _ => &[],
         };
         if definitions
             .as_ref()
@@ -788,6 +820,7 @@ impl AgentRun<'_> {
         observer: &mut dyn RunObserver,
     ) {
         message.mask(&self.executor.limits().secrets());
+        self.memory.hear(message.role.as_str(), &message.content);
         progress.history.push(message);
         self.checkpoint(progress, observer);
     }
@@ -811,12 +844,23 @@ impl AgentRun<'_> {
             Message::assistant(reply.clone(), Vec::new()),
             observer,
         );
+        let failed_before = std::mem::take(&mut progress.failed_last_turn);
         match classification.verdict {
             Verdict::None => self.prose(progress, reply, observer),
             Verdict::Call(call) => match self.claim_id(progress, &call) {
+                Ok(()) if tags::repeats_failed(&call, &failed_before) => {
+                    tags::remember_failed(progress, &call, None);
+                    let block = self.repeated_failed_call(progress, &call, observer);
+                    self.push(progress, Message::user_result(block.render()), observer);
+                    self.after_violation_named(progress, ErrorCode::RepeatedFailedCall, &block)
+                }
                 Ok(()) => {
                     progress.consecutive_violations = 0;
+                    let ran = call.clone();
                     let block = self.calls().run_one(&mut progress.report, call, observer);
+                    if !block.ok && block.code.as_deref() != Some(ErrorCode::Cancelled.as_str()) {
+                        tags::remember_failed(progress, &ran, None);
+                    }
                     self.push(progress, Message::user_result(block.render()), observer);
                     TurnStep::Continue
                 }
@@ -880,10 +924,20 @@ impl AgentRun<'_> {
         self.push(progress, reply, observer);
         let mut last_error = None;
         let mut any_valid = false;
+        let failed_before = std::mem::take(&mut progress.failed_last_turn);
+        let mut repeated = None;
         // Judged in order first; then run, read-only runs at once (PROTOCOL.md §13 (The API loop: parallel calls)).
         let mut planned = Vec::with_capacity(tool_calls.len());
+        let mut ran = Vec::with_capacity(tool_calls.len());
         for native in &tool_calls {
-            planned.push(match self.native_call(progress, native) {
+            let judged = self.native_call(progress, native);
+            ran.push(judged.as_ref().ok().cloned());
+            planned.push(match judged {
+                Ok(call) if tags::repeats_failed(&call, &failed_before) => {
+                    let block = self.repeated_failed_call(progress, &call, observer);
+                    repeated = Some(block.clone());
+                    PlannedCall::Answered(block)
+                }
                 Ok(call) => {
                     any_valid = true;
                     PlannedCall::Run(call)
@@ -908,7 +962,13 @@ impl AgentRun<'_> {
         let blocks = self
             .calls()
             .run_planned(&mut progress.report, planned, observer);
-        for (native, mut block) in tool_calls.iter().zip(blocks) {
+        for ((native, mut block), call) in tool_calls.iter().zip(blocks).zip(&ran) {
+            if let Some(call) = call
+                && !block.ok
+                && block.code.as_deref() != Some(ErrorCode::Cancelled.as_str())
+            {
+                tags::remember_failed(progress, call, None);
+            }
             // The API pairs results by tool_call_id: answer under the API's id even when the
             // violation could not read it.
             block.id = Some(native.id.clone());
@@ -918,8 +978,11 @@ impl AgentRun<'_> {
                 observer,
             );
         }
-        match (any_valid, last_error) {
-            (false, Some(error)) => self.after_violation(progress, &error),
+        match (any_valid, last_error, repeated) {
+            (false, Some(error), _) => self.after_violation(progress, &error),
+            (false, None, Some(block)) => {
+                self.after_violation_named(progress, ErrorCode::RepeatedFailedCall, &block)
+            }
             _ => {
                 progress.consecutive_violations = 0;
                 TurnStep::Continue
@@ -975,6 +1038,51 @@ impl AgentRun<'_> {
         let root = self.executor.sandbox().roots().first();
         let root = root.map(|root| root.display().to_string());
         violation_result_with_root(error, attempt, root.as_deref())
+    }
+
+    /// Answers a call that repeats exactly one whose result failed in the turn before (seed
+    /// 003, R5: "不得重复同一失败调用"): not run, said to the observer as a violation.
+    fn repeated_failed_call(
+        &mut self,
+        progress: &mut TurnProgress,
+        call: &Call,
+        observer: &mut dyn RunObserver,
+    ) -> ResultBlock {
+        let message = "not run: this call repeats exactly (same tool, equal arguments) the call whose result just failed".to_owned();
+        progress.report.violations += 1;
+        observer.on_event(&RunEvent::Violation {
+            id: call.id.clone(),
+            code: ErrorCode::RepeatedFailedCall.as_str().to_owned(),
+            message: message.clone(),
+            consecutive: progress.consecutive_violations + 1,
+        });
+        ResultBlock::failure(
+            call.id.clone(),
+            crate::protocol::render_command(call.tool, &call.args),
+            ErrorCode::RepeatedFailedCall,
+            message,
+            Some("correct what the error said (other arguments), or ask the user; do not send the same failing call again".to_owned()),
+        )
+    }
+
+    /// Counts a refused reply that is not a `CallError` (a repeated failed call).
+    fn after_violation_named(
+        &mut self,
+        progress: &mut TurnProgress,
+        code: ErrorCode,
+        block: &ResultBlock,
+    ) -> TurnStep {
+        progress.consecutive_violations += 1;
+        if progress.consecutive_violations >= self.settings.max_violations {
+            TurnStep::End(RunEnding::TooManyViolations(format!(
+                "{} invalid replies in a row; the last: {} ({})",
+                progress.consecutive_violations,
+                block.error.as_deref().unwrap_or_default(),
+                code.as_str()
+            )))
+        } else {
+            TurnStep::Continue
+        }
     }
 
     fn after_violation(&mut self, progress: &mut TurnProgress, error: &CallError) -> TurnStep {

@@ -16,6 +16,7 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
     }
     let config = super::load_config(&crate::config::Flags {
         tool_set: args.tools.map(Into::into),
+        roots: args.roots.roots.clone(),
         ..crate::config::Flags::default()
     })?;
     if super::dialect(args.dialect, &config) == crate::protocol::dialect::Dialect::Tags {
@@ -32,11 +33,8 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<Outcome> {
             tools: config.tool_set,
         },
     );
-    // check names no roots of its own: the configured first root, if any, is the example a
-    // relative path's hint shows (else a generic one).
-    let example_root = (config.roots.first())
-        .filter(|root| root.is_absolute())
-        .map(|root| root.display().to_string());
+    // The first root exec would be given is the example a relative path's hint shows.
+    let example_root = super::first_root(&config);
     let outcome = match &classification.verdict {
         Verdict::None => Outcome::NoCall,
         Verdict::Call(_) => Outcome::Success,

@@ -25,11 +25,9 @@ pub(crate) fn run(args: &CheckArgs, config: &Config) -> anyhow::Result<Outcome> 
             return report(args.json, &TagVerdict::Invalid(violation), None);
         }
     };
-    // check names no roots of its own: relative builtin paths are taken in the configured first
-    // root when it is absolute, and refused as relative otherwise.
-    let base = (config.roots.first())
-        .filter(|root| root.is_absolute())
-        .map(|root| root.display().to_string());
+    // One judgement with exec: relative builtin paths are taken in the first root exec would be
+    // given (the current directory when none is named).
+    let base = super::first_root(config);
     report(args.json, &read_tags(&reply), base.as_deref())
 }
 
@@ -37,12 +35,15 @@ fn report(as_json: bool, verdict: &TagVerdict, base: Option<&str>) -> anyhow::Re
     let mut stdout = std::io::stdout().lock();
     let mut outcome = match verdict {
         TagVerdict::None => Outcome::NoCall,
-        TagVerdict::Tags(_) | TagVerdict::Return(_) => Outcome::Success,
+        TagVerdict::Tags(_) | TagVerdict::TagsThenReturn(..) | TagVerdict::Return(_) => {
+            Outcome::Success
+        }
         TagVerdict::Invalid(_) => Outcome::Failure,
     };
     let mut calls = Vec::new();
     let mut texts = Vec::new();
-    if let TagVerdict::Tags(tags) = verdict {
+    {
+        let tags = verdict.tool_tags();
         for (index, tag) in tags.iter().enumerate() {
             let mapped = map_tag(tag, &format!("tag-{}", index + 1), base);
             let item = match &mapped.action {
@@ -82,11 +83,13 @@ fn report(as_json: bool, verdict: &TagVerdict, base: Option<&str>) -> anyhow::Re
                 Value::Null,
             )
         }
-        TagVerdict::Return(summary) => {
-            texts.push(format!("{}\n", json!({"return": summary})));
-            (Value::Null, json!(summary))
-        }
-        _ => (Value::Null, Value::Null),
+        _ => match verdict.returned() {
+            Some(summary) => {
+                texts.push(format!("{}\n", json!({"return": summary})));
+                (Value::Null, json!(summary))
+            }
+            None => (Value::Null, Value::Null),
+        },
     };
     if as_json {
         let report = json!({

@@ -61,6 +61,12 @@ pub(crate) fn run(
             return Ok(Some(Outcome::Failure));
         }
         TagVerdict::Tags(tags) => tags,
+        TagVerdict::TagsThenReturn(tags, _) => {
+            eprintln!(
+                "flycode exec: the reply's last tag is a <return>: its tags run, and no agent ends here"
+            );
+            tags
+        }
     };
     let memory = match &args.session {
         Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),

@@ -184,6 +184,10 @@ pub struct RunArgs {
     /// Also write the transcript (JSON Lines) here.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
+    /// The language of the tag dialect's prompt (seed 000's Chinese or its English; default:
+    /// the locale's, as `flycode prompt`). The flycode dialect's agent prompt is English.
+    #[arg(long, value_enum)]
+    pub lang: Option<Language>,
     /// The model, endpoint, mode, budgets, timeouts and prompt files.
     #[command(flatten)]
     pub settings: crate::agent::settings::SettingFlags,
@@ -298,6 +302,23 @@ pub struct CheckArgs {
     /// `dialect`, else flycode.
     #[arg(long, value_enum, value_name = "DIALECT")]
     pub dialect: Option<crate::protocol::dialect::Dialect>,
+    /// The roots `exec` would be given: a relative path of a tag-dialect builtin is judged
+    /// inside the first, as `exec --dialect tags` takes it.
+    #[command(flatten)]
+    pub roots: RootFlags,
+}
+
+/// The first of the roots `config` names, resolved as `exec` resolves them (the current
+/// directory when none is named): where `check` and `exec` take a tag-dialect builtin's
+/// relative path, and the example of a relative path's hint. Where they do not resolve (a
+/// root that does not exist here), the first as written when it is absolute, else `None`.
+pub(crate) fn first_root(config: &crate::config::Config) -> Option<String> {
+    match crate::sandbox::Roots::resolve(&config.roots) {
+        Ok(roots) => roots.paths().first().map(|root| root.display().to_string()),
+        Err(_) => (config.roots.first())
+            .filter(|root| root.is_absolute())
+            .map(|root| root.display().to_string()),
+    }
 }
 
 /// `flycode exec` arguments.

@@ -12,33 +12,13 @@ use anyhow::{Context, bail};
 use super::progress::{PausingApprover, Spinner, start_line};
 use super::{Outcome, RunArgs, approver, hand_off_secrets, open_sandbox};
 use crate::agent::events::ChildEvent;
-use crate::agent::launch::{Launch, RunOptions};
+use crate::agent::launch::{Launch, RunOptions, Speaking};
 use crate::agent::prompt::CallingMode;
 use crate::agent::summary::human_duration;
 use crate::agent::turn::{RunEnding, RunEvent, RunObserver, RunReport};
 use crate::protocol::ToolName;
 use crate::protocol::display::escape_for_terminal;
 use crate::protocol::stream::CallBlockFilter;
-
-/// The end of a tags run: the top agent's `<return>` on standard output (exit 0), or why it
-/// stopped on standard error.
-fn finish_tags(ending: crate::agent::tags_run::TagEnding) -> Outcome {
-    use crate::agent::tags_run::TagEnding;
-    match ending {
-        TagEnding::Returned(summary) => {
-            println!("{}", escape_for_terminal(&summary));
-            Outcome::Success
-        }
-        TagEnding::Stopped(why) => {
-            eprintln!("flycode: stopped: {}", escape_for_terminal(&why));
-            Outcome::Failure
-        }
-        TagEnding::Cancelled => {
-            eprintln!("flycode: stopped by Ctrl-C");
-            Outcome::Interrupted
-        }
-    }
-}
 
 /// Runs `flycode run`.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -84,12 +64,33 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
             flags.model = Some(endpoint.model.clone());
         }
     }
+    // A resumed run goes on in the dialect it spoke, unless a flag says otherwise.
+    let resumed_dialect = resumed
+        .as_ref()
+        .and_then(|resumed| resumed.endpoint.as_ref())
+        .map(|endpoint| match endpoint.dialect.as_deref() {
+            Some("tags") => crate::protocol::dialect::Dialect::Tags,
+            _ => crate::protocol::dialect::Dialect::Flycode,
+        });
+    let dialect = args
+        .run
+        .dialect
+        .or(resumed_dialect)
+        .unwrap_or_else(|| super::dialect(None, &config));
+    let language = match args
+        .lang
+        .unwrap_or_else(|| super::Language::from_locale(&|name| std::env::var(name).ok()))
+    {
+        super::Language::Zh => crate::protocol::prompt::PromptLanguage::Zh,
+        super::Language::En => crate::protocol::prompt::PromptLanguage::En,
+    };
     let mut launch = Launch::prepare(
         &flags,
         &config,
         sandbox,
         args.transcript.as_deref(),
         &crate::sandbox::secret_env::value,
+        Speaking { dialect, language },
     )?;
 
     let settings = &launch.settings;
@@ -104,9 +105,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let mut observer: Box<dyn RunObserver> = if args.json {
         Box::new(JsonLines)
     } else {
-        Box::new(RunTerminal::new(color, settings.mode, spinner.clone()))
+        Box::new(RunTerminal::new(color, settings.mode, spinner.clone()).speaking(dialect))
     };
-    let tags = super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags;
+    let tags = dialect == crate::protocol::dialect::Dialect::Tags;
     if !args.json {
         // The tag dialect is read from the reply's text whatever the calling mode.
         let mode = if tags {
@@ -126,21 +127,6 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
         cancel: &cancel,
         lenient: args.run.lenient,
     };
-    if tags {
-        if resumed.is_some() {
-            anyhow::bail!(
-                "--resume continues runs of the flycode dialect only; start the tags run anew (PROTOCOL.md §15 (The tag dialect))"
-            );
-        }
-        if args.json {
-            anyhow::bail!(
-                "--json reports the events of the flycode dialect only; run --dialect tags without --json (its transcript holds the whole run, PROTOCOL.md §15 (The tag dialect))"
-            );
-        }
-        return Ok(finish_tags(
-            launch.run_tags(task.as_deref().unwrap_or_default(), &options),
-        ));
-    }
     let report = match resumed {
         Some(resumed) => {
             if !args.json {
@@ -239,6 +225,9 @@ struct RunTerminal {
     stdout_at_line_start: bool,
     /// Text mode: the prose of the reply that arrived, held until its verdict says where it goes.
     held_prose: Option<String>,
+    /// The tag dialect: replies stay off the terminal (their tags show as calls), and the
+    /// top agent's `<return>` is the answer printed at the end.
+    tags: bool,
     /// Native mode: the calls of the latest reply, and its invalid ones as they were judged,
     /// shown as one line once the turn's judging is over.
     turn_calls: usize,
@@ -272,12 +261,19 @@ impl RunTerminal {
             streamed: false,
             stdout_at_line_start: true,
             held_prose: None,
+            tags: false,
             turn_calls: 0,
             invalid_calls: Vec::new(),
             live,
             executing_line: false,
             waiting_shown: None,
         }
+    }
+
+    /// The same display for a run in `dialect`.
+    fn speaking(mut self, dialect: crate::protocol::dialect::Dialect) -> RunTerminal {
+        self.tags = dialect == crate::protocol::dialect::Dialect::Tags;
+        self
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -442,6 +438,9 @@ impl RunTerminal {
     }
 
     fn reply(&mut self, text: &str, tool_calls: usize) {
+        if self.tags {
+            return;
+        }
         match self.mode {
             CallingMode::Text => self.hold_reply(text),
             CallingMode::Native => {
@@ -671,6 +670,12 @@ impl RunObserver for RunTerminal {
             }
             RunEvent::Finished(report) => {
                 self.end_text();
+                if self.tags
+                    && report.ending == RunEnding::Answered
+                    && let Some(answer) = &report.answer
+                {
+                    println!("{}", escape_for_terminal(answer));
+                }
                 self.finished(report);
             }
             RunEvent::Child(child) => self.child_event(child),

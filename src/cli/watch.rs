@@ -84,6 +84,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         max_reply_bytes: config.max_reply_bytes,
         on_start: Some(&on_start),
         dialect,
+        failed_last: Vec::new(),
     };
     let last_result = watch_source(
         &mut source,

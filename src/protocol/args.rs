@@ -133,7 +133,14 @@ fn describe(schema: &ToolSchema, error: &ValidationError<'_>) -> String {
         ValidationErrorKind::Maximum { limit } => {
             format!("{subject} must be at most {limit}, got {got}")
         }
-        ValidationErrorKind::MinLength { .. } => format!("{subject} must not be empty"),
+        ValidationErrorKind::MinLength { limit: 1 } => format!("{subject} must not be empty"),
+        ValidationErrorKind::MinLength { limit } => {
+            let length = error
+                .instance()
+                .as_str()
+                .map_or(0, |text| text.chars().count());
+            format!("{subject} must be at least {limit} characters long, got {length} ({got})")
+        }
         ValidationErrorKind::MinItems { limit } => {
             format!("{subject} must have at least {limit} item(s)")
         }

@@ -83,6 +83,7 @@ error_codes! {
     NonzeroExit => "nonzero_exit", "The program ran and exited with a status other than 0.",
     QuotaExceeded => "quota_exceeded", "An `agent.task` past the run's or the agent's quota of sub-agent tasks.",
     TaskFailed => "task_failed", "A sub-agent could not do its task: its model's API failed, or its setup is wrong (the envelope says why).",
+    RepeatedFailedCall => "repeated_failed_call", "The call repeats exactly (same tool, equal arguments) a call whose result just failed (seed 003, R5): it was not run again.",
     Cancelled => "cancelled", "The person stopped the call (Ctrl-C in `flycode run`) before it finished, or before it started.",
 }
 

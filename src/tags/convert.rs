@@ -29,7 +29,7 @@ pub(super) fn answer_of(kind: TagKind, builtin: &str, execution: Execution) -> T
     TagAnswer {
         ok: execution.is_ok(),
         result,
-        execution: Some(execution),
+        execution: Some(Box::new(execution)),
     }
 }
 
@@ -179,7 +179,7 @@ pub(super) fn read_file_answer(
     TagAnswer {
         result: builtin_result("read_file", &block),
         ok,
-        execution: Some(execution),
+        execution: Some(Box::new(execution)),
     }
 }
 
@@ -194,6 +194,6 @@ pub(super) fn write_answer(execution: Execution, mode: SmartWriteMode) -> TagAns
     TagAnswer {
         result: builtin_result("smart_edit", &block),
         ok: execution.is_ok(),
-        execution: Some(execution),
+        execution: Some(Box::new(execution)),
     }
 }

@@ -28,7 +28,7 @@ pub struct TagAnswer {
     /// Whether it succeeded.
     pub ok: bool,
     /// The call's execution, when one ran (or was refused by the call service).
-    pub execution: Option<Execution>,
+    pub execution: Option<Box<Execution>>,
 }
 
 impl TagAnswer {
@@ -64,19 +64,96 @@ fn result_name(kind: TagKind, builtin: &str) -> String {
     }
 }
 
-/// Runs sub-agents for `<create_agent>` where a door has them (`flycode run`).
-pub trait ChildAgents {
-    /// Runs `task` as a sub-agent (the predefined agent `name`, if given) to its end, and
-    /// answers with its `<child_summary>`.
-    fn run_child(&self, task: &str, name: Option<&str>, id: &str) -> TagAnswer;
+/// One tool tag, read and mapped onto what runs it: the first half of answering a tag. The
+/// doors run the steps in order (`flycode run` runs consecutive read-only calls at once) and
+/// turn each execution into the tag's answer with [`TagStep::finish`].
+#[derive(Debug)]
+pub enum TagStep {
+    /// A registry call to run; `shape` makes its answer.
+    Run {
+        /// The call.
+        call: Box<crate::protocol::Call>,
+        /// How its execution becomes the tag's answer.
+        shape: AnswerShape,
+    },
+    /// A writing `smart_edit`: its call is made when its turn comes (from the file as the
+    /// tags before it left it), by [`TagDoor::write_step`].
+    Write {
+        /// The call's id.
+        id: String,
+        /// The file.
+        path: String,
+        /// Create, Append or Prepend.
+        mode: SmartWriteMode,
+        /// The text to write.
+        text: String,
+    },
+    /// A `<create_agent>`: a sub-agent for the door's agent loop to run, or refused where
+    /// the door has none.
+    Child {
+        /// The task, trimmed.
+        task: String,
+        /// The predefined agent it names, if any.
+        name: Option<String>,
+        /// The step's id.
+        id: String,
+    },
+    /// Answered already: the tag could not become a call.
+    Answered(TagAnswer),
 }
 
-/// Runs the tool tags of replies through one executor.
+/// How a call's execution becomes its tag's answer.
+#[derive(Clone, Debug)]
+pub enum AnswerShape {
+    /// A `<bash_call>` or a builtin's result (`builtin` names it).
+    Plain {
+        /// The tag.
+        kind: TagKind,
+        /// The builtin's name (empty for other tags).
+        builtin: String,
+    },
+    /// A `read_file` page.
+    ReadFile {
+        /// The first line asked for.
+        start_line: u64,
+        /// The `max_lines` asked for when it was over the page's cap.
+        capped_from: Option<u64>,
+    },
+    /// A writing `smart_edit`.
+    Write(SmartWriteMode),
+}
+
+impl AnswerShape {
+    /// The tag's answer to `execution`.
+    pub fn finish(&self, execution: Execution) -> TagAnswer {
+        match self {
+            AnswerShape::Plain { kind, builtin } => convert::answer_of(*kind, builtin, execution),
+            AnswerShape::ReadFile {
+                start_line,
+                capped_from,
+            } => convert::read_file_answer(execution, *start_line, *capped_from),
+            AnswerShape::Write(mode) => convert::write_answer(execution, *mode),
+        }
+    }
+
+    /// The tag's answer when its call did not run: `error`, in the form of its tag.
+    pub fn refused(&self, error: &TagError) -> TagAnswer {
+        match self {
+            AnswerShape::Plain { kind, builtin } => TagAnswer::refused(*kind, builtin, error),
+            AnswerShape::ReadFile { .. } => {
+                TagAnswer::refused(TagKind::Builtin, "read_file", error)
+            }
+            AnswerShape::Write(_) => TagAnswer::refused(TagKind::Builtin, "smart_edit", error),
+        }
+    }
+}
+
+/// Reads the tool tags of replies into steps, and runs them in order through one executor
+/// where no sub-agent runs (`exec`, `watch`).
 pub struct TagDoor<'e, 'a> {
     executor: &'e Executor<'a>,
     /// The first allowed root, where relative builtin paths are taken.
     base: Option<String>,
-    children: Option<&'e dyn ChildAgents>,
 }
 
 impl<'e, 'a> TagDoor<'e, 'a> {
@@ -88,17 +165,7 @@ impl<'e, 'a> TagDoor<'e, 'a> {
             .roots()
             .first()
             .map(|root| root.display().to_string());
-        TagDoor {
-            executor,
-            base,
-            children: None,
-        }
-    }
-
-    /// `<create_agent>` runs a sub-agent through `children` (instead of `agent.task`).
-    pub fn with_children(mut self, children: &'e dyn ChildAgents) -> Self {
-        self.children = Some(children);
-        self
+        TagDoor { executor, base }
     }
 
     /// The first allowed root.
@@ -106,52 +173,98 @@ impl<'e, 'a> TagDoor<'e, 'a> {
         self.base.as_deref()
     }
 
-    /// Runs `tags` in order, each under the id `next_id` gives, and answers each.
+    /// Runs `tags` in order, each under the id `next_id` gives, and answers each; a
+    /// `<create_agent>` is refused (no sub-agent runs at this door).
     pub fn answer(&self, tags: &[Tag], next_id: &mut dyn FnMut() -> String) -> Vec<TagAnswer> {
         tags.iter()
-            .map(|tag| self.answer_one(tag, &next_id()))
+            .map(|tag| self.run(self.plan(tag, &next_id())))
             .collect()
     }
 
-    fn answer_one(&self, tag: &Tag, id: &str) -> TagAnswer {
-        let mapped = map_tag(tag, id, self.base());
-        if tag.kind == TagKind::CreateAgent && mapped.action.is_ok() {
-            let Some(children) = self.children else {
-                return TagAnswer::refused(tag.kind, "", &no_children());
-            };
-            let name = tag.attributes.first().map(|(_, value)| value.as_str());
-            return children.run_child(tag.body.trim(), name, id);
+    /// Runs one step through the executor and answers it; a `<create_agent>` is refused.
+    pub fn run(&self, step: TagStep) -> TagAnswer {
+        match step {
+            TagStep::Run { call, shape } => shape.finish(self.executor.execute(&call)),
+            step @ TagStep::Write { .. } => match self.write_step(step) {
+                Ok((call, shape)) => shape.finish(self.executor.execute(&call)),
+                Err(answer) => *answer,
+            },
+            TagStep::Child { .. } => TagAnswer::refused(TagKind::CreateAgent, "", &no_children()),
+            TagStep::Answered(answer) => answer,
         }
+    }
+
+    /// The step `tag` stands for, under the id `id`.
+    pub fn plan(&self, tag: &Tag, id: &str) -> TagStep {
+        let mapped = map_tag(tag, id, self.base());
         let action = match mapped.action {
             Ok(action) => action,
-            Err(error) => return TagAnswer::refused(tag.kind, &mapped.builtin, &error),
-        };
-        match action {
-            TagAction::Call(call) => {
-                let execution = self.executor.execute(&call);
-                convert::answer_of(tag.kind, &mapped.builtin, execution)
+            Err(error) => {
+                return TagStep::Answered(TagAnswer::refused(tag.kind, &mapped.builtin, &error));
             }
+        };
+        if tag.kind == TagKind::CreateAgent {
+            return TagStep::Child {
+                task: tag.body.trim().to_owned(),
+                name: tag.attributes.first().map(|(_, value)| value.clone()),
+                id: id.to_owned(),
+            };
+        }
+        match action {
+            TagAction::Call(call) => TagStep::Run {
+                call: Box::new(call),
+                shape: AnswerShape::Plain {
+                    kind: tag.kind,
+                    builtin: mapped.builtin,
+                },
+            },
             TagAction::ReadFile {
                 call,
                 start_line,
                 capped_from,
-            } => {
-                let execution = self.executor.execute(&call);
-                convert::read_file_answer(execution, start_line, capped_from)
-            }
-            TagAction::Write { path, mode, text } => {
-                match self
-                    .existing_text(&path)
-                    .and_then(|existing| write_call(id, &path, mode, &text, existing.as_ref()))
-                {
-                    Ok(call) => {
-                        let execution = self.executor.execute(&call);
-                        convert::write_answer(execution, mode)
-                    }
-                    Err(error) => TagAnswer::refused(tag.kind, &mapped.builtin, &error),
-                }
-            }
+            } => TagStep::Run {
+                call: Box::new(call),
+                shape: AnswerShape::ReadFile {
+                    start_line,
+                    capped_from,
+                },
+            },
+            TagAction::Write { path, mode, text } => TagStep::Write {
+                id: id.to_owned(),
+                path,
+                mode,
+                text,
+            },
         }
+    }
+
+    /// A writing `smart_edit`'s call, made from the file as it is now; its answer when the
+    /// call cannot be made. Any other step is answered as not a write.
+    pub fn write_step(
+        &self,
+        step: TagStep,
+    ) -> Result<(crate::protocol::Call, AnswerShape), Box<TagAnswer>> {
+        let TagStep::Write {
+            id,
+            path,
+            mode,
+            text,
+        } = step
+        else {
+            return Err(Box::new(TagAnswer::refused(
+                TagKind::Builtin,
+                "smart_edit",
+                &TagError::new(
+                    crate::protocol::ErrorCode::InvalidArgs,
+                    "not a writing smart_edit".into(),
+                    "Send the tag again.".into(),
+                ),
+            )));
+        };
+        self.existing_text(&path)
+            .and_then(|existing| write_call(&id, &path, mode, &text, existing.as_ref()))
+            .map(|call| (call, AnswerShape::Write(mode)))
+            .map_err(|error| Box::new(TagAnswer::refused(TagKind::Builtin, "smart_edit", &error)))
     }
 
     /// The text a writing `smart_edit` keeps the byte-order mark and line ends of: `None` when
@@ -197,7 +310,7 @@ impl<'e, 'a> TagDoor<'e, 'a> {
 }
 
 /// `<create_agent>` where no sub-agent can run (`exec`, `watch`).
-fn no_children() -> TagError {
+pub fn no_children() -> TagError {
     TagError::new(
         crate::protocol::ErrorCode::DeniedByPolicy,
         "<create_agent> starts a sub-agent only in `flycode run`; this door (exec, watch) runs none".into(),

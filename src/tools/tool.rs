@@ -153,6 +153,12 @@ pub trait Notebook: Send + Sync {
     ) -> Result<String, ToolError>;
     /// Adds `args.note`; a one-line summary.
     fn add_note(&self, args: &super::agent::notebook_args::NoteArgs) -> Result<String, ToolError>;
+    /// The latest `count` user and assistant messages of this agent's own conversation, as
+    /// `role: text` lines, oldest first (`memory.query`'s context); `None` where the notebook
+    /// does not hear the conversation.
+    fn recent(&self, _count: usize) -> Option<Vec<String>> {
+        None
+    }
     /// Records a sub-agent's result (`agent.complete`); a one-line summary. Only a sub-agent's
     /// notebook takes one.
     fn complete(&self, _result: &str) -> Result<String, ToolError> {

@@ -108,7 +108,8 @@ pub(crate) struct TranscriptChecker {
     window_has_results: bool,
     /// Calls whose result just said `[ok] false`: the next assistant turn must not repeat them.
     just_failed: Vec<(ToolName, Map<String, Value>)>,
-    /// The last message before this one was a result whose id is `(none)`, empty or `null`.
+    /// The last message before this one was a result whose id is `(none)`, empty or `null`, or
+    /// one that is not well-formed (an `[id]` but no `[ok]`: seed 003, R3).
     /// flycode's own answer to a call without a usable id carries `flycode-invalid-call`
     /// instead, so the model's corrected call after it is not reported.
     after_invalid_result: bool,
@@ -442,7 +443,7 @@ impl TranscriptChecker {
                 FindingCode::CallAfterInvalidResult,
                 Some(message.index),
                 message.line,
-                format!("call {shown:?} ({}) comes right after a result with no valid id, which must not trigger a call", call.tool),
+                format!("call {shown:?} ({}) comes right after a result that is not well-formed (no valid id, or no [ok]), which must not trigger a call", call.tool),
                 None,
             );
         }
@@ -516,8 +517,11 @@ impl TranscriptChecker {
         for result in &results {
             self.pair(result, message);
         }
+        // Seed 003, R3: a result without an id, or with one but not well-formed (no `[ok]`), is
+        // no ground for the next call.
         if let Some(last) = results.last() {
-            self.after_invalid_result = last.id.as_deref().is_none_or(is_no_id);
+            self.after_invalid_result =
+                last.is_malformed || last.id.as_deref().is_none_or(is_no_id);
         }
     }
 

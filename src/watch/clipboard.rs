@@ -345,6 +345,7 @@ mod tests {
             max_reply_bytes: 16 << 20,
             on_start: None,
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         let reply = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\\n\"}}}}\n```",
@@ -401,6 +402,7 @@ mod tests {
             max_reply_bytes: 1024,
             on_start: None,
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         let big_call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.read\",\"args\":{{\"path\":\"{}/a.txt\"}}}}\n```\n{}",
@@ -485,6 +487,7 @@ mod tests {
             max_reply_bytes: 16 << 20,
             on_start: None,
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         // fs.rm asks under the default policy.
         let reply = format!(

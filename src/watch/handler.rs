@@ -131,6 +131,12 @@ pub struct Handler<'a> {
     pub on_start: Option<&'a (dyn Fn(&Call) + Sync)>,
     /// The replies' dialect (PROTOCOL.md §15 (The tag dialect)).
     pub dialect: crate::protocol::dialect::Dialect,
+    /// The tool and arguments of the calls of the last reply that failed: an exact repeat in
+    /// the next reply is not run (seed 003, R5).
+    pub failed_last: Vec<(
+        crate::protocol::ToolName,
+        serde_json::Map<String, serde_json::Value>,
+    )>,
 }
 
 /// A key for everything that decides whether a call may run: roots, approval mode, `--yes`,
@@ -204,6 +210,10 @@ impl Handler<'_> {
                 answer.replayed = true;
                 Some(block)
             }
+            Recall::New if self.repeats_failed(call) => Some(repeated_failed_call(
+                call.id.clone(),
+                crate::protocol::render_command(call.tool, &call.args),
+            )),
             recall @ (Recall::New | Recall::ReusedId) => {
                 answer.reused_id = recall == Recall::ReusedId;
                 if let Some(on_start) = self.on_start {
@@ -211,6 +221,8 @@ impl Handler<'_> {
                     answer.announced = true;
                 }
                 let execution = self.executor.execute(call);
+                self.failed_last.clear();
+                self.note_failure(call, &execution.block);
                 answer.waited = execution.waited;
                 answer.change.clone_from(&execution.change);
                 let rendered = execution.block.render();
@@ -331,7 +343,10 @@ impl Handler<'_> {
                     crate::tags::render_answers(&[&TagResult::violation(&violation)], &secrets);
                 (shown, answer)
             }
-            TagVerdict::Tags(tags) => self.run_tags(&tags, &super::replay::reply_key(text)),
+            // A last `<return>` ends no agent here: the tags before it run.
+            TagVerdict::Tags(tags) | TagVerdict::TagsThenReturn(tags, _) => {
+                self.run_tags(&tags, &super::replay::reply_key(text))
+            }
         };
         answer.command = secrets.mask(&answer.command).into_owned();
         Handled::Answered(Box::new(finish_text(text, answer, started)))
@@ -344,6 +359,7 @@ impl Handler<'_> {
         let mut answer = Answer::empty();
         let (mut shown, mut names) = (Vec::new(), Vec::new());
         let mut replayed = 0;
+        let failed_before = std::mem::take(&mut self.failed_last);
         answer.ok = true;
         for (index, tag) in tags.iter().enumerate() {
             let place = index + 1;
@@ -354,9 +370,30 @@ impl Handler<'_> {
                 names.push(tag.kind.name().to_owned());
                 continue;
             }
-            let mut ran = crate::tags::TagDoor::new(&self.executor)
-                .answer(std::slice::from_ref(tag), &mut || format!("tag-{place}"));
-            let Some(one) = ran.pop() else { continue };
+            let door = crate::tags::TagDoor::new(&self.executor);
+            let one = match door.plan(tag, &format!("tag-{place}")) {
+                crate::tags::TagStep::Run { call, shape } => {
+                    let repeated = failed_before
+                        .iter()
+                        .any(|(tool, args)| *tool == call.tool && *args == call.args);
+                    let one = if repeated {
+                        shape.refused(&repeated_failed_tag())
+                    } else {
+                        shape.finish(self.executor.execute(&call))
+                    };
+                    if !one.ok
+                        && one
+                            .result
+                            .body
+                            .lines()
+                            .all(|line| line != "[code] cancelled")
+                    {
+                        self.failed_last.push((call.tool, call.args.clone()));
+                    }
+                    one
+                }
+                step => door.run(step),
+            };
             let rendered = crate::tags::render_answers(&[&one.result], &secrets);
             answer.ok &= one.ok;
             match &one.execution {
@@ -397,6 +434,21 @@ impl Handler<'_> {
         (shown.join("\n"), answer)
     }
 
+    /// Whether `call` repeats exactly a call of the last reply that failed.
+    fn repeats_failed(&self, call: &Call) -> bool {
+        self.failed_last
+            .iter()
+            .any(|(tool, args)| *tool == call.tool && *args == call.args)
+    }
+
+    /// Keeps `call` for the next reply's R5 check when its result failed (not when the person
+    /// stopped it).
+    fn note_failure(&mut self, call: &Call, block: &ResultBlock) {
+        if !block.ok && block.code.as_deref() != Some(ErrorCode::Cancelled.as_str()) {
+            self.failed_last.push((call.tool, call.args.clone()));
+        }
+    }
+
     /// Stores what a call earned: a result that ran for good; a refusal only under this
     /// session's policy; a refusal nobody could answer not at all.
     fn remember(
@@ -413,6 +465,27 @@ impl Handler<'_> {
             _ => self.replay.remember(call, rendered, None),
         }
     }
+}
+
+/// The answer to a call that repeats exactly one whose result just failed (seed 003, R5).
+fn repeated_failed_call(id: Option<String>, command: String) -> ResultBlock {
+    ResultBlock::failure(
+        id,
+        command,
+        ErrorCode::RepeatedFailedCall,
+        "not run: this call repeats exactly (same tool, equal arguments) the call whose result just failed".to_owned(),
+        Some("correct what the error said (other arguments), or ask the user; do not send the same failing call again".to_owned()),
+    )
+}
+
+/// [`repeated_failed_call`] in the tag form.
+fn repeated_failed_tag() -> crate::protocol::tags::TagError {
+    crate::protocol::tags::TagError::new(
+        ErrorCode::RepeatedFailedCall,
+        "not run: this repeats exactly the call whose result just failed".into(),
+        "Correct what the error said, or ask the user; do not send the same failing call again."
+            .into(),
+    )
 }
 
 /// Whether what a call earned says only that this session's policy refused it (nothing ran):
@@ -468,6 +541,7 @@ mod tests {
             max_reply_bytes: 16 << 20,
             on_start: None,
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         let append = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}\n```",
@@ -518,6 +592,7 @@ mod tests {
             max_reply_bytes: 16 << 20,
             on_start: Some(&on_start),
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         let json = format!(
             "{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/log.txt\",\"mode\":\"append\",\"content\":\"x\"}}}}",
@@ -570,6 +645,7 @@ mod tests {
             max_reply_bytes: 1024,
             on_start: None,
             dialect: crate::protocol::dialect::Dialect::Flycode,
+            failed_last: Vec::new(),
         };
         let call = format!(
             "```flycode-call\n{{\"id\":\"c1\",\"tool\":\"fs.write\",\"args\":{{\"path\":\"{}/a.txt\",\"mode\":\"overwrite\",\"content\":\"{}\"}}}}\n```",

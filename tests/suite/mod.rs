@@ -25,6 +25,7 @@ mod ls_hidden;
 mod mcp;
 mod mcp_framing;
 mod newcomer;
+mod one_house;
 mod one_judgement;
 mod outlive;
 mod own_files;

@@ -148,34 +148,6 @@ fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
 }
 
 #[test]
-fn json_is_a_usage_error_in_the_tag_dialect_and_nothing_is_asked() {
-    let base = tempfile::tempdir().unwrap();
-    let server = ScriptedServer::start(|_, _| Reply::Json {
-        status: 500,
-        headers: Vec::new(),
-        body: serde_json::json!({"error": "no request was expected"}),
-    });
-    let output = flycode()
-        .current_dir(base.path())
-        .env("HOME", base.path())
-        .env_remove("XDG_CONFIG_HOME")
-        .env("FLYCODE_STATE_DIR", base.path().join("state"))
-        .args(["run", "--dialect", "tags", "--base-url"])
-        .arg(server.base_url())
-        .args(["--model", "scripted-model", "--yes", "--root"])
-        .arg(base.path())
-        .arg("--json")
-        .arg("Say hello.")
-        .write_stdin("")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("flycode dialect only"), "{stderr}");
-    assert!(server.requests().is_empty(), "no request was sent");
-}
-
-#[test]
 fn a_predefined_agent_never_gets_a_tool_its_parent_may_not_use() {
     let temp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(temp.path()).unwrap();

@@ -154,15 +154,34 @@ fn todo_item(item: &TodoArgItem) -> Option<TodoItem> {
     })
 }
 
-/// One agent's memory, shared by the loop (which reads it into every request) and the executor
-/// (which runs `agent.todo` and `agent.note` against it as the run's [`Notebook`]).
+/// One agent's memory, shared by the loop (which reads it into every request and tells it
+/// what the conversation says) and the executor (which runs `agent.todo` and `agent.note`
+/// against it as the run's [`Notebook`], and reads the conversation for `memory.query`).
 #[derive(Debug, Default)]
-pub struct SharedMemory(std::sync::Mutex<AgentMemory>);
+pub struct SharedMemory(std::sync::Mutex<AgentMemory>, std::sync::Mutex<Vec<String>>);
+
+/// How many of an agent's latest messages its memory keeps for `memory.query`'s context.
+const HEARD_MESSAGES: usize = 64;
 
 impl SharedMemory {
     /// A memory that starts as `memory` (a resumed run's TODO list and notes).
     pub fn restored(memory: AgentMemory) -> SharedMemory {
-        SharedMemory(std::sync::Mutex::new(memory))
+        SharedMemory(std::sync::Mutex::new(memory), std::sync::Mutex::default())
+    }
+
+    /// Hears a message of the agent's conversation: what the person and the model said is kept
+    /// (the latest [`HEARD_MESSAGES`]) for `memory.query`'s context.
+    pub fn hear(&self, role: &str, content: &str) {
+        let Some(said) = crate::tools::memory::corpus::said(role, content) else {
+            return;
+        };
+        let mut heard = self
+            .1
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        heard.push(format!("{}: {}", said.role, said.text));
+        let over = heard.len().saturating_sub(HEARD_MESSAGES);
+        heard.drain(..over);
     }
 
     /// The memory as it is now.
@@ -184,6 +203,14 @@ impl Notebook for SharedMemory {
 
     fn add_note(&self, args: &NoteArgs) -> Result<String, ToolError> {
         self.lock().add_note(args).map_err(memory_error)
+    }
+
+    fn recent(&self, count: usize) -> Option<Vec<String>> {
+        let heard = self
+            .1
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(heard[heard.len().saturating_sub(count)..].to_vec())
     }
 
     /// Keeps the first result: a second `agent.complete` in the same turn changes nothing.

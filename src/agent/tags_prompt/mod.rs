@@ -31,6 +31,17 @@ pub fn render_tags_prompt(language: PromptLanguage, roots: &[PathBuf], places: &
         PromptLanguage::Zh => TEMPLATE_ZH,
         PromptLanguage::En => TEMPLATE_EN,
     };
+    render_tags_template(template, language, roots, places)
+}
+
+/// A tag-dialect prompt of the person's own (`run --system-prompt-file`, e.g. seed 000's as
+/// written) with the placeholders of [`render_tags_prompt`] filled in `language`.
+pub fn render_tags_template(
+    template: &str,
+    language: PromptLanguage,
+    roots: &[PathBuf],
+    places: &Places,
+) -> String {
     let tree_info = tree::tree_info(language, roots);
     let predefined = predefined_section(language, places);
     let hints = hint_metadata(language, places);

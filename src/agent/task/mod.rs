@@ -14,6 +14,7 @@
 //! with the fallback), sets the child up, runs it, and turns its report into the [`Envelope`].
 
 pub(crate) mod envelope;
+pub(crate) mod tags;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -409,6 +410,8 @@ impl Tasks<'_> {
             },
             relay: None,
             compactor: self.compactor(),
+            dialect: crate::protocol::dialect::Dialect::Flycode,
+            tag_children: None,
         };
         let report = run.run(&task.prompt, observer);
         let (status, result) = outcome(&report, &memory);

@@ -88,6 +88,10 @@ pub enum TagVerdict {
     None,
     /// Tool tags (no `<return>`), to run in order.
     Tags(Vec<Tag>),
+    /// Tool tags, then one `<return>` as the reply's last tag (seed 000's own answer to
+    /// `[global quota limit]`): the tags run in order, then the agent ends with the summary
+    /// (trimmed).
+    TagsThenReturn(Vec<Tag>, String),
     /// One `<return>` and nothing else: the agent's end, with its summary (trimmed).
     Return(String),
     /// A violation: nothing in the reply runs.
@@ -99,9 +103,25 @@ impl TagVerdict {
     pub fn name(&self) -> &'static str {
         match self {
             TagVerdict::None => "none",
-            TagVerdict::Tags(_) => "call",
+            TagVerdict::Tags(_) | TagVerdict::TagsThenReturn(..) => "call",
             TagVerdict::Return(_) => "return",
             TagVerdict::Invalid(_) => "invalid",
+        }
+    }
+
+    /// The tool tags the reply runs (none for `none`, `return` and `invalid`).
+    pub fn tool_tags(&self) -> &[Tag] {
+        match self {
+            TagVerdict::Tags(tags) | TagVerdict::TagsThenReturn(tags, _) => tags,
+            _ => &[],
+        }
+    }
+
+    /// The summary of the reply's `<return>`, when it ends the agent.
+    pub fn returned(&self) -> Option<&str> {
+        match self {
+            TagVerdict::Return(summary) | TagVerdict::TagsThenReturn(_, summary) => Some(summary),
+            _ => None,
         }
     }
 }
@@ -129,10 +149,17 @@ fn judge_tags(mut tags: Vec<Tag>) -> TagVerdict {
             TagVerdict::Tags(tags)
         };
     }
-    if tags.len() == 1
+    // One `<return>`, the reply's last tag: it ends the agent once the tags before it ran.
+    if returns == 1
+        && tags.last().is_some_and(|t| t.kind == TagKind::Return)
         && let Some(tag) = tags.pop()
     {
-        return TagVerdict::Return(tag.body.trim().to_owned());
+        let summary = tag.body.trim().to_owned();
+        return if tags.is_empty() {
+            TagVerdict::Return(summary)
+        } else {
+            TagVerdict::TagsThenReturn(tags, summary)
+        };
     }
     let line = tags
         .iter()
@@ -140,11 +167,14 @@ fn judge_tags(mut tags: Vec<Tag>) -> TagVerdict {
         .map_or(1, |t| t.line);
     TagVerdict::Invalid(TagViolation {
         code: ErrorCode::ReturnWithOtherTags,
-        message: format!(
-            "the reply holds <return> (line {line}) together with {} other tag(s): <return> ends the agent, so it must be the reply's only tag",
-            tags.len() - 1
-        ),
-        hint: "Send the tool tags first and wait for their results; send <return> alone in a later reply when the work is done.".into(),
+        message: if returns > 1 {
+            format!("the reply holds {returns} <return> tags (the first on line {line}): an agent ends once")
+        } else {
+            format!(
+                "the reply holds <return> (line {line}) before other tags: <return> ends the agent, so it can only be the reply's last tag"
+            )
+        },
+        hint: "Send the tool tags first; end with one <return>, as the reply's last tag or alone in a later reply once their results are in.".into(),
         line,
     })
 }
@@ -611,9 +641,23 @@ mod tests {
             TagVerdict::Return("done".into())
         );
         assert_eq!(
-            code("<bash_call>ls</bash_call><return>x</return>"),
+            code("<return>x</return><bash_call>ls</bash_call>"),
             ErrorCode::ReturnWithOtherTags
         );
+        assert_eq!(
+            code("<return>x</return><return>y</return>"),
+            ErrorCode::ReturnWithOtherTags
+        );
+    }
+
+    #[test]
+    fn tool_tags_then_a_last_return_run_then_end_the_agent() {
+        // Seed 000's own answer to `[global quota limit]`.
+        let verdict =
+            read_tags("<bash_call> cat \"a.txt\" </bash_call>\n<return>\n任务完成\n</return>");
+        assert_eq!(verdict.name(), "call");
+        assert_eq!(verdict.tool_tags().len(), 1);
+        assert_eq!(verdict.returned(), Some("任务完成"));
     }
 
     #[test]

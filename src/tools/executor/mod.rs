@@ -332,6 +332,38 @@ impl<'a> Executor<'a> {
         }
     }
 
+    /// An agent of the tag dialect's tree (PROTOCOL.md §15 (The tag dialect: run)): this
+    /// executor (the same sandbox, policy, approver, stale-read memory, jobs, audit log, undo
+    /// recorder, limits and condenser), narrowed to `restriction`'s tools when it has one, with
+    /// notes (`notebook`, which also holds its live conversation for `memory.query`) and hints
+    /// of its own, and no task runner: its `<create_agent>` is run by the loop.
+    pub fn tag_agent<'s>(
+        &'s self,
+        restriction: Option<Restriction>,
+        notebook: &'s dyn Notebook,
+    ) -> Executor<'s> {
+        let restriction = match restriction {
+            Some(restriction) => Some(restriction.within(self.restriction.as_ref())),
+            None => self.restriction.clone(),
+        };
+        Executor {
+            sandbox: self.sandbox,
+            policy: self.policy,
+            session: self.session,
+            audit: self.audit.clone(),
+            limits: self.limits.clone(),
+            approver: self.approver,
+            notebook: Some(notebook),
+            tasks: None,
+            restriction,
+            door: self.door,
+            hints: Shelf::Own(super::hint::HintShelf::default()),
+            condenser: self.condenser,
+            recorder: self.recorder.clone(),
+            jobs: self.jobs,
+        }
+    }
+
     /// From now on runs only those of the tools `restriction` names that it ran before (a
     /// sub-agent's last turn).
     pub fn restrict(&mut self, restriction: Restriction) {

@@ -100,23 +100,26 @@ pub(crate) fn conversation(jsonl: &str) -> Vec<SavedMessage> {
     jsonl
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter_map(|message| {
-            let role = message["role"].as_str()?;
-            if role != "user" && role != "assistant" {
-                return None;
-            }
-            let content = message["content"].as_str()?;
-            if role == "user" && content.starts_with("[flycode]") || holds_a_result(content) {
-                return None;
-            }
-            let text = without_calls(&without_think(content))?;
-            let text = text.trim();
-            (!text.is_empty()).then(|| SavedMessage {
-                role: role.to_owned(),
-                text: text.chars().take(MAX_MESSAGE_CHARS).collect(),
-            })
-        })
+        .filter_map(|message| said(message["role"].as_str()?, message["content"].as_str()?))
         .collect()
+}
+
+/// What a message of `role` with `content` said, as the search and the condenser's context see
+/// it: the person's and the model's words, without flycode's own messages, results, reasoning
+/// and calls; `None` when nothing is left.
+pub(crate) fn said(role: &str, content: &str) -> Option<SavedMessage> {
+    if role != "user" && role != "assistant" {
+        return None;
+    }
+    if role == "user" && content.starts_with("[flycode]") || holds_a_result(content) {
+        return None;
+    }
+    let text = without_calls(&without_think(content))?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| SavedMessage {
+        role: role.to_owned(),
+        text: text.chars().take(MAX_MESSAGE_CHARS).collect(),
+    })
 }
 
 /// Whether a message carries a tool's result (of either dialect) or a sub-agent's summary.
@@ -148,7 +151,7 @@ pub(crate) fn without_calls(text: &str) -> Option<String> {
         })
         .collect();
     match read_tags(&text) {
-        TagVerdict::Tags(tags) => calls.extend(
+        TagVerdict::Tags(tags) | TagVerdict::TagsThenReturn(tags, _) => calls.extend(
             tags.into_iter()
                 .map(|tag| (tag.span, Some(tag.kind.name().to_owned()))),
         ),

@@ -138,7 +138,14 @@ impl Tool for MemoryQuery {
             return Ok(output(body, "none", 0, None));
         }
         if let Some(condenser) = context.condenser {
-            match condensed(condenser, args, &ranked) {
+            // The asking agent's own conversation, as it is now; the run's transcript where the
+            // executor has no agent's notebook.
+            let tail = context
+                .notebook
+                .and_then(|notebook| notebook.recent(args.context_tail))
+                .unwrap_or_else(|| condenser.recent(args.context_tail))
+                .join("\n");
+            match condensed(condenser, args, &tail, &ranked) {
                 Ok(summary) => {
                     let used = ranked.len().min(args.topn);
                     let body = format!(
@@ -191,10 +198,10 @@ fn as_found(args: &MemoryQueryArgs, ranked: &[RankedWindow], failed: Option<&str
 fn condensed(
     condenser: &dyn Condenser,
     args: &MemoryQueryArgs,
+    tail: &str,
     ranked: &[RankedWindow],
 ) -> Result<String, String> {
     let best = &ranked[..ranked.len().min(args.topn)];
-    let tail = condenser.recent(args.context_tail).join("\n");
     let mut partials = Vec::new();
     for batch in best.chunks(args.batch.max(1)) {
         let excerpts: Vec<String> = batch
