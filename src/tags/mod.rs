@@ -66,7 +66,7 @@ fn result_name(kind: TagKind, builtin: &str) -> String {
 
 /// One tool tag, read and mapped onto what runs it: the first half of answering a tag. The
 /// doors run the steps in order (`flycode run` runs consecutive read-only calls at once) and
-/// turn each execution into the tag's answer with [`TagStep::finish`].
+/// turn each execution into the tag's answer with [`AnswerShape::finish`].
 #[derive(Debug)]
 pub enum TagStep {
     /// A registry call to run; `shape` makes its answer.

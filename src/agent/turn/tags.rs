@@ -2,7 +2,7 @@
 //! reply is read for tags ([`read_tags`]); its tool tags become steps ([`TagDoor::plan`]) that
 //! run in order through the run's executor, each maximal run of consecutive read-only calls at
 //! once as in the flycode dialect; a `<create_agent>` runs its child to its end first
-//! (depth-first, [`TagChildren`]); the answers go back as one user message in the tag form. A
+//! (depth-first, [`crate::agent::task::tags::TagChildren`]); the answers go back as one user message in the tag form. A
 //! `<return>` ends the agent: alone, or as the reply's last tag once the tags before it ran.
 
 use super::{AgentRun, RunEnding, RunEvent, RunObserver, TurnProgress, TurnStep};
