@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     match read_tags(text) {
-        TagVerdict::Tags(tags) => {
+        TagVerdict::Tags(tags) | TagVerdict::TagsThenReturn(tags, _) => {
             for tag in &tags {
                 let _ = map_tag(tag, "tag-1", Some("/srv/app"));
                 let _ = map_tag(tag, "tag-1", None);
