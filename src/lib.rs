@@ -19,9 +19,10 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod mcp;
-pub mod protocol;
-pub mod sandbox;
 pub mod tags;
 pub mod tools;
 pub mod validate;
 pub mod watch;
+
+pub use flycode_protocol as protocol;
+pub use flycode_sandbox as sandbox;

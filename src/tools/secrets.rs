@@ -10,8 +10,6 @@
 
 pub use crate::sandbox::mask::{Edge, MASK, MASK_BYTE, MIN_SECRET_LEN, MaskingReader, Secrets};
 
-use crate::protocol::ResultBlock;
-
 use super::{Limits, ToolError, ToolOutput};
 
 impl Limits {
@@ -21,9 +19,19 @@ impl Limits {
     }
 }
 
-impl Secrets {
+/// Masking what the tools produce: the tool layer's part of [`Secrets`] (the sandbox's masks
+/// text, bytes, JSON values and result blocks).
+pub trait MaskTools {
     /// Masks a tool's output: body, headers, structured data and hint.
-    pub fn mask_output(&self, output: &mut ToolOutput) {
+    fn mask_output(&self, output: &mut ToolOutput);
+    /// Masks a tool's error: message, hint, advice and the output it carries.
+    fn mask_error(&self, error: &mut ToolError);
+    /// Masks a call's result, whichever way it went.
+    fn mask_result(&self, result: &mut Result<ToolOutput, ToolError>);
+}
+
+impl MaskTools for Secrets {
+    fn mask_output(&self, output: &mut ToolOutput) {
         if let Some(body) = &mut output.body {
             self.mask_string(body);
         }
@@ -37,8 +45,7 @@ impl Secrets {
         }
     }
 
-    /// Masks a tool's error: message, hint, advice and the output it carries.
-    pub fn mask_error(&self, error: &mut ToolError) {
+    fn mask_error(&self, error: &mut ToolError) {
         self.mask_string(&mut error.message);
         for text in [&mut error.hint, &mut error.advice].into_iter().flatten() {
             self.mask_string(text);
@@ -48,34 +55,7 @@ impl Secrets {
         }
     }
 
-    /// Masks a rendered result block: id, command, code, error, hint, headers and body. Every
-    /// block that leaves flycode (the executor's, a refusal's, a violation's) goes through it.
-    pub fn mask_block(&self, block: &mut ResultBlock) {
-        if self.is_empty() {
-            return;
-        }
-        let ResultBlock {
-            id,
-            command,
-            ok: _,
-            code,
-            error,
-            hint,
-            fields,
-            body,
-        } = block;
-        self.mask_string(command);
-        for text in [id, code, error, hint, body].into_iter().flatten() {
-            self.mask_string(text);
-        }
-        for (key, value) in fields {
-            self.mask_string(key);
-            self.mask_string(value);
-        }
-    }
-
-    /// Masks a call's result, whichever way it went.
-    pub fn mask_result(&self, result: &mut Result<ToolOutput, ToolError>) {
+    fn mask_result(&self, result: &mut Result<ToolOutput, ToolError>) {
         if self.is_empty() {
             return;
         }

@@ -1,5 +1,6 @@
-//! The source files import one another one way: no two files of `src/` import each other in a
-//! loop (an "import circle"). A circle makes two files one unit that can only be read, tested and
+//! The source files import one another one way: no two files of a crate (`src/`, and each of
+//! `crates/*/src/`) import each other in a loop (an "import circle"); between crates, Cargo
+//! itself refuses a circle. A circle makes two files one unit that can only be read, tested and
 //! changed together; it usually means a shared item sits in the wrong file.
 //!
 //! This test reads `src/**/*.rs`, builds the file-level import graph from the code's own paths
@@ -48,10 +49,22 @@ struct Crate {
 /// One arrow: the importing file, the imported file and the names that tie them.
 type Edges = BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>>;
 
+/// The source folders of the workspace's crates: the package's own and each of `crates/`.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![root.join("src")];
+    for name in ["flycode-protocol", "flycode-sandbox"] {
+        sources.push(root.join("crates").join(name).join("src"));
+    }
+    sources
+}
+
 #[test]
 fn no_source_files_import_each_other_in_a_circle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let circles = circles_in(&src);
+    let circles: Vec<String> = crate_sources()
+        .iter()
+        .flat_map(|src| circles_in(src))
+        .collect();
     assert!(
         circles.is_empty(),
         "import circles among the source files (move the shared item to the lower file, or to a \

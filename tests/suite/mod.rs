@@ -20,6 +20,7 @@ mod edit;
 mod hostile;
 mod jobs;
 mod large_files;
+mod layers;
 mod local_models;
 mod ls_hidden;
 mod mcp;

@@ -41,7 +41,7 @@ impl Executor<'_> {
         tool: Option<&'static dyn RegisteredTool>,
     ) -> Execution {
         let secrets = self.limits.secrets();
-        secrets.mask_result(&mut result);
+        crate::tools::secrets::MaskTools::mask_result(&secrets, &mut result);
         let command = secrets
             .mask(&render_command(call.tool, &call.args))
             .into_owned();

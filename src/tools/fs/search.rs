@@ -271,10 +271,10 @@ impl SearchError {
 }
 
 /// Searches `request.path` for `request.query`, opening it with the process's own authority (see
-/// [`Start::ambient`]); see the module documentation for the rules.
+/// [`walk::ambient_start`]); see the module documentation for the rules.
 pub fn search(request: &SearchRequest) -> Result<SearchOutput, SearchError> {
     let query = Query::new(request)?;
-    query.search(Start::ambient(&request.path)?)
+    query.search(walk::ambient_start(&request.path)?)
 }
 
 /// A request whose query and glob are known to be valid, ready to search an opened [`Start`].

@@ -661,7 +661,7 @@ fn the_opened_directory_is_searched_even_if_its_name_is_swapped_for_a_link_out_a
     ]);
     let dir = tree(&[("work/one.txt", "hit\n"), ("work/sub/two.txt", "hit\n")]);
     let work = dir.path().join("work");
-    let start = super::Start::ambient(&work).unwrap();
+    let start = super::walk::ambient_start(&work).unwrap();
     // Once the search path is open, its name (and so every path below it) leads outside.
     fs::rename(&work, dir.path().join("moved")).unwrap();
     std::os::unix::fs::symlink(outside.path(), &work).unwrap();

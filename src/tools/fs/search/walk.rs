@@ -29,66 +29,64 @@ use crate::sandbox::walk::{
 /// descriptors whatever the shape of the tree.
 const MAX_OPEN_DIRS: usize = 256;
 
-impl Start {
-    /// Opens `path` with the process's own authority, for callers without a sandbox (benchmarks,
-    /// the engine's tests): its link-free form is opened from `/` one name at a time.
-    pub fn ambient(path: &Path) -> Result<Start, SearchError> {
-        let io_error = |source| SearchError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let canonical = crate::sandbox::host::canonicalize(path).map_err(io_error)?;
-        let slash = Dir::open_ambient_dir("/", ambient_authority()).map_err(io_error)?;
-        let all = names(&canonical);
-        let Some((last, above)) = all.split_last() else {
-            return Ok(Start {
-                root: slash.try_clone().ok().map(|r| (r, PathBuf::from("/"))),
-                target: WalkTarget::Dir(slash),
-                ancestors: Vec::new(),
+/// Opens `path` with the process's own authority, for callers without a sandbox (benchmarks,
+/// the engine's tests): its link-free form is opened from `/` one name at a time.
+pub(crate) fn ambient_start(path: &Path) -> Result<Start, SearchError> {
+    let io_error = |source| SearchError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let canonical = crate::sandbox::host::canonicalize(path).map_err(io_error)?;
+    let slash = Dir::open_ambient_dir("/", ambient_authority()).map_err(io_error)?;
+    let all = names(&canonical);
+    let Some((last, above)) = all.split_last() else {
+        return Ok(Start {
+            root: slash.try_clone().ok().map(|r| (r, PathBuf::from("/"))),
+            target: WalkTarget::Dir(slash),
+            ancestors: Vec::new(),
+            canonical,
+            skip: Vec::new(),
+        });
+    };
+    let root = slash.try_clone().ok().map(|r| (r, PathBuf::from("/")));
+    let mut ancestors = descend(slash, Path::new("/"), above);
+    if ancestors.len() != all.len() {
+        return Err(io_error(io::Error::other(
+            "a directory on the way could not be opened",
+        )));
+    }
+    let file_type = match ancestors.last() {
+        Some((_, parent)) => parent.symlink_metadata(last).map_err(io_error)?.file_type(),
+        None => return Err(io_error(io::ErrorKind::NotFound.into())),
+    };
+    match EntryKind::of(&file_type) {
+        EntryKind::Dir => {
+            let Some((_, parent)) = ancestors.last() else {
+                return Err(io_error(io::ErrorKind::NotFound.into()));
+            };
+            let dir = open_subdir(parent, last).map_err(io_error)?;
+            Ok(Start {
+                target: WalkTarget::Dir(dir),
+                ancestors,
                 canonical,
+                root,
                 skip: Vec::new(),
-            });
-        };
-        let root = slash.try_clone().ok().map(|r| (r, PathBuf::from("/")));
-        let mut ancestors = descend(slash, Path::new("/"), above);
-        if ancestors.len() != all.len() {
-            return Err(io_error(io::Error::other(
-                "a directory on the way could not be opened",
-            )));
+            })
         }
-        let file_type = match ancestors.last() {
-            Some((_, parent)) => parent.symlink_metadata(last).map_err(io_error)?.file_type(),
-            None => return Err(io_error(io::ErrorKind::NotFound.into())),
-        };
-        match EntryKind::of(&file_type) {
-            EntryKind::Dir => {
-                let Some((_, parent)) = ancestors.last() else {
-                    return Err(io_error(io::ErrorKind::NotFound.into()));
-                };
-                let dir = open_subdir(parent, last).map_err(io_error)?;
-                Ok(Start {
-                    target: WalkTarget::Dir(dir),
-                    ancestors,
-                    canonical,
-                    root,
-                    skip: Vec::new(),
-                })
-            }
-            EntryKind::File => {
-                let Some((_, parent)) = ancestors.pop() else {
-                    return Err(io_error(io::ErrorKind::NotFound.into()));
-                };
-                let (file, _) = open_file(&parent, last).map_err(io_error)?;
-                Ok(Start::file(file))
-            }
-            // A link where the link-free path was a moment ago: it changed while being opened.
-            EntryKind::Link => Err(io_error(io::Error::other(
-                "the path was replaced by a link while it was opened",
-            ))),
-            EntryKind::Other => Err(SearchError::SpecialFile {
-                path: path.to_path_buf(),
-            }),
+        EntryKind::File => {
+            let Some((_, parent)) = ancestors.pop() else {
+                return Err(io_error(io::ErrorKind::NotFound.into()));
+            };
+            let (file, _) = open_file(&parent, last).map_err(io_error)?;
+            Ok(Start::file(file))
         }
+        // A link where the link-free path was a moment ago: it changed while being opened.
+        EntryKind::Link => Err(io_error(io::Error::other(
+            "the path was replaced by a link while it was opened",
+        ))),
+        EntryKind::Other => Err(SearchError::SpecialFile {
+            path: path.to_path_buf(),
+        }),
     }
 }
 
