@@ -3,7 +3,9 @@
 //! it against the protocol and the user's policy, runs the tool, and answers with a well-formed
 //! `flycode-result` block.
 //!
-//! Modules, with dependencies pointing one way (`cli → sandbox`; everyone may use `protocol`):
+//! The layers are crates of one workspace, re-exported here under their module names (the
+//! arrows point one way: `flycode` → `flycode-agent` → `flycode-core` → `flycode-sandbox` →
+//! `flycode-protocol`):
 //!
 //! - [`protocol`]: replies, verdicts, calls, schemas, result blocks, slash commands, prompts;
 //! - [`tools`]: the whitelisted tools, working through the sandbox;
@@ -15,14 +17,12 @@
 //! - [`config`]: flags, `flycode.toml` and defaults resolved into one configuration;
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
-pub mod agent;
 pub mod cli;
-pub mod config;
 pub mod mcp;
-pub mod tags;
-pub mod tools;
 pub mod validate;
 pub mod watch;
 
+pub use flycode_agent as agent;
+pub use flycode_core::{config, tags, tools};
 pub use flycode_protocol as protocol;
 pub use flycode_sandbox as sandbox;

@@ -1,5 +1,7 @@
-//! `flycode check --dialect tags`: the verdict on one reply in seed 000's tag dialect, and the
-//! registry call each of its tool tags stands for (PROTOCOL.md §15 (The tag dialect)).
+//! The tag dialect's reader of the one `flycode check` door (`cli/check.rs`, which loads the
+//! configuration and the roots for both dialects): the verdict on one reply in seed 000's tag
+//! dialect, and the registry call each of its tool tags stands for (PROTOCOL.md §15 (The tag
+//! dialect)).
 
 use std::io::Write;
 

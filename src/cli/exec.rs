@@ -51,31 +51,34 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         hand_off_secrets(loaded.as_ref().ok())?;
     }
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
-    if args.slash.is_none()
-        && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags
-    {
-        return match super::exec_tags::run(args, early, &config, &sandbox)? {
-            Some(outcome) => Ok(outcome),
-            None => anyhow::bail!(NoCall),
-        };
-    }
-
-    // A relative path's hint shows a path inside the first root.
-    let first_root = sandbox
-        .roots()
-        .first()
-        .map(|root| root.display().to_string());
-    let call = match read_call(
-        args,
-        early,
-        config.tool_set,
-        config.max_reply_bytes,
-        first_root.as_deref(),
-    )? {
-        CallOrAnswer::Call(call) => call,
-        CallOrAnswer::Answer(block, code) => {
-            print_result(args.json, block, None, None, &config.limits().secrets())?;
-            return Ok(code);
+    // One door, two readers (PROTOCOL.md §15 (The tag dialect)): the reply is read in its
+    // dialect; what it asks for runs through one session, opened only when there is a call.
+    let tags = args.slash.is_none()
+        && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags;
+    let work = if tags {
+        match super::exec_tags::read(args, early, &config)? {
+            super::exec_tags::Reading::Tags(tags) => Work::Tags(tags),
+            super::exec_tags::Reading::Answered(outcome) => return Ok(outcome),
+            super::exec_tags::Reading::NoCall => anyhow::bail!(NoCall),
+        }
+    } else {
+        // A relative path's hint shows a path inside the first root.
+        let first_root = sandbox
+            .roots()
+            .first()
+            .map(|root| root.display().to_string());
+        match read_call(
+            args,
+            early,
+            config.tool_set,
+            config.max_reply_bytes,
+            first_root.as_deref(),
+        )? {
+            CallOrAnswer::Call(call) => Work::Call(Box::new(call)),
+            CallOrAnswer::Answer(block, code) => {
+                print_result(args.json, block, None, None, &config.limits().secrets())?;
+                return Ok(code);
+            }
         }
     };
     let memory = match &args.session {
@@ -91,7 +94,38 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let session = DoorSession::open(Door::Exec, &config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = session.executor(&sandbox, approver.as_ref());
-    let mut execution = executor.execute(&call);
+    let succeeded = match work {
+        Work::Call(call) => run_call(args, &executor, &call, &config)?,
+        Work::Tags(tags) => super::exec_tags::answer(args, &executor, &tags, &config)?,
+    };
+    session.save_memory().context("saving the session")?;
+    // Ctrl-C at the question: refused (and logged) like a no, and flycode reports the stop
+    // (PROTOCOL.md §10 (Running calls), "Ctrl-C at the question").
+    Ok(if super::approve::was_interrupted() {
+        Outcome::Interrupted
+    } else if succeeded {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// What a reply asks the door to run.
+enum Work {
+    /// A flycode-dialect call (or a slash command).
+    Call(Box<Call>),
+    /// The tool tags of a tag-dialect reply.
+    Tags(Vec<crate::protocol::tags::Tag>),
+}
+
+/// Runs one call through `executor` and prints its result; whether it succeeded.
+fn run_call(
+    args: &ExecArgs,
+    executor: &crate::tools::executor::Executor<'_>,
+    call: &Call,
+    config: &crate::config::Config,
+) -> anyhow::Result<bool> {
+    let mut execution = executor.execute(call);
     if execution.change.is_some() {
         eprintln!("└ {}", escape_for_display(&execution.summary));
     }
@@ -101,7 +135,6 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     if let Some(advice) = execution.advice() {
         eprintln!("flycode: to allow it: {}", escape_for_display(advice));
     }
-    session.save_memory().context("saving the session")?;
     // Moved, not copied: a 1 MB read's content is in the data.
     let data = execution.output.take().map(|output| output.data);
     let succeeded = execution.is_ok();
@@ -112,19 +145,11 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     print_result(
         args.json,
         block,
-        Some(&call),
+        Some(call),
         data,
         &config.limits().secrets(),
     )?;
-    // Ctrl-C at the question: refused (and logged) like a no, and flycode reports the stop
-    // (PROTOCOL.md §10 (Running calls), "Ctrl-C at the question").
-    Ok(if super::approve::was_interrupted() {
-        Outcome::Interrupted
-    } else if succeeded {
-        Outcome::Success
-    } else {
-        Outcome::Failure
-    })
+    Ok(succeeded)
 }
 
 enum CallOrAnswer {

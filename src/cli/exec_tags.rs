@@ -1,30 +1,33 @@
-//! `flycode exec --dialect tags`: judge one reply in seed 000's tag dialect, run its tool tags in
-//! order through the call service, print their results in the tag form (PROTOCOL.md §15 (The
-//! tag dialect)).
+//! The tag dialect's reader and printer of the one `flycode exec` door (`cli/exec.rs`): judge
+//! one reply in seed 000's tag dialect, run its tool tags in order through the door's executor,
+//! print their results in the tag form (PROTOCOL.md §15 (The tag dialect)).
 
 use std::io::{IsTerminal, Write};
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::early_reply::EarlyReply;
-use super::{ExecArgs, Outcome, advise_too_large, approver};
+use super::{ExecArgs, Outcome, advise_too_large};
 use crate::config::Config;
 use crate::protocol::ErrorCode;
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
 use crate::protocol::tags::{TagResult, TagVerdict, read_tags};
-use crate::sandbox::{Sandbox, Session};
 use crate::tags::{TagAnswer, TagDoor, render_answers};
-use crate::tools::executor::{Door, DoorSession};
+use crate::tools::executor::Executor;
 
-/// Runs `flycode exec --dialect tags` on an opened sandbox; `None` when the reply holds no call
-/// (prose, or a `<return>`).
-pub(crate) fn run(
-    args: &ExecArgs,
-    early: EarlyReply,
-    config: &Config,
-    sandbox: &Sandbox,
-) -> anyhow::Result<Option<Outcome>> {
+/// What a tag-dialect reply came to before anything ran.
+pub(crate) enum Reading {
+    /// Tool tags to run.
+    Tags(Vec<crate::protocol::tags::Tag>),
+    /// Answered already (too large, a violation): the door's outcome.
+    Answered(Outcome),
+    /// No call: prose, or a `<return>`.
+    NoCall,
+}
+
+/// Reads the reply of `flycode exec --dialect tags` and judges it (PROTOCOL.md §15 (The tag
+/// dialect)): its tool tags, or its answer when nothing can run.
+pub(crate) fn read(args: &ExecArgs, early: EarlyReply, config: &Config) -> anyhow::Result<Reading> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
@@ -40,58 +43,60 @@ pub(crate) fn run(
                 "Send a shorter reply; write large content in parts (smart_edit with mode: Append).",
             );
             print(args.json, "invalid", &[&result], &[false], &secrets)?;
-            return Ok(Some(Outcome::Failure));
+            return Ok(Reading::Answered(Outcome::Failure));
         }
     };
-    let tags = match read_tags(&reply) {
+    Ok(match read_tags(&reply) {
         TagVerdict::None => {
             eprintln!("no call: the reply holds no tag (verdict none)");
-            return Ok(None);
+            Reading::NoCall
         }
         TagVerdict::Return(summary) => {
             eprintln!(
                 "no call: the reply is a <return> (the agent's end): {}",
                 escape_for_display(&summary)
             );
-            return Ok(None);
+            Reading::NoCall
         }
         TagVerdict::Invalid(violation) => {
             let result = TagResult::violation(&violation);
             print(args.json, "invalid", &[&result], &[false], &secrets)?;
-            return Ok(Some(Outcome::Failure));
+            Reading::Answered(Outcome::Failure)
         }
-        TagVerdict::Tags(tags) => tags,
+        TagVerdict::Tags(tags) => Reading::Tags(tags),
         TagVerdict::TagsThenReturn(tags, _) => {
             eprintln!(
                 "flycode exec: the reply's last tag is a <return>: its tags run, and no agent ends here"
             );
-            tags
+            Reading::Tags(tags)
         }
-    };
-    let memory = match &args.session {
-        Some(name) => Some(Session::load(name).map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let session = DoorSession::open(Door::Exec, config, config.limits(), memory)?;
-    let approver = approver(&args.run, super::approve::Asking::OneCall);
-    let executor = session.executor(sandbox, approver.as_ref());
+    })
+}
+
+/// Runs `tags` in order through the door's executor and prints their results in the tag form;
+/// whether all succeeded.
+pub(crate) fn answer(
+    args: &ExecArgs,
+    executor: &Executor<'_>,
+    tags: &[crate::protocol::tags::Tag],
+    config: &Config,
+) -> anyhow::Result<bool> {
     let mut number = 0;
-    let answers = TagDoor::new(&executor).answer(&tags, &mut || {
+    let answers = TagDoor::new(executor).answer(tags, &mut || {
         number += 1;
         format!("tag-{number}")
     });
     report_on_terminal(&answers);
-    session.save_memory().context("saving the session")?;
     let results: Vec<&TagResult> = answers.iter().map(|a| &a.result).collect();
     let oks: Vec<bool> = answers.iter().map(|a| a.ok).collect();
-    print(args.json, "call", &results, &oks, &secrets)?;
-    Ok(Some(if super::approve::was_interrupted() {
-        Outcome::Interrupted
-    } else if oks.iter().all(|ok| *ok) {
-        Outcome::Success
-    } else {
-        Outcome::Failure
-    }))
+    print(
+        args.json,
+        "call",
+        &results,
+        &oks,
+        &config.limits().secrets(),
+    )?;
+    Ok(oks.iter().all(|ok| *ok))
 }
 
 /// What the person at the terminal could do about a refusal, and unwritten audit lines.

@@ -53,7 +53,12 @@ type Edges = BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<String>>>;
 fn crate_sources() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = vec![root.join("src")];
-    for name in ["flycode-protocol", "flycode-sandbox"] {
+    for name in [
+        "flycode-protocol",
+        "flycode-sandbox",
+        "flycode-core",
+        "flycode-agent",
+    ] {
         sources.push(root.join("crates").join(name).join("src"));
     }
     sources
@@ -77,26 +82,24 @@ fn no_source_files_import_each_other_in_a_circle() {
 /// door opens a `DoorSession`, which cannot be opened without its audit log and undo recorder,
 /// and takes its executors from it, so no door can forget either (PROTOCOL.md §16 (Undo and
 /// history)). `Executor::builder` and `Executor::new` are for tests and benchmarks: outside the
-/// call service (`src/tools/executor/`) only test code may call them.
+/// call service (`crates/flycode-core/src/tools/executor/`) only test code may call them.
 #[test]
 fn no_door_builds_an_executor_by_hand() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let krate = read_crate(&src);
     let mut found = Vec::new();
-    for (module, (path, file)) in &krate.files {
-        if module.starts_with(&["tools".to_owned(), "executor".to_owned()]) {
-            continue;
-        }
-        for window in file.tokens.windows(3) {
-            if window[0] == "Executor"
-                && window[1] == "::"
-                && matches!(window[2].as_str(), "builder" | "new")
-            {
-                found.push(format!(
-                    "{}: Executor::{}",
-                    path.strip_prefix(&src).unwrap().display(),
-                    window[2]
-                ));
+    for src in crate_sources() {
+        let in_core = src.ends_with("crates/flycode-core/src");
+        let krate = read_crate(&src);
+        for (module, (path, file)) in &krate.files {
+            if in_core && module.starts_with(&["tools".to_owned(), "executor".to_owned()]) {
+                continue;
+            }
+            for window in file.tokens.windows(3) {
+                if window[0] == "Executor"
+                    && window[1] == "::"
+                    && matches!(window[2].as_str(), "builder" | "new")
+                {
+                    found.push(format!("{}: Executor::{}", path.display(), window[2]));
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The crates show the layers (ARCHITECTURE.md, "Layers"): `flycode-protocol` is pure (no file
 //! system, no processes, no flycode crate beneath it), `flycode-sandbox` stands on the protocol
-//! alone and is the only crate that touches the file system and starts programs, and the
-//! `flycode` package (call service, tools, agent, doors) stands on both. Cargo refuses a circle
+//! alone and is the only crate that touches the file system and starts programs,
+//! `flycode-core` (call service, tools, settings) stands on both, `flycode-agent` (clients, the
+//! loop, sub-agents) on the core, and the `flycode` package (the doors, the binary) on them all. Cargo refuses a circle
 //! between crates; this test holds the direction and the purity.
 
 use std::path::Path;
@@ -33,8 +34,21 @@ fn the_dependency_arrows_point_one_way() {
         ["flycode-protocol"]
     );
     assert_eq!(
-        flycode_dependencies(&manifest(".")),
+        flycode_dependencies(&manifest("crates/flycode-core")),
         ["flycode-protocol", "flycode-sandbox"]
+    );
+    assert_eq!(
+        flycode_dependencies(&manifest("crates/flycode-agent")),
+        ["flycode-core", "flycode-protocol", "flycode-sandbox"]
+    );
+    assert_eq!(
+        flycode_dependencies(&manifest(".")),
+        [
+            "flycode-agent",
+            "flycode-core",
+            "flycode-protocol",
+            "flycode-sandbox"
+        ]
     );
 }
 
