@@ -57,9 +57,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         && super::dialect(args.run.dialect, &config) == crate::protocol::dialect::Dialect::Tags;
     let work = if tags {
         match super::exec_tags::read(args, early, &config)? {
-            super::exec_tags::Reading::Tags(tags) => Work::Tags(tags),
-            super::exec_tags::Reading::Answered(outcome) => return Ok(outcome),
-            super::exec_tags::Reading::NoCall => anyhow::bail!(NoCall),
+            super::exec_tags::TagReading::Tags(tags) => Work::Tags(tags),
+            super::exec_tags::TagReading::Answered(outcome) => return Ok(outcome),
+            super::exec_tags::TagReading::NoCall => anyhow::bail!(NoCall),
         }
     } else {
         // A relative path's hint shows a path inside the first root.

@@ -16,7 +16,7 @@ use crate::tags::{TagAnswer, TagDoor, render_answers};
 use crate::tools::executor::Executor;
 
 /// What a tag-dialect reply came to before anything ran.
-pub(crate) enum Reading {
+pub(crate) enum TagReading {
     /// Tool tags to run.
     Tags(Vec<crate::protocol::tags::Tag>),
     /// Answered already (too large, a violation): the door's outcome.
@@ -27,7 +27,11 @@ pub(crate) enum Reading {
 
 /// Reads the reply of `flycode exec --dialect tags` and judges it (PROTOCOL.md §15 (The tag
 /// dialect)): its tool tags, or its answer when nothing can run.
-pub(crate) fn read(args: &ExecArgs, early: EarlyReply, config: &Config) -> anyhow::Result<Reading> {
+pub(crate) fn read(
+    args: &ExecArgs,
+    early: EarlyReply,
+    config: &Config,
+) -> anyhow::Result<TagReading> {
     if args.input.is_none() && std::io::stdin().is_terminal() {
         eprintln!("flycode exec: reading the reply from standard input (end it with Ctrl-D)");
     }
@@ -43,32 +47,32 @@ pub(crate) fn read(args: &ExecArgs, early: EarlyReply, config: &Config) -> anyho
                 "Send a shorter reply; write large content in parts (smart_edit with mode: Append).",
             );
             print(args.json, "invalid", &[&result], &[false], &secrets)?;
-            return Ok(Reading::Answered(Outcome::Failure));
+            return Ok(TagReading::Answered(Outcome::Failure));
         }
     };
     Ok(match read_tags(&reply) {
         TagVerdict::None => {
             eprintln!("no call: the reply holds no tag (verdict none)");
-            Reading::NoCall
+            TagReading::NoCall
         }
         TagVerdict::Return(summary) => {
             eprintln!(
                 "no call: the reply is a <return> (the agent's end): {}",
                 escape_for_display(&summary)
             );
-            Reading::NoCall
+            TagReading::NoCall
         }
         TagVerdict::Invalid(violation) => {
             let result = TagResult::violation(&violation);
             print(args.json, "invalid", &[&result], &[false], &secrets)?;
-            Reading::Answered(Outcome::Failure)
+            TagReading::Answered(Outcome::Failure)
         }
-        TagVerdict::Tags(tags) => Reading::Tags(tags),
+        TagVerdict::Tags(tags) => TagReading::Tags(tags),
         TagVerdict::TagsThenReturn(tags, _) => {
             eprintln!(
                 "flycode exec: the reply's last tag is a <return>: its tags run, and no agent ends here"
             );
-            Reading::Tags(tags)
+            TagReading::Tags(tags)
         }
     })
 }

@@ -438,6 +438,9 @@ fn a_pid_hopper_never_outlives_the_call() {
     );
     std::fs::write(w.root.join(&marker), HOPPER).unwrap();
     let pids = w.root.join("pids");
+    // A loaded machine may kill a 150 ms call before its hopper first hops: such a run proves
+    // nothing, so the test asks that most runs hopped, and that no hop of any run survived.
+    let mut hopped = 0;
     for run in 0..50 {
         let (command, timeout) = if run % 2 == 0 {
             (
@@ -454,12 +457,16 @@ fn a_pid_hopper_never_outlives_the_call() {
         );
         assert_eq!(ok(&report), run % 2 == 0, "run {run}: {report}");
         let hops = std::fs::read_to_string(&pids).unwrap_or_default();
-        assert!(!hops.is_empty(), "run {run}: the hopper never hopped");
+        hopped += usize::from(!hops.is_empty());
         let left = alive_with(&marker);
         assert!(
             left.is_empty(),
             "run {run}: hops outlived the call: {left:?}"
         );
-        std::fs::remove_file(&pids).unwrap();
+        let _ = std::fs::remove_file(&pids);
     }
+    assert!(
+        hopped >= 40,
+        "only {hopped} of 50 runs hopped: the test proved little"
+    );
 }

@@ -36,9 +36,12 @@ fn defined_type(line: &str) -> Option<&str> {
 
 #[test]
 fn no_two_types_in_src_share_a_name() {
-    let src = super::common::repo_root().join("src");
+    // The package's `src/` and every crate's under `crates/`: one workspace, one namespace of
+    // names as a reader meets them.
+    let src = super::common::repo_root();
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&src.join("src"), &mut files);
+    rust_files(&src.join("crates"), &mut files);
     let mut places: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
