@@ -17,12 +17,13 @@ use super::whole_numbers::check_whole_numbers;
 pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, CallError> {
     let schema = tool_schema(tool);
     let invalid = |message: String| CallError::InvalidArgs { tool, message };
-    let Value::Object(args) = args else {
+    let Value::Object(mut args) = args else {
         return Err(invalid(format!(
             "\"args\" must be an object of {tool}'s arguments, but it is {}",
             json_kind(&args)
         )));
     };
+    drop_unset_optionals(schema, &mut args);
     let as_value = Value::Object(args);
     // Plainly valid arguments skip the validator, which is compiled on first use (one-shot
     // start-up); anything less than certain, and every error, is the validator's.
@@ -50,6 +51,34 @@ pub fn validate_args(tool: ToolName, args: Value) -> Result<Map<String, Value>, 
     check_exclusive_groups(schema, &args)?;
     check_paths(tool, schema, &args)?;
     Ok(args)
+}
+
+/// Takes an optional argument given as `null`, or as `""` where no empty text is a value it can
+/// have (a path, a glob, a choice, a pattern), as not given: small models fill every argument
+/// they are shown, and `"cwd": null` or `"glob": ""` means "no value" to them (PROTOCOL.md §3,
+/// Decision on unset arguments). A required argument is left as it is, for its error to say so.
+fn drop_unset_optionals(schema: &ToolSchema, args: &mut Map<String, Value>) {
+    let required: Vec<&str> = schema.document["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = &schema.document["properties"];
+    args.retain(|name, value| {
+        if required.contains(&name.as_str()) {
+            return true;
+        }
+        let property = &properties[name.as_str()];
+        let unset = match value {
+            Value::Null => !property.is_null(),
+            Value::String(text) if text.is_empty() => {
+                ["minLength", "enum", "pattern", "x-flycode-path"]
+                    .iter()
+                    .any(|keyword| property.get(keyword).is_some())
+            }
+            _ => false,
+        };
+        !unset
+    });
 }
 
 /// The schema error a model can act on first: unknown or missing arguments before types before
@@ -390,6 +419,39 @@ mod tests {
     fn message(tool: ToolName, args: Value) -> (ErrorCode, String) {
         let error = validate_args(tool, args).unwrap_err();
         (error.code(), error.to_string())
+    }
+
+    #[test]
+    fn an_unset_optional_argument_is_not_given() {
+        let args = validate_args(
+            ToolName::ShellExec,
+            json!({"command": "ls", "cwd": null, "timeoutMs": null}),
+        )
+        .unwrap();
+        assert_eq!(Value::Object(args), json!({"command": "ls"}));
+        let args = validate_args(
+            ToolName::FsSearch,
+            json!({"path": "/a", "query": "x", "glob": ""}),
+        )
+        .unwrap();
+        assert!(!args.contains_key("glob"));
+        // An empty text that is a value stays; a required argument keeps its error.
+        let args = validate_args(
+            ToolName::FsDiff,
+            json!({"leftPath": "/a", "rightContent": ""}),
+        )
+        .unwrap();
+        assert_eq!(args["rightContent"], "");
+        assert_eq!(
+            message(ToolName::FsRead, json!({"path": null})).0,
+            ErrorCode::InvalidArgs
+        );
+        // A name the tool does not take is still unknown, null or not.
+        assert!(
+            message(ToolName::FsRead, json!({"path": "/a", "hed": null}))
+                .1
+                .contains("hed")
+        );
     }
 
     #[test]
