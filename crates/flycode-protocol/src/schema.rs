@@ -250,6 +250,58 @@ fn arg_kind(schema: &Value) -> ArgKind {
 mod tests {
     use super::*;
 
+    /// Every `pattern` of every schema, wherever it stands.
+    fn patterns(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    match (key.as_str(), child) {
+                        ("pattern", Value::String(pattern)) => found.push(pattern.clone()),
+                        _ => patterns(child, found),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| patterns(item, found)),
+            _ => {}
+        }
+    }
+
+    /// A server that turns the schemas into a grammar (llama.cpp's converter) can enforce a
+    /// pattern only when it is anchored at both ends and spells its classes out: no `\s`, `\S`,
+    /// `\d`, `\w` shorthands (PROTOCOL.md §6).
+    #[test]
+    fn every_pattern_is_one_a_grammar_converter_can_enforce() {
+        for tool in ToolName::WITH_AGENT_TOOLS {
+            let mut found = Vec::new();
+            patterns(&tool_schema(tool).document, &mut found);
+            for pattern in found {
+                assert!(
+                    pattern.starts_with('^') && pattern.ends_with('$'),
+                    "{tool}: {pattern} is not anchored"
+                );
+                for shorthand in ["\\s", "\\S", "\\d", "\\D", "\\w", "\\W", "\\b"] {
+                    assert!(
+                        !pattern.contains(shorthand),
+                        "{tool}: {pattern} uses {shorthand}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_that_must_say_something_may_not_be_blank_on_any_line() {
+        let schema = tool_schema(ToolName::MemoryQuery);
+        let valid = |query: &str| {
+            schema
+                .validator()
+                .is_valid(&serde_json::json!({"query": query}))
+        };
+        assert!(valid("zebra"));
+        assert!(valid("  \n zebra \n\n more"));
+        assert!(!valid(" \t\n "));
+    }
+
     #[test]
     fn every_schema_loads_and_names_its_tool() {
         for tool in ToolName::WITH_AGENT_TOOLS {
