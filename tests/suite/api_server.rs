@@ -42,6 +42,24 @@ impl RecordedRequest {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The chat messages the request sent (none when it sent no `messages`).
+    pub(super) fn messages(&self) -> Vec<Value> {
+        self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The text of the request's last message.
+    pub(super) fn last_text(&self) -> String {
+        self.messages().last().map(text_of).unwrap_or_default()
+    }
+}
+
+/// A chat message's text content (empty when it has none).
+pub(super) fn text_of(message: &Value) -> String {
+    message["content"].as_str().unwrap_or_default().to_owned()
 }
 
 /// How the server answers one request.
@@ -332,6 +350,14 @@ impl ScriptedServer {
         respond: impl Fn(&RecordedRequest, usize) -> Reply + Send + Sync + 'static,
     ) -> ScriptedServer {
         ScriptedServer::launch(None, Arc::new(respond))
+    }
+
+    /// A server that streams `replies[index]` as the text of request `index` (the last one
+    /// again after that), seven bytes a chunk.
+    pub(super) fn replying(replies: Vec<String>) -> ScriptedServer {
+        ScriptedServer::start(move |_, index| {
+            Reply::sse_text(&replies[index.min(replies.len() - 1)], 7)
+        })
     }
 
     /// Like [`ScriptedServer::start`], for a client whose runtime runs on `clock`: the pauses

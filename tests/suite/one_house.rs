@@ -11,7 +11,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::api_server::{RecordedRequest, Reply, ScriptedServer, text_of as content};
 use super::common::{clean_run_command, flycode, temp_base_with_root};
 
 /// A temporary home with a project root.
@@ -55,22 +55,7 @@ impl Place {
 
 /// A server that answers the `index`th request with `replies[index]` (the last one after).
 fn scripted(replies: &[&str]) -> ScriptedServer {
-    let replies: Vec<String> = replies.iter().map(|r| (*r).to_owned()).collect();
-    ScriptedServer::start(move |_, index| {
-        Reply::sse_text(&replies[index.min(replies.len() - 1)], 7)
-    })
-}
-
-fn messages(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"].as_array().unwrap().clone()
-}
-
-fn content(message: &Value) -> String {
-    message["content"].as_str().unwrap_or_default().to_owned()
-}
-
-fn last_message(request: &RecordedRequest) -> String {
-    content(messages(request).last().unwrap())
+    ScriptedServer::replying(replies.iter().map(|r| (*r).to_owned()).collect())
 }
 
 fn stderr(output: &Output) -> String {
@@ -121,7 +106,7 @@ fn a_tags_run_reports_its_events_as_json_and_answers_with_its_return() {
     assert_eq!(last["event"], "finished");
     assert_eq!(last["ending"], "answered");
     assert_eq!(last["answer"], "read both");
-    let results = last_message(&server.requests()[1]);
+    let results = server.requests()[1].last_text();
     assert!(
         results.contains("alpha") && results.contains("beta"),
         "{results}"
@@ -187,16 +172,17 @@ fn a_hint_loaded_in_a_tags_run_follows_the_task_as_seed_004_places_it() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let requests = server.requests();
     let hint_at = |request: &RecordedRequest| {
-        messages(request)
+        request
+            .messages()
             .iter()
             .position(|m| content(m).starts_with("[flycode] Loaded hints"))
     };
     // Fewer than three results: right after the task, never before it.
-    let second = messages(&requests[1]);
+    let second = requests[1].messages();
     assert_eq!(content(&second[1]), "Work in style.");
     assert_eq!(hint_at(&requests[1]), Some(2), "{second:#?}");
     // Tag results count as results: the block follows the third result from the end.
-    let fifth = messages(&requests[4]);
+    let fifth = requests[4].messages();
     let at = hint_at(&requests[4]).unwrap();
     let results_after = fifth[at..]
         .iter()
@@ -221,7 +207,7 @@ fn a_tags_run_speaks_the_language_asked_and_takes_the_persons_prompt_file() {
     let server = scripted(&["<return>\nok\n</return>"]);
     let output = place.run(&server, &["--dialect", "tags", "--lang", "zh", "Hi."], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let system = content(&messages(&server.requests()[0])[0]);
+    let system = content(&server.requests()[0].messages()[0]);
     assert!(system.contains("深度优先"), "{system}");
 
     // Seed 000's prompt as the person keeps it: its placeholders filled, the rest as written.
@@ -241,7 +227,7 @@ fn a_tags_run_speaks_the_language_asked_and_takes_the_persons_prompt_file() {
         &[],
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let system = content(&messages(&server.requests()[0])[0]);
+    let system = content(&server.requests()[0].messages()[0]);
     assert!(system.starts_with("MY-PROMPT\n"), "{system}");
     assert!(
         system.contains("marker-file.txt") && !system.contains("{tree_info}"),
@@ -275,7 +261,7 @@ fn a_tags_run_resumes_in_the_tag_dialect() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), "resumed and done\n");
     let request = &server.requests()[0];
-    let sent = messages(request);
+    let sent = request.messages();
     assert!(
         sent.iter()
             .any(|m| content(m).starts_with("<bash_call_result exit_code=0")),
@@ -320,7 +306,7 @@ fn memory_query_condenses_with_the_asking_agents_own_conversation() {
     let asked = light.requests();
     assert_eq!(asked.len(), 2, "one condensation per query");
     let context = |request: &RecordedRequest| {
-        let material = content(&messages(request)[1]);
+        let material = content(&request.messages()[1]);
         material
             .split("<context>")
             .nth(1)
@@ -384,7 +370,7 @@ fn a_task_description_under_its_minimum_says_the_minimum() {
     ]);
     let output = place.run(&server, &["--mode", "text", "Count."], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let result = last_message(&server.requests()[1]);
+    let result = server.requests()[1].last_text();
     assert!(
         result.contains("at least 3 characters") && !result.contains("must not be empty"),
         "{result}"
@@ -413,7 +399,7 @@ fn run_does_not_run_again_a_call_that_just_failed() {
     let output = place.run(&server, &["--mode", "text", "Count."], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(count_lines(&place.root), 1, "the repeat ran");
-    let answer = last_message(&server.requests()[2]);
+    let answer = server.requests()[2].last_text();
     assert!(answer.contains("[code] repeated_failed_call"), "{answer}");
     assert!(stderr(&output).contains("repeated_failed_call"));
 }
@@ -426,7 +412,7 @@ fn a_tags_run_does_not_run_again_a_tag_that_just_failed() {
     let output = place.run(&server, &["--dialect", "tags", "Count."], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(count_lines(&place.root), 1, "the repeat ran");
-    let answer = last_message(&server.requests()[2]);
+    let answer = server.requests()[2].last_text();
     assert!(answer.contains("repeated_failed_call"), "{answer}");
 }
 
@@ -481,7 +467,7 @@ fn a_full_context_is_compacted_in_the_tag_dialect_too() {
         stdout(&output)
     );
     assert_eq!(light.requests().len(), 1);
-    let last = messages(&server.requests()[2]);
+    let last = server.requests()[2].messages();
     assert!(
         last.iter().any(|m| content(m).contains("SUMMARY-OF-READS")),
         "{last:#?}"

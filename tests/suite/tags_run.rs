@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::api_server::{Reply, ScriptedServer};
 use super::common::flycode;
 
 const BOM_CRLF: &str = "\u{feff}[server]\r\nhost = localhost\r\nport = 8080\r\n";
@@ -31,15 +31,6 @@ fn script() -> Vec<String> {
         "<return>\nchild: 2 ini files\n</return>".to_owned(),
         "<return>\nAll done: edited a.ini, created b.ini.\n</return>".to_owned(),
     ]
-}
-
-/// The text of the last message of a request.
-fn last_message(request: &RecordedRequest) -> String {
-    let messages = request.body["messages"].as_array().unwrap();
-    messages.last().unwrap()["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[test]
@@ -95,7 +86,7 @@ fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
 
     let requests = server.requests();
     assert_eq!(requests.len(), 7, "{stderr}");
-    let first_results = last_message(&requests[1]);
+    let first_results = requests[1].last_text();
     assert!(
         first_results.starts_with("<bash_call_result exit_code=0 duration_ms="),
         "{first_results}"
@@ -106,7 +97,7 @@ fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
             .contains("[lines] 1-2 of 5\n[more] true\n[next_start_line] 3\n[data]\none\ntwo\n"),
         "{first_results}"
     );
-    let edits = last_message(&requests[2]);
+    let edits = requests[2].last_text();
     assert_eq!(
         edits
             .matches("<builtin_result name=smart_edit ok=true>")
@@ -114,7 +105,7 @@ fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
         4,
         "{edits}"
     );
-    let page = last_message(&requests[3]);
+    let page = requests[3].last_text();
     assert!(
         page.contains("[lines] 3-4 of 5\n[more] true\n[next_start_line] 5\n"),
         "{page}"
@@ -123,8 +114,8 @@ fn a_tags_run_works_through_tools_and_a_child_and_ends_at_return() {
     let child: &Vec<Value> = requests[4].body["messages"].as_array().unwrap();
     assert_eq!(child.len(), 2);
     assert_eq!(child[1]["content"], "Count the .ini files in the root.");
-    assert!(last_message(&requests[5]).contains("2\n"));
-    let summary = last_message(&requests[6]);
+    assert!(requests[5].last_text().contains("2\n"));
+    let summary = requests[6].last_text();
     assert!(
         summary.starts_with("<child_summary ok=true>\n[note] "),
         "{summary}"
@@ -193,7 +184,7 @@ fn a_predefined_agent_never_gets_a_tool_its_parent_may_not_use() {
     assert!(!root.join("pwned.txt").exists(), "shell.exec ran: {stderr}");
     let requests = server.requests();
     assert_eq!(requests.len(), 6, "{stderr}");
-    let refused = last_message(&requests[3]);
+    let refused = requests[3].last_text();
     assert!(
         refused.contains("denied_by_policy") && refused.contains("shell.exec was not run"),
         "{refused}"

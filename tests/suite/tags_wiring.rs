@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use serde_json::Value;
-
-use super::api_server::{RecordedRequest, Reply, ScriptedServer};
+use super::api_server::{RecordedRequest, Reply, ScriptedServer, text_of as content};
 use super::common::{flycode, temp_base_with_root};
 
 /// A temporary home with a project root, a configuration folder and a state folder.
@@ -60,25 +58,6 @@ impl Place {
     }
 }
 
-/// A server that answers the `index`th request with `replies[index]` (the last one after).
-fn scripted(replies: Vec<String>) -> ScriptedServer {
-    ScriptedServer::start(move |_, index| {
-        Reply::sse_text(&replies[index.min(replies.len() - 1)], 7)
-    })
-}
-
-fn messages(request: &RecordedRequest) -> Vec<Value> {
-    request.body["messages"].as_array().unwrap().clone()
-}
-
-fn content(message: &Value) -> String {
-    message["content"].as_str().unwrap_or_default().to_owned()
-}
-
-fn last_message(request: &RecordedRequest) -> String {
-    content(messages(request).last().unwrap())
-}
-
 fn ran(output: &Output) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
@@ -114,13 +93,13 @@ fn a_tags_run_sends_seed_000s_prompt_with_the_tree_the_agents_and_the_hints() {
     write(&place.root.join("src/main.rs"), "fn main() {}\n");
     style_hint(&place);
     counter_agent(&place);
-    let server = scripted(vec!["<return>\ndone\n</return>".to_owned()]);
+    let server = ScriptedServer::replying(vec!["<return>\ndone\n</return>".to_owned()]);
     let output = place.run(&server, None, "Look around.");
     ran(&output);
     assert_eq!(String::from_utf8_lossy(&output.stdout), "done\n");
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
-    let sent = messages(&requests[0]);
+    let sent = requests[0].messages();
     assert_eq!(sent[0]["role"], "system");
     let system = content(&sent[0]);
     assert!(system.contains("main.rs"), "the tree: {system}");
@@ -139,7 +118,7 @@ fn a_tags_run_sends_seed_000s_prompt_with_the_tree_the_agents_and_the_hints() {
 #[test]
 fn a_background_bash_call_is_a_job_that_get_job_log_reads_and_the_run_ends() {
     let place = Place::new();
-    let server = scripted(vec![
+    let server = ScriptedServer::replying(vec![
         "<bash_call background=true> python3 -u -c \"print('ready'); open('flag', 'w').close(); import time; time.sleep(30)\" </bash_call>".to_owned(),
         "<bash_call timeout=60> while [ ! -f flag ]; do sleep 0.1; done; echo seen </bash_call>".to_owned(),
         "<builtin>\nget_job_log\njob_id: job-1\nstart_line: 1\nmax_lines: 10\n</builtin>".to_owned(),
@@ -153,7 +132,7 @@ fn a_background_bash_call_is_a_job_that_get_job_log_reads_and_the_run_ends() {
     );
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
-    let started = last_message(&requests[1]);
+    let started = requests[1].last_text();
     assert!(
         started.starts_with("<bash_call_result exit_code=-1 duration_ms=")
             && started.lines().next().unwrap().contains(" job_id=job-1"),
@@ -167,8 +146,8 @@ fn a_background_bash_call_is_a_job_that_get_job_log_reads_and_the_run_ends() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(last_message(&requests[2]).contains("seen\n"));
-    let log = last_message(&requests[3]);
+    assert!(requests[2].last_text().contains("seen\n"));
+    let log = requests[3].last_text();
     assert!(
         log.starts_with("<builtin_result name=get_job_log ok=true>"),
         "{log}"
@@ -185,7 +164,7 @@ fn a_background_bash_call_is_a_job_that_get_job_log_reads_and_the_run_ends() {
 fn create_agent_with_a_name_runs_the_predefined_agent_with_its_role_and_tools() {
     let place = Place::new();
     counter_agent(&place);
-    let server = scripted(vec![
+    let server = ScriptedServer::replying(vec![
         "<create_agent name=nobody> Count the files. </create_agent>".to_owned(),
         "<create_agent name=counter> Count the files. </create_agent>".to_owned(),
         "<bash_call> ls | wc -l </bash_call>".to_owned(),
@@ -198,33 +177,33 @@ fn create_agent_with_a_name_runs_the_predefined_agent_with_its_role_and_tools() 
     assert_eq!(String::from_utf8_lossy(&output.stdout), "all done\n");
     let requests = server.requests();
     assert_eq!(requests.len(), 6);
-    let unknown = last_message(&requests[1]);
+    let unknown = requests[1].last_text();
     assert!(unknown.contains("ok=false"), "{unknown}");
     assert!(
         unknown.contains("\"nobody\"") && unknown.contains("available: counter"),
         "{unknown}"
     );
     // The child: the run's prompt with its role, and its task.
-    let child = messages(&requests[2]);
+    let child = requests[2].messages();
     assert_eq!(child.len(), 2);
     let system = content(&child[0]);
     assert!(system.contains("ROLEMARK-3"), "{system}");
     assert!(system.contains("The tools you may use: fs.ls."), "{system}");
     assert_eq!(content(&child[1]), "Count the files.");
     // Its tools are only those its file names.
-    let refused = last_message(&requests[3]);
+    let refused = requests[3].last_text();
     assert!(
         refused.starts_with("<bash_call_result exit_code=-1")
             && refused.contains("denied_by_policy")
             && refused.contains("fs.ls"),
         "{refused}"
     );
-    let delegated = last_message(&requests[4]);
+    let delegated = requests[4].last_text();
     assert!(
         delegated.contains("ok=false") && delegated.contains("agent.task"),
         "{delegated}"
     );
-    let summary = last_message(&requests[5]);
+    let summary = requests[5].last_text();
     assert!(
         summary.starts_with("<child_summary ok=true agent=counter>"),
         "{summary}"
@@ -242,10 +221,10 @@ fn memory_query_hint_and_get_resource_work_through_builtin() {
     let place = Place::new();
     style_hint(&place);
     for said in [ZEBRA, "The cache keeps entries for 42 seconds."] {
-        let earlier = scripted(vec![format!("<return>\n{said}\n</return>")]);
+        let earlier = ScriptedServer::replying(vec![format!("<return>\n{said}\n</return>")]);
         ran(&place.run(&earlier, None, "What do you know?"));
     }
-    let server = scripted(vec![
+    let server = ScriptedServer::replying(vec![
         "<builtin>\nmemory_query\nquery: zebra migration\n</builtin>\n<builtin>\nhint\naction: load\nname: style\n</builtin>".to_owned(),
         "<builtin>\nget_resource\npath: res/a.txt\n</builtin>".to_owned(),
         "<return>\ndone\n</return>".to_owned(),
@@ -257,8 +236,8 @@ fn memory_query_hint_and_get_resource_work_through_builtin() {
     // The light model condensed the zebra window.
     let asked = light.requests();
     assert_eq!(asked.len(), 1);
-    assert!(content(&messages(&asked[0])[1]).contains(ZEBRA));
-    let results = last_message(&requests[1]);
+    assert!(content(&asked[0].messages()[1]).contains(ZEBRA));
+    let results = requests[1].last_text();
     assert!(
         results.contains("<builtin_result name=memory_query ok=true>") && results.contains(SUMMARY),
         "{results}"
@@ -269,13 +248,13 @@ fn memory_query_hint_and_get_resource_work_through_builtin() {
     );
     // The loaded hint's HINT.md joins the requests after hint load.
     let holds_hint = |request: &RecordedRequest| {
-        messages(request).iter().any(|m| {
+        request.messages().iter().any(|m| {
             content(m).starts_with("[flycode] Loaded hints") && content(m).contains("HINTMARK-7")
         })
     };
     assert!(!holds_hint(&requests[0]));
     assert!(holds_hint(&requests[1]));
-    let resource = last_message(&requests[2]);
+    let resource = requests[2].last_text();
     assert!(
         resource.starts_with("<builtin_result name=get_resource ok=true>")
             && resource.contains("resource inside"),

@@ -9,7 +9,7 @@
 //! calls loaded (PROTOCOL.md §9 (hint.load)). The audit log and the undo recorder are not
 //! optional: a session cannot be opened without them, and a door's executors are made only from
 //! its session ([`DoorSession::executor`]), so no door can forget either. A sub-agent's executor
-//! is a restriction of its parent's ([`Executor::subagent`], [`Executor::restricted`]).
+//! is a restriction of its parent's ([`Executor::subagent`], [`Executor::tag_agent`]).
 //!
 //! The sandbox is given to [`DoorSession::executor`] rather than kept: `flycode mcp` narrows it
 //! to the client's roots call by call (PROTOCOL.md §14 (The MCP server), roots).

@@ -291,13 +291,15 @@ impl<'a> Executor<'a> {
         self
     }
 
-    /// A restriction of this executor: the same sandbox, policy, approver, stale-read memory,
-    /// notebook, jobs, audit log, undo recorder, limits and condenser, running only those of
-    /// `restriction`'s tools that this one runs (never more), with hints of its own and no task
-    /// runner: a predefined agent of the tag dialect, whose agents share their run's executor
-    /// (PROTOCOL.md §15 (The tag dialect: run)).
-    pub fn restricted(&self, restriction: Restriction) -> Executor<'a> {
-        let restriction = restriction.within(self.restriction.as_ref());
+    /// This executor narrowed: the same sandbox, policy, approver, stale-read memory, notebook,
+    /// jobs, audit log, undo recorder, limits and condenser, running only those of
+    /// `restriction`'s tools that this one runs (never more; this one's own restriction when
+    /// `None`), with hints of its own and no task runner.
+    fn narrowed(&self, restriction: Option<Restriction>) -> Executor<'a> {
+        let restriction = match restriction {
+            Some(restriction) => Some(restriction.within(self.restriction.as_ref())),
+            None => self.restriction.clone(),
+        };
         Executor {
             sandbox: self.sandbox,
             policy: self.policy,
@@ -307,7 +309,7 @@ impl<'a> Executor<'a> {
             approver: self.approver,
             notebook: self.notebook,
             tasks: None,
-            restriction: Some(restriction),
+            restriction,
             door: self.door,
             hints: Shelf::Own(super::hint::HintShelf::default()),
             condenser: self.condenser,
@@ -316,9 +318,9 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// A sub-agent's executor (PROTOCOL.md §13 (The API loop: sub-agents)): a
-    /// [restriction](Executor::restricted) of this one to `restriction`'s tools, with a
-    /// stale-read memory (`memory`) and notes (`notebook`) of its own.
+    /// A sub-agent's executor (PROTOCOL.md §13 (The API loop: sub-agents)): this one narrowed
+    /// to `restriction`'s tools, with a stale-read memory (`memory`), notes (`notebook`) and
+    /// hints of its own, and no task runner.
     pub fn subagent<'s>(
         &'s self,
         restriction: Restriction,
@@ -328,7 +330,7 @@ impl<'a> Executor<'a> {
         Executor {
             session: Some(memory),
             notebook: Some(notebook),
-            ..self.restricted(restriction)
+            ..self.narrowed(Some(restriction))
         }
     }
 
@@ -342,25 +344,9 @@ impl<'a> Executor<'a> {
         restriction: Option<Restriction>,
         notebook: &'s dyn Notebook,
     ) -> Executor<'s> {
-        let restriction = match restriction {
-            Some(restriction) => Some(restriction.within(self.restriction.as_ref())),
-            None => self.restriction.clone(),
-        };
         Executor {
-            sandbox: self.sandbox,
-            policy: self.policy,
-            session: self.session,
-            audit: self.audit.clone(),
-            limits: self.limits.clone(),
-            approver: self.approver,
             notebook: Some(notebook),
-            tasks: None,
-            restriction,
-            door: self.door,
-            hints: Shelf::Own(super::hint::HintShelf::default()),
-            condenser: self.condenser,
-            recorder: self.recorder.clone(),
-            jobs: self.jobs,
+            ..self.narrowed(restriction)
         }
     }
 
