@@ -394,6 +394,31 @@ pub struct McpArgs {
     /// the hint tools) or seed.
     #[arg(long = "tools", value_enum, value_name = "SET")]
     pub tools: Option<ToolSetChoice>,
+    /// Serve over MCP's streamable HTTP transport instead of stdio, on ADDR: a port (on
+    /// loopback), or HOST:PORT (default 127.0.0.1:4680). Every request needs the secret
+    /// (--show-secret); another address than loopback only when you name it.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = mcp::DEFAULT_HTTP_ADDR)]
+    pub http: Option<String>,
+    /// Over HTTP: let clients change files and run programs, as policy allows (without it, or
+    /// `[mcp] allow_changes_over_http = true` in your own flycode.toml, they only read).
+    #[arg(long, requires = "http")]
+    pub allow_changes: bool,
+    /// Over HTTP: a Host name to answer to besides loopback, such as a tunnel's public name
+    /// (repeatable).
+    #[arg(long, value_name = "NAME", requires = "http")]
+    pub allow_host: Vec<String>,
+    /// Over HTTP: a web page's origin (scheme://host:port) whose requests are taken, such as a
+    /// local MCP inspector's (repeatable); every other page is refused.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub allow_origin: Vec<String>,
+    /// Print the secret HTTP clients present (made on first use), with the header and the URL
+    /// that carry it, and exit.
+    #[arg(long, conflicts_with = "rotate_secret")]
+    pub show_secret: bool,
+    /// Replace the secret (clients holding the old one are refused from then on), print the new
+    /// one, and exit.
+    #[arg(long)]
+    pub rotate_secret: bool,
 }
 
 /// `flycode gc` arguments.

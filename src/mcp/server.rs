@@ -21,14 +21,14 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitRequest, ElicitResult,
-    Implementation, InitializeResult, InputRequest, InputRequests, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequests,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ListRootsRequest, ListRootsResult, Root};
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
@@ -40,11 +40,11 @@ use super::result::{call_tool_result, execution_result};
 use super::roots::{file_uri_path, narrow};
 use crate::protocol::args::validate_args;
 use crate::protocol::{Call, ErrorCode, ResultBlock, ToolName, ToolSet};
-use crate::sandbox::{Protection, Roots, Sandbox};
+use crate::sandbox::{AuditClient, Protection, Roots, Sandbox};
 use crate::tools::ToolError;
 use crate::tools::executor::schedule::{CallClass, Gate};
 use crate::tools::executor::{
-    Approval, DoorSession, Execution, Executor, FixedApprover, Permit, Question, Ruling,
+    Approval, Approver, DoorSession, Execution, Executor, FixedApprover, Permit, Question, Ruling,
 };
 use crate::tools::registry::Invocation;
 use sha2::{Digest, Sha256};
@@ -56,8 +56,8 @@ const ROOTS_KEY: &str = "flycode_roots";
 /// How often a running program reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// What the server serves besides its sandbox and door session: the tool set, and what its
-/// words about the configuration say.
+/// What the server serves besides its sandbox and door session: the tool set, what its words
+/// about the configuration say, and where a question goes that the client cannot show.
 pub struct McpSettings {
     /// The tools served (`extended` unless `--tools seed`).
     pub tool_set: ToolSet,
@@ -72,31 +72,77 @@ pub struct McpSettings {
     /// What the server's instructions add about the configuration: the settings of an untrusted
     /// project file that were ignored (PROTOCOL.md §10 "Configuration").
     pub configuration_note: Option<String>,
+    /// Who answers a question the client cannot show (it has no elicitation): flycode's
+    /// terminal over HTTP, where the person started the server at one; nobody over stdio, whose
+    /// client owns the terminal (PROTOCOL.md §14, "Over HTTP").
+    pub terminal: Option<Arc<dyn Approver>>,
 }
+
+/// Opens a door session of its own for each HTTP session: its jobs, hints and stale-read
+/// memory are that session's, and end with it.
+pub type SessionOpener = Box<dyn Fn() -> anyhow::Result<DoorSession> + Send + Sync>;
 
 /// The MCP server. Cheap to clone: every clone serves the same state.
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,
+    /// The connection of this handler's HTTP session, opened by its `initialize`; until then
+    /// (and for every request outside a session: stdio's client, 2026-07-28's requests over
+    /// HTTP) the server's own, [`Shared::main`].
+    own: Arc<OnceLock<Arc<Connection>>>,
 }
 
+/// What every connection of the server shares.
 struct Shared {
     settings: McpSettings,
-    /// The connection's session: policy, limits, audit log, undo recorder, the stale-read
-    /// memory, the hints the client's calls loaded (PROTOCOL.md §9 (hint.load)) and the
-    /// background jobs (PROTOCOL.md §10 (Running calls: background jobs)), killed when the
-    /// client disconnects. Kept across calls, whose executors are made one a call.
-    session: DoorSession,
     /// The sandbox on flycode's roots, for calls the client's roots do not narrow.
     full: Arc<Sandbox>,
     tools: Vec<Tool>,
-    client_roots: Mutex<ClientRoots>,
-    /// Bumped when the client says its roots changed, so a list fetched before is not kept.
-    roots_generation: AtomicU64,
-    /// What may run together: reads side by side, every other call alone.
+    /// What may run together, across every connection: reads side by side, every other call
+    /// alone.
     gate: Gate,
     /// Makes `requestState` unguessable: an answer is bound to the call it was asked for.
     state_key: String,
+    /// The server's own connection: stdio's one client; over HTTP, every request outside a
+    /// session (2026-07-28 has none).
+    main: Arc<Connection>,
+    /// Opens each HTTP session's own door session; `None` over stdio (one client, one session).
+    sessions: Option<SessionOpener>,
+    /// One question on flycode's terminal at a time.
+    terminal_turn: tokio::sync::Mutex<()>,
+}
+
+/// One client's connection: its door session (PROTOCOL.md §14 (The MCP server)) and its
+/// roots. Its background jobs end when it does.
+struct Connection {
+    /// The connection's session: policy, limits, audit log, undo recorder, the stale-read
+    /// memory, the hints the client's calls loaded (PROTOCOL.md §9 (hint.load)) and the
+    /// background jobs (PROTOCOL.md §10 (Running calls: background jobs)). Kept across calls,
+    /// whose executors are made one a call.
+    session: DoorSession,
+    client_roots: Mutex<ClientRoots>,
+    /// Bumped when the client says its roots changed, so a list fetched before is not kept.
+    roots_generation: AtomicU64,
+}
+
+impl Connection {
+    fn new(session: DoorSession) -> Connection {
+        Connection {
+            session,
+            client_roots: Mutex::new(ClientRoots::Unknown),
+            roots_generation: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Drop for Connection {
+    /// A client gone (stdio closed, an HTTP session deleted or timed out) takes its background
+    /// jobs with it (PROTOCOL.md §11 (Security), "No program outlives flycode").
+    fn drop(&mut self) {
+        if let Some(jobs) = self.session.jobs() {
+            jobs.end_session();
+        }
+    }
 }
 
 /// What the client's roots leave.
@@ -112,23 +158,64 @@ enum ClientRoots {
 
 impl McpServer {
     /// A server over `sandbox` (flycode's roots), in the door session `session`, with
-    /// `settings`.
+    /// `settings`: one client (stdio).
     pub fn new(sandbox: Sandbox, session: DoorSession, settings: McpSettings) -> McpServer {
+        McpServer::serving(sandbox, session, settings, None)
+    }
+
+    /// A server for many clients (HTTP): each session opened by `sessions`, every request
+    /// outside a session served in `main`.
+    pub fn for_sessions(
+        sandbox: Sandbox,
+        main: DoorSession,
+        settings: McpSettings,
+        sessions: SessionOpener,
+    ) -> McpServer {
+        McpServer::serving(sandbox, main, settings, Some(sessions))
+    }
+
+    fn serving(
+        sandbox: Sandbox,
+        main: DoorSession,
+        settings: McpSettings,
+        sessions: Option<SessionOpener>,
+    ) -> McpServer {
         let full = Arc::new(sandbox);
         let tools = super::tools::tool_list(settings.tool_set);
         let state_key = random_key();
         McpServer {
             shared: Arc::new(Shared {
                 settings,
-                session,
                 full,
                 tools,
-                client_roots: Mutex::new(ClientRoots::Unknown),
-                roots_generation: AtomicU64::new(0),
                 gate: Gate::default(),
                 state_key,
+                main: Arc::new(Connection::new(main)),
+                sessions,
+                terminal_turn: tokio::sync::Mutex::new(()),
             }),
+            own: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// A handler for a new HTTP session or request: the same server, no connection of its own
+    /// yet.
+    pub(crate) fn fresh_handler(&self) -> McpServer {
+        McpServer {
+            shared: Arc::clone(&self.shared),
+            own: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The background jobs of the server's own connection (stdio's client; over HTTP, the
+    /// requests outside a session).
+    pub(crate) fn main_jobs(&self) -> Option<&crate::tools::jobs::JobTable> {
+        self.shared.main.session.jobs()
+    }
+
+    /// The connection this handler serves.
+    fn connection(&self) -> Arc<Connection> {
+        Arc::clone(self.own.get().unwrap_or(&self.shared.main))
     }
 }
 
@@ -141,29 +228,33 @@ pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
         .serve(super::transport::LineTransport::new(reader, writer))
         .await
         .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
-    if let Some(jobs) = shared.session.jobs() {
-        announce_jobs_to(jobs, running.peer().clone());
+    if let Some(jobs) = shared.main.session.jobs() {
+        announce_jobs_to(jobs, Some(running.peer().clone()));
     }
     let ended = running.waiting().await;
-    if let Some(jobs) = shared.session.jobs() {
+    if let Some(jobs) = shared.main.session.jobs() {
         jobs.end_session();
     }
     ended.map_err(|error| anyhow::anyhow!("the MCP session ended abnormally: {error}"))?;
     Ok(())
 }
 
-/// A job's end goes to the terminal (standard error) and to the client as a logging
-/// notification (`notifications/message`, logger `flycode.jobs`, level `info`).
-fn announce_jobs_to(jobs: &crate::tools::jobs::JobTable, peer: rmcp::Peer<RoleServer>) {
+/// A job's end goes to the terminal (standard error) and, where there is one to tell, to the
+/// client as a logging notification (`notifications/message`, logger `flycode.jobs`, level
+/// `info`).
+pub(crate) fn announce_jobs_to(
+    jobs: &crate::tools::jobs::JobTable,
+    peer: Option<rmcp::Peer<RoleServer>>,
+) {
     let runtime = tokio::runtime::Handle::current();
     jobs.set_announce(Box::new(move |notice| {
         eprintln!("flycode mcp: [jobs] {notice}");
+        let Some(peer) = peer.clone() else { return };
         let message = rmcp::model::LoggingMessageNotificationParam::new(
             rmcp::model::LoggingLevel::Info,
             Value::String(format!("[jobs] {notice}")),
         )
         .with_logger("flycode.jobs");
-        let peer = peer.clone();
         runtime.spawn(async move {
             let _ = peer.notify_logging_message(message).await;
         });
@@ -198,6 +289,27 @@ impl ServerHandler for McpServer {
             ))
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        // An HTTP session gets a door session of its own, which ends with it.
+        if let Some(open) = &self.shared.sessions
+            && self.own.get().is_none()
+        {
+            let session = open().map_err(|error| {
+                McpError::internal_error(format!("cannot open the session: {error}"), None)
+            })?;
+            if let Some(jobs) = session.jobs() {
+                announce_jobs_to(jobs, Some(context.peer.clone()));
+            }
+            let _ = self.own.set(Arc::new(Connection::new(session)));
+        }
+        self.negotiate_initialize(&request)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -211,13 +323,41 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        Arc::clone(&self.shared).call(request, context).await
+        let handling = Handling {
+            client: self.shared.sessions.is_some().then(|| client_of(&context)),
+            shared: Arc::clone(&self.shared),
+            connection: self.connection(),
+        };
+        Arc::new(handling).call(request, context).await
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        self.shared.roots_generation.fetch_add(1, Ordering::SeqCst);
-        *lock(&self.shared.client_roots) = ClientRoots::Unknown;
+        let connection = self.connection();
+        connection.roots_generation.fetch_add(1, Ordering::SeqCst);
+        *lock(&connection.client_roots) = ClientRoots::Unknown;
     }
+}
+
+/// Who sent a request over HTTP, for the audit log: the name and version it gave, and the
+/// address it connected from.
+fn client_of(context: &RequestContext<RoleServer>) -> AuditClient {
+    let name = context
+        .client_info()
+        .map(|info| format!("{} {}", info.name, info.version));
+    let address = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<super::remote::ClientAddress>())
+        .map(|address| address.0.to_string());
+    AuditClient { name, address }
+}
+
+/// One call's view of the server: what every connection shares, the connection it came on,
+/// and who sent it (over HTTP).
+struct Handling {
+    shared: Arc<Shared>,
+    connection: Arc<Connection>,
+    client: Option<AuditClient>,
 }
 
 /// How long a client (before 2026-07-28) is given to list its roots.
@@ -235,7 +375,7 @@ struct Ruled {
     runs_program: bool,
 }
 
-impl Shared {
+impl Handling {
     /// A `tools/call`: read, narrowed to the client's roots, decided, answered where asked, run
     /// in its turn.
     async fn call(
@@ -253,7 +393,7 @@ impl Shared {
             Ok(invocation) => invocation,
             Err(unbound) => {
                 let execution = self
-                    .executor(&self.full)
+                    .executor(&self.shared.full)
                     .unreadable(&unbound.call, unbound.error);
                 return Ok(answer_of_execution(execution).into());
             }
@@ -273,7 +413,7 @@ impl Shared {
             .await
         {
             SandboxFor::Call(sandbox) => sandbox,
-            SandboxFor::Pending => self.full.clone(),
+            SandboxFor::Pending => self.shared.full.clone(),
             SandboxFor::Refused(client) => {
                 return Ok(self.refuse_disjoint(invocation.call(), &client).into());
             }
@@ -296,6 +436,12 @@ impl Shared {
             modern,
             can_ask,
             state: &state,
+            terminal: self
+                .shared
+                .settings
+                .terminal
+                .as_ref()
+                .map(|approver| (approver, &self.shared.terminal_turn)),
         };
         let message = std::mem::take(&mut ruled.message);
         let Some(answer) = asking
@@ -313,7 +459,7 @@ impl Shared {
         // Only a call that runs waits for its turn; a refusal is answered at once.
         let pass = if permit.runs() {
             tokio::select! {
-                pass = self.gate.enter(ruled.class) => Some(pass),
+                pass = self.shared.gate.enter(ruled.class) => Some(pass),
                 () = context.ct.cancelled() => {
                     return Ok(self.cancelled_before_running(ruled.invocation.call()).into());
                 }
@@ -342,8 +488,8 @@ impl Shared {
         context: &RequestContext<RoleServer>,
     ) -> Result<Call, Box<rmcp::model::CallToolResult>> {
         let id = format!("mcp-{}", request_id_text(&context.id));
-        let set = self.settings.tool_set;
-        let secrets = self.session.limits().secrets();
+        let set = self.shared.settings.tool_set;
+        let secrets = self.connection.session.limits().secrets();
         let Some(tool) = ToolName::from_mcp_name(&request.name, set) else {
             let names: Vec<String> = set.tools().iter().map(|t| t.mcp_name()).collect();
             let block = ResultBlock::failure(
@@ -385,7 +531,11 @@ impl Shared {
     /// server asks through the client and gives the answer to the service's decision.
     fn executor<'s>(&'s self, sandbox: &'s Sandbox) -> Executor<'s> {
         static NOBODY: FixedApprover = FixedApprover(Approval::Unavailable);
-        self.session.executor(sandbox, &NOBODY)
+        let executor = self.connection.session.executor(sandbox, &NOBODY);
+        match &self.client {
+            Some(client) => executor.audited_for(client.clone()),
+            None => executor,
+        }
     }
 
     /// The service's ruling on the invocation, the form's message (only where a form will be
@@ -399,7 +549,13 @@ impl Shared {
             .unwrap_or_default();
         // The form goes through the client, as every answer does: masked like them
         // (PROTOCOL.md §9 (Secrets and masking)).
-        let message = self.session.limits().secrets().mask(&message).into_owned();
+        let message = self
+            .connection
+            .session
+            .limits()
+            .secrets()
+            .mask(&message)
+            .into_owned();
         let call = invocation.call();
         Ruled {
             class: CallClass::of(call.tool),
@@ -417,8 +573,8 @@ impl Shared {
         let words = ClientWords {
             can_ask,
             advice: AllowAdvice {
-                config_file: &self.settings.config_file,
-                approve_flag: self.settings.approve_flag.as_deref(),
+                config_file: &self.shared.settings.config_file,
+                approve_flag: self.shared.settings.approve_flag.as_deref(),
             },
         };
         ruling.answered_in(answer, &words)
@@ -435,12 +591,12 @@ impl Shared {
         pending: &mut InputRequests,
     ) -> SandboxFor {
         if capabilities.is_none_or(|c| c.roots.is_none()) {
-            return SandboxFor::Call(self.full.clone());
+            return SandboxFor::Call(self.shared.full.clone());
         }
-        let known = lock(&self.client_roots).clone();
+        let known = lock(&self.connection.client_roots).clone();
         let known = match known {
             ClientRoots::Unknown => {
-                let generation = self.roots_generation.load(Ordering::SeqCst);
+                let generation = self.connection.roots_generation.load(Ordering::SeqCst);
                 let listed = if modern {
                     let response = request
                         .input_responses
@@ -472,8 +628,8 @@ impl Shared {
                 match listed {
                     Ok(listed) => {
                         let adopted = self.adopt_roots(&listed.roots);
-                        if self.roots_generation.load(Ordering::SeqCst) == generation {
-                            *lock(&self.client_roots) = adopted.clone();
+                        if self.connection.roots_generation.load(Ordering::SeqCst) == generation {
+                            *lock(&self.connection.client_roots) = adopted.clone();
                         }
                         adopted
                     }
@@ -481,9 +637,9 @@ impl Shared {
                         eprintln!(
                             "flycode mcp: the client declares roots but could not list them ({error}); using flycode's roots until it says they changed"
                         );
-                        let full = ClientRoots::Narrowed(self.full.clone());
-                        if self.roots_generation.load(Ordering::SeqCst) == generation {
-                            *lock(&self.client_roots) = full.clone();
+                        let full = ClientRoots::Narrowed(self.shared.full.clone());
+                        if self.connection.roots_generation.load(Ordering::SeqCst) == generation {
+                            *lock(&self.connection.client_roots) = full.clone();
                         }
                         full
                     }
@@ -494,7 +650,7 @@ impl Shared {
         match known {
             ClientRoots::Narrowed(sandbox) => SandboxFor::Call(sandbox),
             ClientRoots::Disjoint(client) => SandboxFor::Refused(client),
-            ClientRoots::Unknown => SandboxFor::Call(self.full.clone()),
+            ClientRoots::Unknown => SandboxFor::Call(self.shared.full.clone()),
         }
     }
 
@@ -503,7 +659,7 @@ impl Shared {
     #[allow(deprecated)]
     fn adopt_roots(&self, roots: &[Root]) -> ClientRoots {
         if roots.is_empty() {
-            return ClientRoots::Narrowed(self.full.clone());
+            return ClientRoots::Narrowed(self.shared.full.clone());
         }
         let client: Vec<PathBuf> = roots
             .iter()
@@ -524,9 +680,9 @@ impl Shared {
                     .and_then(|resolved| resolved.paths().first().cloned())
             })
             .collect();
-        let narrowed = narrow(self.full.roots(), &client);
-        if narrowed == self.full.roots() {
-            return ClientRoots::Narrowed(self.full.clone());
+        let narrowed = narrow(self.shared.full.roots(), &client);
+        if narrowed == self.shared.full.roots() {
+            return ClientRoots::Narrowed(self.shared.full.clone());
         }
         if narrowed.is_empty() {
             return ClientRoots::Disjoint(client);
@@ -536,11 +692,11 @@ impl Shared {
             .and_then(|roots| Sandbox::open(&roots).map_err(|e| e.to_string()))
             .and_then(|sandbox| {
                 let protection = Protection::default()
-                    .with_patterns(&self.settings.protected)
+                    .with_patterns(&self.shared.settings.protected)
                     .map_err(|e| e.to_string())?;
                 Ok(sandbox
                     .with_protection(protection)
-                    .with_durability(self.full.durability()))
+                    .with_durability(self.shared.full.durability()))
             });
         match opened {
             Ok(sandbox) => ClientRoots::Narrowed(Arc::new(sandbox)),
@@ -564,7 +720,7 @@ impl Shared {
         let mut hasher = HashWriter(Sha256::new());
         hasher
             .0
-            .update(format!("{}\n{name}\n", self.state_key).as_bytes());
+            .update(format!("{}\n{name}\n", self.shared.state_key).as_bytes());
         // Streamed into the hash: the arguments are never copied or held as text.
         if serde_json::to_writer(&mut hasher, args).is_err() {
             hasher.0.update(b"(unserialisable)");
@@ -628,6 +784,7 @@ impl Shared {
             .collect::<Vec<_>>()
             .join(", ");
         let ours = self
+            .shared
             .full
             .roots()
             .iter()
@@ -665,7 +822,7 @@ impl Shared {
     /// A refusal the server decided before the call could run, answered and logged by the
     /// call service like its own.
     fn refuse(&self, call: &Call, error: ToolError) -> rmcp::model::CallToolResult {
-        let execution = self.executor(&self.full).refuse(call, error);
+        let execution = self.executor(&self.shared.full).refuse(call, error);
         answer_of_execution(execution)
     }
 }
@@ -680,6 +837,8 @@ struct ClientAsking<'r> {
     can_ask: bool,
     /// The token an answer must come back with.
     state: &'r str,
+    /// Where a question goes that the client cannot show, and its turn.
+    terminal: Option<(&'r Arc<dyn Approver>, &'r tokio::sync::Mutex<()>)>,
 }
 
 impl ClientAsking<'_> {
@@ -692,8 +851,11 @@ impl ClientAsking<'_> {
         message: String,
         pending: &mut InputRequests,
     ) -> Option<Approval> {
-        if question.is_none() || !self.can_ask {
+        let Some(question) = question else {
             return Some(Approval::Unavailable);
+        };
+        if !self.can_ask {
+            return Some(self.ask_terminal(question).await);
         }
         if self.modern {
             let response = self
@@ -725,6 +887,22 @@ impl ClientAsking<'_> {
             }),
             () = self.context.ct.cancelled() => None,
         }
+    }
+
+    /// The person's answer on flycode's terminal, where the server has one (over HTTP, started
+    /// at a terminal), one question at a time; `Unavailable` where it has none. The answer is
+    /// waited for even if the request is cancelled meanwhile: a question left open on the
+    /// terminal would take the next one's answer.
+    async fn ask_terminal(&self, question: &Question) -> Approval {
+        let Some((approver, turn)) = self.terminal else {
+            return Approval::Unavailable;
+        };
+        let _turn = turn.lock().await;
+        let approver = Arc::clone(approver);
+        let question = question.clone();
+        tokio::task::spawn_blocking(move || approver.ask(&question))
+            .await
+            .unwrap_or(Approval::Unavailable)
     }
 }
 
@@ -778,7 +956,7 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
 /// 256 random bits, hex: from the operating system's generator, else from the standard library's
 /// randomly seeded hashers (`RandomState` prints nothing of its keys, so only hashing with it
 /// draws on them).
-fn random_key() -> String {
+pub(crate) fn random_key() -> String {
     use std::hash::BuildHasher;
     use std::io::Read;
     let mut bytes = [0u8; 32];

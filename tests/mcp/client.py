@@ -1,9 +1,12 @@
 """An independent MCP client for flycode's end-to-end tests: the official Python SDK (`mcp`).
 
     python client.py SCENARIO MODE FLYCODE ROOT [EXTRA-ARGS...]
+    python client.py SCENARIO MODE http://127.0.0.1:PORT/mcp ROOT
 
-starts `FLYCODE mcp --root ROOT EXTRA-ARGS...` over stdio, plays SCENARIO and prints what it saw
-as one JSON object on standard output; the Rust tests (tests/suite/mcp.rs) judge it. MODE is
+starts `FLYCODE mcp --root ROOT EXTRA-ARGS...` over stdio, or connects to a running
+`flycode mcp --http` at the URL (streamable HTTP, with the secret FLYCODE_MCP_SECRET holds as its
+bearer token), plays SCENARIO and prints what it saw as one JSON object on standard output; the
+Rust tests (tests/suite/mcp.rs, tests/suite/mcp_http.rs) judge it. MODE is
 `legacy` (the initialize handshake: the server asks with elicitation/create and roots/list
 requests) or `auto` (2026-07-28 when the server offers it: it asks through input_required
 results). The server inherits FLYCODE_STATE_DIR and XDG_CONFIG_HOME, so the tests choose where
@@ -18,6 +21,8 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def server(flycode, root, extra):
@@ -29,6 +34,15 @@ def server(flycode, root, extra):
     return StdioServerParameters(
         command=flycode, args=["mcp", "--root", root, *extra], env=env, cwd=root
     )
+
+
+def transport(target, root, extra):
+    """The stdio server to start, or the HTTP server to connect to with the secret."""
+    if target.startswith("http://"):
+        secret = os.environ.get("FLYCODE_MCP_SECRET")
+        headers = {"Authorization": f"Bearer {secret}"} if secret else None
+        return streamable_http_client(target, http_client=create_mcp_http_client(headers=headers))
+    return server(target, root, extra)
 
 
 def outcome(result):
@@ -130,7 +144,7 @@ async def main():
         with open(os.path.join(root, "doc.txt"), "w") as f:
             f.write("one\ntwo\nthree\n")
 
-    async with Client(server(flycode, root, extra), **options) as client:
+    async with Client(transport(flycode, root, extra), **options) as client:
         report["protocolVersion"] = client.protocol_version
         if scenario == "tools":
             report.update(await every_tool(client, root))

@@ -166,6 +166,14 @@ struct FileConfig {
     state: Option<StateConfig>,
     jobs: Option<JobsConfig>,
     undo: Option<UndoConfig>,
+    mcp: Option<McpConfig>,
+}
+
+/// The `[mcp]` table: what `flycode mcp` allows its clients.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpConfig {
+    allow_changes_over_http: Option<bool>,
 }
 
 /// The `[undo]` table: how much the undo store keeps (PROTOCOL.md §16 (Undo and history)).
@@ -398,6 +406,10 @@ pub struct Config {
     pub job_log_bytes: u64,
     /// `[jobs] max_running`: how many background jobs a session runs at once.
     pub max_running_jobs: u32,
+    /// `[mcp] allow_changes_over_http`: `flycode mcp --http` lets its clients change files and
+    /// run programs (policy permitting) as if started with `--allow-changes`; a setting only the
+    /// person's own file makes (PROTOCOL.md §14, "Over HTTP").
+    pub mcp_http_allows_changes: bool,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -523,6 +535,7 @@ impl Config {
             policy: Policy {
                 approval: flags.approval.or(file.approval).unwrap_or_default(),
                 overrides,
+                read_only_advice: None,
             },
             protected: file.protected.unwrap_or_default(),
             output_cap: file.output_cap.unwrap_or(DEFAULT_BODY_CAP),
@@ -551,6 +564,10 @@ impl Config {
                 .as_ref()
                 .and_then(|jobs| jobs.max_running)
                 .unwrap_or(crate::tools::jobs::DEFAULT_MAX_RUNNING),
+            mcp_http_allows_changes: file
+                .mcp
+                .and_then(|mcp| mcp.allow_changes_over_http)
+                .unwrap_or(false),
             agent,
             layers,
             flags: flags.clone(),

@@ -97,6 +97,18 @@ pub struct AuditEntry {
 #[derive(Clone, Debug)]
 pub struct AuditLog {
     path: PathBuf,
+    /// Who sent the calls logged through this handle, where the door can tell (`flycode mcp
+    /// --http`: the client's name and address), written as each line's `client`.
+    client: Option<std::sync::Arc<AuditClient>>,
+}
+
+/// The client a call came from, as the audit log names it (PROTOCOL.md §14, "Over HTTP").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditClient {
+    /// The name and version the client gave (`clientInfo`), if it gave one.
+    pub name: Option<String>,
+    /// The address it connected from.
+    pub address: Option<String>,
 }
 
 impl AuditLog {
@@ -104,6 +116,7 @@ impl AuditLog {
     pub fn default_location() -> Option<AuditLog> {
         state_dir().map(|dir| AuditLog {
             path: dir.join("audit.jsonl"),
+            client: None,
         })
     }
 
@@ -111,7 +124,15 @@ impl AuditLog {
     pub fn at(path: &Path) -> AuditLog {
         AuditLog {
             path: path.to_owned(),
+            client: None,
         }
+    }
+
+    /// The same log, each line naming `client` as who sent the call.
+    #[must_use]
+    pub fn for_client(mut self, client: AuditClient) -> AuditLog {
+        self.client = Some(std::sync::Arc::new(client));
+        self
     }
 
     /// The file.
@@ -127,6 +148,12 @@ impl AuditLog {
             std::fs::create_dir_all(dir)?;
         }
         let mut value = entry_json(entry);
+        if let (Some(client), Value::Object(fields)) = (&self.client, &mut value) {
+            fields.insert(
+                "client".to_owned(),
+                json!({"name": client.name, "address": client.address}),
+            );
+        }
         secrets.mask_value(&mut value);
         let mut line = value.to_string();
         // A log without a key still logs: the lines are then unsealed, and say so when checked.

@@ -42,7 +42,7 @@ pub mod walk;
 pub mod write;
 pub mod write_mode;
 
-pub use audit::{AuditEntry, AuditLog, RecentEntries};
+pub use audit::{AuditClient, AuditEntry, AuditLog, RecentEntries};
 pub use batch::{BatchFile, BatchRefusal};
 pub use content_hash::sha256_hex;
 pub use durability::Durability;

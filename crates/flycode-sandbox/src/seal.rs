@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 pub const KEY_FILE: &str = "seal.key";
 
 /// The key's length in bytes (256 bits).
-const KEY_BYTES: usize = 32;
+pub const KEY_BYTES: usize = 32;
 
 /// SHA-256's block size, for HMAC.
 const BLOCK: usize = 64;
@@ -190,7 +190,13 @@ pub fn name_of(path: &Path) -> String {
 }
 
 fn load_or_create(dir: &Path) -> Result<SealKey, KeyError> {
-    let path = dir.join(KEY_FILE);
+    private_key_file(dir, KEY_FILE).map(SealKey)
+}
+
+/// The 32 random bytes kept in `dir/name` (a regular file of mode 0600, never a link), made
+/// if there is none: the seal key, and `flycode mcp --http`'s access secret.
+pub fn private_key_file(dir: &Path, name: &str) -> Result<[u8; KEY_BYTES], KeyError> {
+    let path = dir.join(name);
     let io = |source| KeyError::Io {
         path: path.clone(),
         source,
@@ -201,27 +207,13 @@ fn load_or_create(dir: &Path) -> Result<SealKey, KeyError> {
         Err(ReadKey::Damaged) => return Err(KeyError::Damaged(path)),
         Err(ReadKey::Io(error)) => return Err(io(error)),
     }
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let mut bytes = [0u8; KEY_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .map_err(io)?;
-    // tempfile makes the file exclusively (O_EXCL), mode 0600, under a random name.
-    let mut temp = tempfile::Builder::new()
-        .prefix(".seal.key.")
-        .rand_bytes(16)
-        .tempfile_in(dir)
-        .map_err(io)?;
-    temp.write_all(&bytes).map_err(io)?;
-    temp.as_file().sync_all().map_err(io)?;
+    let (temp, bytes) = new_key_file(dir, name).map_err(io)?;
     // Linked into place, never replacing: when two flycodes start at once, one key wins and both
     // use it.
     match temp.persist_noclobber(&path) {
         Ok(_) => {
-            if let Ok(directory) = std::fs::File::open(dir) {
-                let _ = directory.sync_all();
-            }
-            Ok(SealKey(bytes))
+            sync_dir(dir);
+            Ok(bytes)
         }
         Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {
             match read_key(&path) {
@@ -234,6 +226,45 @@ fn load_or_create(dir: &Path) -> Result<SealKey, KeyError> {
     }
 }
 
+/// Replaces `dir/name` with 32 new random bytes (mode 0600) in one step, and returns them: a
+/// reader sees the old key or the new one, never a part.
+pub fn replace_private_key_file(dir: &Path, name: &str) -> Result<[u8; KEY_BYTES], KeyError> {
+    let path = dir.join(name);
+    let io = |source| KeyError::Io {
+        path: path.clone(),
+        source,
+    };
+    let (temp, bytes) = new_key_file(dir, name).map_err(io)?;
+    temp.persist(&path).map_err(|error| io(error.error))?;
+    sync_dir(dir);
+    Ok(bytes)
+}
+
+/// A new key file beside `dir/name`, written and flushed but not yet in place, and its bytes.
+fn new_key_file(
+    dir: &Path,
+    name: &str,
+) -> std::io::Result<(tempfile::NamedTempFile, [u8; KEY_BYTES])> {
+    std::fs::create_dir_all(dir)?;
+    let mut bytes = [0u8; KEY_BYTES];
+    std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut bytes))?;
+    // tempfile makes the file exclusively (O_EXCL), mode 0600, under a random name.
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .rand_bytes(16)
+        .tempfile_in(dir)?;
+    temp.write_all(&bytes)?;
+    temp.as_file().sync_all()?;
+    Ok((temp, bytes))
+}
+
+/// Flushes `dir`'s entries, so a key just linked into it survives a crash.
+fn sync_dir(dir: &Path) {
+    if let Ok(directory) = std::fs::File::open(dir) {
+        let _ = directory.sync_all();
+    }
+}
+
 enum ReadKey {
     Missing,
     Damaged,
@@ -241,7 +272,7 @@ enum ReadKey {
 }
 
 /// Reads the key file without following a link; it must be a regular 32-byte file of mode 0600.
-fn read_key(path: &Path) -> Result<SealKey, ReadKey> {
+fn read_key(path: &Path) -> Result<[u8; KEY_BYTES], ReadKey> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -272,7 +303,7 @@ fn read_key(path: &Path) -> Result<SealKey, ReadKey> {
     }
     let mut bytes = [0u8; KEY_BYTES];
     file.read_exact(&mut bytes).map_err(ReadKey::Io)?;
-    Ok(SealKey(bytes))
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -244,6 +244,15 @@ pub const SETTINGS: &[Setting] = &[
         crate::tools::jobs::DEFAULT_MAX_RUNNING as i64,
         &range::MAX_RUNNING,
     ),
+    // A remote client changing files is the person's decision alone.
+    setting(
+        &["mcp", "allow_changes_over_http"],
+        DefaultValue::Bool(false),
+        None,
+        Safety::PersonOnly(
+            "would let clients of flycode mcp --http change files and run programs; only your own flycode.toml may",
+        ),
+    ),
     // The endpoint first: the order is also "did you mean"'s, most common first.
     setting(
         &["agent", "provider"],

@@ -77,6 +77,10 @@ pub struct Policy {
     pub approval: ApprovalMode,
     /// Per-tool overrides.
     pub overrides: BTreeMap<ToolName, ToolRule>,
+    /// What the person could change to allow a call read-only mode refuses, where the door
+    /// knows better than the flags (`flycode mcp --http` is read-only until the person allows
+    /// changes: PROTOCOL.md §14, "Over HTTP").
+    pub read_only_advice: Option<String>,
 }
 
 /// Files fed into every API-mode prompt: a write to them always asks.
@@ -154,7 +158,7 @@ impl Policy {
         if self.approval == ApprovalMode::ReadOnly && effects.is_mutating() {
             return Judgement::Deny {
                 reason: format!("{named} writes or runs, and this session is read-only"),
-                advice: "flycode runs read-only (--approve read-only, or approval = \"read-only\" in flycode.toml); restart it with --approve ask to allow changes".to_owned(),
+                advice: self.read_only_advice.clone().unwrap_or_else(|| "flycode runs read-only (--approve read-only, or approval = \"read-only\" in flycode.toml); restart it with --approve ask to allow changes".to_owned()),
             };
         }
         let rule = self

@@ -272,6 +272,13 @@ impl<'a> Executor<'a> {
         self
     }
 
+    /// This executor, its audit lines naming `client` as who sent the calls (`flycode mcp
+    /// --http`: PROTOCOL.md §14, "Over HTTP").
+    pub fn audited_for(mut self, client: crate::sandbox::AuditClient) -> Executor<'a> {
+        self.audit = self.audit.map(|audit| audit.for_client(client));
+        self
+    }
+
     /// This executor, with what condenses `memory.query`'s findings (`flycode run`'s light
     /// model).
     pub fn condensing_with(mut self, condenser: &'a dyn super::memory::Condenser) -> Executor<'a> {
