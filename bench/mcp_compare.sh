@@ -30,3 +30,4 @@ if [ ! -x "$scratch/npm/node_modules/.bin/mcp-server-filesystem" ]; then
       @modelcontextprotocol/server-filesystem@2026.8.31 @wonderwhy-er/desktop-commander@0.2.52)
 fi
 "$venv/bin/python" bench/mcp_compare.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-30}" "${ROUNDS:-3}"
+bench/mcp_transports.sh

@@ -956,7 +956,7 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
 /// 256 random bits, hex: from the operating system's generator, else from the standard library's
 /// randomly seeded hashers (`RandomState` prints nothing of its keys, so only hashing with it
 /// draws on them).
-pub(crate) fn random_key() -> String {
+fn random_key() -> String {
     use std::hash::BuildHasher;
     use std::io::Read;
     let mut bytes = [0u8; 32];

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::common::repo_root;
 
-const MODES: [&str; 2] = ["legacy", "auto"];
+pub(super) const MODES: [&str; 2] = ["legacy", "auto"];
 
 /// The pinned version of the official Python MCP SDK the tests drive `flycode mcp` with.
 const MCP_SDK_VERSION: &str = "2.3.0";
@@ -24,7 +24,7 @@ const MCP_SDK_VERSION: &str = "2.3.0";
 /// The python that has the `mcp` package, or `None` when the tests are skipped on purpose:
 /// `FLYCODE_TEST_PYTHON`, else a virtual environment the tests make themselves on first use
 /// ([`ensure_venv`]), so a plain `cargo test` on a fresh clone needs no other step.
-fn python() -> Option<PathBuf> {
+pub(super) fn python() -> Option<PathBuf> {
     if std::env::var_os("FLYCODE_SKIP_MCP_TESTS").is_some_and(|v| v == "1") {
         eprintln!("FLYCODE_SKIP_MCP_TESTS=1: skipping the MCP end-to-end tests");
         return None;
@@ -94,14 +94,14 @@ fn ensure_venv() -> PathBuf {
 }
 
 /// A root, a state directory (for the audit log) and an empty configuration directory.
-struct Place {
+pub(super) struct Place {
     _temp: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-    config: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) state: PathBuf,
+    pub(super) config: PathBuf,
 }
 
-fn place() -> Place {
+pub(super) fn place() -> Place {
     let temp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(temp.path()).unwrap();
     let (root, state, config) = (base.join("root"), base.join("state"), base.join("config"));
@@ -141,7 +141,7 @@ fn play(python: &Path, place: &Place, scenario: &str, mode: &str, extra: &[&str]
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
 }
 
-fn audit_lines(place: &Place) -> Vec<Value> {
+pub(super) fn audit_lines(place: &Place) -> Vec<Value> {
     std::fs::read_to_string(place.state.join("audit.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -149,7 +149,7 @@ fn audit_lines(place: &Place) -> Vec<Value> {
         .collect()
 }
 
-fn code(result: &Value) -> &str {
+pub(super) fn code(result: &Value) -> &str {
     result["structured"]["error"]["code"].as_str().unwrap_or("")
 }
 

@@ -25,6 +25,7 @@ mod local_models;
 mod ls_hidden;
 mod mcp;
 mod mcp_framing;
+mod mcp_http;
 mod newcomer;
 mod one_house;
 mod one_judgement;

@@ -88,6 +88,10 @@
 //! log_bytes = 8388608                # background jobs)): one job's output file at most
 //! max_running = 8                    # jobs running at once in one session
 //!
+//! [mcp]
+//! allow_changes_over_http = false    # flycode mcp --http clients may change files and run
+//!                                    # programs (PROTOCOL.md §14, "Over HTTP"); your own file only
+//!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
 //! ```
@@ -848,6 +852,19 @@ mod tests {
             error.contains("flycode.toml:2:") && error.contains("workspace-write"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn http_clients_may_change_files_only_where_the_persons_file_says_so() {
+        assert!(!load("", &Flags::default()).unwrap().mcp_http_allows_changes);
+        assert!(
+            load("[mcp]\nallow_changes_over_http = true\n", &Flags::default())
+                .unwrap()
+                .mcp_http_allows_changes
+        );
+        let setting =
+            table::lookup(&["mcp".to_owned(), "allow_changes_over_http".to_owned()]).unwrap();
+        assert!(matches!(setting.safety, table::Safety::PersonOnly(_)));
     }
 
     #[test]

@@ -100,13 +100,13 @@ impl Secret {
 pub(crate) struct FollowedSecret {
     /// The file, or none (a fixed secret: tests).
     file: Option<PathBuf>,
-    current: Mutex<(Secret, Option<Stamp>)>,
+    current: Mutex<(Secret, Option<SecretFileStamp>)>,
 }
 
 /// What tells that the secret's file changed: its identity, size and time of change.
-type Stamp = (u64, u64, i64, i64);
+type SecretFileStamp = (u64, u64, i64, i64);
 
-fn stamp_of(file: &std::path::Path) -> Option<Stamp> {
+fn stamp_of(file: &std::path::Path) -> Option<SecretFileStamp> {
     use std::os::unix::fs::MetadataExt;
     crate::sandbox::host::symlink_metadata(file)
         .ok()
@@ -295,7 +295,7 @@ impl Access {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_ascii_lowercase();
-        self.hosts.iter().any(|allowed| *allowed == name)
+        self.hosts.contains(&name)
     }
 }
 

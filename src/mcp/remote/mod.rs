@@ -8,8 +8,11 @@
 //! Around it, flycode adds:
 //!
 //! - [`access`]: every request's `Host`, `Origin` and secret checked before rmcp sees it.
-//! - [`events`]: the recent events of every stream, so a dropped stream is resumed
-//!   (`Last-Event-ID`) while its call goes on.
+//! - resumption, as the two eras define it: before 2026-07-28 a session's stream that dropped
+//!   is picked up again with `Last-Event-ID` while its call goes on (rmcp keeps each stream's
+//!   recent events, and a finished one's for a minute); from 2026-07-28 on, closing a
+//!   request's stream *is* its cancellation (the client's only way to cancel), so the call
+//!   stops and its program is killed, as a cancelled call over stdio is.
 //! - bounds: at most [`MAX_CONNECTIONS`] connections; a connection that does not send its
 //!   request's headers within [`HEADER_TIMEOUT`] is closed; bodies are bounded
 //!   ([`access::MAX_BODY`]); each stream holds a few messages for a slow reader and then waits
@@ -21,7 +24,6 @@
 //! undo store are the process's.
 
 pub(crate) mod access;
-pub(crate) mod events;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -55,8 +57,7 @@ pub(crate) async fn serve_http(
     listener: tokio::net::TcpListener,
     access: Access,
 ) -> anyhow::Result<()> {
-    let events = events::RecentEvents::new(super::server::random_key()[..16].to_owned());
-    let sessions = LocalSessionManager::default().with_event_store(Arc::new(events));
+    let sessions = LocalSessionManager::default();
     let config = StreamableHttpServerConfig::default()
         // rmcp checks the Host header too, against the same names.
         .with_allowed_hosts(access.hosts().to_vec())

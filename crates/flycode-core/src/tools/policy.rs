@@ -298,7 +298,7 @@ mod tests {
     fn policy(approval: ApprovalMode) -> Policy {
         Policy {
             approval,
-            overrides: BTreeMap::new(),
+            ..Policy::default()
         }
     }
 
@@ -353,6 +353,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_door_that_made_the_session_read_only_says_how_to_allow_changes() {
+        let by_flag = policy(ApprovalMode::ReadOnly);
+        let by_door = Policy {
+            read_only_advice: Some("restart it with --allow-changes".to_owned()),
+            ..policy(ApprovalMode::ReadOnly)
+        };
+        let write = call(ToolName::FsWrite, json!({"path": "/a", "content": "x"}));
+        let advice = |policy: &Policy| match policy.judge(&write) {
+            Judgement::Deny { advice, .. } => advice,
+            other => panic!("{other:?}"),
+        };
+        assert!(advice(&by_flag).contains("--approve ask"));
+        assert_eq!(advice(&by_door), "restart it with --allow-changes");
+    }
     #[test]
     fn some_calls_ask_even_under_auto() {
         let auto = policy(ApprovalMode::Auto);
@@ -430,6 +445,7 @@ mod tests {
         let strict = Policy {
             approval: ApprovalMode::Ask,
             overrides,
+            ..Policy::default()
         };
         assert_eq!(
             strict.judge(&call(
@@ -460,6 +476,7 @@ mod tests {
         let configured = Policy {
             approval: ApprovalMode::Ask,
             overrides,
+            ..Policy::default()
         };
         assert!(is_ask(
             &configured.judge(&call(ToolName::FsWrite, json!({"path": "/a"})))
