@@ -560,8 +560,13 @@ fn run_command(command: Command) -> anyhow::Result<Outcome> {
         Command::Watch(args) => watch::run(&args),
         Command::Completions(args) => {
             use clap::CommandFactory;
+            use std::io::Write;
             let mut command = Cli::command();
-            clap_complete::generate(args.shell, &mut command, "flycode", &mut std::io::stdout());
+            // Made whole first, then written: clap_complete panics on a failed write, and a
+            // reader that goes away (`flycode completions bash | head`) is not an error.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut command, "flycode", &mut script);
+            std::io::stdout().lock().write_all(&script)?;
             Ok(Outcome::Success)
         }
         Command::HoldClipboard => prompt::hold_clipboard(),

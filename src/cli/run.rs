@@ -239,6 +239,11 @@ struct RunTerminal {
     executing_line: bool,
     /// The last half-minute the "waiting for the model" line was printed for.
     waiting_shown: Option<u64>,
+    /// Standard output is not a terminal (a pipe, a file: `flycode run … > answer.md`): it
+    /// gets the final answer alone, at the end, as the peers' print modes give it; the prose
+    /// as it streams (preambles, text beside calls) goes to standard error (PROTOCOL.md §13
+    /// (The API loop: display)).
+    answer_only: bool,
 }
 
 /// A native call that was judged invalid.
@@ -266,6 +271,7 @@ impl RunTerminal {
             invalid_calls: Vec::new(),
             live,
             executing_line: false,
+            answer_only: !std::io::stdout().is_terminal(),
             waiting_shown: None,
         }
     }
@@ -290,15 +296,26 @@ impl RunTerminal {
         if text.is_empty() {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(escape_for_terminal(text).as_bytes());
-        let _ = out.flush();
+        let text = escape_for_terminal(text);
+        if self.answer_only {
+            let mut out = std::io::stderr().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        } else {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
         self.stdout_at_line_start = text.ends_with('\n');
     }
 
     fn end_text(&mut self) {
         if !self.stdout_at_line_start {
-            println!();
+            if self.answer_only {
+                eprintln!();
+            } else {
+                println!();
+            }
             self.stdout_at_line_start = true;
         }
     }
@@ -670,7 +687,9 @@ impl RunObserver for RunTerminal {
             }
             RunEvent::Finished(report) => {
                 self.end_text();
-                if self.tags
+                // The tag dialect's answer never streamed; a redirected standard output gets
+                // the answer alone.
+                if (self.tags || self.answer_only)
                     && report.ending == RunEnding::Answered
                     && let Some(answer) = &report.answer
                 {

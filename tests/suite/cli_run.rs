@@ -529,7 +529,10 @@ fn a_stalled_server_times_out() {
         "the message names the timeout: {}",
         finished.stderr
     );
-    assert!(finished.stdout.contains("Thinking"), "{}", finished.stdout);
+    // The prose streamed before the stall is shown, on standard error: standard output (a
+    // pipe here) gets the answer alone, and there was none.
+    assert!(finished.stderr.contains("Thinking"), "{}", finished.stderr);
+    assert_eq!(finished.stdout, "");
 }
 
 /// The outcome of a child that has exited (its output piped, and small).
@@ -554,21 +557,23 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Ctrl-C once the streamed text is on the screen: the run is waiting for more of the stream.
-    let shown = {
+    // Ctrl-C once the streamed text is on the screen (standard error, standard output being a
+    // pipe): the run is waiting for more of the stream.
+    let (shown, stderr_read) = {
         use std::io::Read as _;
-        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
         let (shown, seen) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let (mut text, mut buffer) = (Vec::new(), [0u8; 256]);
-            while let Ok(read @ 1..) = stdout.read(&mut buffer) {
+            while let Ok(read @ 1..) = stderr.read(&mut buffer) {
                 text.extend_from_slice(&buffer[..read]);
                 if String::from_utf8_lossy(&text).contains("Let me think") {
                     let _ = shown.send(());
                 }
             }
+            String::from_utf8_lossy(&text).into_owned()
         });
-        seen
+        (seen, reader)
     };
     shown
         .recv_timeout(Duration::from_secs(20))
@@ -586,9 +591,13 @@ fn ctrl_c_mid_stream_cancels_the_run_cleanly() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr_read.join().unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "no answer, nothing on standard output"
+    );
     assert_eq!(server.requests().len(), 1, "nothing was sent after Ctrl-C");
     // The reply that was streaming is kept, marked partial (PROTOCOL.md §13).
     let recorded = std::fs::read_to_string(project.transcript()).unwrap();

@@ -456,6 +456,63 @@ fn ids_a_server_repeats_are_not_the_models_violation() {
 /// attempted call, not its answer: nothing runs, it is told that no such tool exists and which
 /// one is closest, and the run goes on.
 #[test]
+fn in_text_mode_a_call_in_a_json_fence_is_an_attempted_call_not_the_answer() {
+    let place = Place::new();
+    let lib = place.path("lib.sh");
+    // The right call in the wrong fence, then an invented name, then the call as the protocol
+    // writes it, then the answer.
+    let wrong_fence = format!(
+        "```json\n{}\n```",
+        json!({"id": "call-001", "tool": "fs.read", "args": {"path": lib}})
+    );
+    let invented = format!(
+        "```json\n{}\n```",
+        json!({"name": "read_file", "arguments": {"path": lib}})
+    );
+    let right = format!(
+        "```flycode-call\n{}\n```",
+        json!({"id": "call-002", "tool": "fs.read", "args": {"path": lib}})
+    );
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(&wrong_fence, 9),
+        Reply::sse_text(&invented, 9),
+        Reply::sse_text(&right, 9),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &["--mode", "text"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "a call-shaped block was taken for the answer: {stderr}"
+    );
+    let said = |request: &RecordedRequest| {
+        messages(request).last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = said(&requests[1]);
+    assert!(
+        first.contains("a ```json block") && first.contains("nothing was run"),
+        "{first}"
+    );
+    assert!(first.contains("```flycode-call"), "{first}");
+    let second = said(&requests[2]);
+    assert!(second.contains("no tool named \"read_file\""), "{second}");
+    assert!(second.contains("fs.read"), "{second}");
+    // Only the protocol's own block ran, and only the answer is on standard output.
+    assert!(
+        said(&requests[3]).contains("[ok] true"),
+        "{}",
+        said(&requests[3])
+    );
+    assert_eq!(text(&output.stdout).trim(), "It adds two numbers.");
+}
+
+#[test]
 fn a_call_shaped_block_with_an_invented_name_is_an_attempted_call_not_the_answer() {
     let place = Place::new();
     let invented = format!(

@@ -443,6 +443,21 @@ fn completions_name_the_subcommands_in_every_shell() {
 }
 
 #[test]
+fn completions_into_a_closed_pipe_end_quietly() {
+    // `flycode completions bash | head -1`: the reader is gone before the script is written.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["completions", "bash"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn log_help_says_where_the_log_is() {
     let output = flycode().args(["log", "--help"]).output().unwrap();
     let help = text(&output.stdout);

@@ -578,6 +578,45 @@ impl AgentRun<'_> {
         )))
     }
 
+    /// A text-mode reply with no call block that still writes a call another way (a ```` ```json
+    /// ```` block, a bare object, `<tool_call>`, an invented tool name: PROTOCOL.md §13 (The API
+    /// loop: calls written as text)): an attempted call, never the answer. Nothing runs (the
+    /// text dialect's one form is the fenced block); a correction says what to write, naming
+    /// the closest tool to an invented name, and the reply counts as a violation. `None`: the
+    /// reply writes no call, it is prose.
+    fn call_written_another_way(
+        &mut self,
+        progress: &mut TurnProgress,
+        content: &str,
+        observer: &mut dyn RunObserver,
+    ) -> Option<TurnStep> {
+        let calls = find_text_calls(content, self.reading_set());
+        let first = calls.first()?;
+        let said = format!(
+            "the reply wrote a call as {} instead of one ```flycode-call block; nothing was run",
+            first.form.describe()
+        );
+        let mut correction = format!(
+            "[flycode] Your last reply wrote a call as {}, and nothing was run: a call is one ```flycode-call block holding one JSON object {{\"id\", \"tool\", \"args\"}}, and nothing else in the reply. Write the call again that way, or answer in prose without any call if the task is done.",
+            first.form.describe()
+        );
+        if let [call] = calls.as_slice()
+            && call.tool.is_none()
+            && !call.name.is_empty()
+        {
+            let offered = self.offered_tools(progress);
+            let nearest = ToolName::nearest(&call.name, self.reading_set())
+                .filter(|tool| offered.contains(tool))
+                .map_or_else(String::new, |tool| format!(" The closest is {tool}."));
+            correction.push_str(&format!(
+                " There is no tool named {}.{nearest}",
+                serde_json::Value::String(call.name.clone())
+            ));
+        }
+        self.push(progress, Message::user(&correction), observer);
+        Some(self.count_violation(progress, "call_as_text", said, observer))
+    }
+
     /// Whether the reply holds nothing to act on: no text and no call that is read.
     fn is_empty_reply(&self, completion: &Completion) -> bool {
         // In text mode native calls are not read (no tools were offered): only text counts.
@@ -846,7 +885,10 @@ impl AgentRun<'_> {
         );
         let failed_before = std::mem::take(&mut progress.failed_last_turn);
         match classification.verdict {
-            Verdict::None => self.prose(progress, reply, observer),
+            Verdict::None => match self.call_written_another_way(progress, &reply, observer) {
+                Some(step) => step,
+                None => self.prose(progress, reply, observer),
+            },
             Verdict::Call(call) => match self.claim_id(progress, &call) {
                 Ok(()) if tags::repeats_failed(&call, &failed_before) => {
                     tags::remember_failed(progress, &call, None);
