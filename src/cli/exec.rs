@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::early_reply::EarlyReply;
 use super::{ExecArgs, Outcome, advise_too_large, approver, hand_off_secrets, open_sandbox};
 use crate::protocol::display::{escape_for_display, escape_for_terminal};
-use crate::protocol::verdict::violation_result_with_root;
+use crate::protocol::verdict::{unset_argument_warning, violation_result_with_root};
 use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
@@ -74,7 +74,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
             config.max_reply_bytes,
             first_root.as_deref(),
         )? {
-            CallOrAnswer::Call(call) => Work::Call(Box::new(call)),
+            CallOrAnswer::Call(call, warning) => Work::Call(Box::new(call), warning),
             CallOrAnswer::Answer(block, code) => {
                 print_result(args.json, block, None, None, &config.limits().secrets())?;
                 return Ok(code);
@@ -95,7 +95,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = session.executor(&sandbox, approver.as_ref());
     let succeeded = match work {
-        Work::Call(call) => run_call(args, &executor, &call, &config)?,
+        Work::Call(call, warning) => run_call(args, &executor, &call, warning, &config)?,
         Work::Tags(tags) => super::exec_tags::answer(args, &executor, &tags, &config)?,
     };
     session.save_memory().context("saving the session")?;
@@ -112,20 +112,25 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
 
 /// What a reply asks the door to run.
 enum Work {
-    /// A flycode-dialect call (or a slash command).
-    Call(Box<Call>),
+    /// A flycode-dialect call (or a slash command), and what its result must warn of.
+    Call(Box<Call>, Option<String>),
     /// The tool tags of a tag-dialect reply.
     Tags(Vec<crate::protocol::tags::Tag>),
 }
 
-/// Runs one call through `executor` and prints its result; whether it succeeded.
+/// Runs one call through `executor` and prints its result, with `warning` among its headers
+/// (arguments it was given and runs without); whether it succeeded.
 fn run_call(
     args: &ExecArgs,
     executor: &crate::tools::executor::Executor<'_>,
     call: &Call,
+    warning: Option<String>,
     config: &crate::config::Config,
 ) -> anyhow::Result<bool> {
     let mut execution = executor.execute(call);
+    if let Some(warning) = warning {
+        execution.block.fields.push(("warning".to_owned(), warning));
+    }
     if execution.change.is_some() {
         eprintln!("└ {}", escape_for_display(&execution.summary));
     }
@@ -153,7 +158,9 @@ fn run_call(
 }
 
 enum CallOrAnswer {
-    Call(Call),
+    /// A call, and the warning its result carries (PROTOCOL.md §3, Decision on unset
+    /// arguments).
+    Call(Call, Option<String>),
     Answer(ResultBlock, Outcome),
 }
 
@@ -172,7 +179,7 @@ fn read_call(
             );
         }
         return Ok(match parse_slash_in(line, tools) {
-            Ok(call) => CallOrAnswer::Call(call),
+            Ok(call) => CallOrAnswer::Call(call, None),
             Err(error) => CallOrAnswer::Answer(
                 ResultBlock::failure(
                     None,
@@ -209,7 +216,9 @@ fn read_call(
         eprintln!("warning[{}]: {}", warning.code.as_str(), warning.message);
     }
     Ok(match classification.verdict {
-        Verdict::Call(call) => CallOrAnswer::Call(call),
+        Verdict::Call(call) => {
+            CallOrAnswer::Call(call, unset_argument_warning(&classification.warnings))
+        }
         Verdict::Invalid { error, attempt } => {
             super::check::note_legible_id(&reply, &attempt);
             let answer = violation_result_with_root(&error, &attempt, example_root);

@@ -194,7 +194,15 @@ impl Handler<'_> {
                 violation_result_with_root(&error, &attempt, root.as_deref())
             }
             Verdict::Call(call) => match self.run_or_replay(&call, &mut answer) {
-                Some(block) => block,
+                Some(mut block) => {
+                    // Arguments given as null or "" and run without (PROTOCOL.md §3).
+                    if let Some(warning) =
+                        crate::protocol::verdict::unset_argument_warning(&classification.warnings)
+                    {
+                        block.fields.push(("warning".to_owned(), warning));
+                    }
+                    block
+                }
                 None => return Handled::Ignored,
             },
         };

@@ -428,6 +428,34 @@ fn a_program_whose_folder_is_outside_the_roots_is_refused_before_asking() {
 /// The usual mistakes of small models get hints that say what to do: a Python triple-quoted
 /// string in the JSON, a whole command line in `process.run`'s `command`.
 #[test]
+fn a_call_refused_for_its_optional_arguments_comes_with_the_repaired_call() {
+    let w = workspace();
+    std::fs::write(w.path("notes.txt"), "one\ntwo\n").unwrap();
+    // A small model's habit: every argument it was shown, filled.
+    let (_, report) = w.exec_json(
+        &json!({"id": "t1", "tool": "fs.read", "args": {"path": w.path("notes.txt"), "head": 1, "tail": 10}}),
+        &[],
+    );
+    assert_eq!(report["error"]["code"], "mutually_exclusive", "{report}");
+    let hint = report["error"]["hint"].as_str().unwrap_or_default();
+    let repaired =
+        json!({"id": "t1", "tool": "fs.read", "args": {"path": w.path("notes.txt"), "head": 1}});
+    assert!(hint.contains(&repaired.to_string()), "{hint}");
+    // Null and empty optional arguments are taken as not given: the call runs.
+    let (_, report) = w.exec_json(
+        &json!({"id": "t2", "tool": "fs.search", "args": {"path": w.root, "query": "two", "glob": "", "limit": null}}),
+        &[],
+    );
+    assert_eq!(report["ok"], true, "{report}");
+    // Its result says what it ran without, so the model learns to leave them out.
+    let text = report["text"].as_str().unwrap();
+    assert!(
+        text.contains("[warning] \"glob\": \"\", \"limit\": null taken as not given"),
+        "{text}"
+    );
+}
+
+#[test]
 fn small_model_mistakes_get_hints_that_say_what_to_do() {
     let w = workspace();
     let reply = format!(

@@ -456,6 +456,37 @@ fn ids_a_server_repeats_are_not_the_models_violation() {
 /// attempted call, not its answer: nothing runs, it is told that no such tool exists and which
 /// one is closest, and the run goes on.
 #[test]
+fn unset_optional_arguments_run_without_and_are_warned_of_in_the_result_and_in_validate() {
+    let place = Place::new();
+    let call = format!(
+        "```flycode-call\n{}\n```",
+        json!({"id": "call-001", "tool": "fs.search", "args": {"path": place.root.display().to_string(), "query": "add", "glob": "", "limit": null}})
+    );
+    let server = server(ScriptedServer::sequence(vec![
+        Reply::sse_text(&call, 9),
+        Reply::sse_text("It adds two numbers.", 9),
+    ]));
+    let output = place.run(&server, &["--mode", "text"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let requests = server.requests();
+    let result = messages(&requests[1]).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(result.contains("[ok] true"), "{result}");
+    assert!(
+        result.contains("[warning] \"glob\": \"\", \"limit\": null taken as not given"),
+        "{result}"
+    );
+    let (code, codes) = place.validate(false);
+    assert_eq!(code, Some(0), "a warning, not an error: {codes:?}");
+    assert!(
+        codes.iter().any(|c| c.contains("unset_argument")),
+        "{codes:?}"
+    );
+}
+
+#[test]
 fn in_text_mode_a_call_in_a_json_fence_is_an_attempted_call_not_the_answer() {
     let place = Place::new();
     let lib = place.path("lib.sh");

@@ -31,7 +31,7 @@ use super::transcript::{RecordState, RunRecord, SummaryRecord, TranscriptWriter}
 use crate::protocol::call::{Attempt, CallError, parse_native_call};
 use crate::protocol::dialect::Dialect;
 use crate::protocol::text_calls::find_text_calls;
-use crate::protocol::verdict::violation_result_with_root;
+use crate::protocol::verdict::{unset_argument_warning, violation_result_with_root};
 use crate::protocol::{
     Call, ClassifyOptions, ErrorCode, ResultBlock, ToolName, ToolSet, Verdict, classify_reply,
 };
@@ -899,7 +899,11 @@ impl AgentRun<'_> {
                 Ok(()) => {
                     progress.consecutive_violations = 0;
                     let ran = call.clone();
-                    let block = self.calls().run_one(&mut progress.report, call, observer);
+                    let mut block = self.calls().run_one(&mut progress.report, call, observer);
+                    // Arguments given as null or "" and run without (PROTOCOL.md §3).
+                    if let Some(warning) = unset_argument_warning(&classification.warnings) {
+                        block.fields.push(("warning".to_owned(), warning));
+                    }
                     if !block.ok && block.code.as_deref() != Some(ErrorCode::Cancelled.as_str()) {
                         tags::remember_failed(progress, &ran, None);
                     }

@@ -81,6 +81,51 @@ fn drop_unset_optionals(schema: &ToolSchema, args: &mut Map<String, Value>) {
     });
 }
 
+/// The arguments of a refused call repaired by leaving things out, for a correction a weak model
+/// can copy (PROTOCOL.md §3, Decision on unset arguments): optional arguments whose own values
+/// the schema refuses are dropped, and of a mutually exclusive group only the first given is
+/// kept. `None` when leaving optional arguments out does not make the call valid (a required
+/// argument is wrong, a path is relative, an argument is unknown and needed...).
+pub fn repaired_args(tool: ToolName, args: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let schema = tool_schema(tool);
+    let required: Vec<&str> = schema.document["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut repaired = args.clone();
+    drop_unset_optionals(schema, &mut repaired);
+    // The first of a group as the model wrote them stays.
+    for group in &schema.exclusive {
+        let later: Vec<String> = repaired
+            .keys()
+            .filter(|name| group.fields.contains(name))
+            .skip(1)
+            .cloned()
+            .collect();
+        for name in later {
+            repaired.remove(&name);
+        }
+    }
+    let value = Value::Object(repaired);
+    let offending: Vec<String> = schema
+        .validator()
+        .iter_errors(&value)
+        .map(|error| argument_name(error.instance_path().as_str()))
+        .collect();
+    let Value::Object(mut repaired) = value else {
+        return None;
+    };
+    for name in offending {
+        let top = name.split(['.', '[']).next().unwrap_or_default().to_owned();
+        if top.is_empty() || required.contains(&top.as_str()) {
+            return None;
+        }
+        repaired.remove(&top);
+    }
+    (repaired != *args && validate_args(tool, Value::Object(repaired.clone())).is_ok())
+        .then_some(repaired)
+}
+
 /// The schema error a model can act on first: unknown or missing arguments before types before
 /// ranges; ties keep the validator's order, so the choice is deterministic.
 fn most_telling_error<'a>(schema: &'a ToolSchema, args: &'a Value) -> Option<ValidationError<'a>> {
@@ -415,6 +460,43 @@ mod tests {
     use super::*;
     use crate::ErrorCode;
     use serde_json::json;
+
+    fn repaired(tool: ToolName, args: Value) -> Option<Value> {
+        let Value::Object(args) = args else {
+            unreachable!()
+        };
+        repaired_args(tool, &args).map(Value::Object)
+    }
+
+    #[test]
+    fn a_refused_call_is_repaired_by_leaving_out_its_refused_optional_arguments() {
+        // The first of exclusive arguments, as the model wrote them, is kept.
+        assert_eq!(
+            repaired(
+                ToolName::FsRead,
+                json!({"path": "/a", "tail": 10, "head": 1})
+            ),
+            Some(json!({"path": "/a", "tail": 10}))
+        );
+        // A made-up value of an optional argument goes; the rest stays.
+        assert_eq!(
+            repaired(
+                ToolName::FsWrite,
+                json!({"path": "/a", "mode": "overwrite", "content": "x", "expectedSha256": "your-sha256-hash"})
+            ),
+            Some(json!({"path": "/a", "mode": "overwrite", "content": "x"}))
+        );
+        // Nothing to leave out, or a required argument at fault: no repair to offer.
+        assert_eq!(repaired(ToolName::FsRead, json!({"path": "/a"})), None);
+        assert_eq!(
+            repaired(ToolName::FsRead, json!({"path": 7, "head": 1})),
+            None
+        );
+        assert_eq!(
+            repaired(ToolName::FsRead, json!({"path": "rel", "head": 0})),
+            None
+        );
+    }
 
     fn message(tool: ToolName, args: Value) -> (ErrorCode, String) {
         let error = validate_args(tool, args).unwrap_err();

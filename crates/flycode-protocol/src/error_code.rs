@@ -109,6 +109,9 @@ pub enum WarningCode {
     /// A native-mode reply whose text holds a `flycode-call` block: native mode does not run it
     /// (PROTOCOL.md §13 (The API loop: calling modes)).
     CallBlockInNativeReply,
+    /// An optional argument given as `null`, or as `""` where no empty text is a value, was
+    /// taken as not given (PROTOCOL.md §3, Decision on unset arguments).
+    UnsetArgument,
 }
 
 impl WarningCode {
@@ -118,6 +121,7 @@ impl WarningCode {
             WarningCode::NormalizedWhitespace => "normalized_whitespace",
             WarningCode::TextOutsideBlock => "text_outside_block",
             WarningCode::CallBlockInNativeReply => "call_block_in_native_reply",
+            WarningCode::UnsetArgument => "unset_argument",
         }
     }
 }

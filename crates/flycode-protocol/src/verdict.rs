@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use serde::Serialize;
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use super::call::{Attempt, Call, CallError, parse_call_in};
 use super::error_code::WarningCode;
@@ -149,9 +149,45 @@ fn judge(
         });
     }
     match parse_call_in(&content, options.tools) {
-        Ok(call) => Verdict::Call(call),
+        Ok(call) => {
+            warnings.extend(unset_arguments_warning(&content, &call));
+            Verdict::Call(call)
+        }
         Err(error) => invalid(error, Attempt::read(&content)),
     }
+}
+
+/// The unset-argument warning among a reply's warnings, as its call's result carries it
+/// (`[warning]`).
+pub fn unset_argument_warning(warnings: &[Warning]) -> Option<String> {
+    warnings
+        .iter()
+        .find(|warning| warning.code == WarningCode::UnsetArgument)
+        .map(|warning| warning.message.clone())
+}
+
+/// The warning for the optional arguments the call was given as `null` or `""` and runs without
+/// (PROTOCOL.md §3, Decision on unset arguments), so the model and a transcript's reader learn
+/// that they were left out.
+fn unset_arguments_warning(content: &str, call: &Call) -> Option<Warning> {
+    // Only a call that writes `null` or `""` somewhere can have lost an argument: the others are
+    // not read twice (a 1 MB write's content among them).
+    if !content.contains("null") && !content.contains("\"\"") {
+        return None;
+    }
+    let given = Attempt::read(content).args?;
+    let dropped: Vec<String> = given
+        .iter()
+        .filter(|(name, _)| !call.args.contains_key(name.as_str()))
+        .map(|(name, value)| format!("\"{name}\": {value}"))
+        .collect();
+    (!dropped.is_empty()).then(|| Warning {
+        code: WarningCode::UnsetArgument,
+        message: format!(
+            "{} taken as not given; leave out an argument you have no value for",
+            dropped.join(", ")
+        ),
+    })
 }
 
 fn invalid(error: CallError, attempt: Attempt) -> Verdict {
@@ -187,13 +223,37 @@ pub fn violation_result_with_root(
         .id
         .clone()
         .unwrap_or_else(|| INVALID_CALL_ID.to_owned());
+    let mut hint = error.hint_with_root(example_root);
+    if let Some(repaired) = repaired_call(error, attempt) {
+        hint.push_str(&format!(
+            " Leaving out what was refused, the call is valid: {repaired}"
+        ));
+    }
     ResultBlock::failure(
         Some(id),
         attempted_command(error, attempt),
         error.code(),
         error.to_string(),
-        Some(error.hint_with_root(example_root)),
+        Some(hint),
     )
+}
+
+/// The attempted call with its refused optional arguments left out (the first of exclusive ones
+/// kept), as one line of JSON to copy, where that makes it valid (PROTOCOL.md §3, Decision on
+/// unset arguments). Only for the argument errors: every other error is about the reply itself.
+fn repaired_call(error: &CallError, attempt: &Attempt) -> Option<String> {
+    let (CallError::InvalidArgs { tool, .. } | CallError::MutuallyExclusive { tool, .. }) = error
+    else {
+        return None;
+    };
+    let repaired = super::args::repaired_args(*tool, attempt.args.as_ref()?)?;
+    let mut call = Map::new();
+    if let Some(id) = &attempt.id {
+        call.insert("id".to_owned(), Value::String(id.clone()));
+    }
+    call.insert("tool".to_owned(), Value::String(tool.as_str().to_owned()));
+    call.insert("args".to_owned(), Value::Object(repaired));
+    Some(Value::Object(call).to_string())
 }
 
 /// The `[command]` of an invalid reply: the slash form of what could be read, `(none)` when
