@@ -569,3 +569,61 @@ fn a_call_shaped_block_with_an_invented_name_is_an_attempted_call_not_the_answer
     assert!(said.contains("fs_ls"), "{said}");
     assert!(text(&output.stdout).contains("It adds two numbers."));
 }
+
+#[test]
+fn the_first_request_points_back_at_the_task_and_special_every_holds_the_block_still() {
+    let place = Place::new();
+    let config = place.base.join(".config/flycode");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("flycode.toml"), "[agent]\nspecial_every = 4\n").unwrap();
+    let lib = place.path("lib.sh");
+    let mut replies: Vec<Reply> = (1..=7)
+        .map(|n| {
+            let call =
+                json!({"id": format!("call-{n:03}"), "tool": "fs.read", "args": {"path": lib}});
+            Reply::sse_text(&format!("```flycode-call\n{call}\n```"), 9)
+        })
+        .collect();
+    replies.push(Reply::sse_text("It adds two numbers.", 9));
+    let server = server(ScriptedServer::sequence(replies));
+    let output = place.run(&server, &["--mode", "text"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 8);
+    // The first request: the task, the block, and last the way back to the task.
+    let first = messages(&requests[0]);
+    let last = first.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        last.starts_with("[flycode] End of the messages flycode inserted"),
+        "{last}"
+    );
+    assert!(
+        last.contains("Your task is the first user message"),
+        "{last}"
+    );
+    // The block (the role definition first) stays after the first result for four turns, then
+    // jumps four results on: results before it, request by request.
+    let before_block: Vec<usize> = requests
+        .iter()
+        .map(|request| {
+            let messages = messages(request);
+            let at = messages
+                .iter()
+                .position(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("[flycode] Role definition"))
+                })
+                .expect("the block is in every request");
+            messages[..at]
+                .iter()
+                .filter(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("```flycode-result"))
+                })
+                .count()
+        })
+        .collect();
+    assert_eq!(before_block, [0, 0, 0, 1, 1, 1, 1, 5]);
+}

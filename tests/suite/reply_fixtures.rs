@@ -150,7 +150,7 @@ fn fixtures_cover_every_reply_code_and_warning_at_least_twice() {
         .take_while(|c| **c != ErrorCode::OutsideRoots);
     for code in reply_codes
         .map(|c| c.as_str())
-        .chain(["normalized_whitespace"])
+        .chain(["normalized_whitespace", "unset_argument"])
     {
         let count = seen.get(code).copied().unwrap_or(0);
         assert!(count >= 2, "{code} is covered by {count} fixture(s)");

@@ -459,9 +459,14 @@ fn a_childs_special_messages_sit_where_seed_004_says() {
     assert!(text(&first[0]).contains(role_start), "{}", first[0]);
     assert!(text(&first[2]).contains(role_start), "{}", first[2]);
     assert!(text(&first[3]).contains("Sessions live in src/session.rs."));
+    // Nothing follows the block yet: it ends pointing back at the task.
+    let pointer = format!(
+        "user: {}",
+        "[flycode] End of the messages flycode inserted (they are not the task). Your task is the first user message of this conversation: go on with it now. Call a tool if it needs the files or a program; answer in prose when it is done."
+    );
     assert_eq!(
         shape(children[0]),
-        ["system", &task, "[role]", "[folder notes]"]
+        ["system", &task, "[role]", "[folder notes]", &pointer]
     );
 
     // Fewer than three results: still right after the task; the TODO list now among them.
@@ -524,6 +529,7 @@ fn a_childs_special_messages_sit_where_seed_004_says() {
             "[role]",
             "[todo]",
             "[folder notes]",
+            &pointer,
         ]
     );
 

@@ -206,6 +206,19 @@ fn a_run_is_recorded_and_undone_whole() {
     }
     let run = changes[0]["run"].as_str().unwrap().to_owned();
     assert_eq!(changes[1]["run"], run.as_str());
+    // One run id everywhere: the transcript is named by the id history knows.
+    assert!(
+        place
+            .state
+            .join("runs")
+            .join(format!("{run}.jsonl"))
+            .is_file(),
+        "no transcript named after the run {run}: {:?}",
+        std::fs::read_dir(place.state.join("runs"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect::<Vec<_>>()
+    );
     assert!(
         stderr.contains(&format!(
             "this run made 2 changes to files; `flycode undo --run {run}`"

@@ -426,7 +426,7 @@ fn run_transcripts(transcript: Option<&Path>) -> Result<Vec<PathBuf>, LaunchErro
         });
     }
     let mut transcripts: Vec<PathBuf> = state_dir()
-        .map(|dir| default_transcript_path(&dir, SystemTime::now()))
+        .map(|dir| default_transcript_path(&dir))
         .into_iter()
         .collect();
     transcripts.extend(transcript.map(Path::to_path_buf));

@@ -150,6 +150,9 @@ pub struct ResolvedSettings {
     pub max_violations: u32,
     /// Read-only calls of one turn running at once (PROTOCOL.md §13 (The API loop: parallel calls)).
     pub max_parallel: u32,
+    /// The special messages move forward only every this many results (`[agent]
+    /// special_every`, PROTOCOL.md §13 (The API loop: special messages)).
+    pub special_every: u32,
     /// Stream replies.
     pub stream: bool,
     /// Connect timeout.
@@ -358,6 +361,7 @@ pub fn resolve_settings(
         .unwrap_or(DEFAULT_MAX_VIOLATIONS),
         max_parallel: in_range(None, file.max_parallel, &range::MAX_PARALLEL)?
             .unwrap_or(DEFAULT_MAX_PARALLEL),
+        special_every: in_range(None, file.special_every, &range::SPECIAL_EVERY)?.unwrap_or(1),
         stream: !flags.no_stream && file.stream.unwrap_or(true),
         connect_timeout: millis(
             flags.connect_timeout_ms,

@@ -312,16 +312,14 @@ impl TranscriptWriter {
     }
 }
 
-/// The default transcript path of a run started now: `runs/YYYYMMDDTHHMMSS-PID.jsonl` in the
-/// state directory.
-pub fn default_transcript_path(state_dir: &Path, started: std::time::SystemTime) -> PathBuf {
-    let stamp: String = crate::protocol::time::format_rfc3339(started)
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
+/// The default transcript path of this process's run: `runs/RUN.jsonl` in the state directory,
+/// `RUN` being the run's one id (`YYYYMMDDTHHMMSSZ-PID`), the same the undo store records its
+/// changes under, so `flycode history --run RUN` and the transcript's name agree (PROTOCOL.md
+/// §16 (Undo and history)).
+pub fn default_transcript_path(state_dir: &Path) -> PathBuf {
     state_dir
         .join("runs")
-        .join(format!("{stamp}-{}.jsonl", std::process::id()))
+        .join(format!("{}.jsonl", crate::sandbox::undo::session_id()))
 }
 
 #[cfg(test)]
@@ -353,12 +351,13 @@ mod tests {
 
     #[test]
     fn default_paths_live_under_runs() {
-        let path = default_transcript_path(Path::new("/state"), std::time::UNIX_EPOCH);
+        let path = default_transcript_path(Path::new("/state"));
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         assert!(path.starts_with("/state/runs"), "{}", path.display());
-        assert!(
-            name.starts_with("19700101T000000Z-") && name.ends_with(".jsonl"),
-            "{name}"
+        assert_eq!(
+            name,
+            format!("{}.jsonl", crate::sandbox::undo::session_id()),
+            "the run's one id"
         );
     }
 }

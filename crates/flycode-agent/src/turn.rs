@@ -20,7 +20,7 @@ use super::client::{
     repetition,
 };
 use super::compaction::{self, Compactor, Measure, estimate_tokens};
-use super::context::{SharedMemory, SpecialMessages, assemble_request, folder_notes};
+use super::context::{SharedMemory, SpecialMessages, assemble_request_moving_every, folder_notes};
 use super::events::MaskingObserver;
 pub use super::events::{RunEnding, RunEvent, RunObserver, RunReport, TokenUsage};
 use super::message::{Message, NativeToolCall, ReplyNote};
@@ -823,8 +823,12 @@ impl AgentRun<'_> {
         )
         .with_hints(&self.executor.loaded_hints())
         .with_jobs(&jobs);
-        let mut request =
-            assemble_request(self.prompt.system.as_deref(), &progress.history, &specials);
+        let mut request = assemble_request_moving_every(
+            self.prompt.system.as_deref(),
+            &progress.history,
+            &specials,
+            self.settings.special_every as usize,
+        );
         let secrets = self.executor.limits().secrets();
         request
             .iter_mut()

@@ -22,6 +22,7 @@
 //! | `[agent] max_turns` | 1..=10000 | 50 |
 //! | `[agent] max_violations` | 1..=100 | 3 |
 //! | `[agent] max_parallel` | 1..=64 | 4 |
+//! | `[agent] special_every` | 1..=20 | 1 |
 //! | `[agent] connect_timeout_ms` | 1..=600000 | 10000 |
 //! | `[agent] read_timeout_ms` | 1..=3600000 | 120000 |
 //! | `[agent] max_retries` | 0..=100 | 4 |
@@ -58,6 +59,8 @@
 //! max_turns = 50
 //! max_violations = 3
 //! max_parallel = 4                   # read-only calls of one turn running at once
+//! special_every = 1                  # the special messages move every N results (a local
+//!                                    # server re-reads less with 3-5)
 //! stream = true
 //! connect_timeout_ms = 10000
 //! read_timeout_ms = 120000
@@ -266,6 +269,9 @@ pub struct AgentConfig {
     /// Read-only calls of one turn running at once.
     #[serde(default, deserialize_with = "range::max_parallel")]
     pub max_parallel: Option<u32>,
+    /// The special messages move forward only every this many results.
+    #[serde(default, deserialize_with = "range::special_every")]
+    pub special_every: Option<u32>,
     /// Stream replies (SSE).
     pub stream: Option<bool>,
     /// Connect timeout in milliseconds.
@@ -982,6 +988,7 @@ mod tests {
                     "max_turns" => config.agent.max_turns.map(u64::from).unwrap(),
                     "max_violations" => config.agent.max_violations.map(u64::from).unwrap(),
                     "max_parallel" => config.agent.max_parallel.map(u64::from).unwrap(),
+                    "special_every" => config.agent.special_every.map(u64::from).unwrap(),
                     "connect_timeout_ms" => config.agent.connect_timeout_ms.unwrap(),
                     "read_timeout_ms" => config.agent.read_timeout_ms.unwrap(),
                     "max_retries" => config.agent.max_retries.map(u64::from).unwrap(),

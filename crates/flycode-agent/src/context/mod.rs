@@ -29,6 +29,9 @@
 //!    after the system message.
 //! 5. The history never holds special messages or a system message: the caller keeps them out,
 //!    and they are rebuilt for every request.
+//! 6. When the block is the last thing before the model's reply (the first request, after the
+//!    task), it ends with one more message, [`special::TASK_POINTER`], pointing back at the
+//!    task: a weak model answers the last message it reads, and the block is not the task.
 
 pub mod folder_notes;
 pub mod memory;
@@ -50,6 +53,19 @@ pub fn assemble_request(
     history: &[Message],
     specials: &SpecialMessages,
 ) -> Vec<Message> {
+    assemble_request_moving_every(system, history, specials, 1)
+}
+
+/// The same, the block moving forward only every `every` results (`[agent] special_every`,
+/// PROTOCOL.md §13 (The API loop: special messages)): a local server that caches the prompt's
+/// start re-reads everything after the block each time it moves, so moving it less often saves
+/// most of the prompt processing of a turn. `1` is seed 004's rule.
+pub fn assemble_request_moving_every(
+    system: Option<&str>,
+    history: &[Message],
+    specials: &SpecialMessages,
+    every: usize,
+) -> Vec<Message> {
     let mut request = Vec::with_capacity(history.len() + 5);
     let system = system.or(specials.role_definition.as_deref());
     if let Some(system) = system {
@@ -60,28 +76,42 @@ pub fn assemble_request(
         request.extend_from_slice(history);
         return request;
     }
-    let at = insertion_point(history);
+    let at = insertion_point_every(history, every);
     request.extend_from_slice(&history[..at]);
     request.extend(specials);
+    // The block is the last thing the model reads, right after the task: point back at it.
+    if at == history.len() && at > 0 {
+        request.push(Message::special(special::TASK_POINTER));
+    }
     request.extend_from_slice(&history[at..]);
     request
 }
 
 /// Where in `history` the special messages go: the index of the message they precede.
 pub fn insertion_point(history: &[Message]) -> usize {
-    let mut seen = 0;
-    for (index, message) in history.iter().enumerate().rev() {
-        if !message.is_result() {
-            continue;
-        }
-        seen += 1;
-        if seen == RESULTS_FROM_THE_END {
-            let run = history[index..]
-                .iter()
-                .take_while(|m| m.is_result())
-                .count();
-            return index + run;
-        }
+    insertion_point_every(history, 1)
+}
+
+/// Where the special messages go when they move forward only every `every` results: after the
+/// third-from-last result, that result's place counted from the start rounded down to a multiple
+/// of `every` (so the block stays put for `every` results, then jumps), past the run of results
+/// it belongs to.
+pub fn insertion_point_every(history: &[Message], every: usize) -> usize {
+    let results: Vec<usize> = history
+        .iter()
+        .enumerate()
+        .filter(|(_, message)| message.is_result())
+        .map(|(index, _)| index)
+        .collect();
+    if results.len() >= RESULTS_FROM_THE_END {
+        let every = every.max(1);
+        let ordinal = (results.len() - RESULTS_FROM_THE_END) / every * every;
+        let index = results[ordinal];
+        let run = history[index..]
+            .iter()
+            .take_while(|m| m.is_result())
+            .count();
+        return index + run;
     }
     history
         .iter()

@@ -28,6 +28,10 @@ pub const FOLDER_NOTES_HEADING: &str = "[flycode] Folder notes (AGENTS.md / FLYC
 /// The heading of the background jobs message.
 pub const JOBS_HEADING: &str = "[flycode] Background jobs (this session's, as they are now; read them with job.log; inserted by flycode, not the user)";
 
+/// What ends the special messages when nothing follows them (the first request): the way back
+/// to the task, which a weak model would otherwise not take (it answers the role definition).
+pub const TASK_POINTER: &str = "[flycode] End of the messages flycode inserted (they are not the task). Your task is the first user message of this conversation: go on with it now. Call a tool if it needs the files or a program; answer in prose when it is done.";
+
 /// The special messages of one request; a kind with nothing to say is `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpecialMessages {

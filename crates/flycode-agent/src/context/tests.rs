@@ -81,6 +81,7 @@ fn notation(request: &[Message]) -> String {
         .map(|m| match (m.role, m.kind) {
             (Role::System, _) if m.content == SYSTEM => "sys".to_owned(),
             (Role::System, _) if m.content == ROLE => "role".to_owned(),
+            (_, MessageKind::Special) if m.content == special::TASK_POINTER => "P".to_owned(),
             (_, MessageKind::Special) => m.content.clone(),
             (Role::User, MessageKind::Result) | (Role::Tool, _) => "tool".to_owned(),
             (Role::User, _) => "user".to_owned(),
@@ -105,7 +106,7 @@ const ROWS: &[(&str, bool, &str, &str, &str)] = &[
         true,
         "user",
         "S1 S2 S3 S4",
-        "sys user S1 S2 S3 S4",
+        "sys user S1 S2 S3 S4 P",
     ),
     (
         "seed example 2: a long conversation, after the third-from-last result",
@@ -140,7 +141,7 @@ const ROWS: &[(&str, bool, &str, &str, &str)] = &[
         true,
         "user ass tool ass tool tool tool",
         "S1 S2 S3 S4",
-        "sys user ass tool ass tool tool tool S1 S2 S3 S4",
+        "sys user ass tool ass tool tool tool S1 S2 S3 S4 P",
     ),
     (
         "seed example 4: no special message, nothing inserted",
@@ -182,7 +183,7 @@ const ROWS: &[(&str, bool, &str, &str, &str)] = &[
         false,
         "user",
         "S1 S2 S3 S4",
-        "role user S1 S2 S3 S4",
+        "role user S1 S2 S3 S4 P",
     ),
     (
         "rule 1: neither system prompt nor role, no system message",
@@ -196,7 +197,7 @@ const ROWS: &[(&str, bool, &str, &str, &str)] = &[
         true,
         "user",
         "S1",
-        "sys user S1",
+        "sys user S1 P",
     ),
     (
         "rule 3: exactly three results",
@@ -279,7 +280,12 @@ fn rendered_specials_are_sent_as_user_messages_and_the_role_is_promoted_bare() {
     assert!(request[2].content.starts_with(special::ROLE_HEADING));
     assert!(request[2].content.contains(ROLE));
     assert!(request[3].content.starts_with(special::TODO_HEADING));
-    assert_eq!(request.len(), 4);
+    assert_eq!(
+        request[4].content,
+        special::TASK_POINTER,
+        "the way back to the task"
+    );
+    assert_eq!(request.len(), 5);
 }
 
 /// One step of a generated conversation.
@@ -360,7 +366,9 @@ proptest! {
                 .filter(|(_, m)| m.kind == MessageKind::Special)
                 .map(|(i, _)| i)
                 .collect();
-            prop_assert_eq!(at.len(), names.len());
+            // The pointer back at the task ends a block that nothing follows.
+            let pointer = usize::from(!names.is_empty() && insertion_point(&history) == history.len() && !history.is_empty());
+            prop_assert_eq!(at.len(), names.len() + pointer);
             prop_assert!(at.windows(2).all(|w| w[1] == w[0] + 1));
             let ranks: Vec<u8> = at.iter().filter_map(|&i| special_rank(&request[i])).collect();
             prop_assert!(ranks.windows(2).all(|w| w[0] < w[1]));
@@ -378,5 +386,27 @@ proptest! {
         }
         // Both calling modes place the block at the same point.
         prop_assert_eq!(placements[0], placements[1]);
+    }
+}
+
+#[test]
+fn with_special_every_the_block_moves_only_every_n_results() {
+    let results_before = |results: usize, every: usize| {
+        let row = format!("user{}", " ass tool".repeat(results));
+        let history = history(&row, Form::Native);
+        let at = super::insertion_point_every(&history, every);
+        history[..at].iter().filter(|m| m.is_result()).count()
+    };
+    // Seed 004: after the third-from-last result, moving every turn.
+    let every_turn: Vec<usize> = (3..=10).map(|r| results_before(r, 1)).collect();
+    assert_eq!(every_turn, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // Every fourth result: it stays put for four turns, then jumps.
+    let every_fourth: Vec<usize> = (3..=10).map(|r| results_before(r, 4)).collect();
+    assert_eq!(every_fourth, [1, 1, 1, 1, 5, 5, 5, 5]);
+    // Never after one of the last three results, so the latest stay after it.
+    for results in 3..=30 {
+        for every in 1..=20 {
+            assert!(results_before(results, every) <= results - 2);
+        }
     }
 }

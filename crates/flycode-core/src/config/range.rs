@@ -100,6 +100,17 @@ pub const MAX_PARALLEL: SettingRange = SettingRange {
     unit: "read-only calls of one turn running at once",
 };
 
+/// `[agent] special_every`: the special messages move forward only every N results (PROTOCOL.md
+/// §13 (The API loop: special messages)); 1 is seed 004's rule, and past 20 the notes the block
+/// carries would trail too far behind the conversation.
+pub const SPECIAL_EVERY: SettingRange = SettingRange {
+    key: "special_every",
+    flag: None,
+    min: 1,
+    max: 20,
+    unit: "results between moves of the special messages",
+};
+
 /// `[state] keep_days`: how long `flycode gc` keeps transcripts, sessions and replay stores
 /// (PROTOCOL.md §10 (Running calls: the state directory)); zero would remove a run's record while
 /// it is written.
@@ -279,13 +290,14 @@ where
 /// Every range but `[state] keep_days`, in the order the configuration's documentation lists
 /// them (the tests write each into the file's top level or `[agent]`).
 #[cfg(test)]
-pub const ALL: [SettingRange; 17] = [
+pub const ALL: [SettingRange; 18] = [
     OUTPUT_CAP,
     MAX_REPLY_BYTES,
     TIMEOUT_MS,
     MAX_TURNS,
     MAX_VIOLATIONS,
     MAX_PARALLEL,
+    SPECIAL_EVERY,
     CONNECT_TIMEOUT_MS,
     READ_TIMEOUT_MS,
     MAX_RETRIES,
@@ -317,6 +329,7 @@ deserialize_in_range! {
     max_turns: u32 = MAX_TURNS;
     max_violations: u32 = MAX_VIOLATIONS;
     max_parallel: u32 = MAX_PARALLEL;
+    special_every: u32 = SPECIAL_EVERY;
     keep_days: u32 = KEEP_DAYS;
     undo_max_bytes: u64 = UNDO_MAX_BYTES;
     undo_max_age_days: u32 = UNDO_MAX_AGE_DAYS;
