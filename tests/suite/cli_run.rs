@@ -198,11 +198,13 @@ fn check_request(request: &RecordedRequest) {
         (start..start + special_at.len()).collect::<Vec<_>>(),
         "special messages are contiguous"
     );
+    // The block ends pointing back at the task when nothing follows it.
     let order = [
         "[flycode] Role",
         "[flycode] TODO",
         "[flycode] Useful",
         "[flycode] Folder",
+        "[flycode] End of the messages",
     ];
     let ranks: Vec<usize> = special_at
         .iter()

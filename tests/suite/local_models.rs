@@ -627,3 +627,27 @@ fn the_first_request_points_back_at_the_task_and_special_every_holds_the_block_s
         .collect();
     assert_eq!(before_block, [0, 0, 0, 1, 1, 1, 1, 5]);
 }
+
+#[test]
+fn the_compact_native_first_request_of_the_seed_set_is_under_2500_tokens() {
+    let place = Place::new();
+    let server = server(ScriptedServer::sequence(vec![Reply::sse_text("Done.", 9)]));
+    let output = place.run(
+        &server,
+        &["--mode", "native", "--tools", "seed", "--prompt", "compact"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let body = server.requests()[0].body.to_string();
+    // Tokens estimated as bytes / 4, as bench/first-request.py and the README count them.
+    assert!(body.len() / 4 < 2500, "{} bytes: {body}", body.len());
+    // Each function is described once, in its definition; the guide names them only.
+    let system = messages(&server.requests()[0])[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("Functions: fs_ls, fs_mkdir, fs_read"),
+        "{system}"
+    );
+    assert!(!system.contains("List a directory"), "{system}");
+}

@@ -32,15 +32,22 @@ pub fn native_tool_definitions(
                 offer_agent_names(&mut parameters, agents);
             }
             // The compact profile gives arguments by name and type alone, as its text-mode
-            // guide does.
-            if profile == PromptProfile::Compact {
+            // guide does, and each function's purpose in its first sentence.
+            let description = if profile == PromptProfile::Compact {
                 strip_descriptions(&mut parameters);
-            }
+                // flycode refuses an unknown argument itself, naming the ones the tool takes.
+                if let Some(object) = parameters.as_object_mut() {
+                    object.remove("additionalProperties");
+                }
+                first_sentence(&schema.description)
+            } else {
+                schema.description.as_str()
+            };
             json!({
                 "type": "function",
                 "function": {
                     "name": tool.native_name(),
-                    "description": schema.description,
+                    "description": description,
                     "parameters": parameters,
                 }
             })
@@ -65,13 +72,20 @@ fn offer_agent_names(parameters: &mut Value, agents: &[String]) {
     }
 }
 
-/// Removes the `description` keyword from every schema under `schema` (not a property that
-/// happens to be called `description`).
+/// The first sentence of `text` (up to its first full stop followed by a space), or all of it.
+fn first_sentence(text: &str) -> &str {
+    text.find(". ").map_or(text, |end| &text[..=end])
+}
+
+/// Removes the `description` and `default` keywords from every schema under `schema` (not a
+/// property that happens to be called so): what an argument is for and what it is when left out
+/// are the full profile's; the compact one keeps names, types and forms.
 fn strip_descriptions(schema: &mut Value) {
     let Value::Object(object) = schema else {
         return;
     };
     object.remove("description");
+    object.remove("default");
     for (key, inner) in object.iter_mut() {
         match (key.as_str(), inner) {
             ("properties", Value::Object(properties)) => {
@@ -197,7 +211,14 @@ mod tests {
         let full = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Full, &[]);
         let compact = native_tool_definitions(&[ToolName::AgentTask], PromptProfile::Compact, &[]);
         let (full, compact) = (&full[0]["function"], &compact[0]["function"]);
-        assert_eq!(full["description"], compact["description"]);
+        // The purpose in its first sentence.
+        let (whole, first) = (
+            full["description"].as_str().unwrap(),
+            compact["description"].as_str().unwrap(),
+        );
+        assert!(whole.starts_with(first) && first.ends_with('.') && first.len() < whole.len());
+        assert!(compact["parameters"].get("additionalProperties").is_none());
+        assert!(!compact["parameters"].to_string().contains("\"default\""));
         assert_eq!(
             full["parameters"]["required"],
             compact["parameters"]["required"]

@@ -199,7 +199,19 @@ fn tool_guide(context: &PromptContext, environment: &[(&str, &str)]) -> String {
         (CallingMode::Text, true) => (SUBAGENT_TOOLS_TEXT, ToolNaming::Protocol),
         (CallingMode::Native, true) => (SUBAGENT_TOOLS_NATIVE, ToolNaming::Native),
     };
-    let tool_names = tool_names_for(context.tools, naming);
+    // The compact native guide names the functions only: each function carries its own
+    // description, and saying it twice is the largest part of a small model's first read.
+    let tool_names = if compact && context.mode == CallingMode::Native {
+        context
+            .tools
+            .tools()
+            .iter()
+            .map(|tool| tool.native_name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        tool_names_for(context.tools, naming)
+    };
     let tool_reference = match context.mode {
         CallingMode::Text if compact => tool_signatures_for(context.tools),
         CallingMode::Text => tool_reference_for(PromptLanguage::En, context.tools)
