@@ -651,3 +651,21 @@ fn the_compact_native_first_request_of_the_seed_set_is_under_2500_tokens() {
     );
     assert!(!system.contains("List a directory"), "{system}");
 }
+
+#[test]
+fn a_long_silence_before_the_first_token_is_said_on_the_terminal() {
+    let place = Place::new();
+    // A CPU reading a long prompt: nothing at all for six seconds, then the answer.
+    let server = server(ScriptedServer::start(|_, _| {
+        std::thread::sleep(Duration::from_secs(6));
+        Reply::sse_text("It adds two numbers.", 9)
+    }));
+    let output = place.run(&server, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("waiting for the model to read the prompt"),
+        "no word during the silence: {stderr}"
+    );
+    assert_eq!(text(&output.stdout).trim(), "It adds two numbers.");
+}
