@@ -809,9 +809,13 @@ fn remove_created_dirs(target: &JournalTarget) {
         let Ok(place) = open_place(&target.root, &parent.to_string_lossy()) else {
             return;
         };
-        // rmdir never follows a link and fails on a directory that is not empty.
-        if place.dir.remove_dir(dir[end - 1]).is_err() {
-            return;
+        // rmdir never follows a link and fails on a directory that is not empty. A directory
+        // that is not there was never made (killed between two of `create_dir_all`'s mkdirs):
+        // the ones above it may still be the operation's.
+        match place.dir.remove_dir(dir[end - 1]) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return,
         }
     }
 }
@@ -1130,6 +1134,25 @@ mod tests {
             created: None,
             new_file: !backup,
         }
+    }
+
+    #[test]
+    fn an_undone_batch_removes_the_folders_it_made_even_when_it_was_killed_between_two_of_them() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        // The batch was to make fresh/sub; it was killed after fresh, before sub.
+        std::fs::create_dir_all(root.join("fresh")).unwrap();
+        let mut c = target(&root, "fresh/sub", "c.txt", 3, false, "new c");
+        c.created = Some("fresh".into());
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Staging,
+            roots: vec![root.display().to_string()],
+            targets: vec![c],
+        };
+        let (decision, problems) = recover(&record);
+        assert_eq!((decision, problems), (RecoveryDecision::Undo, vec![]));
+        assert!(!root.join("fresh").exists(), "the folder it made is gone");
     }
 
     #[test]
