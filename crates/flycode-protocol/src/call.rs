@@ -54,6 +54,16 @@ pub fn parse_call(content: &str) -> Result<Call, CallError> {
 
 /// Parses a call block's content against the tools of `set`.
 pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
+    parse_call_noting_unset(content, set).map(|(call, _)| call)
+}
+
+/// The same, with the optional arguments given as `null` or `""` that the call was taken
+/// without (PROTOCOL.md §3, Decision on unset arguments), each as written (`"glob": ""`): read
+/// from the arguments already parsed, so a large call is never parsed twice for them.
+pub fn parse_call_noting_unset(
+    content: &str,
+    set: ToolSet,
+) -> Result<(Call, Vec<String>), CallError> {
     if content.trim().is_empty() {
         return Err(CallError::InvalidJson {
             message: EMPTY_BLOCK.into(),
@@ -118,12 +128,28 @@ pub fn parse_call_in(content: &str, set: ToolSet) -> Result<Call, CallError> {
         }),
     }?;
     let args = object.remove("args").unwrap_or(Value::Null);
+    let unset: Vec<(String, Value)> = match &args {
+        Value::Object(given) => given
+            .iter()
+            .filter(|(_, value)| value.is_null() || value.as_str() == Some(""))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
     let args = super::args::validate_args(tool, args)?;
-    Ok(Call {
-        id: Some(id),
-        tool,
-        args,
-    })
+    let dropped = unset
+        .into_iter()
+        .filter(|(name, _)| !args.contains_key(name))
+        .map(|(name, value)| format!("\"{name}\": {value}"))
+        .collect();
+    Ok((
+        Call {
+            id: Some(id),
+            tool,
+            args,
+        },
+        dropped,
+    ))
 }
 
 /// Validates a native (API function-calling) tool call: its id, its function name (protocol or

@@ -6,7 +6,7 @@ use std::ops::Range;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::call::{Attempt, Call, CallError, parse_call_in};
+use super::call::{Attempt, Call, CallError, parse_call_noting_unset};
 use super::error_code::WarningCode;
 use super::json::normalize_artefacts_outside_strings;
 use super::parse::{ParsedReply, is_paste_artefact, is_reply_whitespace, parse_reply};
@@ -148,9 +148,9 @@ fn judge(
             message: "invisible copy-paste characters (no-break or zero-width spaces) were read as whitespace".into(),
         });
     }
-    match parse_call_in(&content, options.tools) {
-        Ok(call) => {
-            warnings.extend(unset_arguments_warning(&content, &call));
+    match parse_call_noting_unset(&content, options.tools) {
+        Ok((call, dropped)) => {
+            warnings.extend(unset_arguments_warning(&dropped));
             Verdict::Call(call)
         }
         Err(error) => invalid(error, Attempt::read(&content)),
@@ -167,20 +167,8 @@ pub fn unset_argument_warning(warnings: &[Warning]) -> Option<String> {
 }
 
 /// The warning for the optional arguments the call was given as `null` or `""` and runs without
-/// (PROTOCOL.md §3, Decision on unset arguments), so the model and a transcript's reader learn
-/// that they were left out.
-fn unset_arguments_warning(content: &str, call: &Call) -> Option<Warning> {
-    // Only a call that writes `null` or `""` somewhere can have lost an argument: the others are
-    // not read twice (a 1 MB write's content among them).
-    if !content.contains("null") && !content.contains("\"\"") {
-        return None;
-    }
-    let given = Attempt::read(content).args?;
-    let dropped: Vec<String> = given
-        .iter()
-        .filter(|(name, _)| !call.args.contains_key(name.as_str()))
-        .map(|(name, value)| format!("\"{name}\": {value}"))
-        .collect();
+/// (`dropped`, as written), so the model and a transcript's reader learn that they were left out.
+fn unset_arguments_warning(dropped: &[String]) -> Option<Warning> {
     (!dropped.is_empty()).then(|| Warning {
         code: WarningCode::UnsetArgument,
         message: format!(
