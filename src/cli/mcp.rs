@@ -113,8 +113,8 @@ pub(crate) fn run(args: McpArgs) -> anyhow::Result<Outcome> {
         served?;
         return Ok(Outcome::Success);
     };
-    let secret = Secret::load_or_make()?;
     let followed = Secret::followed()?;
+    let secret = followed.current();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

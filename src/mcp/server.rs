@@ -912,6 +912,13 @@ fn answer_of_execution(mut execution: Execution) -> rmcp::model::CallToolResult 
     if let Some(warning) = &execution.audit_error {
         eprintln!("flycode mcp: warning: {warning}");
     }
+    // A call the person's policy refused says what the person could change: an MCP client's
+    // reader is the person (over HTTP, flycode's terminal may be nobody's).
+    if let Some(advice) = execution.advice().map(str::to_owned)
+        && execution.block.code.as_deref() == Some(ErrorCode::DeniedByPolicy.as_str())
+    {
+        execution.block.fields.push(("advice".to_owned(), advice));
+    }
     // Moved, not copied: a 1 MB read's content is in the data, and every copy counts.
     let data = execution.output.take().map(|output| output.data);
     execution_result(execution.block, Some(execution.tool), data)

@@ -200,12 +200,12 @@ fn a_remote_client_only_reads_until_the_person_allows_changes() {
                 "denied_by_policy",
                 "{mode}: {report}"
             );
+            let text = report[refused]["text"].as_str().unwrap();
+            assert!(text.contains("read-only"), "{mode}: {report}");
+            // The person reads the chat: the refusal says how they allow changes.
             assert!(
-                report[refused]["text"]
-                    .as_str()
-                    .unwrap()
-                    .contains("read-only"),
-                "{mode}: {report}"
+                text.contains("[advice] ") && text.contains("--allow-changes"),
+                "{mode}: {text}"
             );
         }
         assert_eq!(report["content"], "kept\n", "nothing was written");

@@ -123,6 +123,15 @@ impl FollowedSecret {
         }
     }
 
+    /// The secret as it was read last.
+    pub(crate) fn current(&self) -> Secret {
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .clone()
+    }
+
     /// Whether `given` is the secret as the file says now. A file that cannot be read keeps
     /// the secret read last (a removed file is not a rotation).
     fn is(&self, given: &str) -> bool {

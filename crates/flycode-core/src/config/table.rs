@@ -300,7 +300,13 @@ pub const SETTINGS: &[Setting] = &[
     number(&["agent", "max_turns"], 50, &range::MAX_TURNS),
     number(&["agent", "max_violations"], 3, &range::MAX_VIOLATIONS),
     number(&["agent", "max_parallel"], 4, &range::MAX_PARALLEL),
-    number(&["agent", "special_every"], 1, &range::SPECIAL_EVERY),
+    // Where the special messages sit, not what anything may do: neutral.
+    setting(
+        &["agent", "special_every"],
+        DefaultValue::Integer(1),
+        Some(&range::SPECIAL_EVERY),
+        Safety::Neutral,
+    ),
     setting(
         &["agent", "stream"],
         DefaultValue::Bool(true),
