@@ -236,6 +236,7 @@ def one_shots(home):
         "list flat 10k: exec ÷ ls -l": (fly(f"/fs.ls {p('flat')}"), ["ls", "-l", p("flat")]),
         "list flat 10k, sizes=false: exec ÷ ls": (fly(f"/fs.ls {p('flat')} --sizes=false"), ["ls", p("flat")]),
         "list depth 3: exec ÷ find": (fly(f"/fs.ls {p('tree')} --depth 3"), ["find", p("tree"), "-maxdepth", "3"]),
+        "trivial call: exec ÷ cat of the same file": (fly(f"/fs.read {p('tiny.txt')}"), ["cat", p("tiny.txt")]),
         "trivial call: exec ÷ true": (fly(f"/fs.read {p('tiny.txt')}"), ["true"]),
     }
     figures = {name: ([], [], []) for name in pairs}
@@ -262,6 +263,30 @@ def one_shots(home):
             figures[key][1].append(fb)
             figures[key][2].append(fa / fb)
     return figures
+
+
+def idle_watch_cpu(home, seconds=10):
+    """The share of one core an idle `flycode watch --inbox` uses: its CPU time (and its
+    children's) over `seconds` of nothing arriving, after 2 s to settle."""
+    env = exec_env(home)
+    inbox = os.path.join(home, "inbox")
+    os.makedirs(inbox, exist_ok=True)
+    process = subprocess.Popen([flycode, "watch", "--inbox", inbox, "--root", corpus_root], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ticks():
+        with open(f"/proc/{process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+
+    try:
+        time.sleep(2)
+        before = ticks()
+        time.sleep(seconds)
+        used = ticks() - before
+    finally:
+        process.terminate()
+        process.wait()
+    return 100.0 * used / (seconds * os.sysconf("SC_CLK_TCK"))
 
 
 def warm(servers, work_of):
@@ -296,7 +321,12 @@ def ratio_row(a, b):
     return statistics.median(ratios)
 
 
+def load():
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main():
+    print(f"before: {load()}")
     corpus()
     names = ["flycode", "server-filesystem", "desktop-commander"]
     work_of, servers = {}, {}
@@ -314,6 +344,7 @@ def main():
         for server in servers.values():
             server.close()
     shots = one_shots(os.path.join(scratch, "home-exec"))
+    idle = idle_watch_cpu(os.path.join(scratch, "home-idle"))
     print(f"\nwarm MCP sessions, raw JSON-RPC, {runs} calls per operation and server, taking turns")
     print("(the peers' writes include an fsync of the file and of its folder, as flycode's default does)\n")
     print("| operation | flycode ms | server-filesystem ms | Desktop Commander ms | flycode ÷ server-filesystem | flycode ÷ Desktop Commander |")
@@ -334,6 +365,8 @@ def main():
     print("| --- | --- | --- | --- |")
     for name, (a, b, ratios) in shots.items():
         print(f"| {name} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | {statistics.median(ratios):.2f} |")
+    print(f"\nidle `flycode watch --inbox`: {idle:.2f}% of one core over 10 s (target: under 1%)")
+    print(f"after: {load()}")
 
 
 main()

@@ -39,3 +39,8 @@ echo "node $(node --version); $(rg --version | sed -n 1p);" \
   "server-filesystem $(node -p "require('$scratch/npm/node_modules/@modelcontextprotocol/server-filesystem/package.json').version")," \
   "Desktop Commander $(node -p "require('$scratch/npm/node_modules/@wonderwhy-er/desktop-commander/package.json').version")"
 python3 bench/side_by_side.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-30}"
+# Undo recording against the same write unrecorded, paired call by call (benches/undo.rs); the
+# filter matches none of criterion's own timings, so only the paired figures are measured.
+echo
+echo "undo recording (benches/undo.rs, paired with the same write unrecorded):"
+cargo bench --quiet --bench undo -- --noplot paired-only 2>/dev/null | grep '^undo/paired' || true

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use flycode::cli::{self, Cli, Outcome};
 
 fn main() -> ExitCode {
@@ -16,7 +15,7 @@ fn main() -> ExitCode {
     // Before anything a project or the command line says (PROTOCOL.md §11 Security, "flycode's
     // own places").
     flycode::sandbox::own_places::decide_own_places();
-    let outcome = match cli::run(Cli::parse()) {
+    let outcome = match cli::run(Cli::from_command_line()) {
         Ok(outcome) => outcome,
         Err(error) if is_broken_pipe(&error) => Outcome::Success,
         Err(error) if error.is::<flycode::cli::exec::NoCall>() => Outcome::NoCall,

@@ -250,18 +250,28 @@ fn print_result(
     if let Some(data) = &mut data {
         secrets.mask_value(data);
     }
-    let text = block.render();
     let mut stdout = std::io::stdout().lock();
     if !as_json {
+        // Written in parts: a large body goes out from where it is, not copied into the
+        // rendered block first (a 10 MB read would pay for a second 10 MB of fresh memory).
+        let parts = block.render_parts();
+        let body = parts.body.map(|body| [body, "\n"]);
+        let pieces = std::iter::once(parts.head.as_str())
+            .chain(body.into_iter().flatten())
+            .chain(std::iter::once(parts.tail.as_str()));
         // On a terminal, file contents and program output must not drive it (colours, cursor,
         // OSC 52 clipboard writes); piped, the block stays byte for byte.
-        if stdout.is_terminal() {
-            stdout.write_all(escape_for_terminal(&text).as_bytes())?;
-        } else {
-            stdout.write_all(text.as_bytes())?;
+        let terminal = stdout.is_terminal();
+        for piece in pieces {
+            if terminal {
+                stdout.write_all(escape_for_terminal(piece).as_bytes())?;
+            } else {
+                stdout.write_all(piece.as_bytes())?;
+            }
         }
         return Ok(());
     }
+    let text = block.render();
     let mut report = block.report(call.map(|c| c.tool), data);
     report["text"] = Value::String(text);
     writeln!(stdout, "{report}")?;

@@ -53,6 +53,32 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line of this process, parsed. `exec`, the command a script runs once per
+    /// call, is parsed against its own subcommand alone: building the whole tree of every
+    /// command's flags costs it half a millisecond of a start-up measured in milliseconds
+    /// (issue 41). Anything the short parse does not accept (`--help`, a mistake) is parsed
+    /// again in full, so that help and errors read as they always do.
+    pub fn from_command_line() -> Cli {
+        Cli::from_args(std::env::args_os().collect())
+    }
+
+    /// `args` (the program's name first) parsed as [`Cli::from_command_line`] does.
+    pub fn from_args(args: Vec<std::ffi::OsString>) -> Cli {
+        use clap::{Args, FromArgMatches};
+        if args.get(1).is_some_and(|command| command == "exec") {
+            let exec_only = clap::Command::new("flycode")
+                .subcommand(ExecArgs::augment_args(clap::Command::new("exec")));
+            if let Ok(matches) = exec_only.try_get_matches_from(&args)
+                && let Ok(cli) = Cli::from_arg_matches(&matches)
+            {
+                return cli;
+            }
+        }
+        Cli::parse_from(args)
+    }
+}
+
 /// The environment variables flycode reads, as `flycode --help` lists them (every one the README
 /// names).
 const ENVIRONMENT_HELP: &str = "\
@@ -776,4 +802,75 @@ pub(crate) fn approver(
     asking: approve::Asking,
 ) -> Box<dyn crate::tools::executor::Approver> {
     approve::approver(flags.yes, asking)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("flycode")
+            .chain(line.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    #[test]
+    fn the_short_parse_of_exec_gives_what_the_full_parse_gives() {
+        let lines: &[&[&str]] = &[
+            &["exec"],
+            &["exec", "--slash", "/fs.read a.txt"],
+            &[
+                "exec", "--root", "/tmp", "--root", "/srv", "--json", "reply.md",
+            ],
+            &[
+                "exec",
+                "--yes",
+                "--approve",
+                "read-only",
+                "--session",
+                "s1",
+                "-",
+            ],
+            &[
+                "exec",
+                "--dialect",
+                "tags",
+                "--tools",
+                "extended",
+                "--lenient",
+                "reply.md",
+            ],
+            &[
+                "exec",
+                "--allow-filesystem-root",
+                "--root",
+                "/",
+                "--slash",
+                "/fs.ls /",
+            ],
+        ];
+        for line in lines {
+            let full = Cli::try_parse_from(args(line)).expect("a valid exec line");
+            assert_eq!(
+                format!("{:?}", Cli::from_args(args(line))),
+                format!("{full:?}"),
+                "{line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn exec_with_a_mistake_still_gets_the_full_error() {
+        let short = clap::Command::new("flycode").subcommand(
+            <ExecArgs as clap::Args>::augment_args(clap::Command::new("exec")),
+        );
+        assert!(
+            short
+                .try_get_matches_from(args(&["exec", "--no-such-flag"]))
+                .is_err()
+        );
+        let full = Cli::try_parse_from(args(&["exec", "--no-such-flag"])).unwrap_err();
+        assert!(full.to_string().contains("--no-such-flag"), "{full}");
+    }
 }

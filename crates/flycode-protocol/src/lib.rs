@@ -40,7 +40,7 @@ pub mod whole_numbers;
 
 pub use call::{Attempt, Call, CallError};
 pub use error_code::{ErrorCode, WarningCode};
-pub use result::{DEFAULT_BODY_CAP, ResultBlock, ResultParseError};
+pub use result::{DEFAULT_BODY_CAP, RenderedParts, ResultBlock, ResultParseError};
 pub use slash::{parse_slash, parse_slash_in, render_command};
 pub use tool_name::{ToolName, ToolSet};
 pub use verdict::{Classification, ClassifyOptions, Verdict, Warning, classify_reply};

@@ -41,6 +41,19 @@ pub const NONE_ID: &str = "(none)";
 /// use it as its own id (it is `invalid_id`), so it never pairs with a model's call.
 pub const INVALID_CALL_ID: &str = "flycode-invalid-call";
 
+/// A rendered result block in parts ([`ResultBlock::render_parts`]): `head` (the opening fence,
+/// the headers and `[data]` when there is a body), the body, then a line feed and `tail` (the
+/// closing fence and its line feed).
+#[derive(Debug)]
+pub struct RenderedParts<'a> {
+    /// The opening fence and the headers.
+    pub head: String,
+    /// The body, borrowed from the block.
+    pub body: Option<&'a str>,
+    /// The closing fence and its line feed.
+    pub tail: String,
+}
+
 /// A result block, rendered or read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResultBlock {
@@ -201,6 +214,21 @@ impl ResultBlock {
 
     /// Renders the block, fence included, ending with a newline.
     pub fn render(&self) -> String {
+        let parts = self.render_parts();
+        let mut out = String::with_capacity(parts.head.len() + parts.body.map_or(0, str::len) + 16);
+        out.push_str(&parts.head);
+        if let Some(body) = parts.body {
+            out.push_str(body);
+            out.push('\n');
+        }
+        out.push_str(&parts.tail);
+        out
+    }
+
+    /// The rendered block in three parts, for a writer that sends them one after the other
+    /// rather than copying a large body into one string first ([`ResultBlock::render`] is their
+    /// concatenation, with a line feed after the body).
+    pub fn render_parts(&self) -> RenderedParts<'_> {
         let mut inner = String::new();
         let mut header = |key: &str, value: &str| {
             inner.push('[');
@@ -231,26 +259,22 @@ impl ResultBlock {
         for (key, value) in &self.fields {
             header(key, value);
         }
-        // The body is copied once, straight into the rendered block, and scanned once for
-        // backticks (a run cannot span the `[data]` line between headers and body).
+        // The body is scanned once for backticks (a run cannot span the `[data]` line between
+        // headers and body), and not copied here.
         let body = self.body.as_deref();
         let longest = longest_backtick_run(&inner).max(body.map_or(0, longest_backtick_run));
         let fence = "`".repeat(longest.max(2) + 1);
-        let mut out = String::with_capacity(
-            2 * fence.len() + RESULT_TAG.len() + inner.len() + body.map_or(0, |b| b.len() + 8) + 2,
-        );
-        out.push_str(&fence);
-        out.push_str(RESULT_TAG);
-        out.push('\n');
-        out.push_str(&inner);
-        if let Some(body) = body {
-            out.push_str("[data]\n");
-            out.push_str(body);
-            out.push('\n');
+        let mut head = String::with_capacity(fence.len() + RESULT_TAG.len() + inner.len() + 10);
+        head.push_str(&fence);
+        head.push_str(RESULT_TAG);
+        head.push('\n');
+        head.push_str(&inner);
+        if body.is_some() {
+            head.push_str("[data]\n");
         }
-        out.push_str(&fence);
-        out.push('\n');
-        out
+        let mut tail = fence;
+        tail.push('\n');
+        RenderedParts { head, body, tail }
     }
 
     /// Reads the content of a `flycode-result` block (the text between its fences).

@@ -231,13 +231,16 @@ impl ListingWalk<'_> {
         level: Option<Arc<Level>>,
         depth: u32,
     ) {
+        // The files of this directory whose sizes are still to be read, by their index in
+        // `self.entries`: read together at the end, in parallel when there are many.
+        let mut unsized_files = Vec::new();
         for entry in entries {
             if self.stop.is_some() {
-                return;
+                break;
             }
             if self.visited >= self.max_visited {
                 self.stop = Some(Stop::Visited);
-                return;
+                break;
             }
             self.visited += 1;
             let Some(kind) = entry.kind else {
@@ -252,17 +255,22 @@ impl ListingWalk<'_> {
             if self.matcher.is_none_or(|m| matches_name(m, &relative)) {
                 if self.entries.len() >= self.max_entries {
                     self.stop = Some(Stop::Entries);
-                    return;
+                    break;
+                }
+                if self.sizes && kind == walk::EntryKind::File {
+                    unsized_files.push(self.entries.len());
                 }
                 self.entries.push(ListedEntry {
                     relative: relative.clone(),
-                    kind: kind_of(dir, &entry.name, kind, self.sizes),
+                    // A file's size is read below, with its siblings'.
+                    kind: kind_of(dir, &entry.name, kind, false),
                 });
             }
             if is_dir && depth > 1 && !self.skip.contains(&relative) {
                 self.descend(dir, &entry.name, &relative, level.clone(), depth - 1);
             }
         }
+        read_sizes(dir, &mut self.entries, &unsized_files);
     }
 
     /// Lists the subdirectory `name` of `dir` (opened through `dir`'s handle, never through a
@@ -330,6 +338,49 @@ fn kind_of(dir: &Dir, name: &OsStr, kind: walk::EntryKind, sizes: bool) -> Liste
                 .symlink_metadata(name)
                 .map_or("other", |m| other_kind(&m.file_type())),
         },
+    }
+}
+
+/// Fewer files than this are stat'ed on the listing's own thread: a thread costs more than the
+/// `statx` calls it would share.
+const PARALLEL_SIZES_FROM: usize = 512;
+
+/// Reads the sizes of the files at `indices` of `entries`, all in `dir`: one `statx` each (the
+/// directory listing holds no sizes), spread over the machine's cores when there are many, since
+/// on a large flat folder these calls are most of the listing's time (issue 41).
+fn read_sizes(dir: &Dir, entries: &mut [ListedEntry], indices: &[usize]) {
+    let size_of = |index: &usize| {
+        let name = entries[*index].relative.file_name().unwrap_or_default();
+        dir.symlink_metadata(name).map(|m| m.len()).unwrap_or(0)
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8)
+        .min(indices.len() / PARALLEL_SIZES_FROM)
+        .max(1);
+    let sizes: Vec<u64> = if threads == 1 {
+        indices.iter().map(size_of).collect()
+    } else {
+        let chunk = indices.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = indices
+                .chunks(chunk)
+                .map(|part| scope.spawn(|| part.iter().map(size_of).collect::<Vec<u64>>()))
+                .collect();
+            workers
+                .into_iter()
+                .zip(indices.chunks(chunk))
+                // A thread that could not finish leaves its files to this one.
+                .flat_map(|(worker, part)| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| part.iter().map(size_of).collect())
+                })
+                .collect()
+        })
+    };
+    for (index, size) in indices.iter().zip(sizes) {
+        entries[*index].kind = ListedKind::File { size: Some(size) };
     }
 }
 
@@ -526,6 +577,27 @@ mod tests {
             sandbox,
             &crate::tools::parse_args("fs.ls", args.as_object().unwrap())?,
         )
+    }
+
+    #[test]
+    fn a_large_folder_shows_every_file_with_its_own_size() {
+        // Enough files that their sizes are read on several threads.
+        let (_temp, root, sandbox) = tree();
+        let many = root.join("many");
+        std::fs::create_dir(&many).unwrap();
+        let count = 3 * PARALLEL_SIZES_FROM + 7;
+        for i in 0..count {
+            std::fs::write(many.join(format!("f{i:05}")), "x".repeat(i % 97)).unwrap();
+        }
+        let out = ls(&sandbox, json!({"path": many.display().to_string()})).unwrap();
+        let entries = out.data["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), count);
+        for (i, entry) in entries.iter().enumerate() {
+            assert_eq!(entry["path"], format!("f{i:05}"));
+            assert_eq!(entry["size"], i % 97, "{entry}");
+        }
+        let body = out.body.unwrap();
+        assert!(body.contains("\nf00096  96\n"), "{}", &body[..200]);
     }
 
     #[test]
