@@ -163,8 +163,12 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
     /// Watch this folder for reply files (*.md, *.txt) and write NAME.result.md beside each.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "browser")]
     pub inbox: Option<PathBuf>,
+    /// Answer the flycode browser extension's replies from chat pages, on 127.0.0.1 at PORT
+    /// (default 4681; 0 picks a free port); prints the link that pairs the extension.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "4681")]
+    pub browser: Option<u16>,
     /// Roots, approval and reading flags.
     #[command(flatten)]
     pub run: RunFlags,

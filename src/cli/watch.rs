@@ -27,6 +27,7 @@ use crate::watch::{Answer, Handled, Handler, Notice, ReplayStore};
 enum ReplySource {
     Clipboard(SystemClipboard),
     Inbox(PathBuf),
+    Browser(crate::watch::browser::BrowserSource),
 }
 
 /// Runs `flycode watch`.
@@ -44,8 +45,9 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
-    let (mut source, no_display) = choose_source(args, &state)?;
-    // Held until this watcher ends (PROTOCOL.md §12 (Watching), "One watcher per source").
+    let (mut source, no_display) = choose_source(args, &state, config.max_reply_bytes)?;
+    // Held until this watcher ends (PROTOCOL.md §12 (Watching), "One watcher per source"); the
+    // browser's port is held by its listening socket.
     let _owner = take_source(&source, &state)?;
     let (memory, replay) = load_session(args, &state)?;
     let terminal = WatchTerminal::new();
@@ -93,6 +95,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
         &shutdown,
         no_display.as_deref(),
         &terminal,
+        &state,
     )?;
     drop(handler);
     if let Some(jobs) = session.jobs() {
@@ -125,7 +128,15 @@ fn watch_limits(
 
 /// The clipboard, or a folder: `--inbox`, else the inbox in the state directory when there is
 /// no clipboard, with the line saying why (printed once the folder is watched).
-fn choose_source(args: &WatchArgs, state: &Path) -> anyhow::Result<(ReplySource, Option<String>)> {
+fn choose_source(
+    args: &WatchArgs,
+    state: &Path,
+    max_reply_bytes: usize,
+) -> anyhow::Result<(ReplySource, Option<String>)> {
+    if let Some(port) = args.browser {
+        let source = crate::watch::browser::BrowserSource::start(port, state, max_reply_bytes)?;
+        return Ok((ReplySource::Browser(source), None));
+    }
     if let Some(dir) = &args.inbox {
         return Ok((ReplySource::Inbox(dir.clone()), None));
     }
@@ -150,14 +161,15 @@ fn choose_source(args: &WatchArgs, state: &Path) -> anyhow::Result<(ReplySource,
 fn take_source(
     source: &ReplySource,
     state: &Path,
-) -> anyhow::Result<crate::watch::owner::SourceOwner> {
+) -> anyhow::Result<Option<crate::watch::owner::SourceOwner>> {
     use crate::watch::owner::{WatchedSource, take};
     let display = crate::watch::clipboard::display().unwrap_or_default();
     let watched = match source {
         ReplySource::Clipboard(_) => WatchedSource::Clipboard(&display),
         ReplySource::Inbox(dir) => WatchedSource::Inbox(dir),
+        ReplySource::Browser(_) => return Ok(None),
     };
-    Ok(take(state, &watched)?)
+    Ok(Some(take(state, &watched)?))
 }
 
 /// The session's approvals and its replay store; a store or session flycode did not seal is
@@ -185,9 +197,21 @@ fn watch_source(
     shutdown: &AtomicBool,
     no_display: Option<&str>,
     terminal: &WatchTerminal,
+    state: &Path,
 ) -> anyhow::Result<Option<String>> {
     let interval = Duration::from_millis(args.interval_ms.max(10));
     match source {
+        ReplySource::Browser(browser) => {
+            eprintln!(
+                "flycode: answering the flycode browser extension on http://{}. To pair it, open {} in that browser (the link works once, for 10 minutes). Ctrl-C stops.",
+                browser.address(),
+                browser.pairing_link()
+            );
+            browser.run(handler, shutdown, state, &mut |label, handled| {
+                terminal.report(Some(label), handled);
+            });
+            Ok(None)
+        }
         ReplySource::Inbox(inbox) => {
             let options = InboxOptions {
                 dir: inbox.clone(),

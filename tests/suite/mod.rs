@@ -65,4 +65,5 @@ mod undo;
 mod undo_doors;
 mod validate_formats;
 mod validate_subagents;
+mod watch_browser;
 mod watch_sessions;

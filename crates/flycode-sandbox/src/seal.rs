@@ -240,14 +240,21 @@ pub fn replace_private_key_file(dir: &Path, name: &str) -> Result<[u8; KEY_BYTES
     Ok(bytes)
 }
 
+/// `N` bytes from the operating system's random source (`/dev/urandom`): keys, secrets, one-time
+/// codes.
+pub fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut bytes))?;
+    Ok(bytes)
+}
+
 /// A new key file beside `dir/name`, written and flushed but not yet in place, and its bytes.
 fn new_key_file(
     dir: &Path,
     name: &str,
 ) -> std::io::Result<(tempfile::NamedTempFile, [u8; KEY_BYTES])> {
     std::fs::create_dir_all(dir)?;
-    let mut bytes = [0u8; KEY_BYTES];
-    std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut bytes))?;
+    let bytes = random_bytes::<KEY_BYTES>()?;
     // tempfile makes the file exclusively (O_EXCL), mode 0600, under a random name.
     let mut temp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
