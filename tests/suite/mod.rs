@@ -4,6 +4,7 @@ mod agent_client;
 mod agent_prompt;
 mod api_server;
 mod architecture;
+mod browser_companion;
 mod child_summaries;
 mod cli_approval;
 mod cli_check;
