@@ -38,8 +38,8 @@ async function badge() {
   let text = "off";
   let color = "#888";
   try {
-    const { status } = await call("/v1/status");
-    if (status === 200) {
+    const { status: code } = await status();
+    if (code === 200) {
       text = "";
       color = "#2a7";
     } else {
@@ -54,12 +54,24 @@ async function badge() {
   return text;
 }
 
-function siteSettings(sites, site) {
+// A site's choices: the person's own for this site (the menu), else flycode's `[browser]`
+// settings as the last status reported them, else insert and do not send.
+async function siteSettings(site) {
+  const { sites } = await stored();
+  const { defaults = {} } = await chrome.storage.local.get("defaults");
   const own = sites[site] || {};
-  return {
-    autoInsert: own.autoInsert !== false,
-    autoSubmit: own.autoSubmit === true,
-  };
+  const pick = (name, fallback) =>
+    typeof own[name] === "boolean" ? own[name] : typeof defaults[name] === "boolean" ? defaults[name] : fallback;
+  return { autoInsert: pick("autoInsert", true), autoSubmit: pick("autoSubmit", false) };
+}
+
+// The status, with flycode's settings kept as the sites' defaults.
+async function status() {
+  const answer = await call("/v1/status");
+  if (answer.status === 200 && answer.value.settings) {
+    await chrome.storage.local.set({ defaults: answer.value.settings });
+  }
+  return answer;
 }
 
 async function handle(message, sender) {
@@ -89,15 +101,24 @@ async function handle(message, sender) {
       }
       return value;
     }
-    case "settings": {
-      const { sites } = await stored();
-      return siteSettings(sites, message.site);
-    }
+    case "settings":
+      try {
+        await status();
+      } catch {
+        // flycode is not running: the last settings it reported stand.
+      }
+      return siteSettings(message.site);
     case "set": {
       const { sites } = await stored();
-      sites[message.site] = Object.assign(siteSettings(sites, message.site), message.values);
+      sites[message.site] = Object.assign(sites[message.site] || {}, message.values);
       await chrome.storage.local.set({ sites });
-      return siteSettings(sites, message.site);
+      return siteSettings(message.site);
+    }
+    case "state": {
+      // Whether a question about this conversation's call waits at flycode's terminal.
+      const { status: code, value } = await status();
+      const asking = code === 200 && value.asking;
+      return { asking: Boolean(asking && asking.site === message.site && asking.conversation === String(message.conversation)) };
     }
     case "status":
       return { badge: await badge(), ...(await stored()), token: undefined };

@@ -152,27 +152,36 @@ pub(crate) struct PausingApprover<'a> {
     pub inner: &'a dyn Approver,
     /// The spinner to pause.
     pub spinner: Spinner,
+    /// Raised while a question waits for the person (the browser companion's cards show it).
+    pub asking: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl PausingApprover<'_> {
+    fn waiting<T>(&self, ask: impl FnOnce() -> T) -> T {
+        use std::sync::atomic::Ordering;
+        self.spinner.pause(true);
+        if let Some(asking) = &self.asking {
+            asking.store(true, Ordering::SeqCst);
+        }
+        let answer = ask();
+        if let Some(asking) = &self.asking {
+            asking.store(false, Ordering::SeqCst);
+        }
+        self.spinner.pause(false);
+        answer
+    }
 }
 
 impl Approver for PausingApprover<'_> {
     fn approve(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve(shown, reason);
-        self.spinner.pause(false);
-        answer
+        self.waiting(|| self.inner.approve(shown, reason))
     }
 
     fn approve_in_person(&self, shown: &str, reason: &str) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.approve_in_person(shown, reason);
-        self.spinner.pause(false);
-        answer
+        self.waiting(|| self.inner.approve_in_person(shown, reason))
     }
 
     fn ask(&self, question: &Question) -> Approval {
-        self.spinner.pause(true);
-        let answer = self.inner.ask(question);
-        self.spinner.pause(false);
-        answer
+        self.waiting(|| self.inner.ask(question))
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Outcome> {
     let pausing = PausingApprover {
         inner: terminal_approver.as_ref(),
         spinner: spinner.clone(),
+        asking: None,
     };
     let mut observer: Box<dyn RunObserver> = if args.json {
         Box::new(JsonLines)

@@ -45,7 +45,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     hand_off_secrets(loaded.as_ref().ok())?;
     let (config, sandbox) = open_sandbox(&args.run, loaded)?;
     let state = state_dir().context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
-    let (mut source, no_display) = choose_source(args, &state, config.max_reply_bytes)?;
+    let (mut source, no_display) = choose_source(args, &state, &config)?;
     // Held until this watcher ends (PROTOCOL.md §12 (Watching), "One watcher per source"); the
     // browser's port is held by its listening socket.
     let _owner = take_source(&source, &state)?;
@@ -56,6 +56,11 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     let approver: Box<dyn Approver + '_> = Box::new(PausingApprover {
         inner: asking.as_ref(),
         spinner: terminal.spinner.clone(),
+        // The browser companion's cards say "waiting for approval" meanwhile.
+        asking: match &source {
+            ReplySource::Browser(browser) => Some(browser.asking()),
+            _ => None,
+        },
     });
     let policy_key = policy_key(
         sandbox.roots(),
@@ -131,10 +136,15 @@ fn watch_limits(
 fn choose_source(
     args: &WatchArgs,
     state: &Path,
-    max_reply_bytes: usize,
+    config: &crate::config::Config,
 ) -> anyhow::Result<(ReplySource, Option<String>)> {
     if let Some(port) = args.browser {
-        let source = crate::watch::browser::BrowserSource::start(port, state, max_reply_bytes)?;
+        let source = crate::watch::browser::BrowserSource::start(
+            port,
+            state,
+            config.max_reply_bytes,
+            (config.browser_auto_insert, config.browser_auto_submit),
+        )?;
         return Ok((ReplySource::Browser(source), None));
     }
     if let Some(dir) = &args.inbox {

@@ -194,8 +194,9 @@ async function main() {
       const before = questions();
       await page.evaluate((parts) => window.fake.reply(parts, 300), [call("a1", "shell.exec", { command: `echo asked > '${asked}'` })]);
       const shown = await until("question", () => questions() > before, 15000);
-      const waiting = await page.$eval("[data-flycode-card]", (el) => el.getAttribute("data-flycode-state")).catch(() => "");
-      check("an asked call is asked at flycode's terminal and waits", Boolean(shown) && waiting === "running" && !fs.existsSync(asked), `${waiting} ${flycode.stderr().slice(-300)}`);
+      const waiting = await until("card", () => page.$eval("[data-flycode-card]", (el) => el.getAttribute("data-flycode-state")).then((state) => state === "waiting for approval" && state).catch(() => null), 5000);
+      check("an asked call is asked at flycode's terminal, waits, and its card says so", Boolean(shown) && Boolean(waiting) && !fs.existsSync(asked), `${waiting} ${flycode.stderr().slice(-300)}`);
+      if (shots) await page.screenshot({ path: path.join(shots, "waiting-for-approval.png") });
       flycode.type("y\r");
       const yes = await until("answered", () => page.evaluate(() => window.fake.composerText()).then((t) => t.includes("[id] a1") && t));
       check("answered yes at the terminal, it runs and its result lands in the box", Boolean(yes) && yes.includes("[ok] true") && fs.existsSync(asked), yes || "");

@@ -30,6 +30,10 @@ impl Drop for Companion {
 }
 
 fn start() -> Companion {
+    start_with(&[])
+}
+
+fn start_with(extra: &[&str]) -> Companion {
     let temp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(temp.path()).unwrap();
     let root = base.join("root");
@@ -38,6 +42,7 @@ fn start() -> Companion {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
         .args(["watch", "--browser", "0", "--root"])
         .arg(&root)
+        .args(extra)
         .env("FLYCODE_STATE_DIR", base.join("state"))
         .env("XDG_CONFIG_HOME", base.join("config"))
         .env_remove("DISPLAY")
@@ -191,10 +196,14 @@ fn pairing_takes_the_printed_code_once_and_gives_a_token_that_opens_the_api() {
         &request("GET", "/v1/status", &[("Authorization", &bearer)], None),
     );
     assert_eq!(status, 200, "{body}");
+    let status_json = serde_json::from_str::<Value>(&body).unwrap();
+    assert_eq!(status_json["paired"], true);
+    // The person's [browser] settings, and no question waiting.
     assert_eq!(
-        serde_json::from_str::<Value>(&body).unwrap()["paired"],
-        true
+        status_json["settings"],
+        json!({"autoInsert": true, "autoSubmit": false})
     );
+    assert_eq!(status_json["asking"], Value::Null);
     let wrong = format!("Bearer {}", "f".repeat(64));
     let (status, _) = exchange(
         companion.address,
@@ -342,4 +351,91 @@ fn a_reply_runs_once_per_conversation_and_its_answer_is_the_result_block() {
     let stderr = companion.stderr.lock().unwrap().clone();
     assert!(stderr.contains("(chatgpt.com · chat-1)"), "{stderr}");
     assert!(stderr.contains("(chatgpt.com · chat-2)"), "{stderr}");
+}
+
+#[test]
+fn the_persons_browser_settings_are_reported_and_a_project_cannot_turn_on_auto_submit() {
+    let temp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(temp.path()).unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    // The project asks for auto-submit; only the person's own file may.
+    std::fs::write(root.join("flycode.toml"), "[browser]\nauto_submit = true\n").unwrap();
+    std::fs::create_dir_all(base.join("config/flycode")).unwrap();
+    std::fs::write(
+        base.join("config/flycode/flycode.toml"),
+        "[browser]\nauto_insert = false\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["watch", "--browser", "0", "--root"])
+        .arg(&root)
+        .env("FLYCODE_STATE_DIR", base.join("state"))
+        .env("XDG_CONFIG_HOME", base.join("config"))
+        .env_remove("DISPLAY")
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let link = loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("flycode watch --browser ended: {said}");
+        }
+        said.push_str(&line);
+        if let Some(word) = line.split_whitespace().find(|w| w.contains("/pair#")) {
+            break word.to_owned();
+        }
+    };
+    let (base_url, code) = link.split_once("/pair#").unwrap();
+    let address: SocketAddr = base_url.trim_start_matches("http://").parse().unwrap();
+    let (_, body) = exchange(
+        address,
+        &request("POST", "/v1/pair", &[], Some(&json!({"code": code}))),
+    );
+    let token = serde_json::from_str::<Value>(&body).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bearer = format!("Bearer {token}");
+    let (status, body) = exchange(
+        address,
+        &request("GET", "/v1/status", &[("Authorization", &bearer)], None),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["settings"],
+        json!({"autoInsert": false, "autoSubmit": false}),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_tag_dialect_reply_from_the_page_runs_once_per_conversation_too() {
+    let companion = start_with(&["--dialect", "tags", "--yes"]);
+    let token = pair(&companion);
+    let reply_text = "Appending.\n<bash_call> echo ran >> log.txt </bash_call>\n";
+    let first = reply(&companion, &token, "tags-1", reply_text);
+    assert_eq!(first["handled"], "answered", "{first}");
+    assert!(
+        first["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("<bash_call_result exit_code=0"),
+        "{first}"
+    );
+    let again = reply(&companion, &token, "tags-1", reply_text);
+    assert_eq!(again["handled"], "answered", "{again}");
+    assert_eq!(
+        std::fs::read_to_string(companion.root.join("log.txt")).unwrap(),
+        "ran\n",
+        "the same reply again runs nothing: {again}"
+    );
 }

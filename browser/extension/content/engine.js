@@ -102,12 +102,26 @@
     el.setAttribute("data-flycode-state", state);
     // Text only: a result's line is shown, never interpreted.
     el.textContent = "flycode · " + state + (line ? " · " + line : "");
-    const colors = { running: "#888", ok: "#2a7", error: "#c33", ignored: "#888", offline: "#c80" };
+    const colors = { running: "#888", "waiting for approval": "#c80", ok: "#2a7", error: "#c33", ignored: "#888", offline: "#c80" };
     el.style.color = colors[state] || "#888";
   }
 
   async function send(reply, blocks, text) {
     for (const block of blocks) card(block, "running", "");
+    // While the answer is awaited, whether flycode is asking the person about it.
+    let answered = false;
+    const watchQuestion = async () => {
+      while (!answered) {
+        await new Promise((r) => setTimeout(r, 400));
+        if (answered) return;
+        const state = await chrome.runtime.sendMessage({ type: "state", site: location.hostname, conversation }).catch(() => null);
+        if (answered) return;
+        for (const block of blocks) {
+          card(block, state && state.asking ? "waiting for approval" : "running", state && state.asking ? "answer at flycode's terminal" : "");
+        }
+      }
+    };
+    watchQuestion();
     let answer;
     try {
       answer = await chrome.runtime.sendMessage({
@@ -119,6 +133,7 @@
     } catch (error) {
       answer = { error: String(error) };
     }
+    answered = true;
     if (!answer || answer.error) {
       for (const block of blocks) card(block, "offline", (answer && answer.error) || "flycode is not reachable");
       return;

@@ -95,6 +95,10 @@
 //! allow_changes_over_http = false    # flycode mcp --http clients may change files and run
 //!                                    # programs (PROTOCOL.md §14, "Over HTTP"); your own file only
 //!
+//! [browser]                          # the browser companion (PROTOCOL.md §12)
+//! auto_insert = true                 # put each result into the chat's message box
+//! auto_submit = false                # and send it; your own file only
+//!
 //! [agent.subagent.explore]           # a sub-agent type's role (general|explore|summary|plan)
 //! role_file = "prompts/explore.md"   # or role = "..."; an empty role is an error
 //! ```
@@ -174,6 +178,16 @@ struct FileConfig {
     jobs: Option<JobsConfig>,
     undo: Option<UndoConfig>,
     mcp: Option<McpConfig>,
+    browser: Option<BrowserConfig>,
+}
+
+/// The `[browser]` table: what the browser companion does with a result (PROTOCOL.md §12, "The
+/// browser extension").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrowserConfig {
+    auto_insert: Option<bool>,
+    auto_submit: Option<bool>,
 }
 
 /// The `[mcp]` table: what `flycode mcp` allows its clients.
@@ -420,6 +434,12 @@ pub struct Config {
     /// run programs (policy permitting) as if started with `--allow-changes`; a setting only the
     /// person's own file makes (PROTOCOL.md §14, "Over HTTP").
     pub mcp_http_allows_changes: bool,
+    /// `[browser] auto_insert`: the browser companion puts each result into the chat's message
+    /// box (the extension's menu may change it for a site).
+    pub browser_auto_insert: bool,
+    /// `[browser] auto_submit`: the browser companion also sends it; a setting only the person's
+    /// own file makes (PROTOCOL.md §12, "The browser extension").
+    pub browser_auto_submit: bool,
     /// The `[agent]` table, its paths made absolute.
     pub agent: AgentConfig,
     /// The files read and what each key's value comes from, including the settings of an
@@ -577,6 +597,16 @@ impl Config {
             mcp_http_allows_changes: file
                 .mcp
                 .and_then(|mcp| mcp.allow_changes_over_http)
+                .unwrap_or(false),
+            browser_auto_insert: file
+                .browser
+                .as_ref()
+                .and_then(|browser| browser.auto_insert)
+                .unwrap_or(true),
+            browser_auto_submit: file
+                .browser
+                .as_ref()
+                .and_then(|browser| browser.auto_submit)
                 .unwrap_or(false),
             agent,
             layers,

@@ -45,20 +45,56 @@ pub(crate) struct BrowserReply {
     pub respond: tokio::sync::oneshot::Sender<Value>,
 }
 
+/// What the extension learns from `GET /v1/status` besides the pairing: the person's
+/// `[browser]` settings and the question that waits, if one does.
+pub(crate) struct CompanionState {
+    /// `[browser] auto_insert`.
+    pub auto_insert: bool,
+    /// `[browser] auto_submit`.
+    pub auto_submit: bool,
+    /// Raised while an approval question waits for the person at flycode's terminal.
+    pub asking: Arc<AtomicBool>,
+    /// The site and conversation of the reply being answered.
+    pub handling: Mutex<Option<(String, String)>>,
+}
+
+impl CompanionState {
+    /// The status's `settings` and `asking` members.
+    pub(crate) fn status(&self) -> Value {
+        let handling = self
+            .handling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let asking = match handling {
+            Some((site, conversation)) if self.asking.load(Ordering::SeqCst) => {
+                json!({"site": site, "conversation": conversation})
+            }
+            _ => Value::Null,
+        };
+        json!({
+            "settings": {"autoInsert": self.auto_insert, "autoSubmit": self.auto_submit},
+            "asking": asking,
+        })
+    }
+}
+
 /// The browser source: the server running on its own thread, and the replies it hands over.
 pub(crate) struct BrowserSource {
     replies: mpsc::Receiver<BrowserReply>,
     address: SocketAddr,
     pairing_code: String,
+    state: Arc<CompanionState>,
 }
 
 impl BrowserSource {
     /// Starts the server on loopback at `port` (0: any free port), with the token kept in
-    /// `state`, and the largest reply `max_reply_bytes`.
+    /// `state`, the largest reply `max_reply_bytes`, and the person's `[browser]` settings.
     pub(crate) fn start(
         port: u16,
         state: &Path,
         max_reply_bytes: usize,
+        (auto_insert, auto_submit): (bool, bool),
     ) -> anyhow::Result<BrowserSource> {
         let token = hex::encode(
             crate::sandbox::seal::private_key_file(state, TOKEN_FILE)
@@ -73,7 +109,14 @@ impl BrowserSource {
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let (replies_in, replies) = mpsc::channel();
+        let companion = Arc::new(CompanionState {
+            auto_insert,
+            auto_submit,
+            asking: Arc::new(AtomicBool::new(false)),
+            handling: Mutex::new(None),
+        });
         let shared = Arc::new(server::CompanionServer {
+            state: Arc::clone(&companion),
             token,
             pairing: Mutex::new(Some((pairing_code.clone(), Instant::now()))),
             replies: replies_in,
@@ -98,7 +141,13 @@ impl BrowserSource {
             replies,
             address,
             pairing_code,
+            state: companion,
         })
+    }
+
+    /// The flag the watch's approver raises while a question waits.
+    pub(crate) fn asking(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.state.asking)
     }
 
     /// The address the server listens on.
@@ -147,7 +196,9 @@ impl BrowserSource {
             });
             std::mem::swap(&mut handler.replay, &mut conversation.replay);
             std::mem::swap(&mut handler.failed_last, &mut conversation.failed_last);
+            self.handling(Some((reply.site.clone(), reply.conversation.clone())));
             let handled = handler.handle(&reply.text);
+            self.handling(None);
             std::mem::swap(&mut handler.replay, &mut conversation.replay);
             std::mem::swap(&mut handler.failed_last, &mut conversation.failed_last);
             let _ = reply.respond.send(answer_json(&handled));
@@ -155,6 +206,16 @@ impl BrowserSource {
                 report(&source_label(&reply.site, &reply.conversation), &handled);
             }
         }
+    }
+}
+
+impl BrowserSource {
+    fn handling(&self, now: Option<(String, String)>) {
+        *self
+            .state
+            .handling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = now;
     }
 }
 

@@ -25,6 +25,8 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the server shares with every request.
 pub(crate) struct CompanionServer {
+    /// The settings and the waiting question `GET /v1/status` reports.
+    pub state: Arc<super::CompanionState>,
     /// The token a paired extension presents.
     pub token: String,
     /// The one-time pairing code, until it is used or expires.
@@ -86,10 +88,10 @@ async fn answer(shared: &CompanionServer, request: http::Request<Incoming>) -> R
             if !access::has_token(request.headers(), &shared.token) {
                 return refused(&access::UNPAIRED);
             }
-            json_response(
-                http::StatusCode::OK,
-                &json!({"flycode": env!("CARGO_PKG_VERSION"), "paired": true}),
-            )
+            let mut status = shared.state.status();
+            status["flycode"] = json!(env!("CARGO_PKG_VERSION"));
+            status["paired"] = json!(true);
+            json_response(http::StatusCode::OK, &status)
         }
         (http::Method::POST, "/v1/replies") => {
             if !access::has_token(request.headers(), &shared.token) {

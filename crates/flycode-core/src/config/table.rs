@@ -253,6 +253,22 @@ pub const SETTINGS: &[Setting] = &[
             "would let clients of flycode mcp --http change files and run programs; only your own flycode.toml may",
         ),
     ),
+    // What the browser companion does with a result; sending it by itself lets the model's
+    // calls follow one another with nobody pressing send, the person's decision alone.
+    setting(
+        &["browser", "auto_insert"],
+        DefaultValue::Bool(true),
+        None,
+        Safety::Neutral,
+    ),
+    setting(
+        &["browser", "auto_submit"],
+        DefaultValue::Bool(false),
+        None,
+        Safety::PersonOnly(
+            "would send each result into the chat by itself, so the model's calls follow one another with nobody pressing send; only your own flycode.toml may",
+        ),
+    ),
     // The endpoint first: the order is also "did you mean"'s, most common first.
     setting(
         &["agent", "provider"],
