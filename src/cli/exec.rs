@@ -94,6 +94,12 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let session = DoorSession::open(Door::Exec, &config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = session.executor(&sandbox, approver.as_ref());
+    // Without --json only the result block is printed: no tool need copy its body into data.
+    let executor = if args.json {
+        executor
+    } else {
+        executor.text_only()
+    };
     let succeeded = match work {
         Work::Call(call, warning) => run_call(args, &executor, &call, warning, &config)?,
         Work::Tags(tags) => super::exec_tags::answer(args, &executor, &tags, &config)?,

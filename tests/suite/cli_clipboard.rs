@@ -49,22 +49,35 @@ fn display(number: u32) -> Option<Display> {
         });
         return None;
     }
-    let name = format!(":{}", 40 + number + std::process::id() % 200 * 3);
-    let server = Command::new("Xvfb")
-        .args([name.as_str(), "-nolisten", "tcp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let display = Display { server, name };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if copy(&display, "ready").is_ok() && paste(&display) == "ready" {
-            return Some(display);
+    // A display number taken already (another test run's, or a lock file a killed run left
+    // naming a pid that now belongs to another process) makes Xvfb exit at once: the next
+    // number is tried.
+    let first = 40 + number + std::process::id() % 200 * 3;
+    for name in (0..5).map(|attempt| format!(":{}", first + attempt * 601)) {
+        let server = Command::new("Xvfb")
+            .args([name.as_str(), "-nolisten", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut display = Display { server, name };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            // Ours exited: the display is another's, never to be used.
+            if display
+                .server
+                .try_wait()
+                .is_ok_and(|status| status.is_some())
+            {
+                break;
+            }
+            if copy(&display, "ready").is_ok() && paste(&display) == "ready" {
+                return Some(display);
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("Xvfb {} did not start", display.name);
+    panic!("Xvfb did not start on any of five displays from :{first}");
 }
 
 fn copy(display: &Display, text: &str) -> std::io::Result<()> {

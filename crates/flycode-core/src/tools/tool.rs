@@ -200,6 +200,9 @@ pub struct ToolContext<'a> {
     pub condenser: Option<&'a dyn super::memory::condenser::Condenser>,
     /// The session's background jobs (`watch`, `run`, `mcp`; none in `exec`).
     pub jobs: Option<&'a super::jobs::JobTable>,
+    /// The door reads only the result block: the structured data may leave out what the body
+    /// holds ([`crate::tools::executor::Executor::text_only`]).
+    pub text_only: bool,
 }
 
 /// A tool, as its file implements it, with typed arguments.

@@ -112,6 +112,7 @@ impl DoorSession {
             recorder: Some(self.undo.clone()),
             hints: Shelf::Shared(&self.hints),
             condenser: None,
+            text_only: false,
         }
     }
 

@@ -132,6 +132,9 @@ pub struct Executor<'a> {
     hints: Shelf<'a>,
     /// Condenses what `memory.query` finds (`flycode run`'s light model).
     condenser: Option<&'a dyn super::memory::Condenser>,
+    /// The door reads only the result block, never the structured data: a tool may leave out
+    /// what the block already holds (a read's content), rather than copy it.
+    text_only: bool,
 }
 
 /// An executor's hint shelf: its own, or one the door keeps.
@@ -229,6 +232,7 @@ impl<'a> Executor<'a> {
                 door: Door::default(),
                 hints: Shelf::Own(super::hint::HintShelf::default()),
                 condenser: None,
+                text_only: false,
                 recorder: None,
                 jobs: None,
             },
@@ -322,6 +326,7 @@ impl<'a> Executor<'a> {
             condenser: self.condenser,
             recorder: self.recorder.clone(),
             jobs: self.jobs,
+            text_only: self.text_only,
         }
     }
 
@@ -355,6 +360,14 @@ impl<'a> Executor<'a> {
             notebook: Some(notebook),
             ..self.narrowed(restriction)
         }
+    }
+
+    /// An executor for a door that reads only the result block (`flycode exec` without
+    /// `--json`): tools may leave out of the structured data what the block holds, so that a
+    /// 10 MB read is not copied once more for data nobody reads.
+    pub fn text_only(mut self) -> Self {
+        self.text_only = true;
+        self
     }
 
     /// From now on runs only those of the tools `restriction` names that it ran before (a
@@ -432,6 +445,7 @@ impl<'a> Executor<'a> {
                         hints: self.hints.get(),
                         condenser: self.condenser,
                         jobs: self.jobs,
+                        text_only: self.text_only,
                     })
                 };
                 let (result, change) = match self.check_stale(invocation) {

@@ -100,6 +100,19 @@ fn run_with(
     plan: &ReadPlan,
     secrets: &Secrets,
 ) -> Result<ToolOutput, ToolError> {
+    run_shown(sandbox, args, plan, secrets, false)
+}
+
+/// [`run`], the data's `content` left null where the door reads only the result block
+/// (`text_only`): the body is the content, and a second copy of a large read costs as much as
+/// reading it.
+fn run_shown(
+    sandbox: &Sandbox,
+    args: &ReadArgs,
+    plan: &ReadPlan,
+    secrets: &Secrets,
+    text_only: bool,
+) -> Result<ToolOutput, ToolError> {
     let selection = selection(args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
     let failed = |error| read_error(&args.path, error);
@@ -123,7 +136,7 @@ fn run_with(
     {
         shown.total = Some(lines);
     }
-    Ok(output(args, selection, content, &shown, meta))
+    Ok(output(args, selection, content, &shown, meta, text_only))
 }
 
 /// The selected part of the open file of `size` bytes, masked and encoded, what it shows, and
@@ -177,6 +190,7 @@ fn output(
     content: String,
     shown: &Shown,
     meta: Option<Value>,
+    text_only: bool,
 ) -> ToolOutput {
     let unit = if args.encoding == Encoding::Utf8 {
         "chars"
@@ -184,8 +198,12 @@ fn output(
         "bytes"
     };
     let mut fields = Vec::new();
-    let mut data =
-        json!({"path": args.path, "encoding": encoding_name(args.encoding), "content": content});
+    let mut data = json!({"path": args.path, "encoding": encoding_name(args.encoding)});
+    data["content"] = if text_only {
+        Value::Null
+    } else {
+        Value::String(content.clone())
+    };
     if selection != Selection::Whole {
         let label = if matches!(selection, Selection::Lines(..)) {
             "lines"
@@ -449,10 +467,11 @@ impl Tool for FsRead {
     }
 
     fn summary(&self, output: &ToolOutput) -> String {
+        // The body is the content (the data's copy is left out for a text-only door).
         let content = output
-            .data
-            .get("content")
-            .and_then(Value::as_str)
+            .body
+            .as_deref()
+            .or_else(|| output.data.get("content").and_then(Value::as_str))
             .unwrap_or_default();
         // As `str::lines` counts them (a last line without `\n` counts too), with a SIMD
         // search for `\n` rather than a line splitter: a 10 MB read's summary is counted in a
@@ -467,7 +486,13 @@ impl Tool for FsRead {
     }
 
     fn run(&self, context: &ToolContext<'_>, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
-        run(context.sandbox, args, &context.limits.secrets())
+        run_shown(
+            context.sandbox,
+            args,
+            &PLAN,
+            &context.limits.secrets(),
+            context.text_only,
+        )
     }
 }
 
@@ -535,6 +560,24 @@ mod tests {
             output.fields,
             vec![("range".to_owned(), "0-3 of 33 chars".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_text_only_door_gets_the_content_once_in_the_body() {
+        let f = fixture(&[("a.txt", b"one\ntwo\n")]);
+        let args: ReadArgs = crate::tools::parse_args(
+            "fs.read",
+            json!({"path": f.root.join("a.txt")}).as_object().unwrap(),
+        )
+        .unwrap();
+        let secrets = Secrets::default();
+        let shown = run_shown(&f.sandbox, &args, &PLAN, &secrets, true).unwrap();
+        assert_eq!(shown.body.as_deref(), Some("one\ntwo\n"));
+        assert_eq!(shown.data["content"], Value::Null);
+        assert_eq!(FsRead.summary(&shown), "Read 8 B (2 lines)");
+        let structured = run_shown(&f.sandbox, &args, &PLAN, &secrets, false).unwrap();
+        assert_eq!(structured.data["content"], "one\ntwo\n");
+        assert_eq!(FsRead.summary(&structured), FsRead.summary(&shown));
     }
 
     #[test]
