@@ -18,6 +18,7 @@
 //! - [`cli`]: the `flycode` commands, the only code that prints.
 
 pub mod cli;
+pub(crate) mod http_checks;
 pub mod mcp;
 pub mod validate;
 pub mod watch;

@@ -213,3 +213,24 @@ pub(super) fn spawn_watch(
     read_stderr_until(&mut child, "Ctrl-C stops.");
     child
 }
+
+/// A raw HTTP/1.1 exchange on a fresh connection (the request should say `Connection: close`):
+/// the status and the body.
+pub(super) fn http_exchange(address: std::net::SocketAddr, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::common::http_exchange as exchange;
+
 use super::common::repo_root;
 use super::mcp::{MODES, Place, audit_lines, code, place, python};
 
@@ -108,25 +110,6 @@ fn play(python: &Path, place: &Place, server: &HttpServer, scenario: &str, mode:
         server.stderr.lock().unwrap()
     );
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
-}
-
-/// A raw HTTP/1.1 exchange on a fresh connection (`Connection: close`): the status and the body.
-fn exchange(address: SocketAddr, request: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
 }
 
 /// A POST of `body` to `path` with these extra header lines (each ending in `\r\n`).

@@ -4,12 +4,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use super::common::http_exchange as exchange;
 
 /// A running `flycode watch --browser 0`, stopped when dropped.
 struct Companion {
@@ -30,15 +31,18 @@ impl Drop for Companion {
 }
 
 fn start() -> Companion {
-    start_with(&[])
+    start_with(&[], |_, _| {})
 }
 
-fn start_with(extra: &[&str]) -> Companion {
+/// Starts it with `extra` flags, after `prepare` has written what the test needs into the base
+/// folder (the person's settings are `base/config/flycode/flycode.toml`) and the root.
+fn start_with(extra: &[&str], prepare: impl FnOnce(&Path, &Path)) -> Companion {
     let temp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(temp.path()).unwrap();
     let root = base.join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("notes.txt"), "first line\nsecond line\n").unwrap();
+    prepare(&base, &root);
     let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
         .args(["watch", "--browser", "0", "--root"])
         .arg(&root)
@@ -53,15 +57,21 @@ fn start_with(extra: &[&str]) -> Companion {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    lines.read_line(&mut line).unwrap();
-    let link = line
-        .split_whitespace()
-        .find(|word| word.contains("/pair#"))
-        .unwrap_or_else(|| panic!("no pairing link in {line:?}"));
+    // Notices (an untrusted project file's) may come before the link.
+    let mut said = String::new();
+    let link = loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap() == 0 {
+            panic!("flycode watch --browser ended without a pairing link: {said}");
+        }
+        said.push_str(&line);
+        if let Some(word) = line.split_whitespace().find(|word| word.contains("/pair#")) {
+            break word.to_owned();
+        }
+    };
     let (base_url, code) = link.split_once("/pair#").unwrap();
     let address = base_url.trim_start_matches("http://").parse().unwrap();
-    let stderr = Arc::new(Mutex::new(line.clone()));
+    let stderr = Arc::new(Mutex::new(said));
     let kept = Arc::clone(&stderr);
     std::thread::spawn(move || {
         for line in lines.lines().map_while(Result::ok) {
@@ -76,25 +86,6 @@ fn start_with(extra: &[&str]) -> Companion {
         _temp: temp,
         root,
     }
-}
-
-/// One raw HTTP/1.1 exchange: the status and the body.
-fn exchange(address: SocketAddr, request: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
 }
 
 /// A request from the extension's own origin unless `headers` says otherwise.
@@ -355,71 +346,33 @@ fn a_reply_runs_once_per_conversation_and_its_answer_is_the_result_block() {
 
 #[test]
 fn the_persons_browser_settings_are_reported_and_a_project_cannot_turn_on_auto_submit() {
-    let temp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(temp.path()).unwrap();
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    // The project asks for auto-submit; only the person's own file may.
-    std::fs::write(root.join("flycode.toml"), "[browser]\nauto_submit = true\n").unwrap();
-    std::fs::create_dir_all(base.join("config/flycode")).unwrap();
-    std::fs::write(
-        base.join("config/flycode/flycode.toml"),
-        "[browser]\nauto_insert = false\n",
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args(["watch", "--browser", "0", "--root"])
-        .arg(&root)
-        .env("FLYCODE_STATE_DIR", base.join("state"))
-        .env("XDG_CONFIG_HOME", base.join("config"))
-        .env_remove("DISPLAY")
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+    let companion = start_with(&[], |base, root| {
+        // The project asks for auto-submit; only the person's own file may.
+        std::fs::write(root.join("flycode.toml"), "[browser]\nauto_submit = true\n").unwrap();
+        std::fs::create_dir_all(base.join("config/flycode")).unwrap();
+        std::fs::write(
+            base.join("config/flycode/flycode.toml"),
+            "[browser]\nauto_insert = false\n",
+        )
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    let link = loop {
-        let mut line = String::new();
-        if lines.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            panic!("flycode watch --browser ended: {said}");
-        }
-        said.push_str(&line);
-        if let Some(word) = line.split_whitespace().find(|w| w.contains("/pair#")) {
-            break word.to_owned();
-        }
-    };
-    let (base_url, code) = link.split_once("/pair#").unwrap();
-    let address: SocketAddr = base_url.trim_start_matches("http://").parse().unwrap();
-    let (_, body) = exchange(
-        address,
-        &request("POST", "/v1/pair", &[], Some(&json!({"code": code}))),
-    );
-    let token = serde_json::from_str::<Value>(&body).unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let bearer = format!("Bearer {token}");
+    });
+    let bearer = format!("Bearer {}", pair(&companion));
     let (status, body) = exchange(
-        address,
+        companion.address,
         &request("GET", "/v1/status", &[("Authorization", &bearer)], None),
     );
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         serde_json::from_str::<Value>(&body).unwrap()["settings"],
         json!({"autoInsert": false, "autoSubmit": false}),
-        "{said}"
+        "{}",
+        companion.stderr.lock().unwrap()
     );
 }
 
 #[test]
 fn a_tag_dialect_reply_from_the_page_runs_once_per_conversation_too() {
-    let companion = start_with(&["--dialect", "tags", "--yes"]);
+    let companion = start_with(&["--dialect", "tags", "--yes"], |_, _| {});
     let token = pair(&companion);
     let reply_text = "Appending.\n<bash_call> echo ran >> log.txt </bash_call>\n";
     let first = reply(&companion, &token, "tags-1", reply_text);

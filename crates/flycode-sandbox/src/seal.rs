@@ -53,7 +53,7 @@ pub fn hmac_sha256(key: &[u8], message: &[&[u8]]) -> [u8; 32] {
 }
 
 /// Compares two byte strings in time that does not depend on where they differ.
-fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+pub fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -84,13 +84,7 @@ impl Secret {
 
     /// Whether `given` is the secret, compared in constant time.
     fn is(&self, given: &str) -> bool {
-        let (ours, given) = (self.0.as_bytes(), given.as_bytes());
-        ours.len() == given.len()
-            && ours
-                .iter()
-                .zip(given)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        crate::http_checks::is_secret(given, &self.0)
     }
 }
 
@@ -255,16 +249,8 @@ impl Access {
             }
         }
         let path = uri.path();
-        let by_header = headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                value
-                    .split_once(' ')
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, token)| token.trim())
-            })
-            .is_some_and(|token| self.secret.is(token));
+        let by_header =
+            crate::http_checks::bearer_token(headers).is_some_and(|token| self.secret.is(token));
         let in_path = path
             .strip_prefix(ENDPOINT)
             .and_then(|rest| rest.strip_prefix('/'))
@@ -275,10 +261,7 @@ impl Access {
         if !in_path && path != ENDPOINT && path != "/mcp/" {
             return Err(NOT_FOUND);
         }
-        let declared = headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
+        let declared = crate::http_checks::declared_length(headers);
         if declared.is_some_and(|length| length > MAX_BODY as u64) {
             return Err(TOO_LARGE);
         }
@@ -290,21 +273,7 @@ impl Access {
     /// Whether the `Host` header names one of [`Access::hosts`] (any port: the listening
     /// socket already chose it).
     fn host_is_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(host) = headers
-            .get(http::header::HOST)
-            .and_then(|value| value.to_str().ok())
-        else {
-            return false;
-        };
-        let Ok(authority) = host.parse::<http::uri::Authority>() else {
-            return false;
-        };
-        let name = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        self.hosts.contains(&name)
+        crate::http_checks::host_name(headers).is_some_and(|name| self.hosts.contains(&name))
     }
 }
 

@@ -93,10 +93,7 @@ pub(crate) fn check_request(
             return Err(NOT_JSON);
         }
     }
-    let declared = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.trim().parse::<u64>().ok());
+    let declared = crate::http_checks::declared_length(headers);
     if declared.is_some_and(|length| length > max_body) {
         return Err(TOO_LARGE);
     }
@@ -105,41 +102,14 @@ pub(crate) fn check_request(
 
 /// Whether the `Authorization: Bearer` token of `headers` is `token`, compared in constant time.
 pub(crate) fn has_token(headers: &HeaderMap, token: &str) -> bool {
-    headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            value
-                .split_once(' ')
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, given)| given.trim())
-        })
-        .is_some_and(|given| same_secret(given, token))
-}
-
-/// `a == b` in time that does not depend on where they differ.
-pub(crate) fn same_secret(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    crate::http_checks::bearer_token(headers)
+        .is_some_and(|given| crate::http_checks::is_secret(given, token))
 }
 
 /// Whether the `Host` header names loopback (any port: the listening socket chose it).
 fn host_is_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(http::header::HOST)
-        .and_then(|value| value.to_str().ok())
-    else {
-        return false;
-    };
-    let Ok(authority) = host.parse::<http::uri::Authority>() else {
-        return false;
-    };
-    let name = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    matches!(name.as_str(), "127.0.0.1" | "localhost" | "::1")
+    crate::http_checks::host_name(headers)
+        .is_some_and(|name| matches!(name.as_str(), "127.0.0.1" | "localhost" | "::1"))
 }
 
 #[cfg(test)]

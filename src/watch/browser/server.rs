@@ -132,7 +132,7 @@ fn pair_with(shared: &CompanionServer, code: &str) -> Response {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let valid = pairing.as_ref().is_some_and(|(expected, made)| {
-        made.elapsed() < PAIRING_VALID_FOR && access::same_secret(code, expected)
+        made.elapsed() < PAIRING_VALID_FOR && crate::http_checks::is_secret(code, expected)
     });
     if !valid {
         return json_response(
