@@ -806,8 +806,11 @@ fn remove_created_dirs(target: &JournalTarget) {
     }
     for end in (depth..=dir.len()).rev() {
         let parent: PathBuf = dir[..end - 1].iter().collect();
+        // A parent that cannot be opened was never made either (killed before it) or is not
+        // the operation's to remove: the levels above are tried all the same, and rmdir leaves
+        // any of them that holds something.
         let Ok(place) = open_place(&target.root, &parent.to_string_lossy()) else {
-            return;
+            continue;
         };
         // rmdir never follows a link and fails on a directory that is not empty. A directory
         // that is not there was never made (killed between two of `create_dir_all`'s mkdirs):
@@ -1153,6 +1156,27 @@ mod tests {
         let (decision, problems) = recover(&record);
         assert_eq!((decision, problems), (RecoveryDecision::Undo, vec![]));
         assert!(!root.join("fresh").exists(), "the folder it made is gone");
+    }
+
+    #[test]
+    fn an_undone_batch_removes_its_first_folder_when_two_levels_below_it_were_never_made() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(temp.path()).unwrap();
+        // The batch was to make a/b/c; it was killed after a, before b.
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::fs::write(root.join("kept.txt"), "not the batch's").unwrap();
+        let mut c = target(&root, "a/b/c", "c.txt", 3, false, "new c");
+        c.created = Some("a".into());
+        let record = Record {
+            operation: Operation::WriteBatch,
+            phase: Phase::Staging,
+            roots: vec![root.display().to_string()],
+            targets: vec![c],
+        };
+        let (decision, problems) = recover(&record);
+        assert_eq!((decision, problems), (RecoveryDecision::Undo, vec![]));
+        assert!(!root.join("a").exists(), "the folder it made is gone");
+        assert!(root.join("kept.txt").exists());
     }
 
     #[test]

@@ -58,9 +58,11 @@ impl Secret {
     /// The secret in the state folder, followed as it changes: a rotation takes effect in a
     /// running server at its next request.
     pub(crate) fn followed() -> Result<FollowedSecret, SecretError> {
-        let secret = Secret::load_or_make()?;
+        // The file's stamp before its content: a rotation between the two is then seen as a
+        // change at the first request, not hidden under the new file's stamp.
         let file = state_dir()?.join(SECRET_FILE);
         let stamp = stamp_of(&file);
+        let secret = Secret::load_or_make()?;
         Ok(FollowedSecret {
             file: Some(file),
             current: Mutex::new((secret, stamp)),
