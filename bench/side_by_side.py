@@ -86,9 +86,10 @@ def operations(name, work):
             "write 1 MB of code": lambda i: ("fs_write", {"path": w(f"big{i % 2}.rs"), "mode": "overwrite", "content": ONE_MB_CODE}),
             "small write": lambda i: ("fs_write", {"path": w("small.txt"), "mode": "overwrite", "content": f"small {i}\n" * 10}),
             "edit": lambda i: ("fs_edit", {"path": w("edit.rs"), "edits": [{"oldText": edit_text(i)[0], "newText": edit_text(i)[1]}]}),
-            # The peers' listings carry no sizes: flycode's without them, then with them.
+            # Without sizes against the peers' plain listings, then with them (flycode's default)
+            # against server-filesystem's listing with sizes: the same output.
             "list flat 10k": ("fs_ls", {"path": p("flat"), "sizes": False}),
-            "list flat 10k (flycode with sizes)": ("fs_ls", {"path": p("flat")}),
+            "list flat 10k with sizes": ("fs_ls", {"path": p("flat")}),
             "list depth 1": ("fs_ls", {"path": p("tree"), "sizes": False}),
             "list depth 3": ("fs_ls", {"path": p("tree"), "depth": 3}),
             "read 10 MB": ("fs_read", {"path": p("big.txt")}),
@@ -100,7 +101,7 @@ def operations(name, work):
             "small write": lambda i: ("write_file", {"path": w("small.txt"), "content": f"small {i}\n" * 10}),
             "edit": lambda i: ("edit_file", {"path": w("edit.rs"), "edits": [{"oldText": edit_text(i)[0], "newText": edit_text(i)[1]}]}),
             "list flat 10k": ("list_directory", {"path": p("flat")}),
-            "list flat 10k (flycode with sizes)": ("list_directory", {"path": p("flat")}),
+            "list flat 10k with sizes": ("list_directory_with_sizes", {"path": p("flat")}),
             "list depth 1": ("list_directory", {"path": p("tree")}),
             "list depth 3": ("directory_tree", {"path": p("tree")}),
             "read 10 MB": ("read_text_file", {"path": p("big.txt")}),
@@ -111,7 +112,7 @@ def operations(name, work):
         "small write": lambda i: ("write_file", {"path": w("small.txt"), "content": f"small {i}\n" * 10, "mode": "rewrite"}),
         "edit": lambda i: ("edit_block", {"file_path": w("edit.rs"), "old_string": edit_text(i)[0], "new_string": edit_text(i)[1]}),
         "list flat 10k": ("list_directory", {"path": p("flat"), "depth": 1}),
-        "list flat 10k (flycode with sizes)": ("list_directory", {"path": p("flat"), "depth": 1}),
+        "list flat 10k with sizes": None,  # its listing shows no sizes
         "list depth 1": ("list_directory", {"path": p("tree"), "depth": 1}),
         "list depth 3": ("list_directory", {"path": p("tree"), "depth": 3}),
         "read 10 MB": ("read_file", {"path": p("big.txt"), "offset": 0, "length": 10_000_000}),

@@ -14,7 +14,9 @@ use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
 use crate::sandbox::Session;
+use crate::sandbox::read::KeptError;
 use crate::tools::executor::{Door, DoorSession};
+use crate::tools::kept_body::KeptBody;
 use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
@@ -76,7 +78,14 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
         )? {
             CallOrAnswer::Call(call, warning) => Work::Call(Box::new(call), warning),
             CallOrAnswer::Answer(block, code) => {
-                print_result(args.json, block, None, None, &config.limits().secrets())?;
+                print_result(
+                    args.json,
+                    block,
+                    None,
+                    None,
+                    None,
+                    &config.limits().secrets(),
+                )?;
                 return Ok(code);
             }
         }
@@ -94,8 +103,10 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let session = DoorSession::open(Door::Exec, &config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = session.executor(&sandbox, approver.as_ref());
-    // Without --json only the result block is printed: no tool need copy its body into data.
-    let executor = if args.json {
+    // Without --json only the result block is printed: no tool need copy its body into data,
+    // and a large read's body can stay in its file until `print_result` writes it out. The tag
+    // dialect builds its answers from the blocks' bodies, so it gets them in memory.
+    let executor = if args.json || tags {
         executor
     } else {
         executor.text_only()
@@ -147,20 +158,23 @@ fn run_call(
         eprintln!("flycode: to allow it: {}", escape_for_display(advice));
     }
     // Moved, not copied: a 1 MB read's content is in the data.
-    let data = execution.output.take().map(|output| output.data);
+    let output = execution.output.take();
+    let kept = output.as_ref().and_then(|output| output.kept.clone());
+    let data = output.map(|output| output.data);
     let succeeded = execution.is_ok();
     let block = std::mem::replace(
         &mut execution.block,
         ResultBlock::success(None, String::new(), None),
     );
-    print_result(
+    let whole = print_result(
         args.json,
         block,
         Some(call),
         data,
+        kept.as_ref(),
         &config.limits().secrets(),
     )?;
-    Ok(succeeded)
+    Ok(succeeded && whole)
 }
 
 enum CallOrAnswer {
@@ -244,14 +258,16 @@ pub struct NoCall;
 
 /// Prints the answer, masked once more as it leaves (PROTOCOL.md §9 (Secrets and masking)): whatever made
 /// the block (the executor, a violation, a refused slash line), its id, text and data show no
-/// secret.
+/// secret. A body `kept` in its file is written out from there (masked as it goes). Whether the
+/// body went out whole: a kept file that changed since the tool checked it is cut short.
 fn print_result(
     as_json: bool,
     mut block: ResultBlock,
     call: Option<&Call>,
     mut data: Option<Value>,
+    kept: Option<&KeptBody>,
     secrets: &Secrets,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     secrets.mask_block(&mut block);
     if let Some(data) = &mut data {
         secrets.mask_value(data);
@@ -260,29 +276,59 @@ fn print_result(
     if !as_json {
         // Written in parts: a large body goes out from where it is, not copied into the
         // rendered block first (a 10 MB read would pay for a second 10 MB of fresh memory).
-        let parts = block.render_parts();
-        let body = parts.body.map(|body| [body, "\n"]);
-        let pieces = std::iter::once(parts.head.as_str())
-            .chain(body.into_iter().flatten())
-            .chain(std::iter::once(parts.tail.as_str()));
+        let parts = match kept {
+            Some(kept) => block.render_parts_around(kept.scan().longest_backtick_run),
+            None => block.render_parts(),
+        };
         // On a terminal, file contents and program output must not drive it (colours, cursor,
         // OSC 52 clipboard writes); piped, the block stays byte for byte.
         let terminal = stdout.is_terminal();
-        for piece in pieces {
+        let mut send = |piece: &str| {
             if terminal {
-                stdout.write_all(escape_for_terminal(piece).as_bytes())?;
+                stdout.write_all(escape_for_terminal(piece).as_bytes())
             } else {
-                stdout.write_all(piece.as_bytes())?;
+                stdout.write_all(piece.as_bytes())
             }
+        };
+        send(&parts.head)?;
+        let mut whole = true;
+        match (kept, parts.body) {
+            (Some(kept), _) => {
+                match kept.write_out(parts.fence_len(), &mut send) {
+                    Ok(_) => {}
+                    Err(KeptError::Write(error)) => return Err(error.into()),
+                    Err(error) => {
+                        // The body so far is whole characters and keeps the fence; what it
+                        // misses is said in it, and here (PROTOCOL.md §9 (fs.read), "A large
+                        // file written out from where it is").
+                        whole = false;
+                        send(CUT_SHORT)?;
+                        eprintln!(
+                            "flycode: {}: {error}: the result's content stops there; read it again",
+                            escape_for_display(kept.path())
+                        );
+                    }
+                }
+                send("\n")?;
+            }
+            (None, Some(body)) => {
+                send(body)?;
+                send("\n")?;
+            }
+            (None, None) => {}
         }
-        return Ok(());
+        send(&parts.tail)?;
+        return Ok(whole);
     }
     let text = block.render();
     let mut report = block.report(call.map(|c| c.tool), data);
     report["text"] = Value::String(text);
     writeln!(stdout, "{report}")?;
-    Ok(())
+    Ok(true)
 }
+
+/// The line that ends a body written out from its file when the file changed meanwhile.
+const CUT_SHORT: &str = "\n[flycode: the file changed while it was written out: its content above stops where the change was found; read it again]";
 
 #[cfg(test)]
 mod tests {

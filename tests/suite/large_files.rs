@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::common::Workspace;
+use super::common::{Workspace, flycode};
 
 /// The bytes of each line of [`numbered_log`]: `line 000000001 xxxxxxxxxxxxxxxx\n`.
 const LINE_BYTES: u64 = 32;
@@ -293,4 +293,71 @@ fn large_binary_files_are_judged_by_their_start_and_the_part_read() {
     );
     let base64 = w.slash(&format!("/fs.read {path} --head 4 --encoding base64"));
     assert_eq!(content(&base64), "f0VMRg==");
+}
+
+/// A whole read printed as a block (`exec` without `--json`) of a file large enough to be
+/// written out from the file itself (PROTOCOL.md §9 (fs.read), "A large file written out from
+/// where it is") is byte for byte the block `--json` renders from memory: the fence chosen past
+/// its longest run of backticks, characters cut by the 128 KiB blocks whole, secrets masked.
+#[test]
+fn a_large_whole_read_written_out_from_its_file_is_the_block_json_renders() {
+    let w = Workspace::new();
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(
+        config.join("flycode/flycode.toml"),
+        "output_cap = 16777216\n",
+    )
+    .unwrap();
+    let key = "sk-test-0123456789abcdef";
+    let mut text = String::new();
+    let mut n = 0;
+    while text.len() < 1_200_000 {
+        n += 1;
+        // Lines of odd lengths, so multi-byte characters fall across block edges.
+        text.push_str(&format!(
+            "{n} ünïcödé 😀 {} ``{}\n",
+            "x".repeat(n % 97),
+            if n % 5000 == 0 { key } else { "" }
+        ));
+    }
+    text.push_str("the longest run: `````` ends here\n");
+    std::fs::write(w.root.join("big.rs"), &text).unwrap();
+    let run = |json: bool| {
+        let mut command = flycode();
+        command.arg("exec");
+        if json {
+            command.arg("--json");
+        }
+        command
+            .arg("--root")
+            .arg(&w.root)
+            .arg("--slash")
+            .arg(format!("/fs.read {}", w.root.join("big.rs").display()))
+            .env("FLYCODE_STATE_DIR", &w.state)
+            .env("XDG_CONFIG_HOME", &config)
+            .env("OPENAI_API_KEY", key)
+            .current_dir(&w.root)
+            .output()
+            .unwrap()
+    };
+    let printed = run(false);
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let report: Value = serde_json::from_slice(&run(true).stdout).unwrap();
+    let rendered = report["text"].as_str().unwrap();
+    let printed = String::from_utf8(printed.stdout).unwrap();
+    assert!(
+        printed == rendered,
+        "the printed block differs from the rendered one"
+    );
+    assert!(printed.starts_with("```````flycode-result\n"));
+    assert!(!printed.contains(key));
+    assert_eq!(
+        printed.matches('\n').count(),
+        text.matches('\n').count() + 7
+    );
 }

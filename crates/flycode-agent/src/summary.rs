@@ -87,6 +87,7 @@ mod tests {
                 .collect(),
             data,
             continue_hint: None,
+            kept: None,
         }
     }
 

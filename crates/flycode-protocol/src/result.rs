@@ -54,6 +54,13 @@ pub struct RenderedParts<'a> {
     pub tail: String,
 }
 
+impl RenderedParts<'_> {
+    /// How many backticks the fences are: a body must hold no run this long.
+    pub fn fence_len(&self) -> usize {
+        self.tail.len() - 1
+    }
+}
+
 /// A result block, rendered or read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResultBlock {
@@ -229,6 +236,13 @@ impl ResultBlock {
     /// rather than copying a large body into one string first ([`ResultBlock::render`] is their
     /// concatenation, with a line feed after the body).
     pub fn render_parts(&self) -> RenderedParts<'_> {
+        self.render_parts_around(0)
+    }
+
+    /// [`ResultBlock::render_parts`] for a body the writer sends from elsewhere (a file left
+    /// where it is) in place of the block's own, whose longest run of backticks is
+    /// `body_backtick_run`: the fence is longer than that run too.
+    pub fn render_parts_around(&self, body_backtick_run: usize) -> RenderedParts<'_> {
         let mut inner = String::new();
         let mut header = |key: &str, value: &str| {
             inner.push('[');
@@ -262,7 +276,9 @@ impl ResultBlock {
         // The body is scanned once for backticks (a run cannot span the `[data]` line between
         // headers and body), and not copied here.
         let body = self.body.as_deref();
-        let longest = longest_backtick_run(&inner).max(body.map_or(0, longest_backtick_run));
+        let longest = longest_backtick_run(&inner)
+            .max(body.map_or(0, longest_backtick_run))
+            .max(body_backtick_run);
         let fence = "`".repeat(longest.max(2) + 1);
         let mut head = String::with_capacity(fence.len() + RESULT_TAG.len() + inner.len() + 10);
         head.push_str(&fence);
@@ -427,6 +443,19 @@ mod tests {
         );
         block.fields.push(("durationMs".into(), "3".into()));
         block
+    }
+
+    #[test]
+    fn a_body_written_from_elsewhere_lengthens_the_fence_past_its_longest_run() {
+        let mut block = sample();
+        block.body = Some(String::new());
+        let parts = block.render_parts_around(5);
+        assert!(parts.head.starts_with("``````flycode-result\n"));
+        assert!(parts.head.ends_with("[data]\n"));
+        assert_eq!(parts.tail, "``````\n");
+        assert_eq!(parts.fence_len(), 6);
+        // Shorter runs than the block's own leave the fence as it was.
+        assert_eq!(block.render_parts_around(1).fence_len(), 3);
     }
 
     #[test]

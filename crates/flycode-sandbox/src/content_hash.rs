@@ -67,10 +67,11 @@ pub fn stream_sha256(reader: impl Read) -> std::io::Result<String> {
 /// The sha256 of everything `reader` gives, and how many bytes that was.
 pub fn stream_sha256_len(mut reader: impl Read) -> std::io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 256 * 1024];
+    let mut buffer = crate::read::BlockBuffer::new(256 * 1024);
+    let buffer = buffer.block();
     let mut length: u64 = 0;
     loop {
-        match reader.read(&mut buffer) {
+        match reader.read(buffer) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&buffer[..n]);

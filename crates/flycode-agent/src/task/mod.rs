@@ -440,6 +440,7 @@ impl TaskRunner for Tasks<'_> {
             fields: vec![("status".to_owned(), envelope.status.as_str().to_owned())],
             data: envelope.to_json(),
             continue_hint: None,
+            kept: None,
         };
         let (code, message, hint) = match envelope.status {
             TaskStatus::Ok | TaskStatus::Partial => return Ok(output),

@@ -11,6 +11,7 @@ pub mod executor;
 pub mod fs;
 pub mod hint;
 pub mod jobs;
+pub mod kept_body;
 pub mod memory;
 pub mod places;
 pub mod policy;
@@ -37,6 +38,10 @@ pub struct ToolOutput {
     pub data: Value,
     /// How to see more when the body is cut at the output cap (e.g. "read on with range 65536-").
     pub continue_hint: Option<String>,
+    /// A body left in its file for the door to write out (then `body` is empty): `fs.read` of
+    /// a large whole text file, for a door that prints only the result block
+    /// ([`kept_body::KeptBody`]).
+    pub kept: Option<kept_body::KeptBody>,
 }
 
 /// Why a tool failed: an error the model can correct, rendered as `[ok] false`.

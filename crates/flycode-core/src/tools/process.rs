@@ -136,6 +136,7 @@ fn start_job(
         ],
         data: json!({ "jobId": id, "pid": pid, "pty": args.pty }),
         continue_hint: None,
+        kept: None,
     })
 }
 
@@ -456,6 +457,7 @@ fn render(outcome: &ProcessOutcome, cap: usize) -> ToolOutput {
             "redirect the output to a file and read it with fs.read, or filter it (grep, head)"
                 .to_owned(),
         ),
+        kept: None,
     }
 }
 

@@ -96,6 +96,7 @@ mod tests {
             fields: vec![("meta".to_owned(), format!("{{\"k\":\"{secret}\"}}"))],
             data: json!({"stdout": secret, "nested": [{"deep": format!("x{secret}x")}], secret: 1}),
             continue_hint: Some(format!("read {secret}")),
+            kept: None,
         };
         let mut result = Ok(output.clone());
         secrets().mask_result(&mut result);

@@ -10,12 +10,16 @@
 //! UTF-8 without a NUL byte. Arguments, encodings, masking and rendering are the tool's
 //! (`tools/fs/read.rs`); this module knows no tool.
 
+pub mod aligned;
 pub mod count;
+pub mod kept;
 pub mod part;
 pub mod select;
 pub mod stream;
 pub mod summary;
 
+pub use aligned::{BlockBuffer, read_to_end_aligned};
+pub use kept::{KEPT_BLOCK_BYTES, KeptError, TextScan, copy_text, scan_text};
 pub use part::{ReadError, ReadPart, ReadPlan, Selection, Shown, Span};
 pub use select::{select_bytes, select_text};
 pub use stream::{margins, read_part, read_whole};

@@ -44,7 +44,7 @@ pub fn read_part<R: Read + Seek>(
 /// The whole file, read into memory (the caller has checked its size).
 pub fn read_whole<R: Read>(file: &mut R, size: u64) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.read_to_end(&mut bytes).map_err(ReadError::Io)?;
+    super::aligned::read_to_end_aligned(file, &mut bytes).map_err(ReadError::Io)?;
     Ok(bytes)
 }
 

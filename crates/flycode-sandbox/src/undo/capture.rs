@@ -140,7 +140,7 @@ impl ImageCapture<'_> {
         }
         let before = file.metadata()?;
         let mut bytes = spare_buffer(size);
-        file.read_to_end(&mut bytes)?;
+        crate::read::read_to_end_aligned(&mut file, &mut bytes)?;
         let sha256 = super::super::content_hash::sha256_hex(&bytes);
         let stored = match self.store {
             _ if prefix => false,

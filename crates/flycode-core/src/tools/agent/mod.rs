@@ -139,6 +139,7 @@ fn saved(summary: String) -> ToolOutput {
         fields: Vec::new(),
         data: Value::String(summary),
         continue_hint: None,
+        kept: None,
     }
 }
 

@@ -364,7 +364,9 @@ impl<'a> Executor<'a> {
 
     /// An executor for a door that reads only the result block (`flycode exec` without
     /// `--json`): tools may leave out of the structured data what the block holds, so that a
-    /// 10 MB read is not copied once more for data nobody reads.
+    /// 10 MB read is not copied once more for data nobody reads, and `fs.read` may leave a large
+    /// whole file's body in the file ([`crate::tools::ToolOutput::kept`]), which the door then
+    /// writes out itself.
     pub fn text_only(mut self) -> Self {
         self.text_only = true;
         self

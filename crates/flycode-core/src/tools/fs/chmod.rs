@@ -41,6 +41,7 @@ pub fn run(sandbox: &Sandbox, args: &ChmodArgs) -> Result<ToolOutput, ToolError>
         fields: vec![("mode".to_owned(), format!("{mode:04o}"))],
         data: json!({"path": args.path, "mode": format!("{mode:04o}"), "previous": format!("{current:04o}")}),
         continue_hint: None,
+        kept: None,
     })
 }
 

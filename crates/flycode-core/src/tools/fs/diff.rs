@@ -66,6 +66,7 @@ pub fn run(sandbox: &Sandbox, args: &DiffArgs, secrets: &Secrets) -> Result<Tool
         fields: vec![("changed".to_owned(), changed.to_string())],
         data: json!({"leftPath": args.left_path, "right": right_name, "changed": changed, "diff": if changed { Value::String(body) } else { Value::Null }}),
         continue_hint: Some("diff a narrower part, e.g. with fewer contextLines".to_owned()),
+        kept: None,
     })
 }
 

@@ -323,6 +323,7 @@ fn explain_no_match(
             "whitespaceOnly": closest.whitespace_only,
         }),
         continue_hint: None,
+        kept: None,
     }));
     error
 }
@@ -469,6 +470,7 @@ fn output(args: &EditArgs, plan: &EditPlan, written: Written) -> ToolOutput {
         body: Some(body),
         fields,
         continue_hint: Some(continue_hint),
+        kept: None,
     }
 }
 

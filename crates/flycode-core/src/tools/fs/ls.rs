@@ -210,6 +210,7 @@ fn output(root: &Path, mut walk: ListingWalk<'_>) -> ToolOutput {
         fields,
         data,
         continue_hint: Some("list a subdirectory, or use a smaller depth or a glob".to_owned()),
+        kept: None,
     }
 }
 

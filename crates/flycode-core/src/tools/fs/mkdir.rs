@@ -28,6 +28,7 @@ pub fn run(sandbox: &Sandbox, args: &MkdirArgs) -> Result<ToolOutput, ToolError>
         fields: Vec::new(),
         data: json!({"path": args.path}),
         continue_hint: None,
+        kept: None,
     })
 }
 

@@ -30,6 +30,7 @@ pub fn run(sandbox: &Sandbox, args: &MvArgs) -> Result<ToolOutput, ToolError> {
         fields: Vec::new(),
         data: json!({"fromPath": args.from_path, "toPath": args.to_path}),
         continue_hint: None,
+        kept: None,
     })
 }
 

@@ -21,10 +21,13 @@ use serde_json::{Value, json};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
+use crate::sandbox::mask::MaskingReader;
 use crate::sandbox::read::{
-    FileFacts, ReadError, ReadPart, ReadPlan, ReadSummary, Selection, Shown, Span, bytes_summary,
-    file_facts, margins, read_part, read_whole, select_bytes, select_text, stream_summary,
+    BlockBuffer, FileFacts, KEPT_BLOCK_BYTES, KeptError, ReadError, ReadPart, ReadPlan,
+    ReadSummary, Selection, Shown, Span, bytes_summary, file_facts, margins, read_part, read_whole,
+    scan_text, select_bytes, select_text, stream_summary,
 };
+use crate::tools::kept_body::KeptBody;
 use crate::tools::secrets::{Edge, Secrets};
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
@@ -38,6 +41,11 @@ pub const WHOLE_READ_BYTES: u64 = 1024 * 1024;
 
 /// The block a streamed read reads at a time.
 const BLOCK_BYTES: usize = 64 * 1024;
+
+/// A door that prints only the result block gets a whole text file at least this large left in
+/// the file, written out from there (PROTOCOL.md §9 (fs.read), "A large file written out from
+/// where it is"); a smaller one is read into memory, which costs less than two passes.
+pub const KEPT_FROM_BYTES: u64 = 256 * 1024;
 
 /// The start of a streamed file checked for text (UTF-8, no NUL byte) on a `utf-8` read.
 pub const SNIFF_BYTES: usize = 8 * 1024;
@@ -100,23 +108,33 @@ fn run_with(
     plan: &ReadPlan,
     secrets: &Secrets,
 ) -> Result<ToolOutput, ToolError> {
-    run_shown(sandbox, args, plan, secrets, false)
+    run_shown(sandbox, args, plan, secrets, None)
 }
 
-/// [`run`], the data's `content` left null where the door reads only the result block
-/// (`text_only`): the body is the content, and a second copy of a large read costs as much as
-/// reading it.
+/// [`run`] for a door that reads only the result block (`block_only`, with its output cap):
+/// the data's `content` is left null (the body is the content, and a second copy of a large
+/// read costs as much as reading it), and a large whole text file that fits the cap is left in
+/// the file for the door to write out.
 fn run_shown(
     sandbox: &Sandbox,
     args: &ReadArgs,
     plan: &ReadPlan,
     secrets: &Secrets,
-    text_only: bool,
+    block_only: Option<usize>,
 ) -> Result<ToolOutput, ToolError> {
     let selection = selection(args)?;
     let mut file = sandbox.open_for_reading(&args.path)?;
     let failed = |error| read_error(&args.path, error);
     let facts = file_facts(&file).map_err(failed)?;
+    let text_only = block_only.is_some();
+    if let Some(cap) = block_only
+        && selection == Selection::Whole
+        && args.encoding == Encoding::Utf8
+        && !args.include_meta
+        && (KEPT_FROM_BYTES..=u64::try_from(cap).unwrap_or(u64::MAX)).contains(&facts.size)
+    {
+        return kept_output(args, file, secrets);
+    }
     let (content, mut shown, whole) =
         read_content(&mut file, args, selection, facts.size, plan, secrets)?;
     let meta = if !args.include_meta {
@@ -137,6 +155,44 @@ fn run_shown(
         shown.total = Some(lines);
     }
     Ok(output(args, selection, content, &shown, meta, text_only))
+}
+
+/// The whole text file `file` left where it is: checked by a first pass, its body written out
+/// by the door ([`KeptBody::write_out`]).
+fn kept_output(
+    args: &ReadArgs,
+    file: std::fs::File,
+    secrets: &Secrets,
+) -> Result<ToolOutput, ToolError> {
+    let mut buffer = BlockBuffer::new(KEPT_BLOCK_BYTES);
+    let scan = match scan_text(MaskingReader::new(&file, secrets), &mut buffer) {
+        Ok(scan) => scan,
+        Err(KeptError::NotUtf8 { offset }) => return Err(not_utf8(&args.path, offset)),
+        Err(KeptError::Read(error) | KeptError::Write(error)) => {
+            return Err(io_error(&args.path, &error));
+        }
+        Err(KeptError::Changed { .. }) => return Err(read_error(&args.path, ReadError::Shrank)),
+    };
+    let mut output = output(
+        args,
+        Selection::Whole,
+        String::new(),
+        &Shown::exact(Span {
+            start: 0,
+            end: 0,
+            total: 0,
+        }),
+        None,
+        true,
+    );
+    output.kept = Some(KeptBody::new(
+        file,
+        &args.path,
+        scan,
+        secrets.clone(),
+        buffer,
+    ));
+    Ok(output)
 }
 
 /// The selected part of the open file of `size` bytes, masked and encoded, what it shows, and
@@ -231,6 +287,7 @@ fn output(
             Encoding::Utf8 => "read on with \"range\" (character offsets) or \"lines\"".to_owned(),
             _ => "read on with \"range\" (byte offsets)".to_owned(),
         }),
+        kept: None,
     }
 }
 
@@ -467,6 +524,15 @@ impl Tool for FsRead {
     }
 
     fn summary(&self, output: &ToolOutput) -> String {
+        if let Some(kept) = &output.kept {
+            let scan = kept.scan();
+            let lines = scan.newlines + u64::from(scan.bytes > 0 && !scan.ends_with_newline);
+            return format!(
+                "Read {} ({})",
+                super::ls::human_size(scan.bytes),
+                crate::tools::tool::plural(usize::try_from(lines).unwrap_or(usize::MAX), "line")
+            );
+        }
         // The body is the content (the data's copy is left out for a text-only door).
         let content = output
             .body
@@ -491,7 +557,7 @@ impl Tool for FsRead {
             args,
             &PLAN,
             &context.limits.secrets(),
-            context.text_only,
+            context.text_only.then_some(context.limits.output_cap),
         )
     }
 }
@@ -571,13 +637,70 @@ mod tests {
         )
         .unwrap();
         let secrets = Secrets::default();
-        let shown = run_shown(&f.sandbox, &args, &PLAN, &secrets, true).unwrap();
+        let shown = run_shown(&f.sandbox, &args, &PLAN, &secrets, Some(1 << 20)).unwrap();
         assert_eq!(shown.body.as_deref(), Some("one\ntwo\n"));
         assert_eq!(shown.data["content"], Value::Null);
+        assert!(shown.kept.is_none(), "a small file is read into memory");
         assert_eq!(FsRead.summary(&shown), "Read 8 B (2 lines)");
-        let structured = run_shown(&f.sandbox, &args, &PLAN, &secrets, false).unwrap();
+        let structured = run_shown(&f.sandbox, &args, &PLAN, &secrets, None).unwrap();
         assert_eq!(structured.data["content"], "one\ntwo\n");
         assert_eq!(FsRead.summary(&structured), FsRead.summary(&shown));
+    }
+
+    #[test]
+    fn a_large_whole_file_is_left_in_place_for_a_door_that_prints_only_the_block() {
+        let line = "let x = `y`; // ```` four ticks, a secret sk-live-0123456789, ünïcode\n";
+        let text = line.repeat(usize::try_from(KEPT_FROM_BYTES).unwrap() / line.len() + 1);
+        let f = fixture(&[("big.rs", text.as_bytes())]);
+        let parsed = |args: Value| -> ReadArgs {
+            crate::tools::parse_args("fs.read", args.as_object().unwrap()).unwrap()
+        };
+        let whole = parsed(json!({"path": f.root.join("big.rs")}));
+        let secrets = Secrets::from_values(["sk-live-0123456789".to_owned()]);
+        let in_memory = run_shown(&f.sandbox, &whole, &PLAN, &secrets, None).unwrap();
+        let kept = run_shown(&f.sandbox, &whole, &PLAN, &secrets, Some(16 << 20)).unwrap();
+        let body = kept.kept.as_ref().expect("left in the file");
+        assert_eq!(kept.body.as_deref(), Some(""));
+        assert_eq!(kept.data["content"], Value::Null);
+        assert_eq!(body.scan().longest_backtick_run, 4);
+        assert_eq!(FsRead.summary(&kept), FsRead.summary(&in_memory));
+        let mut written = String::new();
+        body.write_out(5, |piece| {
+            written.push_str(piece);
+            Ok(())
+        })
+        .unwrap();
+        // Masked as the in-memory read masks it, byte for byte.
+        assert_eq!(Some(written.as_str()), in_memory.body.as_deref());
+        assert!(!written.contains("sk-live"));
+        // Past the cap, in part, with its metadata, or for a door that reads the data: in memory.
+        let small_cap = run_shown(&f.sandbox, &whole, &PLAN, &secrets, Some(64 * 1024)).unwrap();
+        assert!(small_cap.kept.is_none());
+        for args in [
+            json!({"path": f.root.join("big.rs"), "head": 10}),
+            json!({"path": f.root.join("big.rs"), "includeMeta": true}),
+            json!({"path": f.root.join("big.rs"), "encoding": "base64"}),
+        ] {
+            let output = run_shown(&f.sandbox, &parsed(args), &PLAN, &secrets, Some(16 << 20));
+            assert!(output.unwrap().kept.is_none());
+        }
+    }
+
+    #[test]
+    fn a_large_file_that_is_not_utf8_fails_as_the_in_memory_read_does() {
+        let mut bytes = vec![b'a'; usize::try_from(KEPT_FROM_BYTES).unwrap() + 10];
+        bytes[KEPT_BLOCK_BYTES + 3] = 0xFF;
+        let f = fixture(&[("bin.dat", &bytes)]);
+        let args: ReadArgs = crate::tools::parse_args(
+            "fs.read",
+            json!({"path": f.root.join("bin.dat")}).as_object().unwrap(),
+        )
+        .unwrap();
+        let secrets = Secrets::default();
+        let kept = run_shown(&f.sandbox, &args, &PLAN, &secrets, Some(16 << 20)).unwrap_err();
+        let in_memory = run_shown(&f.sandbox, &args, &PLAN, &secrets, None).unwrap_err();
+        assert_eq!(kept.code, in_memory.code);
+        assert_eq!(kept.message, in_memory.message);
     }
 
     #[test]

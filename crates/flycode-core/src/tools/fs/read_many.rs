@@ -103,6 +103,7 @@ fn output_of(report: &ReadManyReport) -> ToolOutput {
         continue_hint: Some(
             "read the files listed under Not read in another fs.readMany call".to_owned(),
         ),
+        kept: None,
     }
 }
 

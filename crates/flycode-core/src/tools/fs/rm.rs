@@ -42,6 +42,7 @@ pub fn run(sandbox: &Sandbox, args: &RmArgs) -> Result<ToolOutput, ToolError> {
         fields: Vec::new(),
         data: json!({"path": args.path, "removed": what}),
         continue_hint: None,
+        kept: None,
     })
 }
 

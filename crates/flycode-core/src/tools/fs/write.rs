@@ -89,6 +89,7 @@ pub fn run(sandbox: &Sandbox, args: &WriteArgs) -> Result<ToolOutput, ToolError>
             "created": outcome.created,
         }),
         continue_hint: None,
+        kept: None,
     })
 }
 

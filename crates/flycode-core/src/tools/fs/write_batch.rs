@@ -142,6 +142,7 @@ fn batch_output(outcomes: &[WriteOutcome]) -> ToolOutput {
             "created": o.created,
         })).collect::<Vec<_>>()}),
         continue_hint: None,
+        kept: None,
     }
 }
 

@@ -229,6 +229,7 @@ impl Tool for HintLoad {
             fields: Vec::new(),
             data: json!({"name": args.name, "dir": dir.display().to_string(), "hint": text}),
             continue_hint: None,
+            kept: None,
         })
     }
 }
@@ -275,6 +276,7 @@ impl Tool for HintUnload {
             fields: Vec::new(),
             data: json!({"unloaded": gone}),
             continue_hint: None,
+            kept: None,
         })
     }
 }
@@ -360,5 +362,6 @@ fn resource_output(
         fields: vec![("hint".to_owned(), hint.name.clone())],
         data: json!({"hint": hint.name, "path": path, "bytes": size, "content": body}),
         continue_hint: None,
+        kept: None,
     })
 }

@@ -189,6 +189,7 @@ fn read_log(table: &JobTable, args: &JobLogArgs) -> Result<ToolOutput, ToolError
             "read on with job.log {{\"jobId\": \"{}\", \"startLine\": {next}}}",
             job.id
         )),
+        kept: None,
     })
 }
 
@@ -235,6 +236,7 @@ fn list(table: &JobTable) -> ToolOutput {
         ],
         data: json!({ "jobs": rows }),
         continue_hint: None,
+        kept: None,
     }
 }
 
@@ -353,6 +355,7 @@ fn input(
         fields,
         data: json!({ "jobId": job.id, "state": job.state(), "nextLine": next }),
         continue_hint: None,
+        kept: None,
     })
 }
 
@@ -386,6 +389,7 @@ fn kill(table: &JobTable, args: &JobKillArgs) -> Result<ToolOutput, ToolError> {
         fields,
         data: json!({ "jobId": job.id, "state": job.state() }),
         continue_hint: None,
+        kept: None,
     })
 }
 

@@ -168,6 +168,7 @@ fn output(body: String, mode: &str, windows: usize, summary: Option<String>) -> 
         fields: vec![("mode".to_owned(), mode.to_owned())],
         data: json!({"mode": mode, "windows": windows, "summary": summary}),
         continue_hint: None,
+        kept: None,
     }
 }
 

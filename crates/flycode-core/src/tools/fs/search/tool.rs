@@ -111,6 +111,7 @@ pub(super) fn search_in(
         continue_hint: Some(
             "narrow the search with path, glob, extensions or a more specific query".to_owned(),
         ),
+        kept: None,
     })
 }
 

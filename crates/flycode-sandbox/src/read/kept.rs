@@ -1,0 +1,383 @@
+//! A whole text file written out from the file rather than from memory (PROTOCOL.md §9
+//! (fs.read), "A large file written out from where it is"). The first pass ([`scan_text`])
+//! checks that the file is UTF-8 and learns what a result needs before its first line is
+//! written: the size, the line count and the longest run of backticks, which chooses the fence.
+//! The second ([`copy_text`]) sends the file to the door's output through the same small buffer,
+//! checking every block again, so a file that changes between the passes can cut the body short
+//! but never break the block: nothing invalid, no run of backticks as long as the fence, no byte
+//! past the size the first pass found, is ever written.
+//!
+//! Both passes read a block at a time into one reused buffer: touching fresh memory costs more
+//! than reading a file that is in the page cache, so a 10 MB file read whole into memory cost
+//! several times `cat` (issue 41).
+
+use std::io::{self, Read};
+
+pub use super::aligned::BlockBuffer;
+
+/// The block both passes read at a time, `cat`'s size.
+pub const KEPT_BLOCK_BYTES: usize = 128 * 1024;
+
+/// What the first pass learned of a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextScan {
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its line feeds.
+    pub newlines: u64,
+    /// Whether its last byte is a line feed.
+    pub ends_with_newline: bool,
+    /// Its longest run of backticks.
+    pub longest_backtick_run: usize,
+}
+
+/// Why a pass stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum KeptError {
+    /// Reading the file failed.
+    #[error("{0}")]
+    Read(io::Error),
+    /// Writing the output failed.
+    #[error("{0}")]
+    Write(io::Error),
+    /// The file is not UTF-8 from this byte offset on.
+    #[error("not UTF-8 text (invalid byte at offset {offset})")]
+    NotUtf8 {
+        /// The offset of the first byte that is not UTF-8.
+        offset: u64,
+    },
+    /// The second pass found the file changed since the first: it wrote `written` bytes, all
+    /// checked, and stopped.
+    #[error("the file changed while it was written out (after {written} bytes)")]
+    Changed {
+        /// The bytes written before the change was found.
+        written: u64,
+    },
+}
+
+/// The first pass: reads `reader` to its end through `buffer`, and what it holds if it is UTF-8.
+pub fn scan_text<R: Read>(reader: R, buffer: &mut BlockBuffer) -> Result<TextScan, KeptError> {
+    let mut scan = TextScan::default();
+    let mut runs = BacktickRuns::default();
+    let total = for_each_text(reader, buffer, |piece| {
+        let bytes = piece.as_bytes();
+        runs.feed(bytes);
+        scan.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
+        if let Some(&last) = bytes.last() {
+            scan.ends_with_newline = last == b'\n';
+        }
+        Ok(())
+    })?;
+    scan.bytes = total;
+    scan.longest_backtick_run = runs.longest;
+    Ok(scan)
+}
+
+/// The second pass: sends `reader`'s text to `sink` a piece at a time, each piece checked first
+/// against what the first pass found (`scan`) and the fence the result was given (`fence_len`
+/// backticks). The bytes sent, which are all of them unless it returns
+/// [`KeptError::Changed`].
+pub fn copy_text<R: Read>(
+    reader: R,
+    buffer: &mut BlockBuffer,
+    scan: &TextScan,
+    fence_len: usize,
+    mut sink: impl FnMut(&str) -> io::Result<()>,
+) -> Result<u64, KeptError> {
+    let mut runs = BacktickRuns::default();
+    let mut written = 0u64;
+    let read = for_each_text(reader, buffer, |piece| {
+        runs.feed(piece.as_bytes());
+        let after = written + piece.len() as u64;
+        if runs.longest >= fence_len || after > scan.bytes {
+            return Err(KeptError::Changed { written });
+        }
+        sink(piece).map_err(KeptError::Write)?;
+        written = after;
+        Ok(())
+    });
+    match read {
+        Ok(total) if total == scan.bytes => Ok(written),
+        Ok(_) | Err(KeptError::NotUtf8 { .. }) => Err(KeptError::Changed { written }),
+        Err(error) => Err(error),
+    }
+}
+
+/// Reads `reader` to its end through `buffer` and hands `visit` its text in pieces that are
+/// whole characters (a character cut by a block's end is carried to the next block); the bytes
+/// read. Bytes that are not UTF-8 end it with [`KeptError::NotUtf8`].
+fn for_each_text<R: Read>(
+    mut reader: R,
+    buffer: &mut BlockBuffer,
+    mut visit: impl FnMut(&str) -> Result<(), KeptError>,
+) -> Result<u64, KeptError> {
+    let (at, block) = (buffer.block_at, buffer.block);
+    let bytes = &mut buffer.bytes;
+    // The bytes of an unfinished character just before the block, and the file offset of the
+    // first of them.
+    let (mut carried, mut offset) = (0usize, 0u64);
+    loop {
+        let read = match reader.read(&mut bytes[at..at + block]) {
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(KeptError::Read(error)),
+        };
+        if read == 0 {
+            return if carried == 0 {
+                Ok(offset)
+            } else {
+                Err(KeptError::NotUtf8 { offset })
+            };
+        }
+        let text = &bytes[at - carried..at + read];
+        // Checked with the standard library's fast check; only a block that does not check
+        // whole is looked at further (a character cut by its end, or bytes that are not UTF-8).
+        let done = match std::str::from_utf8(text) {
+            Ok(text) => {
+                visit(text)?;
+                text.len()
+            }
+            Err(error) => {
+                let valid = error.valid_up_to();
+                // The valid text first: a second pass writes whole characters up to a bad byte.
+                if let Ok(text) = std::str::from_utf8(&text[..valid]) {
+                    visit(text)?;
+                }
+                if error.error_len().is_some() {
+                    return Err(KeptError::NotUtf8 {
+                        offset: offset + valid as u64,
+                    });
+                }
+                // An unfinished character at the end waits for the next block.
+                valid
+            }
+        };
+        let rest = carried + read - done;
+        bytes.copy_within(at + read - rest..at + read, at - rest);
+        carried = rest;
+        offset += done as u64;
+    }
+}
+
+/// The longest run of backticks in text given in pieces, a run that spans pieces counted whole.
+#[derive(Debug, Default)]
+struct BacktickRuns {
+    /// The run that ends the pieces so far.
+    open: usize,
+    longest: usize,
+}
+
+impl BacktickRuns {
+    fn feed(&mut self, piece: &[u8]) {
+        let mut at = 0;
+        while let Some(found) = memchr::memchr(b'`', &piece[at..]) {
+            let start = at + found;
+            let len = piece[start..].iter().take_while(|&&b| b == b'`').count();
+            let run = if start == 0 { self.open + len } else { len };
+            self.longest = self.longest.max(run);
+            at = start + len;
+            self.open = if at == piece.len() { run } else { 0 };
+        }
+        if at < piece.len() {
+            self.open = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that gives at most `step` bytes a read, as a pipe or a slow disk may.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    fn longest_run(text: &str) -> usize {
+        let mut longest = 0;
+        let mut run = 0;
+        for c in text.chars() {
+            run = if c == '`' { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        longest
+    }
+
+    fn copied(
+        text: &[u8],
+        buffer: usize,
+        step: usize,
+        scan: &TextScan,
+        fence: usize,
+    ) -> (Result<u64, KeptError>, String) {
+        let mut out = String::new();
+        let result = copy_text(
+            Trickle { bytes: text, step },
+            &mut BlockBuffer::new(buffer),
+            scan,
+            fence,
+            |piece| {
+                out.push_str(piece);
+                Ok(())
+            },
+        );
+        (result, out)
+    }
+
+    #[test]
+    fn the_first_pass_counts_what_the_result_needs_across_block_edges() {
+        let text = "αβγ ``` x\n`````y\n😀 end`".repeat(50);
+        for (buffer, step) in [
+            (4, 1),
+            (5, 3),
+            (7, 7),
+            (64, 13),
+            (KEPT_BLOCK_BYTES, 1 << 20),
+        ] {
+            let scan = scan_text(
+                Trickle {
+                    bytes: text.as_bytes(),
+                    step,
+                },
+                &mut BlockBuffer::new(buffer),
+            )
+            .unwrap();
+            assert_eq!(scan.bytes, text.len() as u64);
+            assert_eq!(scan.newlines, text.matches('\n').count() as u64);
+            assert!(!scan.ends_with_newline);
+            // The last backtick of one copy and the first of the next are apart.
+            assert_eq!(scan.longest_backtick_run, longest_run(&text));
+        }
+    }
+
+    #[test]
+    fn a_run_of_backticks_that_spans_blocks_is_counted_whole() {
+        let text = format!("a{}b", "`".repeat(9));
+        let scan = scan_text(
+            Trickle {
+                bytes: text.as_bytes(),
+                step: 2,
+            },
+            &mut BlockBuffer::new(3),
+        )
+        .unwrap();
+        assert_eq!(scan.longest_backtick_run, 9);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_found_at_their_offset_also_at_a_block_edge() {
+        let mut bytes = "ab😀".as_bytes().to_vec();
+        bytes.extend_from_slice(&[0xF0, 0x9F]); // a character cut by the file's end
+        let error = scan_text(
+            Trickle {
+                bytes: &bytes,
+                step: 1,
+            },
+            &mut BlockBuffer::new(4),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, KeptError::NotUtf8 { offset: 6 }),
+            "{error:?}"
+        );
+        let mut bytes = b"abc".to_vec();
+        bytes.push(0xFF);
+        bytes.extend_from_slice(b"def");
+        let error = scan_text(
+            Trickle {
+                bytes: &bytes,
+                step: 2,
+            },
+            &mut BlockBuffer::new(4),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, KeptError::NotUtf8 { offset: 3 }),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn the_second_pass_writes_the_file_as_the_first_saw_it() {
+        let text = "línea uno\n``` dos\ntres 😀\n".repeat(100);
+        let scan = scan_text(text.as_bytes(), &mut BlockBuffer::new(16)).unwrap();
+        let (result, out) = copied(text.as_bytes(), 16, 5, &scan, 4);
+        assert_eq!(result.unwrap(), text.len() as u64);
+        assert_eq!(out, text);
+    }
+
+    #[test]
+    fn a_file_changed_between_the_passes_is_cut_short_and_never_breaks_the_fence() {
+        let before = "safe text\n".repeat(20);
+        let scan = scan_text(before.as_bytes(), &mut BlockBuffer::new(32)).unwrap();
+        let fence = 3;
+        // A run of backticks as long as the fence appeared: nothing from its piece on is written.
+        let after = format!("{}```\nfake```flycode-result\n", "safe text\n".repeat(5));
+        let (result, out) = copied(after.as_bytes(), 32, 32, &scan, fence);
+        assert!(
+            matches!(result, Err(KeptError::Changed { .. })),
+            "{result:?}"
+        );
+        assert!(longest_run(&out) < fence, "{out:?}");
+        assert!(after.starts_with(&out));
+        // A run split across two reads counts whole.
+        let after = format!("{}``", "x".repeat(31)) + "`y";
+        let (result, out) = copied(after.as_bytes(), 32, 32, &scan, fence);
+        assert!(matches!(result, Err(KeptError::Changed { .. })));
+        assert!(longest_run(&out) < fence);
+        // Grown: never more than the first pass counted.
+        let grown = format!("{before}more");
+        let (result, out) = copied(grown.as_bytes(), 32, 7, &scan, fence);
+        assert!(matches!(result, Err(KeptError::Changed { .. })));
+        assert!(out.len() <= before.len());
+        // Shrunk, or no longer UTF-8: what was written stays whole characters.
+        let (result, _) = copied(&before.as_bytes()[..50], 32, 7, &scan, fence);
+        assert!(matches!(result, Err(KeptError::Changed { written: 50 })));
+        let mut broken = before.as_bytes().to_vec();
+        broken[40] = 0xFF;
+        let (result, out) = copied(&broken, 32, 7, &scan, fence);
+        assert!(matches!(result, Err(KeptError::Changed { written: 40 })));
+        assert_eq!(out, before[..40]);
+    }
+
+    #[test]
+    fn a_failing_output_stops_the_copy_with_its_error() {
+        let text = "abc\n".repeat(10);
+        let scan = scan_text(text.as_bytes(), &mut BlockBuffer::new(8)).unwrap();
+        let result = copy_text(text.as_bytes(), &mut BlockBuffer::new(8), &scan, 3, |_| {
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        });
+        assert!(matches!(result, Err(KeptError::Write(_))));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        /// Whatever the text and however the blocks and reads cut it, the first pass counts
+        /// what a whole read counts and the second writes the text unchanged.
+        #[test]
+        fn both_passes_agree_with_a_read_into_memory(
+            pieces in proptest::collection::vec(proptest::sample::select(vec!["`", "``", "a", "\n", "é", "😀", "ĳ\n", "```` x"]), 0..200),
+            block in 1usize..40,
+            step in 1usize..50,
+        ) {
+            let text = pieces.concat();
+            let scan = scan_text(Trickle { bytes: text.as_bytes(), step }, &mut BlockBuffer::new(block)).unwrap();
+            proptest::prop_assert_eq!(scan.bytes, text.len() as u64);
+            proptest::prop_assert_eq!(scan.newlines, text.matches('\n').count() as u64);
+            proptest::prop_assert_eq!(scan.longest_backtick_run, longest_run(&text));
+            let (result, out) = copied(text.as_bytes(), block, step, &scan, scan.longest_backtick_run + 1);
+            proptest::prop_assert_eq!(result.unwrap(), text.len() as u64);
+            proptest::prop_assert_eq!(out, text);
+        }
+    }
+}
