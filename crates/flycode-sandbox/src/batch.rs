@@ -10,7 +10,7 @@
 //!    link. If a replacement fails, the ones already done are put back, and the temporaries,
 //!    backups and created directories are removed: no file has changed.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, OpenOptions};
@@ -439,8 +439,9 @@ fn lock_and_read(
     let Some(mut file) = super::lock::lock_what_is_there(parent, name, input, mode)? else {
         return Ok(None);
     };
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
+    let size = file.metadata().map_or(0, |metadata| metadata.len());
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    crate::read::read_to_end_aligned(&mut file, &mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
     Ok(Some((file, bytes)))
 }

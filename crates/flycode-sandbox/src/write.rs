@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -259,9 +259,9 @@ impl Sandbox {
 
 /// The whole content of the locked file (read from its start: it was just opened).
 fn read_whole(file: &cap_std::fs::File, input: &str) -> Result<Vec<u8>, SandboxError> {
-    let mut bytes = Vec::new();
-    (&*file)
-        .read_to_end(&mut bytes)
+    let size = file.metadata().map_or(0, |metadata| metadata.len());
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    crate::read::read_to_end_aligned(&mut &*file, &mut bytes)
         .map_err(|e| SandboxError::from_io(input, e))?;
     Ok(bytes)
 }

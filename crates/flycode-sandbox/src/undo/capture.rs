@@ -3,7 +3,6 @@
 //! [`UndoStore`] when asked to.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use cap_std::fs::Dir;
@@ -110,7 +109,7 @@ impl ImageCapture<'_> {
             if counted {
                 let (mut file, _) = open_file(parent, name.as_os_str())?;
                 let mut bytes = spare_buffer(size);
-                file.read_to_end(&mut bytes)?;
+                crate::read::read_to_end_aligned(&mut file, &mut bytes)?;
                 self.see(sha256, bytes);
             }
             return Ok(Image::File {
