@@ -14,9 +14,8 @@ use crate::protocol::{
     Call, ClassifyOptions, ResultBlock, ToolSet, Verdict, classify_reply, parse_slash_in,
 };
 use crate::sandbox::Session;
-use crate::sandbox::read::KeptError;
+use crate::sandbox::read::{KeptBody, KeptError};
 use crate::tools::executor::{Door, DoorSession};
-use crate::tools::kept_body::KeptBody;
 use crate::tools::secrets::Secrets;
 
 /// Runs `flycode exec`.
@@ -277,7 +276,7 @@ fn print_result(
         // Written in parts: a large body goes out from where it is, not copied into the
         // rendered block first (a 10 MB read would pay for a second 10 MB of fresh memory).
         let parts = match kept {
-            Some(kept) => block.render_parts_around(kept.scan().longest_backtick_run),
+            Some(kept) => block.render_parts_around(kept.facts().longest_backtick_run),
             None => block.render_parts(),
         };
         // On a terminal, file contents and program output must not drive it (colours, cursor,

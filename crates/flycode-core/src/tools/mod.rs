@@ -11,7 +11,6 @@ pub mod executor;
 pub mod fs;
 pub mod hint;
 pub mod jobs;
-pub mod kept_body;
 pub mod memory;
 pub mod places;
 pub mod policy;
@@ -40,8 +39,8 @@ pub struct ToolOutput {
     pub continue_hint: Option<String>,
     /// A body left in its file for the door to write out (then `body` is empty): `fs.read` of
     /// a large whole text file, for a door that prints only the result block
-    /// ([`kept_body::KeptBody`]).
-    pub kept: Option<kept_body::KeptBody>,
+    /// ([`crate::sandbox::read::KeptBody`]).
+    pub kept: Option<crate::sandbox::read::KeptBody>,
 }
 
 /// Why a tool failed: an error the model can correct, rendered as `[ok] false`.

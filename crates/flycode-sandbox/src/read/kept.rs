@@ -11,12 +11,88 @@
 //! than reading a file that is in the page cache, so a 10 MB file read whole into memory cost
 //! several times `cat` (issue 41).
 
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use super::aligned::BlockBuffer;
+use crate::mask::{MaskingReader, Secrets};
 
 /// The block both passes read at a time, `cat`'s size.
 pub const KEPT_BLOCK_BYTES: usize = 128 * 1024;
+
+/// A whole text file checked by a first pass ([`KeptBody::scan`]) and kept open, to be written
+/// out by a second ([`KeptBody::write_out`]): the body of a result left in its file, for a door
+/// that prints only the result block. The tool makes it; the door writes it out.
+#[derive(Clone, Debug)]
+pub struct KeptBody {
+    inner: Arc<Kept>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    /// The file, open since the first pass (a name swapped since changes nothing).
+    file: std::fs::File,
+    /// The path as the call named it, for the notice of a change.
+    path: String,
+    scan: TextScan,
+    /// Masked in the second pass as in the first.
+    secrets: Secrets,
+    /// The first pass's buffer, reused by the second.
+    buffer: Mutex<BlockBuffer>,
+}
+
+impl PartialEq for KeptBody {
+    fn eq(&self, other: &KeptBody) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl KeptBody {
+    /// The first pass over `file` (opened by the sandbox from `path`, at its start), with
+    /// `secrets` masked: the body, if the file is UTF-8.
+    pub fn scan(file: std::fs::File, path: &str, secrets: &Secrets) -> Result<KeptBody, KeptError> {
+        let mut buffer = BlockBuffer::new(KEPT_BLOCK_BYTES);
+        let scan = scan_text(MaskingReader::new(&file, secrets), &mut buffer)?;
+        Ok(KeptBody {
+            inner: Arc::new(Kept {
+                file,
+                path: path.to_owned(),
+                scan,
+                secrets: secrets.clone(),
+                buffer: Mutex::new(buffer),
+            }),
+        })
+    }
+
+    /// What the first pass found.
+    pub fn facts(&self) -> &TextScan {
+        &self.inner.scan
+    }
+
+    /// The path as the call named it.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    /// The second pass: sends the file's text to `sink` in pieces, each checked against the
+    /// first pass and the fence (`fence_len` backticks) before it goes; the bytes sent, or
+    /// [`KeptError::Changed`] with how many went out before the file was found changed.
+    pub fn write_out(
+        &self,
+        fence_len: usize,
+        sink: impl FnMut(&str) -> io::Result<()>,
+    ) -> Result<u64, KeptError> {
+        let mut file = &self.inner.file;
+        file.seek(SeekFrom::Start(0)).map_err(KeptError::Read)?;
+        let mut buffer = self
+            .inner
+            .buffer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let reader = MaskingReader::new(file, &self.inner.secrets);
+        copy_text(reader, &mut buffer, &self.inner.scan, fence_len, sink)
+    }
+}
 
 /// What the first pass learned of a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -19,7 +19,7 @@ pub mod stream;
 pub mod summary;
 
 pub use aligned::{BlockBuffer, read_to_end_aligned};
-pub use kept::{KEPT_BLOCK_BYTES, KeptError, TextScan, copy_text, scan_text};
+pub use kept::{KEPT_BLOCK_BYTES, KeptBody, KeptError, TextScan, copy_text, scan_text};
 pub use part::{ReadError, ReadPart, ReadPlan, Selection, Shown, Span};
 pub use select::{select_bytes, select_text};
 pub use stream::{margins, read_part, read_whole};

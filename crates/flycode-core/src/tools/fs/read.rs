@@ -21,13 +21,11 @@ use serde_json::{Value, json};
 use crate::protocol::ErrorCode;
 use crate::protocol::ToolName;
 use crate::sandbox::Sandbox;
-use crate::sandbox::mask::MaskingReader;
 use crate::sandbox::read::{
-    BlockBuffer, FileFacts, KEPT_BLOCK_BYTES, KeptError, ReadError, ReadPart, ReadPlan,
-    ReadSummary, Selection, Shown, Span, bytes_summary, file_facts, margins, read_part, read_whole,
-    scan_text, select_bytes, select_text, stream_summary,
+    FileFacts, KeptBody, KeptError, ReadError, ReadPart, ReadPlan, ReadSummary, Selection, Shown,
+    Span, bytes_summary, file_facts, margins, read_part, read_whole, select_bytes, select_text,
+    stream_summary,
 };
-use crate::tools::kept_body::KeptBody;
 use crate::tools::secrets::{Edge, Secrets};
 use crate::tools::tool::{ApprovalClass, Effects, SessionChange, Tool, ToolContext, shorten_path};
 use crate::tools::{ToolError, ToolOutput};
@@ -164,9 +162,8 @@ fn kept_output(
     file: std::fs::File,
     secrets: &Secrets,
 ) -> Result<ToolOutput, ToolError> {
-    let mut buffer = BlockBuffer::new(KEPT_BLOCK_BYTES);
-    let scan = match scan_text(MaskingReader::new(&file, secrets), &mut buffer) {
-        Ok(scan) => scan,
+    let kept = match KeptBody::scan(file, &args.path, secrets) {
+        Ok(kept) => kept,
         Err(KeptError::NotUtf8 { offset }) => return Err(not_utf8(&args.path, offset)),
         Err(KeptError::Read(error) | KeptError::Write(error)) => {
             return Err(io_error(&args.path, &error));
@@ -185,13 +182,7 @@ fn kept_output(
         None,
         true,
     );
-    output.kept = Some(KeptBody::new(
-        file,
-        &args.path,
-        scan,
-        secrets.clone(),
-        buffer,
-    ));
+    output.kept = Some(kept);
     Ok(output)
 }
 
@@ -525,7 +516,7 @@ impl Tool for FsRead {
 
     fn summary(&self, output: &ToolOutput) -> String {
         if let Some(kept) = &output.kept {
-            let scan = kept.scan();
+            let scan = kept.facts();
             let lines = scan.newlines + u64::from(scan.bytes > 0 && !scan.ends_with_newline);
             return format!(
                 "Read {} ({})",
@@ -662,7 +653,7 @@ mod tests {
         let body = kept.kept.as_ref().expect("left in the file");
         assert_eq!(kept.body.as_deref(), Some(""));
         assert_eq!(kept.data["content"], Value::Null);
-        assert_eq!(body.scan().longest_backtick_run, 4);
+        assert_eq!(body.facts().longest_backtick_run, 4);
         assert_eq!(FsRead.summary(&kept), FsRead.summary(&in_memory));
         let mut written = String::new();
         body.write_out(5, |piece| {
@@ -689,7 +680,7 @@ mod tests {
     #[test]
     fn a_large_file_that_is_not_utf8_fails_as_the_in_memory_read_does() {
         let mut bytes = vec![b'a'; usize::try_from(KEPT_FROM_BYTES).unwrap() + 10];
-        bytes[KEPT_BLOCK_BYTES + 3] = 0xFF;
+        bytes[crate::sandbox::read::KEPT_BLOCK_BYTES + 3] = 0xFF;
         let f = fixture(&[("bin.dat", &bytes)]);
         let args: ReadArgs = crate::tools::parse_args(
             "fs.read",
