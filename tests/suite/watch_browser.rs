@@ -23,6 +23,20 @@ struct Companion {
     root: PathBuf,
 }
 
+impl Companion {
+    /// Whether flycode's standard error holds `text` by `limit` from now.
+    fn said_within(&self, text: &str, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if self.stderr.lock().unwrap().contains(text) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.stderr.lock().unwrap().contains(text)
+    }
+}
+
 impl Drop for Companion {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -208,7 +222,8 @@ fn pairing_takes_the_printed_code_once_and_gives_a_token_that_opens_the_api() {
     );
     assert_eq!(status, 200);
     assert!(!page.contains(&companion.code) && !page.contains(&token));
-    assert!(companion.stderr.lock().unwrap().contains("paired"));
+    // The terminal's line is read from the child's standard error on a thread of its own.
+    assert!(companion.said_within("paired", std::time::Duration::from_secs(10)));
 }
 
 #[test]

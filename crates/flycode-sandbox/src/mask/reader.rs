@@ -18,6 +18,8 @@ pub struct MaskingReader<'s, R> {
     out: Vec<u8>,
     at: usize,
     eof: bool,
+    /// What the inner reader fills, kept from one refill to the next.
+    chunk: Vec<u8>,
 }
 
 /// What a [`MaskingReader`] asks of its reader at a time.
@@ -34,17 +36,20 @@ impl<'s, R: Read> MaskingReader<'s, R> {
             out: Vec::new(),
             at: 0,
             eof: false,
+            chunk: Vec::new(),
         }
     }
 
     /// Reads until more than a margin is in hand (or the end), then masks what can be returned.
     fn refill(&mut self) -> io::Result<()> {
         let margin = self.secrets.margin();
-        let mut chunk = vec![0u8; READ_CHUNK];
+        if self.chunk.is_empty() {
+            self.chunk = vec![0u8; READ_CHUNK];
+        }
         while !self.eof && self.raw.len() <= margin {
-            match self.inner.read(&mut chunk) {
+            match self.inner.read(&mut self.chunk) {
                 Ok(0) => self.eof = true,
-                Ok(n) => self.raw.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.raw.extend_from_slice(&self.chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -54,7 +59,9 @@ impl<'s, R: Read> MaskingReader<'s, R> {
         } else {
             self.raw.len() - margin
         };
-        let mut out = self.raw[..ready].to_vec();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out.extend_from_slice(&self.raw[..ready]);
         self.secrets.mask_window(
             &mut out,
             Edge::exact(&self.previous),
