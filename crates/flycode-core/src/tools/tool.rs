@@ -201,7 +201,8 @@ pub struct ToolContext<'a> {
     /// The session's background jobs (`watch`, `run`, `mcp`; none in `exec`).
     pub jobs: Option<&'a super::jobs::JobTable>,
     /// The door reads only the result block: the structured data may leave out what the body
-    /// holds ([`crate::tools::executor::Executor::text_only`]).
+    /// holds, and a body may be left in its file ([`crate::tools::ToolOutput::kept`]), which the
+    /// door then writes out ([`crate::tools::executor::Executor::text_only`]).
     pub text_only: bool,
 }
 
