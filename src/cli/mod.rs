@@ -569,6 +569,9 @@ impl Language {
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     let outcome = run_command(cli.command);
+    // The change records the door completed after its calls answered go on the disk before
+    // flycode exits (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
+    crate::sandbox::undo::wait_for_completions();
     report_config_reads();
     outcome
 }

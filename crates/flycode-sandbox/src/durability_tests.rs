@@ -135,16 +135,27 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     for path in &paths {
         std::fs::write(path, "new\n").unwrap();
     }
-    // The completed record's data only.
+    // Nothing on the call's path: the completed record is readable at once and flushed after
+    // the call has answered, on a thread of its own.
+    let mut id = None;
     let after = count::during(|| {
-        assert!(
-            recorder
-                .finish(pending.take().unwrap(), &Default::default())
-                .unwrap()
-                .is_some()
-        );
+        id = recorder
+            .finish(pending.take().unwrap(), &Default::default())
+            .unwrap();
     });
-    assert_eq!(after, 1);
+    assert_eq!(after, 0);
+    let id = id.unwrap();
+    assert!(recorder.store().record(&id).unwrap().complete);
+    crate::undo::wait_for_completions();
+    // On the disk in place of the incomplete record, its marker gone.
+    let changes = state.path().join("undo/changes");
+    let mut names: Vec<String> = std::fs::read_dir(&changes)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [format!("{id}.json")]);
+    assert!(recorder.store().record(&id).unwrap().complete);
 }
 
 #[test]
@@ -195,5 +206,43 @@ fn recording_a_replacing_change_links_the_old_file_and_takes_the_reported_hash()
     assert!(
         matches!(after, crate::undo::Image::File { sha256, .. } if *sha256 == reported),
         "{after:?}"
+    );
+}
+
+#[test]
+fn flushes_made_together_are_all_made_and_counted_on_the_caller_s_thread() {
+    use super::durability::{Flush, sync_at_once};
+    use std::os::fd::AsFd;
+    let temp = tempfile::tempdir().unwrap();
+    let files: Vec<std::fs::File> = (0..11)
+        .map(|n| {
+            let path = temp.path().join(format!("f{n}"));
+            std::fs::write(&path, format!("{n}\n")).unwrap();
+            std::fs::File::open(path).unwrap()
+        })
+        .collect();
+    let folder = std::fs::File::open(temp.path()).unwrap();
+    let flushes: Vec<Flush<'_>> = files
+        .iter()
+        .map(|file| Flush::Data(file.as_fd()))
+        .chain(std::iter::once(Flush::Dir(folder.as_fd())))
+        .collect();
+    let syncs = count::during(|| sync_at_once(&flushes, Durability::Full).unwrap());
+    assert_eq!(syncs, 12);
+    assert_eq!(
+        count::during(|| sync_at_once(&flushes, Durability::Process).unwrap()),
+        0
+    );
+    // One that fails (a pipe has no data to flush) is the error, after all the others ran.
+    let (reader, _writer) = std::io::pipe().unwrap();
+    let mut with_pipe = flushes.clone();
+    with_pipe.insert(3, Flush::Data(reader.as_fd()));
+    let mut outcome = Ok(());
+    let syncs = count::during(|| outcome = sync_at_once(&with_pipe, Durability::Full));
+    assert_eq!(syncs, 13);
+    assert_eq!(
+        outcome.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput,
+        "fdatasync of a pipe is EINVAL"
     );
 }

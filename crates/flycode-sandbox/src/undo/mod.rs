@@ -6,6 +6,7 @@
 
 pub mod capture;
 pub mod change;
+pub mod completion;
 pub mod image;
 pub mod limits;
 pub mod record;
@@ -14,6 +15,7 @@ pub mod retention;
 pub mod store;
 
 pub use change::{ChangeRecord, PathChange};
+pub use completion::wait_for_completions;
 pub use image::Image;
 pub use limits::UndoLimits;
 pub use record::{Named, Pending, Recorder, UndoError, session_id, settle_interrupted};

@@ -317,19 +317,24 @@ impl Recorder {
             super::capture::give_back(bytes);
         }
         record.complete = true;
-        self.store.save(record, false).map_err(|e| self.fail(e))?;
-        self.store.settled(&record.id).map_err(|e| self.fail(e))?;
+        self.store
+            .save_completed(record)
+            .map_err(|e| self.fail(e))?;
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if record.stored_bytes > 0 {
-            super::retention::count_change(
-                &self.store,
-                self.limits,
-                &record.id,
-                record.stored_bytes,
-                self.prunes,
-            );
-        }
+        // The rest after the call has answered: the completed record readable now is flushed
+        // and put in place of the incomplete one, the marker dropped, the store's size counted.
+        let (store, limits, prunes) =
+            (std::sync::Arc::clone(&self.store), self.limits, self.prunes);
+        let (id, stored_bytes) = (record.id.clone(), record.stored_bytes);
+        super::completion::spawn(move || {
+            // Where this fails, the marker stays: the next door's start settles the change
+            // (from its completed record if that verifies, else from the files) and says so.
+            let _ = store.make_durable(&id);
+            if stored_bytes > 0 {
+                super::retention::count_change(&store, limits, &id, stored_bytes, prunes);
+            }
+        });
         Ok(Some(record.id.clone()))
     }
 }
@@ -524,15 +529,26 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
         let Some(mut record) = store.record(&id) else {
             // No record (killed before it was written), or one that is not flycode's.
             // (A marker younger than a minute may be a live process's, its record not yet written.)
+            // An empty record is what a power loss leaves of one whose data had not reached
+            // the disk when its name had (they are flushed together, before the change lands):
+            // the change never landed.
             let record_file = store.dir().join("changes").join(format!("{id}.json"));
             let old_marker = store.marker_age(&id).is_some_and(|age| age.as_secs() > 60);
-            if old_marker && std::fs::metadata(record_file).is_err() {
-                let _ = store.settled(&id);
+            match std::fs::metadata(&record_file) {
+                Err(_) if old_marker => {
+                    let _ = store.settled(&id);
+                }
+                Ok(metadata) if old_marker && metadata.len() == 0 => {
+                    let _ = store.remove(&id);
+                }
+                _ => {}
             }
             continue;
         };
         if record.complete {
-            let _ = store.settled(&id);
+            // Completed (perhaps only beside its incomplete record, by a flycode that ended
+            // before it put it on the disk): on the disk now, and the marker gone.
+            let _ = store.make_durable(&id);
             continue;
         }
         if crate::journal::owner_is_alive(record.pid, record.start) {
@@ -618,8 +634,33 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::differing_lines;
+    use super::{ChangeRecord, UndoLimits, UndoStore, differing_lines, settle_interrupted};
+    use crate::durability::Durability;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_change_completed_but_not_yet_on_the_disk_is_put_there_by_the_next_start() {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        // A flycode that ended after the call answered, before its completion thread ran.
+        let mut record = ChangeRecord {
+            tool: "fs.write".to_owned(),
+            ..ChangeRecord::default()
+        };
+        store.create(&mut record, Vec::new()).unwrap();
+        record.complete = true;
+        store.save_completed(&record).unwrap();
+        // Nothing to say about it (it was not interrupted), and nothing left but the record.
+        assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
+        let names: Vec<String> = std::fs::read_dir(state.path().join("undo/changes"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        assert_eq!(names, [format!("{}.json", record.id)]);
+        let on_disk = store.record(&record.id).unwrap();
+        assert!(on_disk.complete && !on_disk.recovered);
+    }
 
     fn counted(old: &[u8], new: &[u8]) -> (usize, usize) {
         let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));

@@ -8,9 +8,16 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::super::durability::{Durability, sync_data, sync_dir};
+use std::os::fd::AsFd;
+
+use super::super::durability::{Durability, Flush, sync_at_once, sync_data, sync_dir};
 use super::super::seal::{Purpose, SealKey};
 use super::change::ChangeRecord;
+
+/// How many linked old files a change keeps open until its flushes ([`UndoStore::create`]):
+/// enough for the flushes to overlap, few enough that a large batch never nears the limit on
+/// open files.
+const LINKED_KEPT_OPEN: usize = 32;
 
 /// The file that counts the bytes of content the store holds ([`UndoStore::count_added`]).
 const SIZE_COUNT: &str = "size";
@@ -175,9 +182,20 @@ impl UndoStore {
         self.make_dir(dir)?;
         if linkable(before) && link_unchanged(source, before, dir, sha256) {
             // The old file's own data may not be on the disk yet (a program wrote it a moment
-            // ago): once the change lands, this is its only copy.
-            sync_data(source.2, self.durability)?;
-            staged.push(StagedBlob::Linked { path });
+            // ago): once the change lands, this is its only copy. [`UndoStore::create`] flushes
+            // it, beside the change's other flushes; past the first few of a change (each kept
+            // open until then), here.
+            let open = staged
+                .iter()
+                .filter(|blob| matches!(blob, StagedBlob::Linked { file: Some(_), .. }))
+                .count();
+            let file = if open < LINKED_KEPT_OPEN {
+                Some(source.2.try_clone()?)
+            } else {
+                sync_data(source.2, self.durability)?;
+                None
+            };
+            staged.push(StagedBlob::Linked { path, file });
             return Ok(len(bytes));
         }
         self.stage_blob(sha256, bytes, staged)
@@ -212,27 +230,36 @@ impl UndoStore {
         Ok(())
     }
 
-    /// Flushes the staged copies' data and gives each its name (a blob someone else stored
-    /// meanwhile is kept); the folders to flush (a linked blob's too: its name is new).
-    fn name_blobs(&self, staged: Vec<StagedBlob>) -> std::io::Result<BTreeSet<PathBuf>> {
-        for blob in &staged {
-            if let StagedBlob::Copied { temp, .. } = blob {
-                sync_data(temp.as_file(), self.durability)?;
-            }
-        }
+    /// Flushes the staged copies' data (all at once) and gives each its name (a blob someone
+    /// else stored meanwhile is kept); the folders to flush (a linked blob's too: its name is
+    /// new) and the linked files, whose data is still to flush.
+    fn name_blobs(
+        &self,
+        staged: Vec<StagedBlob>,
+    ) -> std::io::Result<(BTreeSet<PathBuf>, Vec<std::fs::File>)> {
+        let copies: Vec<Flush<'_>> = staged
+            .iter()
+            .filter_map(|blob| match blob {
+                StagedBlob::Copied { temp, .. } => Some(Flush::Data(temp.as_file().as_fd())),
+                StagedBlob::Linked { .. } => None,
+            })
+            .collect();
+        sync_at_once(&copies, self.durability)?;
+        drop(copies);
         let mut folders = BTreeSet::new();
+        let mut linked = Vec::new();
         for blob in staged {
             folders.insert(blob.path().parent().unwrap_or(&self.dir).to_owned());
-            let StagedBlob::Copied { temp, path } = blob else {
-                continue;
-            };
-            match temp.persist_noclobber(&path) {
-                Ok(_) => {}
-                Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(error.error),
+            match blob {
+                StagedBlob::Copied { temp, path } => match temp.persist_noclobber(&path) {
+                    Ok(_) => {}
+                    Err(error) if error.error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(error) => return Err(error.error),
+                },
+                StagedBlob::Linked { file, .. } => linked.extend(file),
             }
         }
-        Ok(folders)
+        Ok((folders, linked))
     }
 
     /// The content stored under `sha256`, checked against it.
@@ -257,16 +284,17 @@ impl UndoStore {
 
     /// Names the change's staged contents, gives `record` the next free id (`c-N`) and writes
     /// it, sealed, as a new file: two processes never take the same id (the file is created
-    /// exclusively). Under `full`, the contents' data and the record's are flushed first, then
-    /// every folder that got a name (`blobs/`, and `changes/` with the record and its marker), so that all of it is
-    /// on the disk before the change lands; the folders go last, together, because on a
-    /// journalling file system the first folder flush commits the others' names too.
+    /// exclusively). Under `full`, the copied contents' data is flushed before they are named;
+    /// then the linked files' data, the record's and every folder that got a name (`blobs/`, and
+    /// `changes/` with the record and its marker) are flushed together, each on a thread of its
+    /// own ([`sync_at_once`]), so that all of it is on the disk before the change lands. No
+    /// order is needed among those: nothing names a flushed thing until they have all ended.
     pub fn create(
         &self,
         record: &mut ChangeRecord,
         staged: Vec<StagedBlob>,
     ) -> std::io::Result<()> {
-        let mut folders = self.name_blobs(staged)?;
+        let (mut folders, linked) = self.name_blobs(staged)?;
         let changes = self.changes();
         self.make_dir(&changes)?;
         let counter = self.dir.join("next");
@@ -275,7 +303,7 @@ impl UndoStore {
             .and_then(|text| text.trim().parse::<u64>().ok())
             .unwrap_or(1)
             .max(1);
-        loop {
+        let written = loop {
             record.seq = seq;
             record.id = format!("c-{seq}");
             let path = changes.join(format!("{}.json", record.id));
@@ -291,22 +319,26 @@ impl UndoStore {
             {
                 Ok(mut file) => {
                     file.write_all(self.sealed(record)?.as_bytes())?;
-                    sync_data(&file, self.durability)?;
-                    break;
+                    break file;
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
                 Err(error) => return Err(error),
             }
-        }
+        };
         // A hint only: a lost update costs a retry, never a reused id.
         let _ = std::fs::write(&counter, format!("{}\n", seq + 1));
         folders.insert(changes);
-        for folder in &folders {
-            if let Ok(folder) = std::fs::File::open(folder) {
-                sync_dir(&folder, self.durability)?;
-            }
-        }
-        Ok(())
+        let folders: Vec<std::fs::File> = folders
+            .iter()
+            .filter_map(|folder| std::fs::File::open(folder).ok())
+            .collect();
+        let flushes: Vec<Flush<'_>> = linked
+            .iter()
+            .chain(std::iter::once(&written))
+            .map(|file| Flush::Data(file.as_fd()))
+            .chain(folders.iter().map(|folder| Flush::Dir(folder.as_fd())))
+            .collect();
+        sync_at_once(&flushes, self.durability)
     }
 
     /// The state directory's key (the store lives in `STATE/undo`).
@@ -339,10 +371,60 @@ impl UndoStore {
         sync_data(temp.as_file(), self.durability)?;
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
+        // A completed record that never reached the disk whole is replaced by this one.
+        remove_if_there(&self.done_path(&record.id))?;
         if settling && let Ok(folder) = std::fs::File::open(&changes) {
             sync_dir(&folder, self.durability)?;
         }
         Ok(())
+    }
+
+    /// Writes `record`, complete, beside its incomplete record as `c-N.done`, sealed under the
+    /// record's own name: readable at once (it is what [`UndoStore::record`] and
+    /// [`UndoStore::records`] return from now on), but not flushed. [`UndoStore::make_durable`]
+    /// puts it on the disk in place of the incomplete record, after the call has answered
+    /// ([`super::completion`]). The incomplete record stays until then: replacing it with a
+    /// record whose data may not be on the disk yet would leave a crash nothing to settle from.
+    pub fn save_completed(&self, record: &ChangeRecord) -> std::io::Result<()> {
+        let changes = self.changes();
+        let mut temp = tempfile::Builder::new()
+            .prefix(".record.")
+            .tempfile_in(&changes)?;
+        temp.write_all(self.sealed(record)?.as_bytes())?;
+        temp.persist(self.done_path(&record.id))
+            .map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Puts the completed record of `id` ([`UndoStore::save_completed`]) on the disk: its data
+    /// flushed (under `full`), then renamed over the incomplete record, then the marker dropped.
+    /// Nothing to do where it is there already (another flycode settled it meanwhile).
+    pub fn make_durable(&self, id: &str) -> std::io::Result<()> {
+        let done = self.done_path(id);
+        match std::fs::File::open(&done) {
+            Ok(file) => sync_data(&file, self.durability)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        match std::fs::rename(&done, self.changes().join(record_name(id))) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+        self.settled(id)
+    }
+
+    /// Where a completed record waits to be put on the disk ([`UndoStore::save_completed`]).
+    fn done_path(&self, id: &str) -> PathBuf {
+        self.changes().join(format!("{id}.done"))
+    }
+
+    /// The record sealed in `path` under the name `name`, if its seal verifies.
+    fn read_sealed(&self, path: &Path, name: &str) -> Option<ChangeRecord> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let key = self.key().ok()?;
+        key.unwrap(Purpose::Undo, name, &text)
+            .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
+            .filter(|record| record_name(&record.id) == name)
     }
 
     /// Takes the store's lock: shared while a change looks its contents up and names them (until
@@ -418,10 +500,9 @@ impl UndoStore {
 
     /// Removes a record (a call that changed nothing, a pruned change).
     pub fn remove(&self, id: &str) -> std::io::Result<()> {
-        match std::fs::remove_file(self.changes().join(record_name(id))) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
-            _ => self.settled(id),
-        }
+        remove_if_there(&self.done_path(id))?;
+        remove_if_there(&self.changes().join(record_name(id)))?;
+        self.settled(id)
     }
 
     /// The marker of a change under way: beside the records, so that one folder flush covers
@@ -477,14 +558,12 @@ impl UndoStore {
         ids
     }
 
-    /// The record `id`, if it exists and its seal verifies.
+    /// The record `id`, if it exists and its seal verifies: its completed record where one is
+    /// waiting to be put on the disk ([`UndoStore::save_completed`]), else the record itself.
     pub fn record(&self, id: &str) -> Option<ChangeRecord> {
         let name = record_name(id);
-        let text = std::fs::read_to_string(self.changes().join(&name)).ok()?;
-        let key = self.key().ok()?;
-        key.unwrap(Purpose::Undo, &name, &text)
-            .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
-            .filter(|record| record.id == id)
+        self.read_sealed(&self.done_path(id), &name)
+            .or_else(|| self.read_sealed(&self.changes().join(&name), &name))
     }
 
     /// Every record whose seal verifies, oldest first, and a notice for each file that is not
@@ -495,20 +574,20 @@ impl UndoStore {
         let Ok(entries) = std::fs::read_dir(self.changes()) else {
             return (records, notices);
         };
-        let key = match self.key() {
-            Ok(key) => key,
-            Err(error) => return (records, vec![format!("cannot check the records: {error}")]),
-        };
+        if let Err(error) = self.key() {
+            return (records, vec![format!("cannot check the records: {error}")]);
+        }
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if !name.starts_with("c-") || !name.ends_with(".json") {
                 continue;
             }
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            let record = key
-                .unwrap(Purpose::Undo, &name, &text)
-                .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
-                .filter(|record| record_name(&record.id) == name);
+            // The completed record first, where one waits beside it (read before the record
+            // itself: renamed over it meanwhile, it is found there).
+            let done = entry.path().with_extension("done");
+            let record = self
+                .read_sealed(&done, &name)
+                .or_else(|| self.read_sealed(&entry.path(), &name));
             match record {
                 Some(record) => records.push(record),
                 None => notices.push(format!(
@@ -641,6 +720,9 @@ pub enum StagedBlob {
     Linked {
         /// The blob.
         path: PathBuf,
+        /// The file open, for flushing its data with the change's other flushes (`None`:
+        /// flushed already).
+        file: Option<std::fs::File>,
     },
 }
 
@@ -656,7 +738,7 @@ impl StagedBlob {
     /// The sha256 of a file linked in (already under its blob's name).
     pub fn linked(&self) -> Option<String> {
         match self {
-            StagedBlob::Linked { path } => path
+            StagedBlob::Linked { path, .. } => path
                 .file_name()
                 .map(|name| name.to_string_lossy().into_owned()),
             StagedBlob::Copied { .. } => None,
@@ -665,7 +747,7 @@ impl StagedBlob {
 
     fn path(&self) -> &Path {
         match self {
-            StagedBlob::Copied { path, .. } | StagedBlob::Linked { path } => path,
+            StagedBlob::Copied { path, .. } | StagedBlob::Linked { path, .. } => path,
         }
     }
 }
@@ -723,6 +805,14 @@ fn len(bytes: &[u8]) -> u64 {
 }
 
 /// A record's file name.
+/// Removes `path`; one that is not there is no error.
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
 fn record_name(id: &str) -> String {
     format!("{id}.json")
 }
@@ -771,6 +861,89 @@ mod tests {
         store.settled("c-1").unwrap();
         store.settled("c-2").unwrap();
         assert!(store.marked_pending().is_empty());
+    }
+
+    fn record(id: &str, complete: bool) -> ChangeRecord {
+        ChangeRecord {
+            id: id.to_owned(),
+            seq: 1,
+            tool: "fs.write".to_owned(),
+            complete,
+            ..ChangeRecord::default()
+        }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_completed_record_is_read_before_it_is_on_the_disk_and_replaces_the_record_after() {
+        let (_state, store) = store();
+        let mut incomplete = record("", false);
+        store.create(&mut incomplete, Vec::new()).unwrap();
+        let id = incomplete.id.clone();
+        assert_eq!(
+            names(&store.changes()),
+            [format!("{id}.json"), format!("{id}.pending")]
+        );
+        let mut complete = incomplete.clone();
+        complete.complete = true;
+        store.save_completed(&complete).unwrap();
+        // Readable at once, through both ways of reading; the incomplete record still on the
+        // disk beside it, and the marker.
+        assert!(store.record(&id).unwrap().complete);
+        let (records, notices) = store.records();
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(records.len(), 1);
+        assert!(records[0].complete);
+        assert_eq!(
+            names(&store.changes()),
+            [
+                format!("{id}.done"),
+                format!("{id}.json"),
+                format!("{id}.pending")
+            ]
+        );
+        store.make_durable(&id).unwrap();
+        assert_eq!(names(&store.changes()), [format!("{id}.json")]);
+        assert!(store.record(&id).unwrap().complete);
+        // A second time (another flycode settling it meanwhile) finds nothing to do.
+        store.make_durable(&id).unwrap();
+        assert!(store.record(&id).unwrap().complete);
+    }
+
+    #[test]
+    fn a_completed_record_that_did_not_reach_the_disk_whole_leaves_the_incomplete_one_in_force() {
+        let (_state, store) = store();
+        let mut incomplete = record("", false);
+        store.create(&mut incomplete, Vec::new()).unwrap();
+        let id = incomplete.id.clone();
+        // What a power loss can leave of a completed record not yet flushed: nothing, or a part.
+        for torn in [&b""[..], b"{\"seal\":"] {
+            std::fs::write(store.done_path(&id), torn).unwrap();
+            assert!(!store.record(&id).unwrap().complete);
+            let (records, _) = store.records();
+            assert!(!records[0].complete);
+        }
+        // Settled from the files, the record saved over it takes the torn one away.
+        let mut settled = incomplete.clone();
+        settled.complete = true;
+        store.save(&settled, true).unwrap();
+        assert_eq!(
+            names(&store.changes()),
+            [format!("{id}.json"), format!("{id}.pending")]
+        );
+        // Removing a change removes a completed record waiting beside it too.
+        store.save_completed(&settled).unwrap();
+        store.remove(&id).unwrap();
+        assert!(names(&store.changes()).is_empty());
     }
 
     #[test]

@@ -1,0 +1,83 @@
+//! Completed records put on the disk after the call has answered (PROTOCOL.md §16 (Undo and
+//! history), "Order, and a crash"). A change's completed record is readable the moment its call
+//! answers (as `c-N.done` beside the incomplete `c-N.json`, [`super::UndoStore::save_completed`]);
+//! flushing it, renaming it over the incomplete record and dropping the marker happen here, on a
+//! thread of their own, off the call's path. Until then the marker and the incomplete record,
+//! both on the disk since before the change landed, are what a crash leaves: the next start puts
+//! the completed record in place if it reached the disk whole (its seal verifies), and otherwise
+//! settles the change from what the files hold, as for a flycode killed during the call.
+//!
+//! Every door waits for these threads before it exits ([`wait_for_completions`]), so a flycode
+//! that ends normally leaves every record on the disk.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// Held by the completion that runs: one at a time, so that two of them never prune the store
+/// at once (the completions of a door's calls in quick succession).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// How many completions are under way in this process.
+static UNDER_WAY: Mutex<usize> = Mutex::new(0);
+static ENDED: Condvar = Condvar::new();
+
+thread_local! {
+    /// Set on a completion's own thread (it never waits for itself).
+    static COMPLETING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts one completion down when dropped, however it ends.
+struct Ended;
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let mut under_way = UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner);
+        *under_way = under_way.saturating_sub(1);
+        ENDED.notify_all();
+    }
+}
+
+/// Runs `complete` on a thread of its own (on this one where no thread can be had), counted
+/// until it ends.
+pub(crate) fn spawn(complete: impl FnOnce() + Send + 'static) {
+    *UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    let work = Arc::new(Mutex::new(Some(complete)));
+    let run = {
+        let work = Arc::clone(&work);
+        move || {
+            let _ended = Ended;
+            COMPLETING.with(|flag| flag.set(true));
+            let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+            let complete = work.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(complete) = complete {
+                complete();
+            }
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("undo-complete".to_owned())
+        .spawn(run);
+    if spawned.is_err() {
+        // No thread to be had: complete it here, on the call's path.
+        let _ended = Ended;
+        let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+        let complete = work.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(complete) = complete {
+            complete();
+        }
+    }
+}
+
+/// Waits until every completion this process started has ended: its records on the disk and
+/// their markers gone. A door calls it before it exits; on a completion's own thread it returns
+/// at once.
+pub fn wait_for_completions() {
+    if COMPLETING.with(std::cell::Cell::get) {
+        return;
+    }
+    let mut under_way = UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner);
+    while *under_way > 0 {
+        under_way = ENDED
+            .wait(under_way)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+}
