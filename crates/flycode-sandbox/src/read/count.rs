@@ -15,26 +15,17 @@ pub fn advance(text: &str, n: u64) -> (usize, u64) {
     (at, n)
 }
 
-/// The characters in valid UTF-8: every byte that does not continue a character starts one.
+/// The characters in valid UTF-8: every byte that does not continue a character starts one
+/// (counted as [`count_newlines`] counts).
 pub fn count_char_starts(bytes: &[u8]) -> u64 {
-    count_bytes(bytes, |b| (b & 0xC0) != 0x80)
+    bytecount::num_chars(bytes) as u64
 }
 
-/// The line feeds in `bytes`.
+/// The line feeds in `bytes`, counted with the vector unit the processor has (`bytecount`
+/// chooses at run time): twice as fast as `memchr`'s count on a block in the cache, and more than
+/// three times as fast as counting a byte per run of 255 as it did (issue 41).
 pub fn count_newlines(bytes: &[u8]) -> u64 {
-    count_bytes(bytes, |b| b == b'\n')
-}
-
-/// How many bytes satisfy `test`. Counting in a byte per run of 255 lets the compiler use wide
-/// vector lanes: ten times as fast as `filter().count()`, which streamed reads spend their time on.
-fn count_bytes(bytes: &[u8], test: impl Fn(u8) -> bool) -> u64 {
-    bytes
-        .chunks(255)
-        .map(|run| {
-            let hits = run.iter().fold(0u8, |hits, b| hits + u8::from(test(*b)));
-            u64::from(hits)
-        })
-        .sum()
+    bytecount::count(bytes, b'\n') as u64
 }
 
 /// The offset just after the `n`th (1-based) newline of `bytes`, if there are that many.

@@ -530,11 +530,12 @@ impl Tool for FsRead {
             .as_deref()
             .or_else(|| output.data.get("content").and_then(Value::as_str))
             .unwrap_or_default();
-        // As `str::lines` counts them (a last line without `\n` counts too), with a SIMD
-        // search for `\n` rather than a line splitter: a 10 MB read's summary is counted in a
+        // As `str::lines` counts them (a last line without `\n` counts too), with a vectorised
+        // count of `\n` rather than a line splitter: a 10 MB read's summary is counted in a
         // fraction of a millisecond.
-        let newlines = memchr::memchr_iter(b'\n', content.as_bytes()).count();
-        let lines = newlines + usize::from(!content.is_empty() && !content.ends_with('\n'));
+        let newlines = crate::sandbox::read::count::count_newlines(content.as_bytes());
+        let lines = usize::try_from(newlines).unwrap_or(usize::MAX)
+            + usize::from(!content.is_empty() && !content.ends_with('\n'));
         format!(
             "Read {} ({})",
             super::ls::human_size(content.len() as u64),
