@@ -13,7 +13,8 @@
 //!   renames) empty.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +68,13 @@ pub enum Flush<'a> {
 }
 
 impl Flush<'_> {
+    /// A descriptor of its own for the same file, for a kept thread.
+    fn owned(&self) -> io::Result<OwnedFd> {
+        match self {
+            Flush::Data(fd) | Flush::Dir(fd) => fd.try_clone_to_owned(),
+        }
+    }
+
     fn run(self, durability: Durability) -> io::Result<()> {
         match self {
             Flush::Data(file) => sync_data(file, durability),
@@ -75,64 +83,101 @@ impl Flush<'_> {
     }
 }
 
-/// The most threads [`sync_at_once`] flushes on.
-const FLUSH_THREADS: usize = 8;
+/// The threads [`sync_at_once`] hands flushes to, besides the caller's own.
+static FLUSHERS: crate::workers::Workers = crate::workers::Workers::new("flycode-flush", 7);
 
 /// Flushes every one of `flushes` (under `full`), several at a time: a flush mostly waits for
 /// the disk, and the disk takes flushes that arrive together as one (the block layer merges
 /// the cache flushes queued while one is under way), so `n` independent flushes cost about what
 /// one or two do rather than `n`. For flushes with no order between them; the first error, after
-/// every flush has ended. Counted on the calling thread, as if it made them all.
+/// every flush has ended. The caller makes its share; the rest go to kept threads
+/// ([`crate::workers`]), each on its own copy of the descriptor. Counted on the calling thread,
+/// as if it made them all.
 pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result<()> {
     if durability == Durability::Process || flushes.is_empty() {
         return Ok(());
     }
-    if flushes.len() == 1 {
-        return flushes[0].run(durability);
-    }
-    let threads = flushes.len().min(FLUSH_THREADS);
-    let share = flushes.len().div_ceil(threads);
-    let mut groups = flushes.chunks(share);
-    let own = groups.next().unwrap_or_default();
-    let run_group = move |group: &[Flush<'_>]| -> (usize, io::Result<()>) {
-        let mut first_error = Ok(());
-        for flush in group {
-            if let Err(error) = flush.run(durability)
-                && first_error.is_ok()
-            {
-                first_error = Err(error);
-            }
-        }
-        (group.len(), first_error)
-    };
-    std::thread::scope(|scope| {
-        let others: Vec<_> = groups
-            .map(|group| {
-                std::thread::Builder::new()
-                    .name("flycode-flush".to_owned())
-                    .spawn_scoped(scope, move || run_group(group))
-                    .map_err(|_| group)
-            })
+    let groups = flushes.len().min(FLUSHERS_AND_CALLER);
+    let share = flushes.len().div_ceil(groups);
+    let mut chunks = flushes.chunks(share);
+    let own = chunks.next().unwrap_or_default();
+    let ended = Arc::new(Ended::default());
+    let mut outcome = Ok(());
+    for group in chunks {
+        let owned: io::Result<Vec<(OwnedFd, bool)>> = group
+            .iter()
+            .map(|flush| flush.owned().map(|fd| (fd, matches!(flush, Flush::Dir(_)))))
             .collect();
-        let mut outcome = run_group(own).1;
-        for other in others {
-            let (count, result) = match other {
-                Ok(thread) => thread.join().unwrap_or_else(|_| {
-                    (
-                        0,
-                        Err(io::Error::other("a flushing thread stopped unexpectedly")),
-                    )
-                }),
-                // No thread to be had: flushed here instead (counted here already).
-                Err(group) => (0, run_group(group).1),
-            };
-            count::credit(count);
-            if outcome.is_ok() {
-                outcome = result;
+        let handed = owned.ok().and_then(|owned| {
+            ended.expect(1);
+            let ended_here = Arc::clone(&ended);
+            let job: crate::workers::Job = Box::new(move || {
+                let mut result = Ok(());
+                for (fd, dir) in &owned {
+                    let flushed = if *dir {
+                        sync_dir(fd, durability)
+                    } else {
+                        sync_data(fd, durability)
+                    };
+                    result = result.and(flushed);
+                }
+                ended_here.end(result);
+            });
+            match FLUSHERS.run(job) {
+                Ok(()) => Some(()),
+                Err(_) => {
+                    ended.end(Ok(()));
+                    None
+                }
+            }
+        });
+        if handed.is_some() {
+            count::credit(group.len());
+        } else {
+            // No copy of a descriptor, or no thread: flushed here.
+            for flush in group {
+                outcome = outcome.and(flush.run(durability));
             }
         }
-        outcome
-    })
+    }
+    for flush in own {
+        outcome = outcome.and(flush.run(durability));
+    }
+    outcome.and(ended.wait())
+}
+
+/// The most flushes [`sync_at_once`] has under way at once: its kept threads and its caller.
+const FLUSHERS_AND_CALLER: usize = 8;
+
+/// The flushes handed to kept threads that have not ended yet, and the first error of those
+/// that have.
+#[derive(Default)]
+struct Ended {
+    state: Mutex<(usize, Option<io::Error>)>,
+    all: Condvar,
+}
+
+impl Ended {
+    fn expect(&self, jobs: usize) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).0 += jobs;
+    }
+
+    fn end(&self, result: io::Result<()>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = state.0.saturating_sub(1);
+        if let (Err(error), None) = (result, &state.1) {
+            state.1 = Some(error);
+        }
+        self.all.notify_all();
+    }
+
+    fn wait(&self) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.0 > 0 {
+            state = self.all.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        state.1.take().map_or(Ok(()), Err)
+    }
 }
 
 /// The flushes this thread made, for tests (a write runs on the caller's thread): this crate's

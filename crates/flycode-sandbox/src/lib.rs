@@ -39,6 +39,7 @@ pub mod state;
 pub mod state_gc;
 pub mod undo;
 pub mod walk;
+mod workers;
 pub mod write;
 pub mod write_mode;
 

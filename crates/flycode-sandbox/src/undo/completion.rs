@@ -10,7 +10,7 @@
 //! Every door waits for these threads before it exits ([`wait_for_completions`]), so a flycode
 //! that ends normally leaves every record on the disk.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Held by the completion that runs: one at a time, so that two of them never prune the store
 /// at once (the completions of a door's calls in quick succession).
@@ -36,34 +36,24 @@ impl Drop for Ended {
     }
 }
 
-/// Runs `complete` on a thread of its own (on this one where no thread can be had), counted
+/// The thread completions run on: one, kept, so that a door serving many calls starts no thread
+/// per call ([`crate::workers`]).
+static COMPLETER: crate::workers::Workers = crate::workers::Workers::new("undo-complete", 1);
+
+/// Runs `complete` on the completion thread (on this one where no thread can be had), counted
 /// until it ends.
 pub(crate) fn spawn(complete: impl FnOnce() + Send + 'static) {
     *UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-    let work = Arc::new(Mutex::new(Some(complete)));
-    let run = {
-        let work = Arc::clone(&work);
-        move || {
-            let _ended = Ended;
-            COMPLETING.with(|flag| flag.set(true));
-            let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-            let complete = work.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(complete) = complete {
-                complete();
-            }
-        }
-    };
-    let spawned = std::thread::Builder::new()
-        .name("undo-complete".to_owned())
-        .spawn(run);
-    if spawned.is_err() {
-        // No thread to be had: complete it here, on the call's path.
+    let job: crate::workers::Job = Box::new(move || {
         let _ended = Ended;
+        let was = COMPLETING.with(|flag| flag.replace(true));
         let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-        let complete = work.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(complete) = complete {
-            complete();
-        }
+        complete();
+        COMPLETING.with(|flag| flag.set(was));
+    });
+    if let Err(job) = COMPLETER.run(job) {
+        // No thread to be had: complete it here, on the call's path.
+        job();
     }
 }
 

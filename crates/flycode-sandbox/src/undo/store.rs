@@ -17,7 +17,7 @@ use super::change::ChangeRecord;
 /// How many linked old files a change keeps open until its flushes ([`UndoStore::create`]):
 /// enough for the flushes to overlap, few enough that a large batch never nears the limit on
 /// open files.
-const LINKED_KEPT_OPEN: usize = 32;
+const LINKED_KEPT_OPEN: usize = 128;
 
 /// The file that counts the bytes of content the store holds ([`UndoStore::count_added`]).
 const SIZE_COUNT: &str = "size";
