@@ -112,16 +112,18 @@ pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result
             ended.expect(1);
             let ended_here = Arc::clone(&ended);
             let job: crate::workers::Job = Box::new(move || {
-                let mut result = Ok(());
+                // Ends the job however it stops, so that the caller never waits for it forever.
+                let mut ending = Ending(ended_here, Ok(()));
                 for (fd, dir) in &owned {
                     let flushed = if *dir {
                         sync_dir(fd, durability)
                     } else {
                         sync_data(fd, durability)
                     };
-                    result = result.and(flushed);
+                    if ending.1.is_ok() {
+                        ending.1 = flushed;
+                    }
                 }
-                ended_here.end(result);
             });
             match FLUSHERS.run(job) {
                 Ok(()) => Some(()),
@@ -148,6 +150,16 @@ pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result
 
 /// The most flushes [`sync_at_once`] has under way at once: its kept threads and its caller.
 const FLUSHERS_AND_CALLER: usize = 8;
+
+/// Ends a job handed to a kept thread, with its outcome, when dropped.
+struct Ending(Arc<Ended>, io::Result<()>);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let outcome = std::mem::replace(&mut self.1, Ok(()));
+        self.0.end(outcome);
+    }
+}
 
 /// The flushes handed to kept threads that have not ended yet, and the first error of those
 /// that have.
