@@ -101,7 +101,7 @@ pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result
     let share = flushes.len().div_ceil(groups);
     let mut chunks = flushes.chunks(share);
     let own = chunks.next().unwrap_or_default();
-    let ended = Arc::new(Ended::default());
+    let ended = Arc::new(HandedFlushes::default());
     let mut outcome = Ok(());
     for group in chunks {
         let owned: io::Result<Vec<(OwnedFd, bool)>> = group
@@ -111,7 +111,7 @@ pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result
         let handed = owned.ok().and_then(|owned| {
             ended.expect(1);
             let ended_here = Arc::clone(&ended);
-            let job: crate::workers::Job = Box::new(move || {
+            let job: crate::workers::KeptJob = Box::new(move || {
                 // Ends the job however it stops, so that the caller never waits for it forever.
                 let mut ending = Ending(ended_here, Ok(()));
                 for (fd, dir) in &owned {
@@ -152,7 +152,7 @@ pub fn sync_at_once(flushes: &[Flush<'_>], durability: Durability) -> io::Result
 const FLUSHERS_AND_CALLER: usize = 8;
 
 /// Ends a job handed to a kept thread, with its outcome, when dropped.
-struct Ending(Arc<Ended>, io::Result<()>);
+struct Ending(Arc<HandedFlushes>, io::Result<()>);
 
 impl Drop for Ending {
     fn drop(&mut self) {
@@ -164,12 +164,12 @@ impl Drop for Ending {
 /// The flushes handed to kept threads that have not ended yet, and the first error of those
 /// that have.
 #[derive(Default)]
-struct Ended {
+struct HandedFlushes {
     state: Mutex<(usize, Option<io::Error>)>,
     all: Condvar,
 }
 
-impl Ended {
+impl HandedFlushes {
     fn expect(&self, jobs: usize) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).0 += jobs;
     }

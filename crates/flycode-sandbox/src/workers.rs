@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// A job for a kept thread.
-pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+pub(crate) type KeptJob = Box<dyn FnOnce() + Send + 'static>;
 
 /// A set of kept threads taking jobs from one queue.
 pub(crate) struct Workers {
@@ -23,8 +23,8 @@ pub(crate) struct Workers {
 }
 
 struct Queue {
-    jobs: Mutex<Sender<Job>>,
-    taken: Arc<Mutex<Receiver<Job>>>,
+    jobs: Mutex<Sender<KeptJob>>,
+    taken: Arc<Mutex<Receiver<KeptJob>>>,
 }
 
 impl Workers {
@@ -41,7 +41,7 @@ impl Workers {
 
     /// Hands `job` to a thread of the set, starting one where none is idle; the job back where
     /// the set has no thread and none can be started (the caller then runs it itself).
-    pub(crate) fn run(&'static self, job: Job) -> Result<(), Job> {
+    pub(crate) fn run(&'static self, job: KeptJob) -> Result<(), KeptJob> {
         let queue = self.queue.get_or_init(|| {
             let (jobs, taken) = channel();
             Queue {
@@ -104,7 +104,7 @@ mod tests {
         let (done, finished) = channel();
         for n in 0..20 {
             let done = done.clone();
-            let job: Job = Box::new(move || {
+            let job: KeptJob = Box::new(move || {
                 let name = std::thread::current().name().map(str::to_owned);
                 done.send((n, name)).unwrap();
             });

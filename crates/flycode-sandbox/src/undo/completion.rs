@@ -26,9 +26,9 @@ thread_local! {
 }
 
 /// Counts one completion down when dropped, however it ends.
-struct Ended;
+struct CompletionEnds;
 
-impl Drop for Ended {
+impl Drop for CompletionEnds {
     fn drop(&mut self) {
         let mut under_way = UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner);
         *under_way = under_way.saturating_sub(1);
@@ -44,8 +44,8 @@ static COMPLETER: crate::workers::Workers = crate::workers::Workers::new("undo-c
 /// until it ends.
 pub(crate) fn spawn(complete: impl FnOnce() + Send + 'static) {
     *UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-    let job: crate::workers::Job = Box::new(move || {
-        let _ended = Ended;
+    let job: crate::workers::KeptJob = Box::new(move || {
+        let _ended = CompletionEnds;
         let was = COMPLETING.with(|flag| flag.replace(true));
         let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         complete();
