@@ -26,31 +26,11 @@ fn call(tool: ToolName, args: Value) -> Call {
     }
 }
 
-/// Times `iterations` calls made by `make(n)` to their answers, removing the store's files
-/// between them (not timed). The completed record that a recorded call puts on the disk after it
-/// has answered (PROTOCOL.md §16 (Undo and history), "Order, and a crash") is waited for outside
-/// the timed part too; [`timed_to_disk`] counts it.
+/// Times `iterations` calls made by `make(n)`: to their answers, and to their records on the
+/// disk (a recorded call puts its completed record there after it has answered, PROTOCOL.md §16
+/// (Undo and history), "Order, and a crash"). The store's files are removed between the calls
+/// (not timed).
 fn timed(
-    executor: &Executor<'_>,
-    store: &Path,
-    iterations: u64,
-    make: &dyn Fn(u64) -> Call,
-) -> Duration {
-    timed_both(executor, store, iterations, make).0
-}
-
-/// As [`timed`], but until the change's record is on the disk as well.
-fn timed_to_disk(
-    executor: &Executor<'_>,
-    store: &Path,
-    iterations: u64,
-    make: &dyn Fn(u64) -> Call,
-) -> Duration {
-    timed_both(executor, store, iterations, make).1
-}
-
-/// The time to the answers, and to the records on the disk.
-fn timed_both(
     executor: &Executor<'_>,
     store: &Path,
     iterations: u64,
@@ -161,9 +141,8 @@ fn undo(c: &mut Criterion) {
         ] {
             let (mut off, mut on, mut on_disk) = (Vec::new(), Vec::new(), Vec::new());
             for n in 0..pairs {
-                off.push(timed(&plain, &store_dir, 1, &|_| make(2 * n)));
-                let (answered, settled) =
-                    timed_both(&recording, &store_dir, 1, &|_| make(2 * n + 1));
+                off.push(timed(&plain, &store_dir, 1, &|_| make(2 * n)).0);
+                let (answered, settled) = timed(&recording, &store_dir, 1, &|_| make(2 * n + 1));
                 on.push(answered);
                 on_disk.push(settled);
             }
@@ -183,15 +162,15 @@ fn undo(c: &mut Criterion) {
     group.sample_size(20);
     for (name, executor) in [("off", &plain), ("recording", &recording)] {
         group.bench_function(format!("fs.write_1MB_{name}"), |b| {
-            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &write))
+            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &write).0)
         });
         if name == "recording" {
             group.bench_function("fs.write_1MB_recording_to_disk", |b| {
-                b.iter_custom(|iterations| timed_to_disk(executor, &store_dir, iterations, &write))
+                b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &write).1)
             });
         }
         group.bench_function(format!("fs.writeBatch_100_files_{name}"), |b| {
-            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &batch))
+            b.iter_custom(|iterations| timed(executor, &store_dir, iterations, &batch).0)
         });
     }
     group.finish();

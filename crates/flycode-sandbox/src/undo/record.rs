@@ -639,6 +639,28 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn an_empty_record_a_power_loss_left_beside_an_old_marker_is_removed_with_it() {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        let changes = state.path().join("undo/changes");
+        std::fs::create_dir_all(&changes).unwrap();
+        std::fs::write(changes.join("c-1.json"), b"").unwrap();
+        std::fs::write(changes.join("c-1.pending"), b"").unwrap();
+        // A young marker may be a live flycode's, its record not written yet: left alone.
+        assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
+        assert!(changes.join("c-1.json").exists() && changes.join("c-1.pending").exists());
+        let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(changes.join("c-1.pending"))
+            .unwrap()
+            .set_modified(two_minutes_ago)
+            .unwrap();
+        settle_interrupted(&store, UndoLimits::default());
+        assert_eq!(std::fs::read_dir(&changes).unwrap().count(), 0);
+    }
+
+    #[test]
     fn a_change_completed_but_not_yet_on_the_disk_is_put_there_by_the_next_start() {
         let state = tempfile::tempdir().unwrap();
         let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
