@@ -44,7 +44,13 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    super::signals::install(super::signals::StopDoor::Exec, None)?;
+    // Without a program to end, a signal only has to stop the call: flags, no thread.
+    let stop = if guard::runs_no_programs().is_some() {
+        Some(super::signals::install_for_calls_alone()?)
+    } else {
+        super::signals::install(super::signals::StopDoor::Exec, None)?;
+        None
+    };
     let loaded = crate::config::Config::load(&super::config_flags(&args.run));
     // The secrets leave flycode's environment only where a program could read it (PROTOCOL.md
     // §11 (Security)): a process that runs none keeps them and reads them from there.
@@ -102,6 +108,10 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Outcome> {
     let session = DoorSession::open(Door::Exec, &config, config.limits(), memory)?;
     let approver = approver(&args.run, super::approve::Asking::OneCall);
     let executor = session.executor(&sandbox, approver.as_ref());
+    let executor = match stop {
+        Some(stop) => executor.cancelled_by(stop),
+        None => executor,
+    };
     // Without --json only the result block is printed: no tool need copy its body into data,
     // and a large read's body can stay in its file until `print_result` writes it out. The tag
     // dialect builds its answers from the blocks' bodies, so it gets them in memory.

@@ -15,9 +15,15 @@
 //! A second signal ends flycode at once; the first one's twin (the same signal, once straight from
 //! its sender and once forwarded by flycode's guardian) is not a second signal.
 //! Whatever is left then is killed by the guardian ([`crate::sandbox::process::guard`]).
+//!
+//! A one-shot `exec` that runs no program ([`install_for_calls_alone`]) has no program to kill,
+//! no guardian and no twin: the handlers only set flags, which its call watches (a search ends
+//! `cancelled`), and no thread waits for signals. A thread costs a start as short as a trivial
+//! call's a measurable part of its time (issue 41). What it gives up is the 5-second limit: a
+//! call that watches no flag finishes first (a second signal still exits at once).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -46,12 +52,53 @@ static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
 /// Whether the exit status is 128 plus [`STOPPED_BY`].
 static SIGNAL_STATUS: AtomicBool = AtomicBool::new(false);
 
+/// The signals that stop flycode.
+const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// Without the thread ([`install_for_calls_alone`]): which of [`STOP_SIGNALS`] arrived, each set
+/// by its handler.
+static FLAGGED: OnceLock<[Arc<AtomicBool>; 4]> = OnceLock::new();
+
 /// The exit status flycode must end with because a signal stopped it, if one did: 128 plus the
 /// signal.
 pub fn exit_status() -> Option<u8> {
-    let signal = STOPPED_BY.load(Ordering::SeqCst);
-    (signal != 0 && SIGNAL_STATUS.load(Ordering::SeqCst))
-        .then(|| u8::try_from(128 + signal).unwrap_or(u8::MAX))
+    let flagged = FLAGGED.get().and_then(|arrived| {
+        STOP_SIGNALS
+            .iter()
+            .zip(arrived)
+            .find(|(_, flag)| flag.load(Ordering::SeqCst))
+            .map(|(signal, _)| *signal)
+    });
+    let signal = match flagged {
+        Some(signal) => signal,
+        None => STOPPED_BY.load(Ordering::SeqCst),
+    };
+    let status = flagged.is_some() || SIGNAL_STATUS.load(Ordering::SeqCst);
+    (signal != 0 && status).then(|| u8::try_from(128 + signal).unwrap_or(u8::MAX))
+}
+
+/// Installs the handling of the stop signals for a one-shot `exec` that runs no program
+/// (PROTOCOL.md §11 (Security), "No program outlives flycode"), without a thread: the first
+/// signal sets the returned flag (the call's cancel) and is remembered for the exit status; a
+/// second one exits at once with 128 plus the first.
+pub(crate) fn install_for_calls_alone() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::flag;
+    let arrived = FLAGGED.get_or_init(|| std::array::from_fn(|_| Arc::new(AtomicBool::new(false))));
+    let stopped = Arc::new(AtomicBool::new(false));
+    // A handler's actions run in the order they were registered: the exit on a second signal
+    // comes before the flags the first one set.
+    for signal in STOP_SIGNALS {
+        for (first, first_arrived) in STOP_SIGNALS.iter().zip(arrived) {
+            flag::register_conditional_shutdown(signal, 128 + first, Arc::clone(first_arrived))
+                .context("installing the signal handler")?;
+        }
+    }
+    for (signal, signal_arrived) in STOP_SIGNALS.iter().zip(arrived) {
+        flag::register(*signal, Arc::clone(signal_arrived))
+            .context("installing the signal handler")?;
+        flag::register(*signal, Arc::clone(&stopped)).context("installing the signal handler")?;
+    }
+    Ok(stopped)
 }
 
 /// What a door does with a stop signal.
@@ -99,8 +146,8 @@ fn plan(door: StopDoor, signal: i32) -> StopPlan {
 /// Installs the handling of SIGINT, SIGTERM, SIGHUP and SIGQUIT for `door`; `flag` is the door's
 /// own stop flag (`run`'s cancel, `watch`'s shutdown), set on the first of them.
 pub(crate) fn install(door: StopDoor, flag: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
-    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-        .context("installing the signal handler")?;
+    let mut signals =
+        SignalsInfo::<WithOrigin>::new(STOP_SIGNALS).context("installing the signal handler")?;
     let guardian = process::guard::guardian_pid();
     std::thread::Builder::new()
         .name("flycode-signals".to_owned())

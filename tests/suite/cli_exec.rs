@@ -3,7 +3,7 @@
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
-use super::common::{Workspace, flycode};
+use super::common::{Workspace, flycode, send_signal};
 
 /// A [`Workspace`] whose root holds `notes.txt` ("first\n").
 fn workspace() -> Workspace {
@@ -484,4 +484,52 @@ fn small_model_mistakes_get_hints_that_say_what_to_do() {
             .contains("put its arguments in args"),
         "{report}"
     );
+}
+
+/// Ctrl-C during the call of an `exec` that runs no program (no guardian, no thread waiting for
+/// signals): the call is cancelled, its result printed, and flycode exits with 130.
+#[test]
+fn ctrl_c_cancels_the_call_of_an_exec_that_runs_no_program() {
+    let w = workspace();
+    // 40 MB of lines without the word: a search long enough to be stopped half-way.
+    let lines = "the quick brown fox jumps over the lazy dog 0123456789\n".repeat(4_700);
+    for i in 0..160 {
+        std::fs::write(w.root.join(format!("f{i}.txt")), &lines).unwrap();
+    }
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["exec", "--json", "--root"])
+        .arg(&w.root)
+        .args([
+            "--slash",
+            &format!("/fs.search {} zzqqxx", w.root.display()),
+        ])
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Under way once it has read a megabyte (its handlers are installed before the call).
+    let io = format!("/proc/{}/io", child.id());
+    let read_so_far = || {
+        std::fs::read_to_string(&io)
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|line| line.starts_with("rchar:"))?;
+                line["rchar:".len()..].trim().parse::<u64>().ok()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while read_so_far() < 1 << 20 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    send_signal(child.id(), "INT");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], false, "{report}");
+    assert_eq!(report["error"]["code"], "cancelled", "{report}");
 }
