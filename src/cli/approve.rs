@@ -28,7 +28,12 @@ pub(crate) enum Asking {
 /// may allow), otherwise the terminal asks. Ctrl-C cancels a question from here on.
 pub(crate) fn approver(yes: bool, asking: Asking) -> Box<dyn Approver> {
     // Every door has its own handler now (`cli/signals.rs`): Ctrl-C outside a question is its.
-    interrupt::install(false);
+    // `watch` and `run` wake their next question with a Ctrl-C pressed before it (they stop);
+    // `exec` asks at most once, and installs this when it does (a socket pair and four handlers
+    // less in the start of a call that asks nothing, issue 41).
+    if asking == Asking::Session {
+        interrupt::install(false);
+    }
     let terminal = TerminalApprover::new(asking);
     if yes {
         Box::new(YesApprover { terminal })

@@ -87,6 +87,7 @@ impl OpenQuestion {
     /// Opens a question (before its prompt is written, so a Ctrl-C at the prompt's first sight
     /// is already the question's).
     pub(super) fn open() -> OpenQuestion {
+        install(false);
         let interrupts = INTERRUPTS.get().and_then(Option::as_ref);
         if let Some(flag) = interrupts.and_then(|i| i.outside_question.as_ref()) {
             flag.store(false, Ordering::SeqCst);
