@@ -40,12 +40,12 @@ fn main() {
 }
 
 /// Whether the binary is linked by the LLD that rustc brings, the default for
-/// `x86_64-unknown-linux-gnu` since Rust 1.90: only LLD reads a symbol-ordering file (GNU ld
-/// and gold stop at the option), so with any other linker, or a linker the user chose, nothing
-/// is added.
+/// `x86_64-unknown-linux-gnu` since Rust 1.90 where the toolchain ships it (rustup's does; a
+/// distribution's rustc may not): only LLD reads a symbol-ordering file (GNU ld and gold stop
+/// at the option), so with any other linker, or a linker the user chose, nothing is added.
 #[allow(
     clippy::disallowed_methods,
-    reason = "the build script asks rustc its version; flycode's own programs start in the sandbox"
+    reason = "the build script asks rustc its version and sysroot; flycode's own programs start in the sandbox"
 )]
 fn links_with_rusts_lld() -> bool {
     let target = std::env::var("TARGET").unwrap_or_default();
@@ -64,11 +64,18 @@ fn links_with_rusts_lld() -> bool {
         return false;
     }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let Ok(output) = Command::new(rustc).arg("--version").output() else {
-        return false;
+    let ask = |question: &str| {
+        Command::new(&rustc)
+            .arg(question)
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
     };
     // "rustc 1.95.0 (59807616e 2026-04-14)"
-    let version = String::from_utf8_lossy(&output.stdout);
+    let Some(version) = ask("--version") else {
+        return false;
+    };
     let mut numbers = version
         .split_whitespace()
         .nth(1)
@@ -77,5 +84,15 @@ fn links_with_rusts_lld() -> bool {
         .map(|number| number.parse::<u32>().unwrap_or(0));
     let major = numbers.next().unwrap_or(0);
     let minor = numbers.next().unwrap_or(0);
-    (major, minor) >= (1, 90)
+    if (major, minor) < (1, 90) {
+        return false;
+    }
+    // The LLD rustc links with when it is its default.
+    ask("--print=sysroot").is_some_and(|sysroot| {
+        Path::new(&sysroot)
+            .join("lib/rustlib")
+            .join(&target)
+            .join("bin/gcc-ld/ld.lld")
+            .is_file()
+    })
 }

@@ -146,7 +146,7 @@ pub fn scan_text<R: Read>(reader: R, buffer: &mut BlockBuffer) -> Result<TextSca
 /// once: the kernel's copy out of the page cache is most of the pass, and one core copies at
 /// most so fast (a 10 MB file: about a millisecond less on two cores, issue 41). Below it, a
 /// thread costs more than it saves.
-pub const HALVED_FROM_BYTES: u64 = 4 << 20;
+const HALVED_FROM_BYTES: u64 = 4 << 20;
 
 /// [`scan_text`] of `file` (of about `size` bytes) with its second half read on a thread of its
 /// own, through a buffer of its own, while this thread reads the first: the same facts, the
