@@ -307,6 +307,33 @@ fn ctrl_c_at_execs_question_refuses_the_call_logs_it_and_exits_130() {
     assert_eq!(audit[0]["approval"], "interrupted");
 }
 
+/// The same for a call that starts no program (`fs.rm` asks under `ask`): that `exec` runs
+/// without a guardian or a signal thread, and its question still takes the Ctrl-C.
+#[test]
+fn ctrl_c_at_the_question_of_an_exec_that_runs_no_program_refuses_the_call_and_exits_130() {
+    if !has_script() {
+        return;
+    }
+    let place = Place::new();
+    std::fs::write(place.root.join("keep.txt"), "kept\n").unwrap();
+    let reply = place.reply(
+        "reply.md",
+        &json!({"id": "r1", "tool": "fs.rm", "args": {"path": place.root.join("keep.txt")}}),
+    );
+    let mut terminal = place.terminal(&args(&["exec", "--root"], &[&place.root, &reply]), &[]);
+    terminal.wait_for("[y/N]", 1);
+    terminal.type_keys(CTRL_C);
+    let status = terminal.finish();
+    let output = terminal.output();
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{output}");
+    assert!(output.contains("[code] denied_by_policy"), "{output}");
+    assert!(place.root.join("keep.txt").exists(), "{output}");
+    let audit = place.audit();
+    assert_eq!(audit.len(), 1, "{output}\n{audit:?}");
+    assert_eq!(audit[0]["tool"], "fs.rm");
+    assert_eq!(audit[0]["approval"], "interrupted");
+}
+
 /// `flycode watch` on an inbox folder, on a terminal, once it says it is watching.
 fn watch(place: &Place, extra: &[&str]) -> (Terminal, PathBuf) {
     let inbox = place.base.join("inbox");
