@@ -22,6 +22,7 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=link/startup.order");
+    println!("cargo::rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
         return;

@@ -77,6 +77,14 @@ pub fn exit_status() -> Option<u8> {
     (signal != 0 && status).then(|| u8::try_from(128 + signal).unwrap_or(u8::MAX))
 }
 
+/// Whether a stop signal has arrived (either handling).
+pub(crate) fn stop_signal_arrived() -> bool {
+    STOPPED_BY.load(Ordering::SeqCst) != 0
+        || FLAGGED
+            .get()
+            .is_some_and(|arrived| arrived.iter().any(|flag| flag.load(Ordering::SeqCst)))
+}
+
 /// Installs the handling of the stop signals for a one-shot `exec` that runs no program
 /// (PROTOCOL.md §11 (Security), "No program outlives flycode"), without a thread: the first
 /// signal sets the returned flag (the call's cancel) and is remembered for the exit status; a

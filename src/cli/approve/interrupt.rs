@@ -97,13 +97,17 @@ impl OpenQuestion {
 
     /// Waits until `tty` has a line to read or Ctrl-C is pressed. A Ctrl-C pressed since the
     /// last question (in `watch` or `run`, which then stop) cancels this one at once: the person
-    /// asked to stop. Without [`install`], or where the terminal cannot be polled, it returns
-    /// [`Waited::Line`] at once and the read waits as it always did.
+    /// asked to stop. So does a stop signal `exec` received before its question (which installs
+    /// the pipe only when it asks). Without [`install`], or where the terminal cannot be polled,
+    /// it returns [`Waited::Line`] at once and the read waits as it always did.
     pub(super) fn wait_for_line(&self, tty: &File) -> Waited {
         let Some(interrupts) = self.interrupts else {
             return Waited::Line;
         };
         let waited = loop {
+            if crate::cli::signals::stop_signal_arrived() {
+                break Waited::Interrupted;
+            }
             let mut fds = [
                 PollFd::new(tty, PollFlags::IN),
                 PollFd::new(&interrupts.woken, PollFlags::IN),
