@@ -213,6 +213,9 @@ fn exit_later(signal: i32, plan: &StopPlan) {
         let idle = plan.exit_when_idle && process::running_calls() == 0;
         let late = plan.give_up.is_some_and(|limit| started.elapsed() >= limit);
         if idle || late {
+            // The undo records of the calls that ran put on the disk first (PROTOCOL.md §16,
+            // "Order, and a crash"): a flushed rename each, not a wait on a call.
+            crate::sandbox::undo::wait_for_completions();
             std::process::exit(if plan.signal_status { 128 + signal } else { 0 });
         }
         std::thread::sleep(Duration::from_millis(20));

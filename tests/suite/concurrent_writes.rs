@@ -348,3 +348,30 @@ fn moving_a_file_onto_another_name_of_itself_does_not_wait_for_itself() {
         .unwrap();
     assert_eq!(std::fs::read_to_string(w.root.join("b.txt")).unwrap(), "a");
 }
+
+/// `flycode mcp` stopped by SIGTERM right after a write answered: the write's undo record is
+/// put in place before flycode exits (PROTOCOL.md §16, "Order, and a crash"), not left for the
+/// next start as a completed record beside a marker.
+#[test]
+fn mcp_stopped_by_a_signal_right_after_a_write_leaves_its_undo_record_in_place() {
+    let w = Workspace::new();
+    let mut server = McpServer::start(&w);
+    let answer = server.request(
+        "tools/call",
+        json!({"name": "fs_write", "arguments": {
+            "path": w.root.join("notes.txt"), "mode": "overwrite", "content": "one\n",
+        }}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    super::common::send_signal(server.child.id(), "TERM");
+    let status = server.child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let undo = w.state.join("undo");
+    let mut changes: Vec<String> = std::fs::read_dir(undo.join("changes"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    changes.sort();
+    // Neither `c-1.done` nor the marker `c-1.pending` beside it.
+    assert_eq!(changes, ["c-1.json"]);
+}

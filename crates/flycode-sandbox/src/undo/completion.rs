@@ -1,8 +1,8 @@
-//! Completed records put on the disk after the call has answered (PROTOCOL.md §16 (Undo and
-//! history), "Order, and a crash"). A change's completed record is readable the moment its call
-//! answers (as `c-N.done` beside the incomplete `c-N.json`, [`super::UndoStore::save_completed`]);
-//! flushing it, renaming it over the incomplete record and dropping the marker happen here, on a
-//! thread of their own, off the call's path. Until then the marker and the incomplete record,
+//! Completed records put on the disk off the call's path (PROTOCOL.md §16 (Undo and history),
+//! "Order, and a crash"). A change's completed record is readable before its call answers (as
+//! `c-N.done` beside the incomplete `c-N.json`, [`super::UndoStore::save_completed`]); flushing
+//! it, renaming it over the incomplete record and dropping the marker happen here, on a thread of
+//! their own, started as the call finishes and running while it answers. Until then the marker and the incomplete record,
 //! both on the disk since before the change landed, are what a crash leaves: the next start puts
 //! the completed record in place if it reached the disk whole (its seal verifies), and otherwise
 //! settles the change from what the files hold, as for a flycode killed during the call.
@@ -25,11 +25,16 @@ thread_local! {
     static COMPLETING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Counts one completion down when dropped, however it ends.
-struct CompletionEnds;
+/// Counts one completion down when dropped, however it ends, and gives its thread back the
+/// [`COMPLETING`] it had (a completion run inline on a call's thread that panics must not leave
+/// that thread's later waits returning at once).
+struct CompletionEnds {
+    was_completing: bool,
+}
 
 impl Drop for CompletionEnds {
     fn drop(&mut self) {
+        COMPLETING.with(|flag| flag.set(self.was_completing));
         let mut under_way = UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner);
         *under_way = under_way.saturating_sub(1);
         ENDED.notify_all();
@@ -45,11 +50,11 @@ static COMPLETER: crate::workers::Workers = crate::workers::Workers::new("undo-c
 pub(crate) fn spawn(complete: impl FnOnce() + Send + 'static) {
     *UNDER_WAY.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     let job: crate::workers::KeptJob = Box::new(move || {
-        let _ended = CompletionEnds;
-        let was = COMPLETING.with(|flag| flag.replace(true));
+        let _ended = CompletionEnds {
+            was_completing: COMPLETING.with(|flag| flag.replace(true)),
+        };
         let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         complete();
-        COMPLETING.with(|flag| flag.set(was));
     });
     if let Err(job) = COMPLETER.run(job) {
         // No thread to be had: complete it here, on the call's path.

@@ -322,14 +322,16 @@ impl Recorder {
             .map_err(|e| self.fail(e))?;
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The rest after the call has answered: the completed record readable now is flushed
-        // and put in place of the incomplete one, the marker dropped, the store's size counted.
+        // The rest off the call's path, while it answers: the completed record readable now is
+        // flushed and put in place of the incomplete one, the marker dropped, the store's size
+        // counted.
         let (store, limits, prunes) =
             (std::sync::Arc::clone(&self.store), self.limits, self.prunes);
         let (id, stored_bytes) = (record.id.clone(), record.stored_bytes);
         super::completion::spawn(move || {
             // Where this fails, the marker stays: the next door's start settles the change
-            // (from its completed record if that verifies, else from the files) and says so.
+            // (silently from its completed record if that verifies, else from the files, saying
+            // so).
             let _ = store.make_durable(&id);
             if stored_bytes > 0 {
                 super::retention::count_change(&store, limits, &id, stored_bytes, prunes);
