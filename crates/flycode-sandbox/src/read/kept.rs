@@ -330,10 +330,13 @@ fn for_each_text<R: Read>(
         }
         let text = &bytes[at - carried..at + read];
         // Checked with a vectorised check (several times the standard library's speed on a
-        // large file, issue 41); only a block that does not check whole is looked at further,
-        // with the standard library's, which says where and why (a character cut by the block's
-        // end, or bytes that are not UTF-8).
-        let done = match simdutf8::basic::from_utf8(text).map_err(|_| std::str::from_utf8(text)) {
+        // large file, issue 41), without a character the block's end cuts short (it is carried
+        // to the next block); only a block that does not check is checked again, with the
+        // vectorised check that says where and why.
+        let whole = without_cut_character(text);
+        let done = match simdutf8::basic::from_utf8(&text[..whole])
+            .map_err(|_| simdutf8::compat::from_utf8(text))
+        {
             Ok(text) | Err(Ok(text)) => {
                 visit(text)?;
                 text.len()
@@ -341,7 +344,7 @@ fn for_each_text<R: Read>(
             Err(Err(error)) => {
                 let valid = error.valid_up_to();
                 // The valid text first: a second pass writes whole characters up to a bad byte.
-                if let Ok(text) = std::str::from_utf8(&text[..valid]) {
+                if let Ok(text) = simdutf8::basic::from_utf8(&text[..valid]) {
                     visit(text)?;
                 }
                 if error.error_len().is_some() {
@@ -358,6 +361,26 @@ fn for_each_text<R: Read>(
         carried = rest;
         offset += done as u64;
     }
+}
+
+/// The length of `text` without the character its end cuts short, if it ends inside one (a
+/// lead byte followed by fewer continuation bytes than it announces). Bytes that are not UTF-8
+/// are left for the check to find.
+fn without_cut_character(text: &[u8]) -> usize {
+    let len = text.len();
+    for back in 1..=len.min(4) {
+        let byte = text[len - back];
+        if byte & 0xC0 != 0x80 {
+            let announced = match byte {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if announced > back { len - back } else { len };
+        }
+    }
+    len
 }
 
 /// The longest run of backticks in text given in pieces, a run that spans pieces counted whole.
@@ -397,6 +420,19 @@ impl BacktickRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_character_cut_by_the_blocks_end_is_left_for_the_next_block() {
+        let euro = "€".as_bytes(); // three bytes
+        assert_eq!(without_cut_character(b"abc"), 3);
+        assert_eq!(without_cut_character(b""), 0);
+        assert_eq!(without_cut_character(&[b'a', euro[0]]), 1);
+        assert_eq!(without_cut_character(&[b'a', euro[0], euro[1]]), 1);
+        assert_eq!(without_cut_character(&[b'a', euro[0], euro[1], euro[2]]), 4);
+        // Not UTF-8: left whole, for the check to find.
+        assert_eq!(without_cut_character(&[b'a', 0x80, 0x80, 0x80, 0x80]), 5);
+        assert_eq!(without_cut_character(&[b'a', 0xFF]), 2);
+    }
 
     /// A reader that gives at most `step` bytes a read, as a pipe or a slow disk may.
     struct Trickle<'a> {
