@@ -87,8 +87,13 @@ impl Workers {
                     }
                 }
             });
-        if started.is_err() {
-            self.started.fetch_sub(1, Ordering::SeqCst);
+        if started.is_err() && self.started.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Another caller may have queued a job while this thread was reserved: with no
+            // thread left to take it, it runs here rather than wait for a thread forever.
+            let taken = queue.taken.lock().unwrap_or_else(PoisonError::into_inner);
+            while let Ok(job) = taken.try_recv() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
         }
     }
 }

@@ -189,11 +189,17 @@ impl UndoStore {
                 .iter()
                 .filter(|blob| matches!(blob, StagedBlob::Linked { file: Some(_), .. }))
                 .count();
-            let file = if open < LINKED_KEPT_OPEN {
-                Some(source.2.try_clone()?)
-            } else {
-                sync_data(source.2, self.durability)?;
-                None
+            // A descriptor that cannot be had (the process at its limit) costs the flush here,
+            // not the recording.
+            let kept = (open < LINKED_KEPT_OPEN)
+                .then(|| source.2.try_clone().ok())
+                .flatten();
+            let file = match kept {
+                Some(file) => Some(file),
+                None => {
+                    sync_data(source.2, self.durability)?;
+                    None
+                }
             };
             staged.push(StagedBlob::Linked { path, file });
             return Ok(len(bytes));
