@@ -15,19 +15,30 @@
 //!   its own. The file lists them (`link/startup_order.sh` writes it from callgrind runs of the
 //!   common calls); LLD places them side by side. A name the binary no longer has is skipped, so
 //!   a stale list only costs speed.
+//! - **The unwinder linked in** (x86-64 and other GNU/Linux targets whose C compiler has the
+//!   static `libgcc_eh.a`). The standard library asks for the shared `libgcc_s` (panics and
+//!   backtraces unwind with it), a library every start then loads, relocates and runs the
+//!   start-up code of (a tenth of a trivial call's loading, issue 41). A one-line linker script
+//!   named `libgcc_s.so`, found before the real one, hands the linker `libgcc_eh.a` instead: the
+//!   same unwinder, the one `gcc -static-libgcc` links, inside the binary. Where the compiler has
+//!   no `libgcc_eh.a`, nothing changes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=link/startup.order");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
+    println!("cargo::rerun-if-env-changed=CC");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
         return;
     }
     println!("cargo::rustc-link-arg-bins=-no-pie");
+    if let Some(folder) = unwinder_linked_in() {
+        println!("cargo::rustc-link-arg-bins=-L{}", folder.display());
+    }
     if std::env::var("PROFILE").as_deref() == Ok("release") && links_with_rusts_lld() {
         let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("link/startup.order");
         if order.is_file() {
@@ -96,4 +107,36 @@ fn links_with_rusts_lld() -> bool {
             .join("bin/gcc-ld/ld.lld")
             .is_file()
     })
+}
+
+/// The folder of the linker script that hands the linker the static unwinder when the standard
+/// library asks for `-lgcc_s`, if this target links with glibc's C compiler and it has
+/// `libgcc_eh.a`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the build script asks the C compiler where its library is and writes into its own OUT_DIR; flycode's own programs and files go through the sandbox"
+)]
+fn unwinder_linked_in() -> Option<PathBuf> {
+    let is_gnu = std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    // A static build links libgcc_eh itself.
+    if !is_gnu || features.split(',').any(|feature| feature == "crt-static") {
+        return None;
+    }
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let output = Command::new(compiler)
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .ok()
+        .filter(|output| output.status.success())?;
+    // The full path when the compiler has it, the bare name when it does not.
+    let archive = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    if !archive.is_absolute() || !archive.is_file() {
+        return None;
+    }
+    let folder = PathBuf::from(std::env::var_os("OUT_DIR")?).join("unwinder");
+    std::fs::create_dir_all(&folder).ok()?;
+    let script = format!("INPUT(\"{}\")\n", archive.display());
+    std::fs::write(folder.join("libgcc_s.so"), script).ok()?;
+    Some(folder)
 }
