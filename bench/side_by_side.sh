@@ -44,3 +44,7 @@ python3 bench/side_by_side.py "$PWD/target/release/flycode" "$scratch" "${RUNS:-
 echo
 echo "undo recording (benches/undo.rs, paired with the same write unrecorded):"
 cargo bench --quiet --bench undo -- --noplot paired-only 2>/dev/null | grep '^undo/paired' || true
+# `cargo bench` links its own flycode (the bench profile, whose symbol names differ from the
+# release build's, so `link/startup.order` mostly misses) into target/release/flycode; the
+# release build is put back for whoever times target/release/flycode next.
+cargo build --release --quiet
