@@ -110,7 +110,7 @@ fn links_with_rusts_lld() -> bool {
 }
 
 /// The folder of the linker script that hands the linker the static unwinder when the standard
-/// library asks for `-lgcc_s`, if this target links with glibc's C compiler and it has
+/// library asks for `-lgcc_s`, if this is a native glibc build and the C compiler has
 /// `libgcc_eh.a`.
 #[allow(
     clippy::disallowed_methods,
@@ -121,6 +121,10 @@ fn unwinder_linked_in() -> Option<PathBuf> {
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
     // A static build links libgcc_eh itself.
     if !is_gnu || features.split(',').any(|feature| feature == "crt-static") {
+        return None;
+    }
+    // The compiler asked is the host's: its archive is only the target's when they are one.
+    if std::env::var("HOST").ok() != std::env::var("TARGET").ok() {
         return None;
     }
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
