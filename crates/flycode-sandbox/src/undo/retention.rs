@@ -53,6 +53,13 @@ fn prune_keeping(
     now: SystemTime,
     keep: Option<&str>,
 ) -> Pruned {
+    // Held from the snapshot of the records to the sweep of the contents: a change being
+    // recorded holds the lock shared from looking its contents up until its record is written,
+    // so no content a record is about to name is swept as unneeded. Without the lock (a store
+    // that cannot have one), nothing is pruned.
+    let Some(_alone) = store.lock(true) else {
+        return Pruned::default();
+    };
     let (records, _) = store.records();
     let sizes: BTreeMap<String, u64> = store
         .blob_files()
@@ -120,4 +127,36 @@ pub fn prune_if_due(store: &UndoStore, limits: UndoLimits) -> Option<Pruned> {
     }
     let _ = std::fs::write(&stamp, b"");
     Some(prune(store, limits, SystemTime::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::Durability;
+
+    /// A change being recorded holds the store's lock shared from looking its contents up until
+    /// its record is written; pruning, which sweeps the contents no record names, waits for it,
+    /// so it never removes a content a record is about to name.
+    #[test]
+    fn pruning_waits_for_a_change_being_recorded() {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        let recording = store.lock(false).expect("the store can be locked");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let pruning = scope.spawn(|| {
+                prune(&store, UndoLimits::default(), SystemTime::now());
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            // Time enough for a pruning that did not wait to have ended.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !done.load(std::sync::atomic::Ordering::SeqCst),
+                "pruning ran while a change was being recorded"
+            );
+            drop(recording);
+            pruning.join().unwrap();
+        });
+        assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    }
 }
