@@ -56,7 +56,10 @@ fn prune_keeping(
     // Held from the snapshot of the records to the sweep of the contents: a change being
     // recorded holds the lock shared from looking its contents up until its record is written,
     // so no content a record is about to name is swept as unneeded. Without the lock (a store
-    // that cannot have one), nothing is pruned.
+    // that cannot have one), nothing is pruned; a store that does not exist is not made for it.
+    if !store.dir().exists() {
+        return Pruned::default();
+    }
     let Some(_alone) = store.lock(true) else {
         return Pruned::default();
     };
@@ -158,5 +161,14 @@ mod tests {
             pruning.join().unwrap();
         });
         assert!(done.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[test]
+    fn pruning_a_store_that_does_not_exist_makes_nothing() {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        let pruned = prune(&store, UndoLimits::default(), SystemTime::now());
+        assert!(pruned.changes.is_empty());
+        assert!(!state.path().join("undo").exists());
     }
 }
