@@ -126,7 +126,7 @@ fn check(
 ) -> anyhow::Result<Outcome> {
     let (mistakes, checked) = match file {
         Some(path) => {
-            let (parsed, _) = layers::read(path)?;
+            let parsed = layers::read(path)?;
             (parsed.mistakes, vec![path.to_owned()])
         }
         None => {

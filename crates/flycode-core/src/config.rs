@@ -502,7 +502,7 @@ impl Config {
 
     /// Reads the configuration from `path` only, as the user's own file (tests).
     pub fn load_from(flags: &Flags, path: &Path) -> Result<Config, ConfigError> {
-        let (parsed, _) = layers::read(path)?;
+        let parsed = layers::read(path)?;
         let layers = layers::merge(vec![LayerFile {
             parsed,
             kind: FileKind::User,

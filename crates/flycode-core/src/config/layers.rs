@@ -132,16 +132,15 @@ pub fn load(
         .as_deref()
         .and_then(|path| crate::sandbox::host::canonicalize(path).ok());
     if let Some(path) = user_file.filter(|path| path.is_file()) {
-        let (parsed, _) = read(&path)?;
         files.push(LayerFile {
-            parsed,
+            parsed: read(&path)?,
             kind: FileKind::User,
         });
     }
     if let Some(path) = cwd.and_then(find_project_file) {
         let canonical = crate::sandbox::host::canonicalize(&path).unwrap_or_else(|_| path.clone());
         if Some(&canonical) != canonical_user.as_ref() {
-            let (parsed, sha256) = read(&path)?;
+            let (parsed, sha256) = read_hashed(&path)?;
             let dir = project_dir(&path).map_err(|source| ConfigError::Unreadable {
                 path: path.clone(),
                 source,
@@ -169,14 +168,29 @@ pub fn files_read() -> usize {
     FILES_READ.load(Ordering::Relaxed)
 }
 
-/// Reads one file; its text and the sha256 of its bytes (hashed from the very bytes parsed).
-pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
+/// Reads one file: its settings and mistakes.
+pub fn read(path: &Path) -> Result<ParsedFile, ConfigError> {
+    read_bytes(path).and_then(|bytes| parse(path, bytes))
+}
+
+/// [`read`], and the sha256 of the very bytes parsed: what a project file is trusted by. Only a
+/// project file is hashed: the hash's first use costs the process its processor check (a few
+/// tens of microseconds on a virtual machine, issue 41), which the user's own file never needs.
+pub fn read_hashed(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
+    let bytes = read_bytes(path)?;
+    let sha256 = sha256_hex(&bytes);
+    Ok((parse(path, bytes)?, sha256))
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, ConfigError> {
     FILES_READ.fetch_add(1, Ordering::Relaxed);
-    let bytes = crate::sandbox::host::read(path).map_err(|source| ConfigError::Unreadable {
+    crate::sandbox::host::read(path).map_err(|source| ConfigError::Unreadable {
         path: path.to_owned(),
         source,
-    })?;
-    let sha256 = sha256_hex(&bytes);
+    })
+}
+
+fn parse(path: &Path, bytes: Vec<u8>) -> Result<ParsedFile, ConfigError> {
     let text = String::from_utf8(bytes).map_err(|error| ConfigError::Invalid {
         path: path.to_owned(),
         line: 1,
@@ -185,7 +199,7 @@ pub fn read(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
             error.utf8_error().valid_up_to()
         ),
     })?;
-    Ok((super::file::parse(path, &text), sha256))
+    Ok(super::file::parse(path, &text))
 }
 
 /// Merges `files` in order, each over the ones before.
