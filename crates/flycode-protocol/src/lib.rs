@@ -8,11 +8,13 @@
 //! - [`call`] and [`args`]: a block's JSON → a validated [`Call`];
 //! - [`schema`]: the embedded tool schemas, the single source of the tools' arguments;
 //! - [`result`]: render and read `flycode-result` blocks;
+//! - [`backticks`]: the longest run of backticks, which chooses a block's fence;
 //! - [`slash`]: slash commands and the `[command]` line;
 //! - [`salvage`]: what can be read of a call without its fence, or of a broken block's id;
 //! - [`prompt`]: the chat-UI system prompt generated from the schemas.
 
 pub mod args;
+pub mod backticks;
 pub mod blocks;
 pub mod call;
 pub mod call_types;

@@ -416,19 +416,9 @@ pub fn backtick_fence_for(text: &str) -> String {
     "`".repeat(longest_backtick_run(text).max(2) + 1)
 }
 
-/// The longest run of backticks in `text`: the runs are found with a SIMD search for `` ` ``,
-/// so text without backticks (most of a large file) costs a memchr scan, not a loop per byte.
+/// The longest run of backticks in `text`.
 fn longest_backtick_run(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let mut longest = 0;
-    let mut at = 0;
-    while let Some(found) = memchr::memchr(b'`', &bytes[at..]) {
-        let start = at + found;
-        let run = bytes[start..].iter().take_while(|&&b| b == b'`').count();
-        longest = longest.max(run);
-        at = start + run;
-    }
-    longest
+    crate::backticks::longest_run(text.as_bytes())
 }
 
 #[cfg(test)]
