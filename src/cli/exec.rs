@@ -2,6 +2,7 @@
 //! the `flycode-result` block.
 
 use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
 
 use anyhow::Context;
 use serde_json::Value;
@@ -292,9 +293,25 @@ fn print_result(
         // On a terminal, file contents and program output must not drive it (colours, cursor,
         // OSC 52 clipboard writes); piped, the block stays byte for byte.
         let terminal = stdout.is_terminal();
+        // A body written out from its file goes straight to the descriptor: through the
+        // standard output's line buffer, a piece that does not end with a line feed costs two
+        // writes (a 10 MB file: 80 writes more, issue 41).
+        let mut direct = match kept {
+            Some(_) if !terminal => {
+                stdout.flush()?;
+                stdout
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .ok()
+                    .map(std::fs::File::from)
+            }
+            _ => None,
+        };
         let mut send = |piece: &str| {
             if terminal {
                 stdout.write_all(escape_for_terminal(piece).as_bytes())
+            } else if let Some(direct) = &mut direct {
+                direct.write_all(piece.as_bytes())
             } else {
                 stdout.write_all(piece.as_bytes())
             }

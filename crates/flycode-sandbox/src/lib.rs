@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod batch;
+pub mod beside;
 pub mod contain;
 pub mod content_hash;
 pub mod durability;

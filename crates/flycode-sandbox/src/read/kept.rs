@@ -12,10 +12,12 @@
 //! several times `cat` (issue 41).
 
 use std::io::{self, Read, Seek, SeekFrom};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use super::aligned::BlockBuffer;
 use crate::mask::{MaskingReader, Secrets};
+use flycode_protocol::backticks::BacktickRuns;
 
 /// The block both passes read at a time, `cat`'s size.
 pub const KEPT_BLOCK_BYTES: usize = 128 * 1024;
@@ -53,9 +55,9 @@ impl KeptBody {
     pub fn scan(file: std::fs::File, path: &str, secrets: &Secrets) -> Result<KeptBody, KeptError> {
         let mut buffer = BlockBuffer::new(KEPT_BLOCK_BYTES);
         let size = file.metadata().map_or(0, |metadata| metadata.len());
-        // Halved only where nothing is masked: a secret may straddle the cut.
-        let scan = if secrets.is_empty() && size >= HALVED_FROM_BYTES {
-            scan_in_halves(&file, size, &mut buffer)?
+        // Shared only where nothing is masked: a secret may straddle a part's end.
+        let scan = if secrets.is_empty() && size >= SHARED_FROM_BYTES {
+            scan_shared(&file, size, PART_BYTES, &mut buffer)?
         } else {
             scan_text(MaskingReader::new(&file, secrets), &mut buffer)?
         };
@@ -142,62 +144,106 @@ pub fn scan_text<R: Read>(reader: R, buffer: &mut BlockBuffer) -> Result<TextSca
     scan_part(reader, buffer).map(|(scan, _)| scan)
 }
 
-/// From this size on, an unmasked file's first pass reads its two halves on two threads at
-/// once: the kernel's copy out of the page cache is most of the pass, and one core copies at
-/// most so fast (a 10 MB file: about a millisecond less on two cores, issue 41). Below it, a
-/// thread costs more than it saves.
-const HALVED_FROM_BYTES: u64 = 4 << 20;
+/// From this size on, an unmasked file's first pass is shared by two threads: the kernel's
+/// copy out of the page cache is most of the pass, and one core copies at most so fast (a 10 MB
+/// file: about a millisecond less on two cores, issue 41). Below it, a thread costs more than it
+/// saves.
+const SHARED_FROM_BYTES: u64 = 4 << 20;
 
-/// [`scan_text`] of `file` (of about `size` bytes) with its second half read on a thread of its
-/// own, through a buffer of its own, while this thread reads the first: the same facts, the
-/// same first bad byte. The cut is moved forward to the start of a character, so that a
-/// character is never split between the halves; the run of backticks across it is counted
-/// whole. Where no thread can be had, the file is read in one pass.
-fn scan_in_halves(
+/// The part of a file a thread takes at a time in a shared first pass: small enough that the
+/// thread that started later, or runs slower, leaves the other little to wait for at the end
+/// (fixed halves left the first thread waiting 0.2 to 0.8 ms of a 10 MB read for the second).
+const PART_BYTES: u64 = 1 << 20;
+
+/// [`scan_text`] of `file` (of about `size` bytes) read in parts of `part_bytes` by two threads
+/// at once, each taking the next part when it is done with one, through a buffer of its own:
+/// the same facts, the same first bad byte. A part starts where a character starts, so that a
+/// character is never split between two; a run of backticks across parts is counted whole.
+/// Where no thread can be had, or no other processor, the file is read in one pass.
+fn scan_shared(
     file: &std::fs::File,
     size: u64,
+    part_bytes: u64,
     buffer: &mut BlockBuffer,
 ) -> Result<TextScan, KeptError> {
-    let cut = character_start_from(file, size / 2).map_err(KeptError::Read)?;
+    if !crate::beside::other_processor_exists() {
+        return scan_text(FileRange::new(file, 0, None), buffer);
+    }
+    let parts = size.div_ceil(part_bytes.max(1)).max(1);
+    let next_part = AtomicU64::new(0);
+    let take_parts = |buffer: &mut BlockBuffer| {
+        let mut done = Vec::new();
+        loop {
+            let part = next_part.fetch_add(1, Ordering::Relaxed);
+            if part >= parts {
+                return done;
+            }
+            done.push((part, scan_one_part(file, part, parts, part_bytes, buffer)));
+        }
+    };
+    // The vectorised checks learn the processor's features on their first use; learnt here,
+    // before the thread starts, the two threads do not both pay for it (about 27 µs of
+    // processor identification each on a virtual machine, issue 41).
+    #[cfg(target_arch = "x86_64")]
+    let _ = std::is_x86_feature_detected!("avx2");
+    // This thread's block is faulted in before the other thread starts: not while that one maps
+    // its stack guard, signal stack and allocator arena, which would hold it up (see
+    // `BlockBuffer::touch_pages`).
+    buffer.touch_pages();
     std::thread::scope(|scope| {
-        let second = std::thread::Builder::new()
-            .name("flycode-read".to_owned())
-            .spawn_scoped(scope, move || {
-                let mut buffer = BlockBuffer::new(KEPT_BLOCK_BYTES);
-                scan_part(FileRange::new(file, cut, None), &mut buffer)
-            });
-        let Ok(second) = second else {
+        let helper = crate::beside::spawn_beside(scope, "flycode-read", || {
+            take_parts(&mut BlockBuffer::new(KEPT_BLOCK_BYTES))
+        });
+        let Ok(helper) = helper else {
             return scan_text(FileRange::new(file, 0, None), buffer);
         };
-        let first = scan_part(FileRange::new(file, 0, Some(cut)), buffer);
-        let second = second.join().unwrap_or_else(|_| {
-            Err(KeptError::Read(io::Error::other(
+        let mut done = take_parts(buffer);
+        done.extend(helper.join().unwrap_or_default());
+        if done.len() as u64 != parts {
+            return Err(KeptError::Read(io::Error::other(
                 "a reading thread stopped",
-            )))
-        });
-        let ((first, first_runs), (second, second_runs)) = match (first, second) {
-            (Err(error), _) => return Err(error),
-            (Ok(_), Err(KeptError::NotUtf8 { offset })) => {
-                return Err(KeptError::NotUtf8 {
-                    offset: cut + offset,
-                });
+            )));
+        }
+        done.sort_unstable_by_key(|(part, _)| *part);
+        let (mut scan, mut runs) = (TextScan::default(), BacktickRuns::default());
+        for (_, result) in done {
+            let (part_scan, part_runs) = result?;
+            scan.bytes += part_scan.bytes;
+            scan.newlines += part_scan.newlines;
+            if part_scan.bytes > 0 {
+                scan.ends_with_newline = part_scan.ends_with_newline;
             }
-            (Ok(_), Err(error)) => return Err(error),
-            (Ok(first), Ok(second)) => (first, second),
-        };
-        Ok(TextScan {
-            bytes: first.bytes + second.bytes,
-            newlines: first.newlines + second.newlines,
-            ends_with_newline: if second.bytes > 0 {
-                second.ends_with_newline
-            } else {
-                first.ends_with_newline
-            },
-            longest_backtick_run: first
-                .longest_backtick_run
-                .max(second.longest_backtick_run)
-                .max(first_runs.open + second_runs.leading),
-        })
+            runs = runs.followed_by(part_runs);
+        }
+        scan.longest_backtick_run = runs.longest();
+        Ok(scan)
+    })
+}
+
+/// [`scan_part`] of part `part` of `parts` (of `part_bytes` each, moved forward to where a
+/// character starts; the last to the file's end), a bad byte's offset counted from the file's
+/// start.
+fn scan_one_part(
+    file: &std::fs::File,
+    part: u64,
+    parts: u64,
+    part_bytes: u64,
+    buffer: &mut BlockBuffer,
+) -> Result<(TextScan, BacktickRuns), KeptError> {
+    let start = match part {
+        0 => 0,
+        _ => character_start_from(file, part * part_bytes).map_err(KeptError::Read)?,
+    };
+    let end = if part + 1 == parts {
+        None
+    } else {
+        Some(character_start_from(file, (part + 1) * part_bytes).map_err(KeptError::Read)?)
+    };
+    scan_part(FileRange::new(file, start, end), buffer).map_err(|error| match error {
+        KeptError::NotUtf8 { offset } => KeptError::NotUtf8 {
+            offset: start + offset,
+        },
+        other => other,
     })
 }
 
@@ -268,7 +314,7 @@ fn scan_part<R: Read>(
         Ok(())
     })?;
     scan.bytes = total;
-    scan.longest_backtick_run = runs.longest;
+    scan.longest_backtick_run = runs.longest();
     Ok((scan, runs))
 }
 
@@ -288,7 +334,7 @@ pub fn copy_text<R: Read>(
     let read = for_each_text(reader, buffer, |piece| {
         runs.feed(piece.as_bytes());
         let after = written + piece.len() as u64;
-        if runs.longest >= fence_len || after > scan.bytes {
+        if runs.longest() >= fence_len || after > scan.bytes {
             return Err(KeptError::Changed { written });
         }
         sink(piece).map_err(KeptError::Write)?;
@@ -381,40 +427,6 @@ fn without_cut_character(text: &[u8]) -> usize {
         }
     }
     len
-}
-
-/// The longest run of backticks in text given in pieces, a run that spans pieces counted whole.
-#[derive(Debug, Default)]
-struct BacktickRuns {
-    /// The run that ends the pieces so far.
-    open: usize,
-    longest: usize,
-    /// The run that begins the text (all of it, while the text is nothing but backticks).
-    leading: usize,
-    /// Whether something other than a backtick has been fed.
-    past_leading: bool,
-}
-
-impl BacktickRuns {
-    fn feed(&mut self, piece: &[u8]) {
-        if !self.past_leading {
-            let run = piece.iter().take_while(|&&b| b == b'`').count();
-            self.leading += run;
-            self.past_leading = run < piece.len();
-        }
-        let mut at = 0;
-        while let Some(found) = memchr::memchr(b'`', &piece[at..]) {
-            let start = at + found;
-            let len = piece[start..].iter().take_while(|&&b| b == b'`').count();
-            let run = if start == 0 { self.open + len } else { len };
-            self.longest = self.longest.max(run);
-            at = start + len;
-            self.open = if at == piece.len() { run } else { 0 };
-        }
-        if at < piece.len() {
-            self.open = 0;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -626,14 +638,14 @@ mod tests {
             proptest::prop_assert_eq!(out, text);
         }
 
-        /// Read in two halves on two threads, wherever the cut falls (in a character, in a run
-        /// of backticks, before a bad byte or after it), a file gives what one pass gives: the
+        /// Read in parts on two threads, wherever the parts end (in a character, in a run of
+        /// backticks, before a bad byte or after it), a file gives what one pass gives: the
         /// same facts, or the same first bad byte.
         #[test]
-        fn halves_agree_with_one_pass(
+        fn parts_agree_with_one_pass(
             pieces in proptest::collection::vec(proptest::sample::select(vec!["`", "``", "a", "\n", "é", "😀", "€\n", "```` x", "\u{80}"]), 0..120),
             bad in proptest::option::of(0usize..400),
-            cut in 0u64..900,
+            part_bytes in 1u64..300,
         ) {
             let mut bytes = pieces.concat().into_bytes();
             if let Some(at) = bad {
@@ -641,13 +653,13 @@ mod tests {
             }
             let file = file_holding(&bytes);
             let one = scan_text(FileRange::new(&file, 0, None), &mut BlockBuffer::new(7));
-            let halves = scan_in_halves(&file, cut, &mut BlockBuffer::new(7));
-            match (one, halves) {
-                (Ok(one), Ok(halves)) => proptest::prop_assert_eq!(one, halves),
+            let shared = scan_shared(&file, bytes.len() as u64, part_bytes, &mut BlockBuffer::new(7));
+            match (one, shared) {
+                (Ok(one), Ok(shared)) => proptest::prop_assert_eq!(one, shared),
                 (Err(KeptError::NotUtf8 { offset: a }), Err(KeptError::NotUtf8 { offset: b })) => {
                     proptest::prop_assert_eq!(a, b)
                 }
-                (one, halves) => proptest::prop_assert!(false, "{one:?} against {halves:?}"),
+                (one, shared) => proptest::prop_assert!(false, "{one:?} against {shared:?}"),
             }
         }
     }
@@ -659,12 +671,18 @@ mod tests {
     }
 
     #[test]
-    fn a_large_file_is_scanned_in_halves_with_the_run_across_the_cut_counted_whole() {
-        // Past the size from which the first pass is halved, a run of six backticks cut in the
-        // middle of the file, and a character cut there too on the other side.
-        let half = usize::try_from(HALVED_FROM_BYTES).unwrap() / 2 + 10;
-        let mut text = "x".repeat(half - 3) + "``````";
-        text.push_str(&"é\n".repeat(half / 3));
+    fn a_large_file_is_scanned_in_parts_with_runs_and_characters_across_them_whole() {
+        // Past the size from which the first pass is shared, a run of six backticks across the
+        // end of the second part, and a character cut by the end of the third.
+        let part = usize::try_from(PART_BYTES).unwrap();
+        let mut text = "x".repeat(2 * part - 3) + "``````";
+        while text.len() <= usize::try_from(SHARED_FROM_BYTES).unwrap() {
+            text.push_str("é\n");
+        }
+        assert!(
+            !text.is_char_boundary(3 * part),
+            "the third part ends inside a character"
+        );
         let file = file_holding(text.as_bytes());
         let kept = KeptBody::scan(file, "big.txt", &Secrets::default()).unwrap();
         assert_eq!(kept.facts().longest_backtick_run, 6);

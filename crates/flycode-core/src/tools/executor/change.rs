@@ -82,12 +82,11 @@ impl Executor<'_> {
         }
         let gate = Arc::new(landing::LandingGate::default());
         std::thread::scope(|scope| {
-            let recording = std::thread::Builder::new()
-                .name("undo-record".to_owned())
-                .spawn_scoped(scope, || {
-                    let _open = gate.opener();
-                    record()
-                });
+            // On another processor: the recording works while the tool stages, not after it.
+            let recording = crate::sandbox::beside::spawn_beside(scope, "undo-record", || {
+                let _open = gate.opener();
+                record()
+            });
             // No thread to be had: record first, then run, as for the other tools.
             let Ok(recording) = recording else {
                 let started = record();
