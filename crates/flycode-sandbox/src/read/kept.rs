@@ -159,14 +159,16 @@ const PART_BYTES: u64 = 1 << 20;
 /// at once, each taking the next part when it is done with one, through a buffer of its own:
 /// the same facts, the same first bad byte. A part starts where a character starts, so that a
 /// character is never split between two; a run of backticks across parts is counted whole.
-/// Where no thread can be had, or no other processor, the file is read in one pass.
+/// Where no thread can be had, or no other processor is idle, the file is read in one pass.
 fn scan_shared(
     file: &std::fs::File,
     size: u64,
     part_bytes: u64,
     buffer: &mut BlockBuffer,
 ) -> Result<TextScan, KeptError> {
-    if !crate::beside::other_processor_exists() {
+    // With every other processor busy, a second thread would wait for its turn, and this one
+    // for it at the end.
+    if !crate::beside::idle_processor_exists() {
         return scan_text(FileRange::new(file, 0, None), buffer);
     }
     let parts = size.div_ceil(part_bytes.max(1)).max(1);
