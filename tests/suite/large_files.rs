@@ -302,13 +302,6 @@ fn large_binary_files_are_judged_by_their_start_and_the_part_read() {
 #[test]
 fn a_large_whole_read_written_out_from_its_file_is_the_block_json_renders() {
     let w = Workspace::new();
-    let config = w.state.parent().unwrap().join("config");
-    std::fs::create_dir_all(config.join("flycode")).unwrap();
-    std::fs::write(
-        config.join("flycode/flycode.toml"),
-        "output_cap = 16777216\n",
-    )
-    .unwrap();
     let key = "sk-test-0123456789abcdef";
     let mut text = String::new();
     let mut n = 0;
@@ -323,6 +316,63 @@ fn a_large_whole_read_written_out_from_its_file_is_the_block_json_renders() {
     }
     text.push_str("the longest run: `````` ends here\n");
     std::fs::write(w.root.join("big.rs"), &text).unwrap();
+    let (printed, rendered) = printed_and_rendered(&w, "big.rs", &[("OPENAI_API_KEY", key)]);
+    assert!(
+        printed == rendered,
+        "the printed block differs from the rendered one"
+    );
+    assert!(printed.starts_with("```````flycode-result\n"));
+    assert!(!printed.contains(key));
+    assert_eq!(
+        printed.matches('\n').count(),
+        text.matches('\n').count() + 7
+    );
+}
+
+/// A file of several MiB with nothing to mask has its first pass shared by two threads in 1 MiB
+/// parts (PROTOCOL.md §9 (fs.read), "A large file written out from where it is"), and is then
+/// written straight to the output: the block is still byte for byte the one `--json` renders,
+/// with the fence past a run of backticks that crosses a part's end and characters cut by the
+/// parts' ends whole.
+#[test]
+fn a_read_shared_by_two_threads_is_the_block_json_renders() {
+    let w = Workspace::new();
+    let mib = 1 << 20;
+    let mut text = String::new();
+    let mut n = 0;
+    let mut line = |text: &mut String| {
+        n += 1;
+        text.push_str(&format!("{n} ünïcödé 😀 {} `x`\n", "y".repeat(n % 89)));
+    };
+    while text.len() < 2 * mib - 200 {
+        line(&mut text);
+    }
+    // Seven backticks across the end of the second part.
+    text.push_str(&"z".repeat(2 * mib - 3 - text.len()));
+    text.push_str("```````\n");
+    while text.len() < 5 * mib {
+        line(&mut text);
+    }
+    std::fs::write(w.root.join("big.txt"), &text).unwrap();
+    let (printed, rendered) = printed_and_rendered(&w, "big.txt", &[]);
+    assert!(
+        printed == rendered,
+        "the printed block differs from the rendered one"
+    );
+    assert!(printed.starts_with("````````flycode-result\n"));
+    assert!(printed.contains(&text));
+}
+
+/// A whole read of `name` in `w`'s root by `exec`, printed as a block and as `--json` renders
+/// it (its `text`), with an output cap that lets a large file through and `env` set.
+fn printed_and_rendered(w: &Workspace, name: &str, env: &[(&str, &str)]) -> (String, String) {
+    let config = w.state.parent().unwrap().join("config");
+    std::fs::create_dir_all(config.join("flycode")).unwrap();
+    std::fs::write(
+        config.join("flycode/flycode.toml"),
+        "output_cap = 16777216\n",
+    )
+    .unwrap();
     let run = |json: bool| {
         let mut command = flycode();
         command.arg("exec");
@@ -333,10 +383,10 @@ fn a_large_whole_read_written_out_from_its_file_is_the_block_json_renders() {
             .arg("--root")
             .arg(&w.root)
             .arg("--slash")
-            .arg(format!("/fs.read {}", w.root.join("big.rs").display()))
+            .arg(format!("/fs.read {}", w.root.join(name).display()))
             .env("FLYCODE_STATE_DIR", &w.state)
             .env("XDG_CONFIG_HOME", &config)
-            .env("OPENAI_API_KEY", key)
+            .envs(env.iter().copied())
             .current_dir(&w.root)
             .output()
             .unwrap()
@@ -348,16 +398,8 @@ fn a_large_whole_read_written_out_from_its_file_is_the_block_json_renders() {
         String::from_utf8_lossy(&printed.stderr)
     );
     let report: Value = serde_json::from_slice(&run(true).stdout).unwrap();
-    let rendered = report["text"].as_str().unwrap();
-    let printed = String::from_utf8(printed.stdout).unwrap();
-    assert!(
-        printed == rendered,
-        "the printed block differs from the rendered one"
-    );
-    assert!(printed.starts_with("```````flycode-result\n"));
-    assert!(!printed.contains(key));
-    assert_eq!(
-        printed.matches('\n').count(),
-        text.matches('\n').count() + 7
-    );
+    (
+        String::from_utf8(printed.stdout).unwrap(),
+        report["text"].as_str().unwrap().to_owned(),
+    )
 }

@@ -170,19 +170,30 @@ mod tests {
         assert_eq!((runs.longest(), runs.leading(), runs.trailing()), (3, 3, 3));
     }
 
+    /// `text` cut at `cuts` (taken in order, past its end meaning its end).
+    fn pieces(text: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|cut| cut.min(text.len())).collect();
+        cuts.sort_unstable();
+        cuts.push(text.len());
+        let mut from = 0;
+        cuts.into_iter()
+            .map(|cut| {
+                let piece = &text[from..cut];
+                from = cut;
+                piece
+            })
+            .collect()
+    }
+
     proptest::proptest! {
         #[test]
         fn pieces_agree_with_the_whole(
             text in proptest::collection::vec(proptest::sample::select(vec![b'`', b'a', b'\n']), 0..2000),
             cuts in proptest::collection::vec(0usize..2000, 0..6),
         ) {
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|cut| cut.min(text.len())).collect();
-            cuts.sort_unstable();
             let mut runs = BacktickRuns::default();
-            let mut from = 0;
-            for cut in cuts.into_iter().chain([text.len()]) {
-                runs.feed(&text[from..cut]);
-                from = cut;
+            for piece in pieces(&text, cuts) {
+                runs.feed(piece);
             }
             proptest::prop_assert_eq!(runs.longest(), longest_run_by_byte(&text));
             proptest::prop_assert_eq!(longest_run(&text), longest_run_by_byte(&text));
@@ -197,14 +208,9 @@ mod tests {
             text in proptest::collection::vec(proptest::sample::select(vec![b'`', b'a']), 0..300),
             cuts in proptest::collection::vec(0usize..300, 0..6),
         ) {
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|cut| cut.min(text.len())).collect();
-            cuts.sort_unstable();
-            let mut joined = BacktickRuns::default();
-            let mut from = 0;
-            for cut in cuts.into_iter().chain([text.len()]) {
-                joined = joined.followed_by(runs_of(&[&text[from..cut]]));
-                from = cut;
-            }
+            let joined = pieces(&text, cuts)
+                .into_iter()
+                .fold(BacktickRuns::default(), |joined, piece| joined.followed_by(runs_of(&[piece])));
             proptest::prop_assert_eq!(joined, runs_of(&[&text]));
         }
     }
