@@ -894,41 +894,7 @@ fn max_bytes_holds_within_one_session() {
     let content = |n: u8| String::from_utf8(vec![b'a' + n; 450_000]).unwrap();
     std::fs::write(w.root.join("big.txt"), content(0)).unwrap();
     // One MCP session overwrites the file five times: each change keeps 450 kB.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .args(["mcp", "--root"])
-        .arg(&w.root)
-        .env("FLYCODE_STATE_DIR", &w.state)
-        .env("XDG_CONFIG_HOME", &config)
-        .current_dir(&w.root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let mut output = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let mut send = |message: Value| writeln!(input, "{message}").unwrap();
-    send(
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
-    );
-    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-    let mut changes = Vec::new();
-    for n in 1..=5u8 {
-        send(json!({
-            "jsonrpc": "2.0", "id": n, "method": "tools/call",
-            "params": {"name": "fs_write", "arguments": {"path": w.path("big.txt"), "mode": "overwrite", "content": content(n)}}
-        }));
-        let answer: Value = loop {
-            let line = output.next().expect("the server closed early").unwrap();
-            let value: Value = serde_json::from_str(&line).unwrap();
-            if value["id"] == n {
-                break value;
-            }
-        };
-        changes.push(answer["result"]["structuredContent"]["change"].clone());
-    }
-    drop(input);
-    assert!(child.wait().unwrap().success());
+    let changes = overwrites_in_one_session(&w, &config, (1..=5).map(content));
     assert_eq!(
         changes,
         ["c-1", "c-2", "c-3", "c-4", "c-5"].map(Value::from)
@@ -943,6 +909,74 @@ fn max_bytes_holds_within_one_session() {
         std::fs::read_to_string(w.root.join("big.txt")).unwrap(),
         content(3)
     );
+}
+
+/// Within a session the store is pruned to nine tenths of `max_bytes` when a change takes it
+/// over, so the next changes fit without another pruning (each reads every record).
+#[test]
+fn a_pruning_within_a_session_leaves_room_for_the_next_changes() {
+    let w = Workspace::new();
+    let config = user_config(&w, "[undo]\nmax_bytes = 1048576\n");
+    let content = |n: u8| String::from_utf8(vec![b'a' + n; 200_000]).unwrap();
+    std::fs::write(w.root.join("big.txt"), content(0)).unwrap();
+    let ids =
+        |w: &Workspace| -> Vec<Value> { history(w, &[]).iter().map(|c| c["id"].clone()).collect() };
+    // Each change keeps 200 kB: the sixth takes the store to 1.2 MB, over the limit, and the
+    // pruning leaves at most 943,718 bytes (four changes), not 1,048,576 (five).
+    overwrites_in_one_session(&w, &config, (1..=6).map(content));
+    assert!(stored_bytes(&w) <= 943_718, "{}", stored_bytes(&w));
+    assert_eq!(ids(&w), ["c-6", "c-5", "c-4", "c-3"].map(Value::from));
+    // The seventh fits under the limit: nothing more is pruned.
+    overwrites_in_one_session(&w, &config, [content(7)].into_iter());
+    assert_eq!(
+        ids(&w),
+        ["c-7", "c-6", "c-5", "c-4", "c-3"].map(Value::from)
+    );
+}
+
+/// Overwrites `big.txt` in `w`'s root with each of `contents`, in one MCP session under
+/// `config`; the change each call reported.
+fn overwrites_in_one_session(
+    w: &Workspace,
+    config: &std::path::Path,
+    contents: impl Iterator<Item = String>,
+) -> Vec<Value> {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .args(["mcp", "--root"])
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env("XDG_CONFIG_HOME", config)
+        .current_dir(&w.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut send = |message: Value| writeln!(input, "{message}").unwrap();
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let mut changes = Vec::new();
+    for (n, content) in (1u64..).zip(contents) {
+        send(json!({
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "fs_write", "arguments": {"path": w.path("big.txt"), "mode": "overwrite", "content": content}}
+        }));
+        let answer: Value = loop {
+            let line = output.next().expect("the server closed early").unwrap();
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["id"] == n {
+                break value;
+            }
+        };
+        changes.push(answer["result"]["structuredContent"]["change"].clone());
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+    changes
 }
 
 /// `flycode undo` in one project takes back that project's last change, never another's made
