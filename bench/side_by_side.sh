@@ -35,6 +35,19 @@ if [ ! -f "$scratch/npm/node_modules/@modelcontextprotocol/server-filesystem/dis
       @modelcontextprotocol/server-filesystem @wonderwhy-er/desktop-commander)
 fi
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F)"
+# The write rows depend on the file system: an ext4 without a journal does not reuse an inode
+# freed in the last minute, so every new file (an atomic write's temporary file) scans past the
+# ones just deleted (README, "Issue 41, 2026-11-30").
+if command -v findmnt >/dev/null; then
+  mkdir -p "$scratch"
+  read -r fs_source fs_type < <(findmnt -no SOURCE,FSTYPE -T "$scratch") || true
+  fs_journal=/sys/fs/ext4/$(basename "${fs_source:-none}")/journal_task
+  fs_note=""
+  if [ "${fs_type:-}" = ext4 ] && [ -r "$fs_journal" ] && [ "$(cat "$fs_journal")" = "<none>" ]; then
+    fs_note=" without a journal"
+  fi
+  echo "file system of the corpus: ${fs_type:-unknown}$fs_note ($(findmnt -no OPTIONS -T "$scratch" || true))"
+fi
 echo "node $(node --version); $(rg --version | sed -n 1p);" \
   "server-filesystem $(node -p "require('$scratch/npm/node_modules/@modelcontextprotocol/server-filesystem/package.json').version")," \
   "Desktop Commander $(node -p "require('$scratch/npm/node_modules/@wonderwhy-er/desktop-commander/package.json').version")"
