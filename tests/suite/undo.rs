@@ -90,6 +90,11 @@ fn undo(w: &Workspace, args: &[&str]) -> (i32, String, String) {
 }
 
 /// `flycode history --json ARGS`: the changes, newest first.
+/// The ids of the changes `history` lists, newest first.
+fn history_ids(w: &Workspace) -> Vec<Value> {
+    history(w, &[]).iter().map(|c| c["id"].clone()).collect()
+}
+
 fn history(w: &Workspace, args: &[&str]) -> Vec<Value> {
     let output = flycode()
         .args(["history", "--json", "-n", "1000"])
@@ -403,7 +408,7 @@ fn retention_prunes_the_oldest_changes_and_says_so() {
         err.contains("undo store: pruned 2 changes (c-1..c-2"),
         "{err}"
     );
-    let left: Vec<Value> = history(&w, &[]).iter().map(|c| c["id"].clone()).collect();
+    let left = history_ids(&w);
     assert_eq!(left, vec![json!("c-3")]);
     // The newest change can still be undone.
     let (code, out, err) = undo(&w, &[]);
@@ -901,7 +906,7 @@ fn max_bytes_holds_within_one_session() {
     );
     // The store kept what fits, the newest changes, without waiting for `flycode gc`.
     assert!(stored_bytes(&w) <= 1_048_576, "{}", stored_bytes(&w));
-    let left: Vec<Value> = history(&w, &[]).iter().map(|c| c["id"].clone()).collect();
+    let left = history_ids(&w);
     assert_eq!(left, vec![json!("c-5"), json!("c-4")]);
     let (code, out, err) = undo(&w, &["--last", "2"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -919,17 +924,18 @@ fn a_pruning_within_a_session_leaves_room_for_the_next_changes() {
     let config = user_config(&w, "[undo]\nmax_bytes = 1048576\n");
     let content = |n: u8| String::from_utf8(vec![b'a' + n; 200_000]).unwrap();
     std::fs::write(w.root.join("big.txt"), content(0)).unwrap();
-    let ids =
-        |w: &Workspace| -> Vec<Value> { history(w, &[]).iter().map(|c| c["id"].clone()).collect() };
     // Each change keeps 200 kB: the sixth takes the store to 1.2 MB, over the limit, and the
     // pruning leaves at most 943,718 bytes (four changes), not 1,048,576 (five).
     overwrites_in_one_session(&w, &config, (1..=6).map(content));
     assert!(stored_bytes(&w) <= 943_718, "{}", stored_bytes(&w));
-    assert_eq!(ids(&w), ["c-6", "c-5", "c-4", "c-3"].map(Value::from));
+    assert_eq!(
+        history_ids(&w),
+        ["c-6", "c-5", "c-4", "c-3"].map(Value::from)
+    );
     // The seventh fits under the limit: nothing more is pruned.
     overwrites_in_one_session(&w, &config, [content(7)].into_iter());
     assert_eq!(
-        ids(&w),
+        history_ids(&w),
         ["c-7", "c-6", "c-5", "c-4", "c-3"].map(Value::from)
     );
 }

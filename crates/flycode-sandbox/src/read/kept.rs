@@ -57,7 +57,7 @@ impl KeptBody {
         let size = file.metadata().map_or(0, |metadata| metadata.len());
         // Shared only where nothing is masked: a secret may straddle a part's end.
         let scan = if secrets.is_empty() && size >= SHARED_FROM_BYTES {
-            scan_shared(&file, size, PART_BYTES, &mut buffer)?
+            scan_shared(&file, size, &mut buffer)?
         } else {
             scan_text(MaskingReader::new(&file, secrets), &mut buffer)?
         };
@@ -155,22 +155,32 @@ const SHARED_FROM_BYTES: u64 = 4 << 20;
 /// (fixed halves left the first thread waiting 0.2 to 0.8 ms of a 10 MB read for the second).
 const PART_BYTES: u64 = 1 << 20;
 
-/// [`scan_text`] of `file` (of about `size` bytes) read in parts of `part_bytes` by two threads
-/// at once, each taking the next part when it is done with one, through a buffer of its own:
-/// the same facts, the same first bad byte. A part starts where a character starts, so that a
-/// character is never split between two; a run of backticks across parts is counted whole.
-/// Where no thread can be had, or no other processor is idle, the file is read in one pass.
+/// [`scan_text`] of `file` (of about `size` bytes), shared by two threads ([`scan_in_parts`])
+/// where another processor is idle, else in one pass: with every other processor busy, a second
+/// thread would wait for its turn, and this one for it at the end.
 fn scan_shared(
+    file: &std::fs::File,
+    size: u64,
+    buffer: &mut BlockBuffer,
+) -> Result<TextScan, KeptError> {
+    match crate::beside::idle_processors() {
+        Some(idle) => scan_in_parts(file, size, PART_BYTES, buffer, Some(idle)),
+        None => scan_text(FileRange::new(file, 0, None), buffer),
+    }
+}
+
+/// [`scan_text`] of `file` (of about `size` bytes) read in parts of `part_bytes` by two threads
+/// at once (the second moved to `idle`), each taking the next part when it is done with one,
+/// through a buffer of its own: the same facts, the same first bad byte. A part starts where a
+/// character starts, so that a character is never split between two; a run of backticks across
+/// parts is counted whole. Where no thread can be had, the file is read in one pass.
+fn scan_in_parts(
     file: &std::fs::File,
     size: u64,
     part_bytes: u64,
     buffer: &mut BlockBuffer,
+    idle: Option<crate::beside::IdleProcessors>,
 ) -> Result<TextScan, KeptError> {
-    // With every other processor busy, a second thread would wait for its turn, and this one
-    // for it at the end.
-    if !crate::beside::idle_processor_exists() {
-        return scan_text(FileRange::new(file, 0, None), buffer);
-    }
     let parts = size.div_ceil(part_bytes.max(1)).max(1);
     let next_part = AtomicU64::new(0);
     let take_parts = |buffer: &mut BlockBuffer| {
@@ -193,7 +203,7 @@ fn scan_shared(
     // `BlockBuffer::touch_pages`).
     buffer.touch_pages();
     std::thread::scope(|scope| {
-        let helper = crate::beside::spawn_beside(scope, "flycode-read", || {
+        let helper = crate::beside::spawn_beside(scope, "flycode-read", idle, || {
             take_parts(&mut BlockBuffer::new(KEPT_BLOCK_BYTES))
         });
         let Ok(helper) = helper else {
@@ -655,7 +665,8 @@ mod tests {
             }
             let file = file_holding(&bytes);
             let one = scan_text(FileRange::new(&file, 0, None), &mut BlockBuffer::new(7));
-            let shared = scan_shared(&file, bytes.len() as u64, part_bytes, &mut BlockBuffer::new(7));
+            // Two threads whether or not a processor is idle now.
+            let shared = scan_in_parts(&file, bytes.len() as u64, part_bytes, &mut BlockBuffer::new(7), None);
             match (one, shared) {
                 (Ok(one), Ok(shared)) => proptest::prop_assert_eq!(one, shared),
                 (Err(KeptError::NotUtf8 { offset: a }), Err(KeptError::NotUtf8 { offset: b })) => {
@@ -686,7 +697,18 @@ mod tests {
             "the third part ends inside a character"
         );
         let file = file_holding(text.as_bytes());
+        // Read in parts by two threads whether or not a processor is idle now; `KeptBody::scan`
+        // shares the pass only when one is.
+        let parts = scan_in_parts(
+            &file,
+            text.len() as u64,
+            PART_BYTES,
+            &mut BlockBuffer::new(KEPT_BLOCK_BYTES),
+            None,
+        )
+        .unwrap();
         let kept = KeptBody::scan(file, "big.txt", &Secrets::default()).unwrap();
+        assert_eq!(*kept.facts(), parts);
         assert_eq!(kept.facts().longest_backtick_run, 6);
         assert_eq!(kept.facts().bytes, text.len() as u64);
         assert_eq!(kept.facts().newlines, text.matches('\n').count() as u64);

@@ -82,11 +82,14 @@ impl Executor<'_> {
         }
         let gate = Arc::new(landing::LandingGate::default());
         std::thread::scope(|scope| {
-            // On another processor: the recording works while the tool stages, not after it.
-            let recording = crate::sandbox::beside::spawn_beside(scope, "undo-record", || {
-                let _open = gate.opener();
-                record()
-            });
+            // On another processor where one is idle: the recording works while the tool
+            // stages, not after it.
+            let idle = crate::sandbox::beside::idle_processors();
+            let recording =
+                crate::sandbox::beside::spawn_beside(scope, "undo-record", idle, || {
+                    let _open = gate.opener();
+                    record()
+                });
             // No thread to be had: record first, then run, as for the other tools.
             let Ok(recording) = recording else {
                 let started = record();
