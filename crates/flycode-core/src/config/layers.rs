@@ -173,9 +173,8 @@ pub fn read(path: &Path) -> Result<ParsedFile, ConfigError> {
     read_bytes(path).and_then(|bytes| parse(path, bytes))
 }
 
-/// [`read`], and the sha256 of the very bytes parsed: what a project file is trusted by. Only a
-/// project file is hashed: the hash's first use costs the process its processor check (a few
-/// tens of microseconds on a virtual machine, issue 41), which the user's own file never needs.
+/// [`read`], and the sha256 of the very bytes parsed: what a project file is trusted by (the
+/// user's own file needs no hash, and is read without one).
 pub fn read_hashed(path: &Path) -> Result<(ParsedFile, String), ConfigError> {
     let bytes = read_bytes(path)?;
     let sha256 = sha256_hex(&bytes);
