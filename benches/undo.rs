@@ -1,9 +1,10 @@
 //! What recording a change for undo costs (PROTOCOL.md §16 (Undo and history)): fs.write of
 //! 1 MB over an existing file, and fs.writeBatch of 100 files over existing ones, through the
 //! call service with the undo recorder and without it. Every write brings new content, so every
-//! iteration stores a new pre-image (no deduplication flatters the figure); the store's files are
-//! removed, and the file system synced, outside the timed part. Its folders are kept, as in a store in use: `changes/`,
-//! `pending/` and most of the 256 blob shards exist after a day's work.
+//! iteration stores a new pre-image (no deduplication flatters the figure); the store's contents
+//! and records are removed, and the file system synced, outside the timed part. Its folders and
+//! its own small files (`lock`, `next`, `size`) are kept, as in a store in use: they exist from
+//! its first change on (removed, every call would make them again).
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 #![allow(clippy::disallowed_methods)] // a benchmark makes its fixtures directly
 
@@ -28,8 +29,8 @@ fn call(tool: ToolName, args: Value) -> Call {
 
 /// Times `iterations` calls made by `make(n)`: to their answers, and to their records on the
 /// disk (a recorded call puts its completed record there after it has answered, PROTOCOL.md §16
-/// (Undo and history), "Order, and a crash"). The store's files are removed between the calls
-/// (not timed).
+/// (Undo and history), "Order, and a crash"). The store's contents and records are removed
+/// between the calls (not timed).
 fn timed(
     executor: &Executor<'_>,
     store: &Path,
@@ -77,14 +78,22 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
-/// Removes every file in `dir` and below, keeping the folders.
+/// Removes every file in the folders of the store `dir` (its contents and records), keeping the
+/// folders and the store's own files beside them.
 fn empty(dir: &Path) {
+    fn remove_files(dir: &Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                remove_files(&path);
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
         if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            empty(&path);
-        } else {
-            let _ = std::fs::remove_file(&path);
+            remove_files(&entry.path());
         }
     }
 }
