@@ -350,7 +350,7 @@ fn moving_a_file_onto_another_name_of_itself_does_not_wait_for_itself() {
 }
 
 /// `flycode mcp` stopped by SIGTERM right after a write answered: the write's undo record is
-/// put in place before flycode exits (PROTOCOL.md §16, "Order, and a crash"), not left for the
+/// on the disk before flycode exits (PROTOCOL.md §16, "Order, and a crash"), not left for the
 /// next start as a completed record beside a marker.
 #[test]
 fn mcp_stopped_by_a_signal_right_after_a_write_leaves_its_undo_record_in_place() {
@@ -372,6 +372,16 @@ fn mcp_stopped_by_a_signal_right_after_a_write_leaves_its_undo_record_in_place()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     changes.sort();
-    // Neither `c-1.done` nor the marker `c-1.pending` beside it.
+    // No marker `c-1.pending` beside it, and the record is the completed one.
     assert_eq!(changes, ["c-1.json"]);
+    // The incomplete record and the completed one appended after it (PROTOCOL.md §16, "The
+    // store").
+    let record = std::fs::read_to_string(undo.join("changes/c-1.json")).unwrap();
+    let lines: Vec<&str> = record
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 2, "{record}");
+    assert!(lines[1].contains(r#""complete":true"#), "{record}");
 }

@@ -323,8 +323,7 @@ impl Recorder {
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The rest off the call's path, while it answers: the completed record readable now is
-        // flushed and put in place of the incomplete one, the marker dropped, the store's size
-        // counted.
+        // flushed, the marker dropped, the store's size counted.
         let (store, limits, prunes) =
             (std::sync::Arc::clone(&self.store), self.limits, self.prunes);
         let (id, stored_bytes) = (record.id.clone(), record.stored_bytes);
@@ -534,13 +533,17 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
             // An empty record is what a power loss leaves of one whose data had not reached
             // the disk when its name had (they are flushed together, before the change lands):
             // the change never landed.
-            let record_file = store.dir().join("changes").join(format!("{id}.json"));
+            let changes = store.dir().join("changes");
             let old_marker = store.marker_age(&id).is_some_and(|age| age.as_secs() > 60);
-            match std::fs::metadata(&record_file) {
-                Err(_) if old_marker => {
+            let record_len = [format!("{id}.open"), format!("{id}.json")]
+                .iter()
+                .find_map(|name| std::fs::metadata(changes.join(name)).ok())
+                .map(|metadata| metadata.len());
+            match record_len {
+                None if old_marker => {
                     let _ = store.settled(&id);
                 }
-                Ok(metadata) if old_marker && metadata.len() == 0 => {
+                Some(0) if old_marker => {
                     let _ = store.remove(&id);
                 }
                 _ => {}
@@ -548,8 +551,8 @@ pub fn settle_interrupted(store: &UndoStore, limits: UndoLimits) -> Vec<String> 
             continue;
         };
         if record.complete {
-            // Completed (perhaps only beside its incomplete record, by a flycode that ended
-            // before it put it on the disk): on the disk now, and the marker gone.
+            // Completed (perhaps not flushed yet, by a flycode that ended before it put it on
+            // the disk): on the disk now, and the marker gone.
             let _ = store.make_durable(&id);
             continue;
         }
@@ -655,6 +658,27 @@ mod tests {
         std::fs::File::options()
             .write(true)
             .open(changes.join("c-1.pending"))
+            .unwrap()
+            .set_modified(two_minutes_ago)
+            .unwrap();
+        settle_interrupted(&store, UndoLimits::default());
+        assert_eq!(std::fs::read_dir(&changes).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_empty_record_under_way_a_power_loss_left_is_removed_once_it_is_old() {
+        let state = tempfile::tempdir().unwrap();
+        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+        let changes = state.path().join("undo/changes");
+        std::fs::create_dir_all(&changes).unwrap();
+        std::fs::write(changes.join("c-1.open"), b"").unwrap();
+        // Young, it may be a live flycode's, its record not written yet: left alone.
+        assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
+        assert!(changes.join("c-1.open").exists());
+        let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(changes.join("c-1.open"))
             .unwrap()
             .set_modified(two_minutes_ago)
             .unwrap();

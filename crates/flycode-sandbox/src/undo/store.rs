@@ -289,10 +289,11 @@ impl UndoStore {
     }
 
     /// Names the change's staged contents, gives `record` the next free id (`c-N`) and writes
-    /// it, sealed, as a new file: two processes never take the same id (the file is created
-    /// exclusively). Under `full`, the copied contents' data is flushed before they are named;
-    /// then the linked files' data, the record's and every folder that got a name (`blobs/`, and
-    /// `changes/` with the record and its marker) are flushed together, each on a thread of its
+    /// it, sealed, as a new file `c-N.open`: two processes never take the same id (the file is
+    /// created exclusively, and given up where `c-N.json` appeared meanwhile). Under `full`, the
+    /// copied contents' data is flushed before they are named; then the linked files' data, the
+    /// record's and every folder that got a name (`blobs/`, and `changes/` with the record) are
+    /// flushed together, each on a thread of its
     /// own ([`sync_at_once`]), so that all of it is on the disk before the change lands. No
     /// order is needed among those: nothing names a flushed thing until they have all ended.
     pub fn create(
@@ -312,19 +313,29 @@ impl UndoStore {
         let written = loop {
             record.seq = seq;
             record.id = format!("c-{seq}");
-            let path = changes.join(format!("{}.json", record.id));
-            // The marker first: a record it names is settled after a crash, and a marker
-            // without a record is simply dropped.
-            if !record.complete {
-                std::fs::write(self.marker(&record.id), b"")?;
+            let finished = changes.join(record_name(&record.id));
+            if finished.symlink_metadata().is_ok() {
+                seq += 1;
+                continue;
             }
+            // The record under way is its own marker (`c-N.open`): settled after a crash,
+            // renamed to `c-N.json` once its completed record is on the disk.
+            let open = self.open_path(&record.id);
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .open(&path)
+                .open(&open)
             {
                 Ok(mut file) => {
-                    file.write_all(self.sealed(record)?.as_bytes())?;
+                    // Another flycode may have finished `c-N` between the look above and the
+                    // creation: then the id is its, and this one tries the next.
+                    if finished.symlink_metadata().is_ok() {
+                        drop(file);
+                        remove_if_there(&open)?;
+                        seq += 1;
+                        continue;
+                    }
+                    file.write_all(first_line(self.sealed(record)?).as_bytes())?;
                     break file;
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => seq += 1,
@@ -344,7 +355,12 @@ impl UndoStore {
             .map(|file| Flush::Data(file.as_fd()))
             .chain(folders.iter().map(|folder| Flush::Dir(folder.as_fd())))
             .collect();
-        sync_at_once(&flushes, self.durability)
+        sync_at_once(&flushes, self.durability)?;
+        if record.complete {
+            // Complete from the start (a call that ran a program): nothing to wait for.
+            self.finish(&record.id)?;
+        }
+        Ok(())
     }
 
     /// The state directory's key (the store lives in `STATE/undo`).
@@ -373,11 +389,13 @@ impl UndoStore {
         let mut temp = tempfile::Builder::new()
             .prefix(".record.")
             .tempfile_in(&changes)?;
-        temp.write_all(self.sealed(record)?.as_bytes())?;
+        temp.write_all(first_line(self.sealed(record)?).as_bytes())?;
         sync_data(temp.as_file(), self.durability)?;
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
-        // A completed record that never reached the disk whole is replaced by this one.
+        // The record under way, and a completed record of an older flycode that never reached
+        // the disk whole, are replaced by this one.
+        remove_if_there(&self.open_path(&record.id))?;
         remove_if_there(&self.done_path(&record.id))?;
         if settling && let Ok(folder) = std::fs::File::open(&changes) {
             sync_dir(&folder, self.durability)?;
@@ -385,50 +403,96 @@ impl UndoStore {
         Ok(())
     }
 
-    /// Writes `record`, complete, beside its incomplete record as `c-N.done`, sealed under the
-    /// record's own name: readable at once (it is what [`UndoStore::record`] and
-    /// [`UndoStore::records`] return from now on), but not flushed. [`UndoStore::make_durable`]
-    /// puts it on the disk in place of the incomplete record, after the call has answered
-    /// ([`super::completion`]). The incomplete record stays until then: replacing it with a
-    /// record whose data may not be on the disk yet would leave a crash nothing to settle from.
+    /// Appends `record`, complete, to its incomplete record's file (`c-N.open`), sealed under
+    /// the record's own name: readable at once (the last line whose seal verifies is the record,
+    /// for [`UndoStore::record`] and [`UndoStore::records`]), but not flushed.
+    /// [`UndoStore::make_durable`] puts it on the disk after the call has answered
+    /// ([`super::completion`]). The incomplete record's bytes are left as they are (the append
+    /// starts on a block of its own, [`first_line`]): until the completed one is on the disk,
+    /// a crash finds the incomplete one to settle from. No file is made for it (a new file
+    /// would cost an allocation on the call's path, and a rename over the record a freed one).
     pub fn save_completed(&self, record: &ChangeRecord) -> std::io::Result<()> {
-        let changes = self.changes();
-        let mut temp = tempfile::Builder::new()
-            .prefix(".record.")
-            .tempfile_in(&changes)?;
-        temp.write_all(self.sealed(record)?.as_bytes())?;
-        temp.persist(self.done_path(&record.id))
-            .map_err(|e| e.error)?;
-        Ok(())
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.open_path(&record.id))?;
+        let mut line = self.sealed(record)?;
+        line.push('\n');
+        file.write_all(line.as_bytes())
     }
 
-    /// Puts the completed record of `id` ([`UndoStore::save_completed`]) on the disk: its data
-    /// flushed (under `full`), then renamed over the incomplete record, then the marker dropped.
-    /// Nothing to do where it is there already (another flycode settled it meanwhile).
+    /// Puts the completed record of `id` ([`UndoStore::save_completed`]) on the disk: its
+    /// file's data flushed (under `full`), then renamed from `c-N.open` to `c-N.json` (its folder
+    /// not flushed: a crash that loses the rename leaves a completed record under way, which the
+    /// next start renames). An older flycode's completed record waiting beside the record
+    /// (`c-N.done`) is flushed and renamed over it, and its marker dropped. Nothing to do where
+    /// the record is in place already (another flycode settled it meanwhile) or gone.
     pub fn make_durable(&self, id: &str) -> std::io::Result<()> {
         let done = self.done_path(id);
         match std::fs::File::open(&done) {
-            Ok(file) => sync_data(&file, self.durability)?,
+            Ok(file) => {
+                sync_data(&file, self.durability)?;
+                match std::fs::rename(&done, self.changes().join(record_name(id))) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(error);
+                    }
+                    _ => {}
+                }
+                return self.settled(id);
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }
-        match std::fs::rename(&done, self.changes().join(record_name(id))) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
-            _ => {}
+        match std::fs::File::open(self.open_path(id)) {
+            Ok(file) => sync_data(&file, self.durability)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return self.settled(id);
+            }
+            Err(error) => return Err(error),
         }
-        self.settled(id)
+        self.finish(id)
     }
 
-    /// Where a completed record waits to be put on the disk ([`UndoStore::save_completed`]).
+    /// Renames the record under way of `id` to its finished name, never over another record.
+    /// Under the store's lock (shared), so that no pruning lists the records while one changes
+    /// its name (a listing could miss it).
+    fn finish(&self, id: &str) -> std::io::Result<()> {
+        let _listed_alone = self.lock(false);
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            self.open_path(id),
+            rustix::fs::CWD,
+            self.changes().join(record_name(id)),
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => self.settled(id),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The record of a change under way: the change's marker too (PROTOCOL.md §16 (Undo and
+    /// history), "The store").
+    fn open_path(&self, id: &str) -> PathBuf {
+        self.changes().join(format!("{id}.open"))
+    }
+
+    /// Where an older flycode put a completed record waiting to be put on the disk (this one
+    /// appends it to the record's own file, [`UndoStore::save_completed`]).
     fn done_path(&self, id: &str) -> PathBuf {
         self.changes().join(format!("{id}.done"))
     }
 
     /// The record sealed in `path` under the name `name`, if its seal verifies.
+    /// A record file holds one sealed record a line, the incomplete one first and the
+    /// completed one appended ([`UndoStore::save_completed`]): the last whose seal verifies is
+    /// the record (a completed one a crash left torn does not, and the incomplete one before it
+    /// is read).
     fn read_sealed(&self, path: &Path, name: &str) -> Option<ChangeRecord> {
         let text = std::fs::read_to_string(path).ok()?;
         let key = self.key().ok()?;
-        key.unwrap(Purpose::Undo, name, &text)
+        text.rsplit('\n')
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .find_map(|line| key.unwrap(Purpose::Undo, name, line))
             .and_then(|body| serde_json::from_str::<ChangeRecord>(body).ok())
             .filter(|record| record_name(&record.id) == name)
     }
@@ -480,7 +544,10 @@ impl UndoStore {
                 .metadata()
                 .and_then(|m| m.modified())
                 .is_ok_and(|modified| modified >= since);
-            if let (true, Some(id)) = (recent, name.strip_suffix(".json"))
+            let id = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(".open"));
+            if let (true, Some(id)) = (recent, id)
                 && let Some(record) = self.record(id)
             {
                 needed.extend(record.blobs());
@@ -507,12 +574,12 @@ impl UndoStore {
     /// Removes a record (a call that changed nothing, a pruned change).
     pub fn remove(&self, id: &str) -> std::io::Result<()> {
         remove_if_there(&self.done_path(id))?;
+        remove_if_there(&self.open_path(id))?;
         remove_if_there(&self.changes().join(record_name(id)))?;
         self.settled(id)
     }
 
-    /// The marker of a change under way: beside the records, so that one folder flush covers
-    /// both.
+    /// The marker an older flycode made for a change under way, beside its record.
     fn marker(&self, id: &str) -> PathBuf {
         self.changes().join(format!("{id}.pending"))
     }
@@ -522,7 +589,7 @@ impl UndoStore {
         self.dir.join("pending").join(id)
     }
 
-    /// Drops the marker of a change under way (it is complete, or gone).
+    /// Drops an older flycode's marker of a change (it is complete, or gone).
     pub fn settled(&self, id: &str) -> std::io::Result<()> {
         for marker in [self.marker(id), self.older_marker(id)] {
             match std::fs::remove_file(marker) {
@@ -533,15 +600,16 @@ impl UndoStore {
         Ok(())
     }
 
-    /// How long ago the marker of `id` was made, if there is one.
+    /// How long ago the change `id` was marked as under way (its record under way made, or an
+    /// older flycode's marker), if it is.
     pub fn marker_age(&self, id: &str) -> Option<std::time::Duration> {
-        [self.marker(id), self.older_marker(id)]
+        [self.open_path(id), self.marker(id), self.older_marker(id)]
             .iter()
             .find_map(|marker| std::fs::metadata(marker).and_then(|m| m.modified()).ok())
             .and_then(|made| made.elapsed().ok())
     }
 
-    /// The ids of the changes marked as under way.
+    /// The ids of the changes under way: records `c-N.open`, and older flycodes' markers.
     pub fn marked_pending(&self) -> Vec<String> {
         let names = |dir: PathBuf| -> Vec<String> {
             std::fs::read_dir(dir)
@@ -555,7 +623,11 @@ impl UndoStore {
         };
         let mut ids: Vec<String> = names(self.changes())
             .into_iter()
-            .filter_map(|name| name.strip_suffix(".pending").map(str::to_owned))
+            .filter_map(|name| {
+                name.strip_suffix(".open")
+                    .or_else(|| name.strip_suffix(".pending"))
+                    .map(str::to_owned)
+            })
             .chain(names(self.dir.join("pending")))
             .filter(|id| id.starts_with("c-"))
             .collect();
@@ -564,12 +636,16 @@ impl UndoStore {
         ids
     }
 
-    /// The record `id`, if it exists and its seal verifies: its completed record where one is
-    /// waiting to be put on the disk ([`UndoStore::save_completed`]), else the record itself.
+    /// The record `id`, if it exists and its seal verifies: finished (`c-N.json`) or under way
+    /// (`c-N.open`, its completed line where one was appended, [`UndoStore::save_completed`]).
     pub fn record(&self, id: &str) -> Option<ChangeRecord> {
         let name = record_name(id);
+        let finished = self.changes().join(&name);
         self.read_sealed(&self.done_path(id), &name)
-            .or_else(|| self.read_sealed(&self.changes().join(&name), &name))
+            .or_else(|| self.read_sealed(&finished, &name))
+            .or_else(|| self.read_sealed(&self.open_path(id), &name))
+            // Renamed between the two looks.
+            .or_else(|| self.read_sealed(&finished, &name))
     }
 
     /// Every record whose seal verifies, oldest first, and a notice for each file that is not
@@ -583,22 +659,37 @@ impl UndoStore {
         if let Err(error) = self.key() {
             return (records, vec![format!("cannot check the records: {error}")]);
         }
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.starts_with("c-") || !name.ends_with(".json") {
-                continue;
-            }
-            // The completed record first, where one waits beside it (read before the record
-            // itself: renamed over it meanwhile, it is found there).
-            let done = entry.path().with_extension("done");
-            let record = self
-                .read_sealed(&done, &name)
-                .or_else(|| self.read_sealed(&entry.path(), &name));
+        let names: BTreeSet<String> = entries
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("c-"))
+            .collect();
+        for name in &names {
+            let id = match name.strip_suffix(".open") {
+                // Under way, and not finished meanwhile (then its finished name is read).
+                Some(id) if !names.contains(&record_name(id)) => id,
+                _ => match name.strip_suffix(".json") {
+                    Some(id) => id,
+                    None => continue,
+                },
+            };
+            let path = self.changes().join(name);
+            let name = &record_name(id);
+            // An older flycode's completed record first, where one waits beside it (read before
+            // the record itself: renamed over it meanwhile, it is found there).
+            let done = names
+                .contains(&format!("{id}.done"))
+                .then(|| self.read_sealed(&self.done_path(id), name))
+                .flatten();
+            let record = done
+                .or_else(|| self.read_sealed(&path, name))
+                // Finished between the listing and the read: under its finished name now.
+                .or_else(|| self.read_sealed(&self.changes().join(name), name));
             match record {
                 Some(record) => records.push(record),
                 None => notices.push(format!(
                     "{} was ignored: its seal does not verify (damaged, or not written by flycode)",
-                    entry.path().display()
+                    path.display()
                 )),
             }
         }
@@ -810,7 +901,20 @@ fn len(bytes: &[u8]) -> u64 {
     u64::try_from(bytes.len()).unwrap_or(u64::MAX)
 }
 
-/// A record's file name.
+/// How a record file's first line ends: on a block boundary of the file, so that the completed
+/// record appended later ([`UndoStore::save_completed`]) starts in a block of its own and the
+/// disk never rewrites a block holding the incomplete record while the completed one goes on
+/// it (a power loss then cannot take the incomplete record with it).
+const RECORD_BLOCK: usize = 4096;
+
+/// A record's first line: `sealed`, spaces up to the block boundary, a line feed.
+fn first_line(mut sealed: String) -> String {
+    let padding = (RECORD_BLOCK - (sealed.len() + 1) % RECORD_BLOCK) % RECORD_BLOCK;
+    sealed.extend(std::iter::repeat_n(' ', padding));
+    sealed.push('\n');
+    sealed
+}
+
 /// Removes `path`; one that is not there is no error.
 fn remove_if_there(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
@@ -819,6 +923,7 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// A record's file name.
 fn record_name(id: &str) -> String {
     format!("{id}.json")
 }
@@ -890,33 +995,31 @@ mod tests {
     }
 
     #[test]
-    fn a_completed_record_is_read_before_it_is_on_the_disk_and_replaces_the_record_after() {
+    fn a_completed_record_is_appended_to_its_record_readable_at_once_and_flushed_after() {
         let (_state, store) = store();
         let mut incomplete = record("", false);
         store.create(&mut incomplete, Vec::new()).unwrap();
         let id = incomplete.id.clone();
+        let file = store.changes().join(format!("{id}.open"));
+        assert_eq!(names(&store.changes()), [format!("{id}.open")]);
+        let first = std::fs::read(&file).unwrap();
         assert_eq!(
-            names(&store.changes()),
-            [format!("{id}.json"), format!("{id}.pending")]
+            first.len() % RECORD_BLOCK,
+            0,
+            "the first line fills whole blocks"
         );
         let mut complete = incomplete.clone();
         complete.complete = true;
         store.save_completed(&complete).unwrap();
-        // Readable at once, through both ways of reading; the incomplete record still on the
-        // disk beside it, and the marker.
+        // Readable at once, through both ways of reading; the incomplete record's bytes as
+        // they were, and the marker still there; no other file.
         assert!(store.record(&id).unwrap().complete);
         let (records, notices) = store.records();
         assert!(notices.is_empty(), "{notices:?}");
         assert_eq!(records.len(), 1);
         assert!(records[0].complete);
-        assert_eq!(
-            names(&store.changes()),
-            [
-                format!("{id}.done"),
-                format!("{id}.json"),
-                format!("{id}.pending")
-            ]
-        );
+        assert!(std::fs::read(&file).unwrap().starts_with(&first));
+        assert_eq!(names(&store.changes()), [format!("{id}.open")]);
         store.make_durable(&id).unwrap();
         assert_eq!(names(&store.changes()), [format!("{id}.json")]);
         assert!(store.record(&id).unwrap().complete);
@@ -931,25 +1034,63 @@ mod tests {
         let mut incomplete = record("", false);
         store.create(&mut incomplete, Vec::new()).unwrap();
         let id = incomplete.id.clone();
-        // What a power loss can leave of a completed record not yet flushed: nothing, or a part.
-        for torn in [&b""[..], b"{\"seal\":"] {
-            std::fs::write(store.done_path(&id), torn).unwrap();
+        let file = store.changes().join(format!("{id}.open"));
+        let first = std::fs::read(&file).unwrap();
+        let mut complete = incomplete.clone();
+        complete.complete = true;
+        let whole = store.sealed(&complete).unwrap();
+        // What a power loss can leave of a completed record not yet flushed: nothing, a part,
+        // or zeros (a file whose size reached the disk before its data).
+        for torn in [
+            &b""[..],
+            b"{\"mac\":",
+            &whole.as_bytes()[..whole.len() - 1],
+            &[0; 40],
+        ] {
+            std::fs::write(&file, [&first[..], torn].concat()).unwrap();
             assert!(!store.record(&id).unwrap().complete);
-            let (records, _) = store.records();
+            let (records, notices) = store.records();
+            assert!(notices.is_empty(), "{notices:?}");
             assert!(!records[0].complete);
         }
-        // Settled from the files, the record saved over it takes the torn one away.
-        let mut settled = incomplete.clone();
-        settled.complete = true;
-        store.save(&settled, true).unwrap();
-        assert_eq!(
-            names(&store.changes()),
-            [format!("{id}.json"), format!("{id}.pending")]
-        );
-        // Removing a change removes a completed record waiting beside it too.
-        store.save_completed(&settled).unwrap();
+        // Settled from the files, the record saved in its place is whole again.
+        store.save(&complete, true).unwrap();
+        assert!(store.record(&id).unwrap().complete);
+        assert_eq!(names(&store.changes()), [format!("{id}.json")]);
         store.remove(&id).unwrap();
         assert!(names(&store.changes()).is_empty());
+    }
+
+    #[test]
+    fn a_completed_record_an_older_flycode_left_beside_its_record_is_read_and_put_in_place() {
+        let (_state, store) = store();
+        std::fs::create_dir_all(store.changes()).unwrap();
+        // An older flycode's change under way: its incomplete record, its marker, and its
+        // completed record waiting beside them.
+        let older = |id: &str, done: &[u8]| {
+            let incomplete = record(id, false);
+            std::fs::write(
+                store.changes().join(record_name(id)),
+                store.sealed(&incomplete).unwrap(),
+            )
+            .unwrap();
+            std::fs::write(store.marker(id), b"").unwrap();
+            std::fs::write(store.done_path(id), done).unwrap();
+        };
+        let mut complete = record("c-7", true);
+        complete.seq = 7;
+        older("c-7", store.sealed(&complete).unwrap().as_bytes());
+        assert_eq!(store.marked_pending(), ["c-7"]);
+        assert!(store.record("c-7").unwrap().complete);
+        assert!(store.records().0[0].complete);
+        store.make_durable("c-7").unwrap();
+        assert_eq!(names(&store.changes()), ["c-7.json"]);
+        assert!(store.record("c-7").unwrap().complete);
+        // Torn, it is not read, and removing the change removes it too.
+        older("c-8", b"{\"mac\":");
+        assert!(!store.record("c-8").unwrap().complete);
+        store.remove("c-8").unwrap();
+        assert_eq!(names(&store.changes()), ["c-7.json"]);
     }
 
     #[test]
