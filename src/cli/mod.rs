@@ -572,6 +572,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     // The change records the door completed after its calls answered go on the disk before
     // flycode exits (PROTOCOL.md §16 (Undo and history), "Order, and a crash").
     crate::sandbox::undo::wait_for_completions();
+    // The journal's spare record files go with the process (PROTOCOL.md §11, "After a crash").
+    crate::sandbox::spare_records::release();
     report_config_reads();
     outcome
 }

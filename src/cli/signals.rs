@@ -216,6 +216,7 @@ fn exit_later(signal: i32, plan: &StopPlan) {
             // The undo records of the calls that ran put on the disk first (PROTOCOL.md §16,
             // "Order, and a crash"): a flushed rename each, not a wait on a call.
             crate::sandbox::undo::wait_for_completions();
+            crate::sandbox::spare_records::release();
             std::process::exit(if plan.signal_status { 128 + signal } else { 0 });
         }
         std::thread::sleep(Duration::from_millis(20));

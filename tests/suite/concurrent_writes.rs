@@ -385,3 +385,62 @@ fn mcp_stopped_by_a_signal_right_after_a_write_leaves_its_undo_record_in_place()
     assert_eq!(lines.len(), 2, "{record}");
     assert!(lines[1].contains(r#""complete":true"#), "{record}");
 }
+
+/// A door that writes all day makes its journal record file once, not once per write
+/// (PROTOCOL.md §11, "After a crash"): between writes the file waits in `journal-spare/`, the
+/// journal itself holds nothing, and the door takes its spare away when it exits. A spare left by
+/// a process that is gone is removed by the next start.
+#[test]
+fn a_session_s_writes_reuse_one_journal_record_file_and_leave_nothing_behind() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workspace::new();
+    let spares = w.state.join("journal-spare");
+    let spare_inodes = || -> Vec<u64> {
+        std::fs::read_dir(&spares)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().metadata().unwrap().ino())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut server = McpServer::start(&w);
+    let mut seen = Vec::new();
+    for n in 0..3 {
+        let answer = server.request(
+            "tools/call",
+            json!({"name": "fs_write", "arguments": {
+                "path": w.root.join(format!("file-{n}.txt")), "mode": "overwrite",
+                "content": format!("{n}\n"),
+            }}),
+        );
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        assert_eq!(journal_records(&w), 0, "no record outlives its write");
+        seen.push(spare_inodes());
+    }
+    assert_eq!(seen[0].len(), 1, "{seen:?}");
+    assert!(seen.iter().all(|inodes| *inodes == seen[0]), "{seen:?}");
+    server.finish();
+    assert!(spare_inodes().is_empty());
+
+    // A spare of a process that is gone (pid 0 never names a user process): removed by the
+    // next start, a live process's left alone.
+    let dead = spares.join("0-1-0.json");
+    let live = spares.join(format!("{}-0-0.json", std::process::id()));
+    std::fs::write(&dead, b"").unwrap();
+    std::fs::write(&live, b"").unwrap();
+    let exec = Command::new(env!("CARGO_BIN_EXE_flycode"))
+        .arg("exec")
+        .arg("--slash")
+        .arg(format!("/fs.ls {}", w.root.display()))
+        .arg("--root")
+        .arg(&w.root)
+        .env("FLYCODE_STATE_DIR", &w.state)
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&w.root)
+        .output()
+        .unwrap();
+    assert!(exec.status.success(), "{exec:?}");
+    assert!(!dead.exists());
+    assert!(live.exists());
+}

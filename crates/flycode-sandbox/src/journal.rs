@@ -13,8 +13,9 @@
 //! phase, "replacing", after every temporary file is flushed and before the first rename; under
 //! `durability = "full"` that record is flushed, and so is the journal's folder (its rename),
 //! because from then on only it can say which renames belong together
-//! ([`super::durability`]). The record is removed when the operation is over, whether it
-//! succeeded or failed.
+//! ([`super::durability`]). The record is taken out of the journal when the operation is over,
+//! whether it succeeded or failed (its file is kept for the process's next write, renamed into
+//! `STATE/journal-spare/`: [`super::spare_records`]).
 //!
 //! At its next start, flycode reads the records of processes that are gone and decides:
 //! - still staging, or a rename missing (a temporary file is still there): undo. Temporary files
@@ -37,7 +38,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,7 +50,10 @@ use super::durability::Durability;
 use super::error::SandboxError;
 use super::handles::{open_file, open_subdir};
 use super::place::TEMP_PREFIX;
+use super::record_owner::owner_of;
+pub use super::record_owner::{own_start_time, owner_is_alive};
 use super::seal::{Purpose, SealKey};
+use super::spare_records::Spare;
 
 /// The directory of the records, inside the state directory.
 const JOURNAL_DIR: &str = "journal";
@@ -153,15 +157,17 @@ struct Record {
     targets: Vec<JournalTarget>,
 }
 
-/// The record of one operation in flight: created by [`Journal::begin`], removed when dropped
-/// (after the operation has cleaned up after itself, successful or not).
+/// The record of one operation in flight: created by [`Journal::begin`], taken out of the
+/// journal when dropped (after the operation has cleaned up after itself, successful or not).
 pub struct Journal {
     file: Option<PathBuf>,
     record: Record,
     /// Whether a batch's "replacing" record is flushed.
     durability: Durability,
-    /// Held while the operation runs: a recovering flycode leaves a locked record alone.
-    _lock: Option<File>,
+    /// The record's file, open and locked while the operation runs (a recovering flycode leaves
+    /// a locked record alone), given back to this process's spares when it ends
+    /// ([`super::spare_records`]).
+    slot: Option<Spare>,
 }
 
 impl Journal {
@@ -186,11 +192,12 @@ impl Journal {
                     .collect(),
                 targets,
             },
-            _lock: None,
+            slot: None,
         };
-        let Some(dir) = super::state::state_dir().map(|d| d.join(JOURNAL_DIR)) else {
+        let Some(state) = super::state::state_dir() else {
             return Ok(journal);
         };
+        let dir = state.join(JOURNAL_DIR);
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let file = dir.join(format!(
             "{}-{}-{}.json",
@@ -198,7 +205,7 @@ impl Journal {
             own_start_time(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        journal._lock = Some(store(&file, &journal.record, journal.durability)?);
+        journal.slot = Some(store(&state, &file, &journal.record, journal.durability)?);
         journal.file = Some(file);
         Ok(journal)
     }
@@ -206,8 +213,12 @@ impl Journal {
     /// Records that every temporary file is complete and the renames begin.
     pub fn replacing(&mut self) -> Result<(), SandboxError> {
         self.record.phase = Phase::Replacing;
-        if let Some(file) = &self.file {
-            self._lock = Some(store(file, &self.record, self.durability)?);
+        if let (Some(file), Some(state)) = (&self.file, super::state::state_dir()) {
+            // The new record replaces the old one by a rename: the old one's file is gone then
+            // (and where the new one could not be stored, the record is removed when the
+            // operation ends, not given back as a spare).
+            drop(self.slot.take());
+            self.slot = Some(store(&state, file, &self.record, self.durability)?);
         }
         Ok(())
     }
@@ -215,10 +226,18 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if let Some(file) = &self.file {
-            // A record that outlives a finished operation is harmless: recovery finds every
-            // rename done (or nothing staged) and has nothing to change.
-            let _ = std::fs::remove_file(file);
+        let Some(file) = &self.file else {
+            return;
+        };
+        // A record that outlives a finished operation is harmless: recovery finds every rename
+        // done (or nothing staged) and has nothing to change.
+        match self.slot.take() {
+            Some(slot) if std::fs::rename(file, &slot.path).is_ok() => {
+                super::spare_records::give_back(slot);
+            }
+            _ => {
+                let _ = std::fs::remove_file(file);
+            }
         }
     }
 }
@@ -235,10 +254,17 @@ fn journal_error(file: &Path, error: std::io::Error) -> SandboxError {
     }
 }
 
-/// Writes the record through a temporary file and a rename, flushing the data and the directory
-/// for a batch's "replacing" record (see the module documentation), and returns the stored file,
-/// locked.
-fn store(file: &Path, record: &Record, durability: Durability) -> Result<File, SandboxError> {
+/// Writes the record into a spare record file ([`super::spare_records`]) and renames it into
+/// the journal as `file` (so a record is never seen half written), flushing the data and the
+/// directory for a batch's "replacing" record (see the module documentation), and returns the
+/// record's file, locked.
+fn store(
+    state: &Path,
+    file: &Path,
+    record: &Record,
+    durability: Durability,
+) -> Result<Spare, SandboxError> {
+    use std::os::unix::fs::FileExt;
     let durable = record.operation == Operation::WriteBatch
         && record.phase == Phase::Replacing
         && durability == Durability::Full;
@@ -247,75 +273,32 @@ fn store(file: &Path, record: &Record, durability: Durability) -> Result<File, S
     std::fs::create_dir_all(dir).map_err(fail)?;
     let key = SealKey::of_state_dir().map_err(|e| fail(std::io::Error::other(e)))?;
     let name = file.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{name}.tmp"));
     let body = serde_json::to_string(record).map_err(|e| fail(std::io::Error::other(e)))?;
     let text = key.wrap(Purpose::Journal, &name, &body).into_bytes();
+    let spare = super::spare_records::take(state).map_err(fail)?;
     let written = (|| {
-        let _ = std::fs::remove_file(&temp);
-        let mut handle = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        rustix::fs::flock(&handle, rustix::fs::FlockOperation::LockExclusive)?;
-        handle.write_all(&text)?;
+        // What an earlier operation left in it is cut off after the new record.
+        spare.file.write_all_at(&text, 0)?;
+        spare
+            .file
+            .set_len(u64::try_from(text.len()).unwrap_or(u64::MAX))?;
         if durable {
-            super::durability::sync_data(&handle, durability)?;
+            super::durability::sync_data(&spare.file, durability)?;
         }
-        std::fs::rename(&temp, file)?;
+        std::fs::rename(&spare.path, file)?;
         if durable {
             super::durability::sync_dir(File::open(dir)?, durability)?;
         }
-        Ok(handle)
+        Ok(())
     })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        fail(e)
-    })
-}
-
-/// When this process started, as the kernel counts it (`0` where it is not known): with the pid,
-/// it names a process uniquely even after the pid is reused.
-pub fn own_start_time() -> u64 {
-    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *START.get_or_init(|| start_time(std::process::id()).unwrap_or(0))
-}
-
-/// A process's start time from `/proc/PID/stat` (field 22), on Linux.
-fn start_time(pid: u32) -> Option<u64> {
-    stat_fields(pid)?.1
-}
-
-/// A process's state (field 3: `R`, `S`, `Z`…) and start time, from `/proc/PID/stat`.
-fn stat_fields(pid: u32) -> Option<(String, Option<u64>)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.to_owned();
-    Some((state, fields.nth(18).and_then(|start| start.parse().ok())))
-}
-
-/// Whether the process that wrote a record named `pid-start-n.json` still runs. A zombie (dead,
-/// its parent has not yet collected its status) does not: its files are closed, its locks gone,
-/// and it will never finish what the record says.
-pub fn owner_is_alive(pid: u32, start: u64) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    if cfg!(target_os = "linux") {
-        return stat_fields(pid).is_some_and(|(state, now)| {
-            state != "Z" && now.is_some_and(|now| start == 0 || now == start)
-        });
-    }
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    match rustix::process::test_kill_process(pid) {
-        Ok(()) => true,
-        Err(error) => error == rustix::io::Errno::PERM,
+    match written {
+        Ok(()) => Ok(spare),
+        Err(error) => {
+            if spare.path.exists() {
+                super::spare_records::give_back(spare);
+            }
+            Err(fail(error))
+        }
     }
 }
 
@@ -392,6 +375,7 @@ pub fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
     let Some(state) = super::state::state_dir() else {
         return Vec::new();
     };
+    super::spare_records::remove_dead_owners(&state);
     let dir = state.join(JOURNAL_DIR);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
@@ -434,14 +418,6 @@ pub fn recover_interrupted(roots: Option<&[PathBuf]>) -> Vec<String> {
         }
     }
     lines
-}
-
-/// The pid and start time in a record's name, `PID-START-N.json`.
-fn owner_of(stem: &str) -> Option<(u32, u64)> {
-    let mut parts = stem.strip_suffix(".json")?.split('-');
-    let pid = parts.next()?.parse().ok()?;
-    let start = parts.next()?.parse().ok()?;
-    Some((pid, start))
 }
 
 /// Why a record is not acted on.
@@ -827,35 +803,6 @@ fn remove_created_dirs(target: &JournalTarget) {
 #[cfg(unix)]
 mod tests {
     use super::*;
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_running_writer_owns_its_record_and_a_zombie_does_not() {
-        let mut running = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let pid = running.id();
-        let start = start_time(pid).unwrap();
-        assert!(owner_is_alive(pid, start));
-        assert!(
-            !owner_is_alive(pid, start + 1),
-            "another process under a reused pid"
-        );
-        running.kill().unwrap();
-        // Killed and not yet collected: a zombie, which finishes nothing.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while stat_fields(pid).is_some_and(|(state, _)| state != "Z") {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never became a zombie"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(!owner_is_alive(pid, start));
-        running.wait().unwrap();
-        assert!(!owner_is_alive(pid, start));
-    }
 
     #[test]
     fn a_batch_is_finished_only_when_every_rename_is_done() {
