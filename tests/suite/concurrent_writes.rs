@@ -429,18 +429,11 @@ fn a_session_s_writes_reuse_one_journal_record_file_and_leave_nothing_behind() {
     let live = spares.join(format!("{}-0-0.json", std::process::id()));
     std::fs::write(&dead, b"").unwrap();
     std::fs::write(&live, b"").unwrap();
-    let exec = Command::new(env!("CARGO_BIN_EXE_flycode"))
-        .arg("exec")
-        .arg("--slash")
-        .arg(format!("/fs.ls {}", w.root.display()))
-        .arg("--root")
-        .arg(&w.root)
-        .env("FLYCODE_STATE_DIR", &w.state)
-        .env_remove("XDG_CONFIG_HOME")
-        .current_dir(&w.root)
-        .output()
-        .unwrap();
-    assert!(exec.status.success(), "{exec:?}");
+    let (code, report) = w.exec_json(
+        &json!({"id": "ls", "tool": "fs.ls", "args": {"path": w.root}}),
+        &[],
+    );
+    assert_eq!(code, 0, "{report}");
     assert!(!dead.exists());
     assert!(live.exists());
 }

@@ -644,46 +644,34 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn an_empty_record_a_power_loss_left_beside_an_old_marker_is_removed_with_it() {
-        let state = tempfile::tempdir().unwrap();
-        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
-        let changes = state.path().join("undo/changes");
-        std::fs::create_dir_all(&changes).unwrap();
-        std::fs::write(changes.join("c-1.json"), b"").unwrap();
-        std::fs::write(changes.join("c-1.pending"), b"").unwrap();
-        // A young marker may be a live flycode's, its record not written yet: left alone.
-        assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
-        assert!(changes.join("c-1.json").exists() && changes.join("c-1.pending").exists());
-        let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-        std::fs::File::options()
-            .write(true)
-            .open(changes.join("c-1.pending"))
-            .unwrap()
-            .set_modified(two_minutes_ago)
-            .unwrap();
-        settle_interrupted(&store, UndoLimits::default());
-        assert_eq!(std::fs::read_dir(&changes).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn an_empty_record_under_way_a_power_loss_left_is_removed_once_it_is_old() {
-        let state = tempfile::tempdir().unwrap();
-        let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
-        let changes = state.path().join("undo/changes");
-        std::fs::create_dir_all(&changes).unwrap();
-        std::fs::write(changes.join("c-1.open"), b"").unwrap();
-        // Young, it may be a live flycode's, its record not written yet: left alone.
-        assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
-        assert!(changes.join("c-1.open").exists());
-        let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-        std::fs::File::options()
-            .write(true)
-            .open(changes.join("c-1.open"))
-            .unwrap()
-            .set_modified(two_minutes_ago)
-            .unwrap();
-        settle_interrupted(&store, UndoLimits::default());
-        assert_eq!(std::fs::read_dir(&changes).unwrap().count(), 0);
+    fn an_empty_record_a_power_loss_left_under_way_is_removed_once_it_is_old() {
+        // This flycode's record under way (its own marker), and an older one's record beside
+        // its marker.
+        for (files, marker) in [
+            (&["c-1.open"][..], "c-1.open"),
+            (&["c-1.json", "c-1.pending"][..], "c-1.pending"),
+        ] {
+            let state = tempfile::tempdir().unwrap();
+            let store = UndoStore::at(&state.path().join("undo"), Durability::Process);
+            let changes = state.path().join("undo/changes");
+            std::fs::create_dir_all(&changes).unwrap();
+            for file in files {
+                std::fs::write(changes.join(file), b"").unwrap();
+            }
+            // Young, it may be a live flycode's, its record not written yet: left alone.
+            assert!(settle_interrupted(&store, UndoLimits::default()).is_empty());
+            assert!(files.iter().all(|file| changes.join(file).exists()));
+            let two_minutes_ago =
+                std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+            std::fs::File::options()
+                .write(true)
+                .open(changes.join(marker))
+                .unwrap()
+                .set_modified(two_minutes_ago)
+                .unwrap();
+            settle_interrupted(&store, UndoLimits::default());
+            assert_eq!(std::fs::read_dir(&changes).unwrap().count(), 0, "{files:?}");
+        }
     }
 
     #[test]
