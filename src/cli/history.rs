@@ -41,7 +41,7 @@ pub(crate) fn run(args: &HistoryArgs) -> anyhow::Result<Outcome> {
     for line in settle_interrupted(&store, config.undo) {
         eprintln!("flycode: {line}");
     }
-    let (records, notices) = store.records();
+    let (records, notices) = store.records_listed_alone();
     for notice in notices {
         eprintln!("flycode: {}", escape_for_terminal(&notice));
     }

@@ -56,7 +56,7 @@ pub(crate) fn run(args: &UndoArgs) -> anyhow::Result<Outcome> {
     let (config, sandbox) = open_sandbox(&flags, loaded)?;
     let store = UndoStore::open_default(config.durability)
         .context("no state directory: set FLYCODE_STATE_DIR or HOME")?;
-    let (records, notices) = store.records();
+    let (records, notices) = store.records_listed_alone();
     for notice in notices {
         eprintln!("flycode: {}", escape_for_terminal(&notice));
     }

@@ -129,8 +129,8 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     let before = count::during(|| {
         pending = Some(recorder.begin(&sandbox, "fs.write", None, &named).unwrap());
     });
-    // Each content's data, the record's, then blobs/ and changes/ (the record and its
-    // marker): one folder for the contents however many there are.
+    // Each content's data, the record's, then blobs/ and changes/ (the record under way):
+    // one folder for the contents however many there are.
     assert_eq!(before, 3 + 1 + 2);
     for path in &paths {
         std::fs::write(path, "new\n").unwrap();
@@ -147,7 +147,7 @@ fn recording_a_change_flushes_each_content_once_and_each_folder_once() {
     let id = id.unwrap();
     assert!(recorder.store().record(&id).unwrap().complete);
     crate::undo::wait_for_completions();
-    // On the disk in place of the incomplete record, its marker gone.
+    // On the disk under its finished name, nothing under way left.
     let changes = state.path().join("undo/changes");
     let mut names: Vec<String> = std::fs::read_dir(&changes)
         .unwrap()

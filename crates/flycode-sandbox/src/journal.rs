@@ -217,8 +217,11 @@ impl Journal {
             // The new record replaces the old one by a rename: the old one's file is gone then
             // (and where the new one could not be stored, the record is removed when the
             // operation ends, not given back as a spare).
-            drop(self.slot.take());
-            self.slot = Some(store(&state, file, &self.record, self.durability)?);
+            // The old record stays locked until the new one is in its place.
+            let old = self.slot.take();
+            let stored = store(&state, file, &self.record, self.durability);
+            drop(old);
+            self.slot = Some(stored?);
         }
         Ok(())
     }
@@ -514,6 +517,13 @@ fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option
     };
     let record = match record {
         Ok(record) => record,
+        Err(Foreign::Unsealed) if sealed_for_an_earlier_operation(key, &name, &text) => {
+            // A reused record file (`spare_records`) whose new record and its rename did not
+            // both reach the disk before a power loss: it holds the record of an operation of
+            // the same process that had ended. Nothing to do, and not a planted record.
+            let _ = std::fs::remove_file(file);
+            return None;
+        }
         Err(why) => return Some(set_aside(file, why)),
     };
     let what = operation_of(&record);
@@ -540,6 +550,26 @@ fn recover_file(file: &Path, key: &SealKey, roots: Option<&[PathBuf]>) -> Option
         line.push_str(&format!(" (left as found: {})", problems.join("; ")));
     }
     Some(line)
+}
+
+/// Whether `text`, found as the record `name` (`PID-START-N.json`), is sealed under the name of
+/// an earlier record of the same process (`PID-START-K.json`, K < N): what a power loss can leave
+/// in a record file that process reused ([`super::spare_records`]).
+fn sealed_for_an_earlier_operation(key: &SealKey, name: &str, text: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".json") else {
+        return false;
+    };
+    let Some((owner, number)) = stem.rsplit_once('-') else {
+        return false;
+    };
+    let Ok(number) = number.parse::<u64>() else {
+        return false;
+    };
+    owner_of(name).is_some()
+        && (0..number).rev().any(|earlier| {
+            key.unwrap(Purpose::Journal, &format!("{owner}-{earlier}.json"), text)
+                .is_some()
+        })
 }
 
 /// Opens a record to recover it, locked: never through a link, and without blocking (a FIFO
@@ -950,6 +980,32 @@ mod tests {
         std::fs::write(&garbled, b"again").unwrap();
         recover_file(&garbled, &key(), None).unwrap();
         assert!(rejected(temp.path()).contains(&"1-2-4.json.1".to_owned()));
+    }
+
+    #[test]
+    fn a_reused_record_file_holding_an_earlier_record_of_its_process_is_dropped_quietly() {
+        let temp = tempfile::tempdir().unwrap();
+        let record = Record {
+            operation: Operation::Write,
+            phase: Phase::Staging,
+            roots: vec![temp.path().display().to_string()],
+            targets: Vec::new(),
+        };
+        let body = serde_json::to_string(&record).unwrap();
+        // What a power loss can leave in `1-2-7.json`: the record of that process's operation 5,
+        // which used the file before (spare_records). Dropped, nothing reported.
+        let stale = temp.path().join("1-2-7.json");
+        std::fs::write(&stale, key().wrap(Purpose::Journal, "1-2-5.json", &body)).unwrap();
+        assert_eq!(recover_file(&stale, &key(), None), None);
+        assert!(!stale.exists());
+        // Sealed for a later operation of that process, or for another process: not what a
+        // reused file can hold, so set aside as before.
+        for sealed_as in ["1-2-9.json", "1-3-5.json", "9-2-5.json"] {
+            std::fs::write(&stale, key().wrap(Purpose::Journal, sealed_as, &body)).unwrap();
+            let line = recover_file(&stale, &key(), None).unwrap();
+            assert!(line.contains("seal does not verify"), "{sealed_as}: {line}");
+        }
+        assert_eq!(rejected(temp.path()).len(), 3);
     }
 
     #[test]

@@ -88,7 +88,23 @@ pub(crate) fn remove_dead_owners(state: &Path) {
         let Some((pid, start)) = super::record_owner::owner_of(&name.to_string_lossy()) else {
             continue;
         };
-        if !super::record_owner::owner_is_alive(pid, start) {
+        if super::record_owner::owner_is_alive(pid, start) {
+            continue;
+        }
+        // Locked, it is a live process's after all (one of another pid namespace sharing the
+        // state directory): left to it.
+        // Opened without following a link or waiting on a FIFO planted here.
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+            options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+        }
+        let unlocked = options.open(entry.path()).is_ok_and(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+        });
+        if unlocked {
             let _ = std::fs::remove_file(entry.path());
         }
     }

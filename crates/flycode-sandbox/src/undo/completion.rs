@@ -1,11 +1,12 @@
 //! Completed records put on the disk off the call's path (PROTOCOL.md §16 (Undo and history),
 //! "Order, and a crash"). A change's completed record is readable before its call answers
-//! (appended to its incomplete record's file, [`super::UndoStore::save_completed`]); flushing it
-//! and dropping the marker happen here, on a thread of their own, started as the call finishes
-//! and running while it answers. Until then the marker and the incomplete record, both on the
-//! disk since before the change landed, are what a crash leaves: the next start takes the
-//! completed record if it reached the disk whole (its seal verifies), and otherwise settles the
-//! change from what the files hold, as for a flycode killed during the call.
+//! (appended to its record under way, `c-N.open`, [`super::UndoStore::save_completed`]);
+//! flushing it and renaming the record to `c-N.json` happen here, on a thread of their own,
+//! started as the call finishes and running while it answers. Until then the record under way,
+//! its incomplete first line on the disk since before the change landed, is what a crash leaves:
+//! the next start takes the completed record if it reached the disk whole (its seal verifies),
+//! and otherwise settles the change from what the files hold, as for a flycode killed during the
+//! call.
 //!
 //! Every door waits for these threads before it exits ([`wait_for_completions`]), so a flycode
 //! that ends normally leaves every record on the disk.

@@ -391,6 +391,8 @@ impl UndoStore {
             .tempfile_in(&changes)?;
         temp.write_all(first_line(self.sealed(record)?).as_bytes())?;
         sync_data(temp.as_file(), self.durability)?;
+        // A record under way changes its name here: no pruning lists the records meanwhile.
+        let _listed_alone = self.lock(false);
         temp.persist(changes.join(record_name(&record.id)))
             .map_err(|e| e.error)?;
         // The record under way, and a completed record of an older flycode that never reached
@@ -457,15 +459,50 @@ impl UndoStore {
     /// its name (a listing could miss it).
     fn finish(&self, id: &str) -> std::io::Result<()> {
         let _listed_alone = self.lock(false);
-        match rustix::fs::renameat_with(
+        let (open, finished) = (self.open_path(id), self.changes().join(record_name(id)));
+        let renamed = match rustix::fs::renameat_with(
             rustix::fs::CWD,
-            self.open_path(id),
+            &open,
             rustix::fs::CWD,
-            self.changes().join(record_name(id)),
+            &finished,
             rustix::fs::RenameFlags::NOREPLACE,
         ) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => self.settled(id),
-            Err(error) => Err(error.into()),
+            // A file system without the flag: a second name (refused where one is there), then
+            // the first one dropped.
+            Err(rustix::io::Errno::INVAL) => {
+                std::fs::hard_link(&open, &finished).and_then(|()| std::fs::remove_file(&open))
+            }
+            renamed => renamed.map_err(std::io::Error::from),
+        };
+        match renamed {
+            Ok(()) => self.settled(id),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => self.settled(id),
+            // Finished already: a flycode that settled this change was stopped between writing
+            // the finished record and removing this one. Where the finished record is this very
+            // change's, this one goes; anything else (another process's record under this id)
+            // is left as it is.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                let name = record_name(id);
+                let same_change = match (
+                    self.read_sealed(&open, &name),
+                    self.read_sealed(&finished, &name),
+                ) {
+                    (Some(under_way), Some(done)) => {
+                        (
+                            under_way.pid,
+                            under_way.start,
+                            under_way.time,
+                            &under_way.session,
+                        ) == (done.pid, done.start, done.time, &done.session)
+                    }
+                    _ => false,
+                };
+                if same_change {
+                    remove_if_there(&open)?;
+                }
+                self.settled(id)
+            }
+            Err(error) => Err(error),
         }
     }
 
@@ -487,9 +524,13 @@ impl UndoStore {
     /// the record (a completed one a crash left torn does not, and the incomplete one before it
     /// is read).
     fn read_sealed(&self, path: &Path, name: &str) -> Option<ChangeRecord> {
-        let text = std::fs::read_to_string(path).ok()?;
+        let bytes = std::fs::read(path).ok()?;
         let key = self.key().ok()?;
-        text.rsplit('\n')
+        // Line by line: a torn line may end inside a character, and must not take the whole
+        // lines before it along.
+        bytes
+            .rsplit(|byte| *byte == b'\n')
+            .filter_map(|line| std::str::from_utf8(line).ok())
             .map(str::trim)
             .filter(|line| !line.is_empty())
             .find_map(|line| key.unwrap(Purpose::Undo, name, line))
@@ -574,8 +615,10 @@ impl UndoStore {
     /// Removes a record (a call that changed nothing, a pruned change).
     pub fn remove(&self, id: &str) -> std::io::Result<()> {
         remove_if_there(&self.done_path(id))?;
-        remove_if_there(&self.open_path(id))?;
         remove_if_there(&self.changes().join(record_name(id)))?;
+        // Last: while it is there, no other process takes the id (and writes a record this
+        // would then remove).
+        remove_if_there(&self.open_path(id))?;
         self.settled(id)
     }
 
@@ -646,6 +689,16 @@ impl UndoStore {
             .or_else(|| self.read_sealed(&self.open_path(id), &name))
             // Renamed between the two looks.
             .or_else(|| self.read_sealed(&finished, &name))
+    }
+
+    /// [`UndoStore::records`], under the store's lock (shared): no record changes its name while
+    /// they are listed (one listed in that moment could be missed). For a reader that holds no
+    /// lock of the store's; a pruning, which holds it exclusively, calls
+    /// [`UndoStore::records`].
+    pub fn records_listed_alone(&self) -> (Vec<ChangeRecord>, Vec<String>) {
+        // A store without records is not made (with its lock file) for a look at it.
+        let _listed_alone = self.changes().is_dir().then(|| self.lock(false));
+        self.records()
     }
 
     /// Every record whose seal verifies, oldest first, and a notice for each file that is not
@@ -1041,11 +1094,15 @@ mod tests {
         let whole = store.sealed(&complete).unwrap();
         // What a power loss can leave of a completed record not yet flushed: nothing, a part,
         // or zeros (a file whose size reached the disk before its data).
+        // A torn line may end inside a character (a path's `é`, here cut after its first byte).
+        let cut_in_a_character = [&whole.as_bytes()[..20], "é".as_bytes()].concat();
+        let cut_in_a_character = &cut_in_a_character[..cut_in_a_character.len() - 1];
         for torn in [
             &b""[..],
             b"{\"mac\":",
             &whole.as_bytes()[..whole.len() - 1],
             &[0; 40],
+            cut_in_a_character,
         ] {
             std::fs::write(&file, [&first[..], torn].concat()).unwrap();
             assert!(!store.record(&id).unwrap().complete);
@@ -1059,6 +1116,41 @@ mod tests {
         assert_eq!(names(&store.changes()), [format!("{id}.json")]);
         store.remove(&id).unwrap();
         assert!(names(&store.changes()).is_empty());
+    }
+
+    #[test]
+    fn a_record_under_way_whose_change_was_finished_already_goes_and_another_s_is_kept() {
+        let (_state, store) = store();
+        let mut under_way = record("", false);
+        under_way.pid = 41;
+        store.create(&mut under_way, Vec::new()).unwrap();
+        let id = under_way.id.clone();
+        let mut complete = under_way.clone();
+        complete.complete = true;
+        store.save_completed(&complete).unwrap();
+        // A flycode settling it stopped between writing `c-N.json` and removing `c-N.open`.
+        std::fs::write(
+            store.changes().join(record_name(&id)),
+            store.sealed(&complete).unwrap(),
+        )
+        .unwrap();
+        store.make_durable(&id).unwrap();
+        assert_eq!(names(&store.changes()), [record_name(&id)]);
+        // Another process's record under the same id (a flycode from before `.open` writing the
+        // store at the same moment): neither is removed or replaced.
+        let mut mine = record("", false);
+        mine.pid = 41;
+        store.create(&mut mine, Vec::new()).unwrap();
+        let mut theirs = mine.clone();
+        theirs.pid = 42;
+        std::fs::write(
+            store.changes().join(record_name(&mine.id)),
+            store.sealed(&theirs).unwrap(),
+        )
+        .unwrap();
+        store.make_durable(&mine.id).unwrap();
+        assert!(store.open_path(&mine.id).exists());
+        assert_eq!(store.record(&mine.id).unwrap().pid, 42);
     }
 
     #[test]
