@@ -2,6 +2,8 @@
 //! records, their spare files and undo records are named or stamped with their writer's pid and
 //! start time (PROTOCOL.md §11 Security, "After a crash").
 
+use std::path::Path;
+
 /// When this process started, as the kernel counts it (`0` where it is not known): with the pid,
 /// it names a process uniquely even after the pid is reused.
 pub fn own_start_time() -> u64 {
@@ -54,6 +56,41 @@ pub(crate) fn owner_of(stem: &str) -> Option<(u32, u64)> {
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
     Some((pid, start))
+}
+
+/// Opens a record (a journal record, a spare record file) to recover or remove it, locked:
+/// never through a link, and without blocking (a FIFO planted here must not hold up every
+/// start), then only a regular file. `None` when it is no regular file, its writer still holds
+/// it, another flycode starting at the same moment is recovering it, or that one has removed it
+/// meanwhile.
+pub(crate) fn open_record(file: &Path) -> Option<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    let handle = options.open(file).ok()?;
+    if !handle.metadata().ok()?.is_file() {
+        return None;
+    }
+    // Another flycode starting at the same moment may be recovering it: leave it to that one.
+    rustix::fs::flock(
+        &handle,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .ok()?;
+    // Removed meanwhile by the one that held the lock before.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if handle.metadata().ok()?.nlink() == 0 {
+            return None;
+        }
+    }
+    Some(handle)
 }
 
 #[cfg(test)]

@@ -53,7 +53,6 @@ pub(crate) fn take(state: &Path) -> std::io::Result<Spare> {
         super::record_owner::own_start_time(),
         MADE.fetch_add(1, Ordering::Relaxed)
     ));
-    let _ = std::fs::remove_file(&path);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -93,17 +92,7 @@ pub(crate) fn remove_dead_owners(state: &Path) {
         }
         // Locked, it is a live process's after all (one of another pid namespace sharing the
         // state directory): left to it.
-        // Opened without following a link or waiting on a FIFO planted here.
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true);
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-            options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
-        }
-        let unlocked = options.open(entry.path()).is_ok_and(|file| {
-            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
-        });
+        let unlocked = super::record_owner::open_record(&entry.path()).is_some();
         if unlocked {
             let _ = std::fs::remove_file(entry.path());
         }

@@ -323,7 +323,7 @@ impl Recorder {
         self.recorded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The rest off the call's path, while it answers: the completed record readable now is
-        // flushed, the marker dropped, the store's size counted.
+        // flushed, the record renamed to its finished name, the store's size counted.
         let (store, limits, prunes) =
             (std::sync::Arc::clone(&self.store), self.limits, self.prunes);
         let (id, stored_bytes) = (record.id.clone(), record.stored_bytes);

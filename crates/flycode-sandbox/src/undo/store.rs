@@ -293,9 +293,9 @@ impl UndoStore {
     /// created exclusively, and given up where `c-N.json` appeared meanwhile). Under `full`, the
     /// copied contents' data is flushed before they are named; then the linked files' data, the
     /// record's and every folder that got a name (`blobs/`, and `changes/` with the record) are
-    /// flushed together, each on a thread of its
-    /// own ([`sync_at_once`]), so that all of it is on the disk before the change lands. No
-    /// order is needed among those: nothing names a flushed thing until they have all ended.
+    /// flushed together, each on a thread of its own ([`sync_at_once`]), so that all of it is
+    /// on the disk before the change lands. No order is needed among those: nothing names a
+    /// flushed thing until they have all ended.
     pub fn create(
         &self,
         record: &mut ChangeRecord,
@@ -519,6 +519,7 @@ impl UndoStore {
     }
 
     /// The record sealed in `path` under the name `name`, if its seal verifies.
+    ///
     /// A record file holds one sealed record a line, the incomplete one first and the
     /// completed one appended ([`UndoStore::save_completed`]): the last whose seal verifies is
     /// the record (a completed one a crash left torn does not, and the incomplete one before it
@@ -738,8 +739,13 @@ impl UndoStore {
                 .or_else(|| self.read_sealed(&path, name))
                 // Finished between the listing and the read: under its finished name now.
                 .or_else(|| self.read_sealed(&self.changes().join(name), name));
+            // A record under way that does not verify yet may be a live change's, its first
+            // line being written: said only once it is a minute old (then settled, or left).
+            let young_under_way = path.extension().is_some_and(|ext| ext == "open")
+                && self.marker_age(id).is_none_or(|age| age.as_secs() <= 60);
             match record {
                 Some(record) => records.push(record),
+                None if young_under_way => {}
                 None => notices.push(format!(
                     "{} was ignored: its seal does not verify (damaged, or not written by flycode)",
                     path.display()
@@ -1116,6 +1122,25 @@ mod tests {
         assert_eq!(names(&store.changes()), [format!("{id}.json")]);
         store.remove(&id).unwrap();
         assert!(names(&store.changes()).is_empty());
+    }
+
+    #[test]
+    fn a_record_under_way_not_written_yet_is_no_alarm_until_it_is_a_minute_old() {
+        let (_state, store) = store();
+        std::fs::create_dir_all(store.changes()).unwrap();
+        let open = store.open_path("c-3");
+        std::fs::write(&open, b"").unwrap();
+        let (records, notices) = store.records();
+        assert!(records.is_empty() && notices.is_empty(), "{notices:?}");
+        std::fs::File::options()
+            .write(true)
+            .open(&open)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(120))
+            .unwrap();
+        let (_, notices) = store.records();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(notices[0].contains("c-3.open"), "{notices:?}");
     }
 
     #[test]
